@@ -1,0 +1,54 @@
+import { applyTopology, connectBus } from "@notify/bus";
+import { loadConfig } from "@notify/config";
+import { createDb } from "@notify/db";
+import { listen, onShutdown } from "@notify/http";
+import { createLogger } from "@notify/log";
+import { createApp } from "./app.js";
+import { createKeyLookup } from "./auth/api-keys.js";
+import { IngestConfig } from "./config.js";
+import { recoverUnpublished } from "./notifications/recover.js";
+import { createTemplateLookup } from "./notifications/templates.js";
+
+const config = loadConfig(IngestConfig, process.env);
+const log = createLogger({ name: "ingest", level: config.LOG_LEVEL });
+const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-ingest" });
+// At start ingest waits for NATS; once running, a lost connection makes POST answer 503 until it is back.
+const bus = await connectBus({
+  servers: config.NATS_URL,
+  name: "notify-ingest",
+  namespace: config.NATS_NAMESPACE,
+  partitions: config.LANE_PARTITIONS,
+  publishTimeoutMs: config.PUBLISH_TIMEOUT_MS,
+  waitOnFirstConnect: true,
+});
+await applyTopology(bus);
+
+let stopping = false;
+const app = createApp({
+  database,
+  bus,
+  log,
+  lookupKey: createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000),
+  templates: createTemplateLookup(database),
+  maxBodyBytes: config.MAX_BODY_BYTES,
+  isStopping: () => stopping,
+});
+const server = await listen(app, config.PORT, config.HOST);
+
+let sweeping: Promise<unknown> = Promise.resolve();
+const sweep = setInterval(() => {
+  sweeping = recoverUnpublished({ database, bus, log }, config.RECOVERY_GRACE_MS).catch((error: unknown) =>
+    log.warn({ err: error }, "recovery sweep failed"),
+  );
+}, config.RECOVERY_INTERVAL_MS);
+
+log.info({ port: server.port }, "ingest listening");
+
+onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
+  stopping = true;
+  clearInterval(sweep);
+  await server.close();
+  await sweeping;
+  await bus.close();
+  await database.close();
+});

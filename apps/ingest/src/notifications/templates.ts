@@ -1,0 +1,29 @@
+import type { Database } from "@notify/db";
+
+export interface TemplateInfo {
+  id: string;
+  version: number;
+  params: string[];
+}
+
+/**
+ * Declared parameters of a template's latest version, cached for a few seconds: every POST
+ * checks its data against them, and templates change rarely.
+ */
+export function createTemplateLookup(database: Database, ttlMs = 5000) {
+  const cache = new Map<string, { value: TemplateInfo | null; expires: number }>();
+  return async (templateId: string): Promise<TemplateInfo | null> => {
+    const now = Date.now();
+    const hit = cache.get(templateId);
+    if (hit && hit.expires > now) return hit.value;
+    const rows = await database.sql<{ version: number; params: string[] }[]>`
+      select v.version, v.params from templates t
+      join template_versions v on v.template_id = t.id and v.version = t.latest_version
+      where t.id = ${templateId}`;
+    const row = rows[0];
+    const value = row ? { id: templateId, version: row.version, params: row.params } : null;
+    if (cache.size > 10_000) cache.clear();
+    cache.set(templateId, { value, expires: now + ttlMs });
+    return value;
+  };
+}

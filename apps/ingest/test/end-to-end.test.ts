@@ -1,0 +1,97 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startStack } from "@notify/stack";
+import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import t from "tap";
+
+// One notification the whole way over the real processes: ingest -> Postgres + JetStream lane
+// -> processor -> email work queue -> worker -> SendGrid sandbox -> status -> GET delivered.
+const { url } = await freshDatabase(t);
+const namespace = freshNamespace(t);
+const ports = { ingest: await freePort(), processor: await freePort(), workers: await freePort(), receipts: await freePort(), sandbox: await freePort() };
+const stack = await startStack({
+  dataDir: mkdtempSync(join(tmpdir(), "notify-e2e-")),
+  databaseUrl: url,
+  natsUrl: TEST_NATS_URL,
+  namespace,
+  partitions: 4,
+  basePort: ports.ingest,
+  ports,
+  logLevel: "warn",
+  seed: true,
+  onLine: (app, line) => t.comment(`[${app}] ${line}`),
+});
+t.teardown(() => stack.stop());
+const auth = { authorization: `Bearer ${stack.apiKey}` };
+
+const post = (body: unknown, key = randomUUID()) =>
+  fetch(`${stack.baseUrl}/api/v1/notifications`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json", "idempotency-key": key },
+    body: JSON.stringify(body),
+  });
+
+t.test("a notification is delivered by email and GET reports it with the provider id", async (t) => {
+  const response = await post({
+    user_id: "user-123",
+    category: "account",
+    template_id: "welcome",
+    data: { name: "Ada <3" },
+    priority: "transactional",
+    channels: ["email"],
+  });
+  t.equal(response.status, 202);
+  const accepted = (await response.json()) as { notification_id: string; status: string };
+  t.equal(accepted.status, "accepted");
+  t.match(accepted.notification_id, /^[0-9a-f-]{36}$/);
+
+  const view = await eventually(async () => {
+    const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${accepted.notification_id}`, { headers: auth });
+    const body = (await r.json()) as { channels: Record<string, { status: string; provider_id: string | null; ts: string }> };
+    return body.channels.email?.status === "delivered" ? body : undefined;
+  }, 20_000, "email delivered");
+
+  const sandbox = await fetch(`${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${accepted.notification_id}`);
+  const mails = ((await sandbox.json()) as { data: Array<{ message_id: string; subject: string; to: Array<{ email: string }>; content: Array<{ type: string; value: string }>; custom_args: Record<string, string> }> }).data;
+  t.equal(mails.length, 1, "exactly one send reached the provider");
+  const mail = mails[0];
+  t.equal(view.channels.email?.provider_id, mail?.message_id, "provider id is SendGrid's X-Message-Id");
+  t.equal(mail?.to[0]?.email, "user-123@example.com");
+  t.equal(mail?.subject, "Welcome, Ada <3!", "subject rendered from the stored template");
+  t.match(mail?.content.find((c) => c.type === "text/html")?.value ?? "", "Hello Ada &lt;3", "HTML body escapes data");
+  t.equal(mail?.custom_args.channel, "email");
+  t.ok(!Number.isNaN(Date.parse(view.channels.email?.ts ?? "")), "ts is a timestamp");
+});
+
+t.test("the same Idempotency-Key returns the same notification with 200 and sends nothing more", async (t) => {
+  const key = randomUUID();
+  const body = { user_id: "user-123", category: "account", template_id: "welcome", data: { name: "Bo" }, priority: "transactional", channels: ["email"] };
+  const first = (await (await post(body, key)).json()) as { notification_id: string };
+  const again = await post(body, key);
+  t.equal(again.status, 200);
+  t.equal(again.headers.get("idempotent-replayed"), "true");
+  t.same(await again.json(), { notification_id: first.notification_id, status: "accepted" });
+  await eventually(async () => {
+    const r = await fetch(`${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${first.notification_id}`);
+    return ((await r.json()) as { data: unknown[] }).data.length === 1 ? true : undefined;
+  }, 20_000, "one email");
+});
+
+t.test("GET of an unknown notification is a 404 problem", async (t) => {
+  const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${randomUUID()}`, { headers: auth });
+  t.equal(r.status, 404);
+  t.equal(r.headers.get("content-type"), "application/problem+json");
+  t.match(await r.json(), { status: 404, code: "not_found" });
+});
+
+t.test("an unknown template is refused with 400 naming the field", async (t) => {
+  const r = await post({ user_id: "u1", category: "account", template_id: "nope", data: {}, priority: "transactional" });
+  t.equal(r.status, 400);
+  t.match(await r.json(), { code: "unknown_template", errors: [{ field: "template_id" }] });
+});
+
+t.test("every app stops cleanly on SIGTERM with exit code 0", async (t) => {
+  for (const proc of stack.apps.values()) t.equal(await proc.stop(), 0, `${proc.name} exit code`);
+});

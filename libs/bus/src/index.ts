@@ -1,0 +1,277 @@
+import {
+  AckPolicy,
+  DiscardPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+} from "@nats-io/jetstream";
+import { type KV, Kvm } from "@nats-io/kv";
+import { connect, type NatsConnection, nanos } from "@nats-io/transport-node";
+import type { Channel, Priority } from "@notify/core";
+import {
+  bucketName,
+  type ConsumerDef,
+  type KvDef,
+  loadTopologyFile,
+  type Naming,
+  resolveTopology,
+  type StreamDef,
+  streamName,
+  subjectName,
+  type Topology,
+} from "./topology.js";
+
+export * from "./topology.js";
+export type { JsMsg, KV, NatsConnection };
+
+export interface BusConfig extends Naming {
+  servers: string;
+  /** Connection name shown by `nats server report connections`. */
+  name: string;
+  /** Publish acknowledgement timeout: how long ingest waits before answering 503. */
+  publishTimeoutMs?: number;
+  /** Wait for a first connection instead of failing when NATS is down at start. */
+  waitOnFirstConnect?: boolean;
+}
+
+export interface Bus {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  naming: Naming;
+  /** False while the connection is down: publishers answer 503 at once instead of waiting. */
+  isConnected(): boolean;
+  subjects: {
+    lane(priority: Priority, partition: number): string;
+    work(channel: Channel, priority: Priority): string;
+    dlq(channel: Channel): string;
+  };
+  streams: { lane(priority: Priority): string; work: string; dlq: string };
+  kv(bucket: "notify_idempotency" | "notify_send_guard" | "notify_prefs"): Promise<KV>;
+  publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
+  close(): Promise<void>;
+}
+
+export async function connectBus(config: BusConfig): Promise<Bus> {
+  const nc = await connect({
+    servers: config.servers.split(",").map((s) => s.trim()),
+    name: config.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    waitOnFirstConnect: config.waitOnFirstConnect ?? false,
+    timeout: 3000,
+  });
+  let connected = true;
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === "disconnect") connected = false;
+      if (status.type === "reconnect") connected = true;
+    }
+  })();
+  const jsm = await jetstreamManager(nc, { timeout: 5000 });
+  const js = jetstream(nc, { timeout: config.publishTimeoutMs ?? 3000 });
+  const kvm = new Kvm(js);
+  const buckets = new Map<string, Promise<KV>>();
+  const naming: Naming = { namespace: config.namespace, partitions: config.partitions };
+  const encoder = new TextEncoder();
+  return {
+    nc,
+    js,
+    jsm,
+    naming,
+    isConnected: () => connected && !nc.isClosed(),
+    subjects: {
+      lane: (priority, partition) => subjectName(naming, `notify.lane.${priority}.${partition}`),
+      work: (channel, priority) => subjectName(naming, `notify.work.${channel}.${priority}`),
+      dlq: (channel) => subjectName(naming, `notify.dlq.${channel}`),
+    },
+    streams: {
+      lane: (priority) => streamName(naming, priority === "transactional" ? "NOTIFY_LANE_TRANSACTIONAL" : "NOTIFY_LANE_PROMOTIONAL"),
+      work: streamName(naming, "NOTIFY_WORK"),
+      dlq: streamName(naming, "NOTIFY_DLQ"),
+    },
+    kv(bucket) {
+      const name = bucketName(naming, bucket);
+      let kv = buckets.get(name);
+      if (!kv) {
+        kv = kvm.open(name);
+        buckets.set(name, kv);
+      }
+      return kv;
+    },
+    async publish(subject, payload, msgId) {
+      const ack = await js.publish(subject, encoder.encode(JSON.stringify(payload)), { msgID: msgId });
+      return { seq: ack.seq, duplicate: ack.duplicate };
+    },
+    async close() {
+      if (nc.isClosed()) return;
+      await nc.drain().catch(() => nc.close());
+    },
+  };
+}
+
+const SECOND_NS = 1_000_000_000;
+
+function streamConfig(def: StreamDef) {
+  return {
+    name: def.name,
+    description: def.description,
+    subjects: def.subjects,
+    retention: {
+      workqueue: RetentionPolicy.Workqueue,
+      limits: RetentionPolicy.Limits,
+      interest: RetentionPolicy.Interest,
+    }[def.retention],
+    storage: def.storage === "file" ? StorageType.File : StorageType.Memory,
+    max_age: def.max_age_seconds * SECOND_NS,
+    duplicate_window: def.duplicate_window_seconds * SECOND_NS,
+    discard: def.discard === "old" ? DiscardPolicy.Old : DiscardPolicy.New,
+    num_replicas: 1,
+  };
+}
+
+function consumerConfig(def: ConsumerDef) {
+  return {
+    durable_name: def.durable,
+    description: def.description,
+    filter_subject: def.filter_subject,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(def.ack_wait_seconds * 1000),
+    max_ack_pending: def.max_ack_pending,
+    max_deliver: def.max_deliver,
+  };
+}
+
+async function applyStream(jsm: JetStreamManager, def: StreamDef) {
+  const config = streamConfig(def);
+  try {
+    await jsm.streams.info(def.name);
+  } catch {
+    await jsm.streams.add(config);
+    return "created";
+  }
+  await jsm.streams.update(def.name, config);
+  return "updated";
+}
+
+async function applyConsumer(jsm: JetStreamManager, def: ConsumerDef) {
+  const config = consumerConfig(def);
+  try {
+    await jsm.consumers.info(def.stream, def.durable);
+  } catch {
+    await jsm.consumers.add(def.stream, config);
+    return "created";
+  }
+  const { durable_name: _, filter_subject: __, ...mutable } = config;
+  await jsm.consumers.update(def.stream, def.durable, mutable);
+  return "updated";
+}
+
+async function applyKv(js: JetStreamClient, def: KvDef) {
+  await new Kvm(js).create(def.bucket, {
+    description: def.description,
+    ttl: def.ttl_seconds * 1000,
+    history: def.history,
+    storage: def.storage === "file" ? StorageType.File : StorageType.Memory,
+  });
+  return "ensured";
+}
+
+/**
+ * Creates or updates every stream, consumer and KV bucket of the topology. Idempotent: safe at
+ * every app start and from several processes at once.
+ */
+export async function applyTopology(
+  bus: Pick<Bus, "jsm" | "js" | "naming">,
+  topology: Topology = loadTopologyFile(),
+): Promise<Array<{ kind: string; name: string; result: string }>> {
+  const resolved = resolveTopology(topology, bus.naming);
+  const report: Array<{ kind: string; name: string; result: string }> = [];
+  for (const def of resolved.streams) report.push({ kind: "stream", name: def.name, result: await applyStream(bus.jsm, def) });
+  for (const def of resolved.kv) report.push({ kind: "kv", name: def.bucket, result: await applyKv(bus.js, def) });
+  for (const def of resolved.consumers) {
+    report.push({ kind: "consumer", name: `${def.stream}/${def.durable}`, result: await applyConsumer(bus.jsm, def) });
+  }
+  return report;
+}
+
+/** What a handler decides for a message. A retryable failure always carries a delay. */
+export type Disposition = { ack: true } | { retryInMs: number } | { terminate: string };
+
+export interface ConsumerRunnerOptions {
+  bus: Bus;
+  stream: string;
+  durable: string;
+  /** Messages handled at once by this runner. */
+  concurrency: number;
+  /** Messages with the same key are handled one after another, in delivery order. */
+  keyOf?: (msg: JsMsg) => string;
+  handle(msg: JsMsg): Promise<Disposition>;
+  onError(error: unknown, msg: JsMsg): void;
+}
+
+export interface ConsumerRunner {
+  /** Stops pulling, then waits for the messages in hand to finish. */
+  stop(): Promise<void>;
+  inFlight(): number;
+}
+
+/** Backoff for handler crashes: exponential with full jitter, capped, never a bare nak. */
+export const crashBackoffMs = (deliveryCount: number) =>
+  Math.round(Math.random() * Math.min(30_000, 250 * 2 ** Math.min(deliveryCount, 10)));
+
+export async function runConsumer(options: ConsumerRunnerOptions): Promise<ConsumerRunner> {
+  const consumer = await options.bus.js.consumers.get(options.stream, options.durable);
+  const messages = await consumer.consume({ max_messages: Math.max(options.concurrency * 2, 16) });
+  const chains = new Map<string, Promise<void>>();
+  const inFlight = new Set<Promise<void>>();
+  let slots = options.concurrency;
+  let wake: (() => void) | undefined;
+
+  const settle = async (msg: JsMsg) => {
+    let disposition: Disposition;
+    try {
+      disposition = await options.handle(msg);
+    } catch (error) {
+      options.onError(error, msg);
+      disposition = { retryInMs: crashBackoffMs(msg.info.deliveryCount) };
+    }
+    if ("ack" in disposition) await msg.ackAck().catch(() => msg.ack());
+    else if ("retryInMs" in disposition) msg.nak(disposition.retryInMs);
+    else msg.term(disposition.terminate);
+  };
+
+  const loop = (async () => {
+    for await (const msg of messages) {
+      while (slots === 0) await new Promise<void>((resolve) => (wake = resolve));
+      slots--;
+      const key = options.keyOf?.(msg);
+      const previous = key === undefined ? undefined : chains.get(key);
+      const task: Promise<void> = (previous ?? Promise.resolve()).then(() => settle(msg)).finally(() => {
+        slots++;
+        inFlight.delete(task);
+        if (key !== undefined && chains.get(key) === task) chains.delete(key);
+        wake?.();
+        wake = undefined;
+      });
+      inFlight.add(task);
+      if (key !== undefined) chains.set(key, task);
+    }
+  })();
+
+  return {
+    inFlight: () => inFlight.size,
+    async stop() {
+      await messages.close();
+      wake?.();
+      await loop.catch(() => {});
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}
+
+export const decode = <T>(msg: JsMsg): T => msg.json<T>();

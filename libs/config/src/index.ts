@@ -1,0 +1,97 @@
+import * as v from "valibot";
+
+export class ConfigError extends Error {
+  readonly problems: string[];
+  constructor(problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+    this.problems = problems;
+  }
+}
+
+/**
+ * Validates an environment against a valibot schema and returns the typed config, or throws a
+ * ConfigError listing every problem at once (not just the first), so an operator fixes a
+ * deployment in one go.
+ */
+export function parseConfig<S extends v.GenericSchema>(
+  schema: S,
+  env: Record<string, string | undefined>,
+): v.InferOutput<S> {
+  const result = v.safeParse(schema, env, { abortEarly: false });
+  if (result.success) return result.output;
+  const problems = result.issues.map((issue) => {
+    const key = v.getDotPath(issue) ?? "(root)";
+    const got = issue.input === undefined ? "unset" : JSON.stringify(issue.received === "undefined" ? undefined : issue.input);
+    return `${key}: ${issue.message} (got ${got})`;
+  });
+  throw new ConfigError(problems);
+}
+
+/** Like parseConfig, but prints the problems and exits with status 78 (EX_CONFIG). */
+export function loadConfig<S extends v.GenericSchema>(schema: S, env: Record<string, string | undefined>): v.InferOutput<S> {
+  try {
+    return parseConfig(schema, env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(78);
+    }
+    throw error;
+  }
+}
+
+// Reusable env field schemas: env values are strings, these turn them into typed values.
+
+export const port = (fallback: number) =>
+  v.pipe(
+    v.optional(v.string(), String(fallback)),
+    v.regex(/^\d+$/, "must be a port number"),
+    v.transform(Number),
+    v.number(),
+    v.minValue(0, "must be 0-65535"),
+    v.maxValue(65535, "must be 0-65535"),
+  );
+
+export const int = (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
+  v.pipe(
+    v.optional(v.string(), String(fallback)),
+    v.regex(/^-?\d+$/, "must be an integer"),
+    v.transform(Number),
+    v.number(),
+    v.minValue(min, `must be >= ${min}`),
+    v.maxValue(max, `must be <= ${max}`),
+  );
+
+export const url = (fallback?: string) =>
+  fallback === undefined
+    ? v.pipe(v.string("is required"), v.url("must be a URL"))
+    : v.pipe(v.optional(v.string(), fallback), v.url("must be a URL"));
+
+export const optionalUrl = () => v.optional(v.pipe(v.string(), v.url("must be a URL")));
+
+export const logLevel = () =>
+  v.optional(v.picklist(["fatal", "error", "warn", "info", "debug", "trace", "silent"], "must be a pino level"), "info");
+
+export const bool = (fallback: boolean) =>
+  v.pipe(
+    v.optional(v.picklist(["true", "false", "1", "0"], "must be true or false"), fallback ? "true" : "false"),
+    v.transform((value) => value === "true" || value === "1"),
+  );
+
+export const text = (fallback: string) => v.optional(v.string(), fallback);
+
+/** Settings every app shares: where the bus and database are and how to name things. */
+export const common = {
+  /** Postgres connection string. Required for the apps; the embedded stack provides one. */
+  DATABASE_URL: url(),
+  /** NATS server(s). */
+  NATS_URL: v.optional(v.string(), "nats://127.0.0.1:4222"),
+  /** Prefix for every stream, subject and KV bucket, so tenants and tests can share a server. */
+  NATS_NAMESPACE: v.optional(v.pipe(v.string(), v.regex(/^([a-z0-9_]{1,32})?$/, "must be 0-32 of a-z, 0-9, _")), ""),
+  /** Number of lane partitions. Changing it needs a drained lane (see nats/README.md). */
+  LANE_PARTITIONS: int(16, 1, 64),
+  LOG_LEVEL: logLevel(),
+  /** Seconds to wait for in-flight work on SIGTERM before giving up. */
+  SHUTDOWN_TIMEOUT_SECONDS: int(20, 1, 600),
+};

@@ -1,0 +1,79 @@
+import * as v from "valibot";
+import { CHANNELS, type Channel, PRIORITIES, type Priority } from "./channels.js";
+import type { ChannelStatus } from "./status.js";
+
+const id = (what: string) =>
+  v.pipe(
+    v.string(`${what} must be a string`),
+    v.trim(),
+    v.minLength(1, `${what} must not be empty`),
+    v.maxLength(256, `${what} must be at most 256 characters`),
+    v.regex(/^[\x21-\x7e]+$/, `${what} must be printable ASCII without spaces`),
+  );
+
+/** Body of POST /api/v1/notifications (spec: Endpoints). Unknown fields are refused. */
+export const NotificationRequest = v.strictObject({
+  user_id: id("user_id"),
+  category: v.pipe(
+    v.string("category must be a string"),
+    v.regex(/^[a-z0-9][a-z0-9_.-]{0,63}$/, "category must be 1-64 of a-z, 0-9, '_', '.', '-'"),
+  ),
+  template_id: id("template_id"),
+  data: v.record(v.string(), v.unknown(), "data must be an object"),
+  channels: v.optional(
+    v.pipe(
+      v.array(v.picklist(CHANNELS, `channels may only contain ${CHANNELS.join(", ")}`), "channels must be an array"),
+      v.minLength(1, "channels must not be empty when present"),
+      v.checkItems((item, index, array) => array.indexOf(item) === index, "channels must not repeat"),
+    ),
+  ),
+  priority: v.picklist(PRIORITIES, `priority must be one of ${PRIORITIES.join(", ")}`),
+});
+export type NotificationRequest = v.InferOutput<typeof NotificationRequest>;
+
+/** Message on a lane subject: everything the processor needs, so it does not re-read the row. */
+export interface LaneMessage {
+  notification_id: string;
+  client_id: string;
+  user_id: string;
+  category: string;
+  template_id: string;
+  priority: Priority;
+  channels: Channel[] | null;
+  data: Record<string, unknown>;
+  created_at: string;
+}
+
+/** Per-channel work item (spec: Events): the rendered message and where it goes. */
+export interface WorkItem {
+  notification_id: string;
+  channel: Channel;
+  priority: Priority;
+  user_id: string;
+  category: string;
+  /** Channel address: an email address, a phone number, a push subscription, or the user id. */
+  to: string;
+  subject: string | null;
+  body: string;
+  /** Attempts already made (0 on the first delivery). */
+  attempt: number;
+}
+
+export interface ChannelResult {
+  status: ChannelStatus;
+  provider_id: string | null;
+  reason: string | null;
+  ts: string;
+}
+
+/** GET /api/v1/notifications/{id} body (spec: Endpoints), plus non-breaking extras. */
+export interface NotificationView {
+  notification_id: string;
+  user_id: string;
+  category: string;
+  template_id: string;
+  priority: Priority;
+  status: "accepted";
+  created_at: string;
+  channels: Partial<Record<Channel, ChannelResult>>;
+}

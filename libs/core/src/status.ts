@@ -1,0 +1,59 @@
+/**
+ * Per-channel delivery status: a closed set. Status only moves forward (invariant 3): a
+ * transition to a lower rank is refused, so late or repeated updates never regress a channel.
+ *
+ * - pending: routed to the channel queue, not yet sent
+ * - deferred: held until a planned time (quiet hours)
+ * - retrying: a transient provider failure, another attempt is scheduled
+ * - parked: the provider's circuit breaker is open; held without spending attempts
+ * - unsettled: the provider may have accepted a send whose result was never recorded; only a
+ *   receipt can settle it, it is never resent
+ * - suppressed: a preference decided not to send (reason says which)
+ * - delivered: the provider accepted (or confirmed) the message
+ * - bounced: the provider reported a bounce (reason)
+ * - failed: dead-lettered: a permanent failure or retries used up (reason)
+ */
+export const CHANNEL_STATUSES = [
+  "pending",
+  "deferred",
+  "retrying",
+  "parked",
+  "unsettled",
+  "suppressed",
+  "delivered",
+  "bounced",
+  "failed",
+] as const;
+export type ChannelStatus = (typeof CHANNEL_STATUSES)[number];
+
+const RANK: Record<ChannelStatus, number> = {
+  pending: 0,
+  deferred: 1,
+  retrying: 1,
+  parked: 1,
+  unsettled: 2,
+  suppressed: 3,
+  delivered: 3,
+  failed: 3,
+  bounced: 4,
+};
+
+/** Statuses from which no further transition is expected, except a receipt's bounce. */
+export const isFinal = (status: ChannelStatus): boolean => RANK[status] >= 3;
+
+/**
+ * Whether a channel may move from `from` to `to`. Equal-rank moves are allowed between the
+ * "waiting" statuses (retrying <-> parked) but never between final ones; a delivered message
+ * may still bounce (receipts arrive later than the send).
+ */
+export function canTransition(from: ChannelStatus, to: ChannelStatus): boolean {
+  if (from === to) return false;
+  const a = RANK[from];
+  const b = RANK[to];
+  if (b > a) return true;
+  return a === b && a === 1;
+}
+
+/** Statuses that any of the given lower-ranked statuses may be overwritten by, for SQL guards. */
+export const statusesBelow = (to: ChannelStatus): ChannelStatus[] =>
+  CHANNEL_STATUSES.filter((from) => canTransition(from, to));

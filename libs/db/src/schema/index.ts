@@ -1,0 +1,4 @@
+export * from "./api-keys.js";
+export * from "./notifications.js";
+export * from "./templates.js";
+export * from "./users.js";

@@ -1,0 +1,98 @@
+import { sql } from "drizzle-orm";
+import { index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+
+/**
+ * The notification log: append-mostly, one row per accepted notification. Read by id and by
+ * (user_id, created_at desc, id). `published_at` is null until the lane publish was
+ * acknowledged: the recovery sweep republishes rows left null (invariant 1).
+ */
+export const notifications = pgTable(
+  "notifications",
+  {
+    id: text("id").primaryKey(),
+    clientId: text("client_id").notNull(),
+    userId: text("user_id").notNull(),
+    category: text("category").notNull(),
+    templateId: text("template_id").notNull(),
+    priority: text("priority").notNull(),
+    /** The request's channels override; null when the user's preferences decide. */
+    requestedChannels: text("requested_channels").array(),
+    data: jsonb("data").notNull(),
+    dedupKey: text("dedup_key").notNull(),
+    /** SHA-256 of the canonical request, to tell a replay from a reused key with a new body. */
+    requestHash: text("request_hash").notNull(),
+    partition: smallint("partition").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    publishedAt: timestamp("published_at", { withTimezone: true, mode: "date" }),
+  },
+  (t) => [
+    index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id),
+    uniqueIndex("notifications_client_dedup_idx").on(t.clientId, t.dedupKey),
+    index("notifications_unpublished_idx").on(t.createdAt).where(sql`${t.publishedAt} is null`),
+  ],
+);
+
+/**
+ * Per-channel delivery result of a notification. Status moves forward only (libs/core
+ * status.ts); receipts find their row by (provider, provider_id).
+ */
+export const notificationChannels = pgTable(
+  "notification_channels",
+  {
+    notificationId: text("notification_id")
+      .notNull()
+      .references(() => notifications.id, { onDelete: "cascade" }),
+    channel: text("channel").notNull(),
+    status: text("status").notNull(),
+    provider: text("provider"),
+    providerId: text("provider_id"),
+    reason: text("reason"),
+    attempts: integer("attempts").notNull().default(0),
+    /** When a deferred or retrying channel is next due. */
+    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true, mode: "date" }),
+    updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.notificationId, t.channel] }),
+    index("notification_channels_provider_idx").on(t.provider, t.providerId),
+  ],
+);
+
+/** Every provider call, with its outcome: the history a dead letter carries. */
+export const deliveryAttempts = pgTable(
+  "delivery_attempts",
+  {
+    notificationId: text("notification_id")
+      .notNull()
+      .references(() => notifications.id, { onDelete: "cascade" }),
+    channel: text("channel").notNull(),
+    attempt: integer("attempt").notNull(),
+    outcome: text("outcome").notNull(),
+    providerId: text("provider_id"),
+    error: text("error"),
+    at: timestamp("at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.notificationId, t.channel, t.attempt] })],
+);
+
+/**
+ * Provider receipts (webhook events), deduplicated by the provider's event id and kept even
+ * when no send with their provider id is known yet, to be applied once it is.
+ */
+export const providerReceipts = pgTable(
+  "provider_receipts",
+  {
+    provider: text("provider").notNull(),
+    eventId: text("event_id").notNull(),
+    providerId: text("provider_id").notNull(),
+    status: text("status").notNull(),
+    reason: text("reason"),
+    payload: jsonb("payload").notNull(),
+    receivedAt: timestamp("received_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    appliedAt: timestamp("applied_at", { withTimezone: true, mode: "date" }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.provider, t.eventId] }),
+    index("provider_receipts_unapplied_idx").on(t.provider, t.providerId).where(sql`${t.appliedAt} is null`),
+  ],
+);

@@ -1,0 +1,38 @@
+import { integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+
+/** A template id names a template; its content lives in immutable versions. */
+export const templates = pgTable("templates", {
+  id: text("id").primaryKey(),
+  defaultLocale: text("default_locale").notNull().default("en"),
+  latestVersion: integer("latest_version").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+});
+
+/** An immutable version with the data parameters it declares. */
+export const templateVersions = pgTable(
+  "template_versions",
+  {
+    templateId: text("template_id")
+      .notNull()
+      .references(() => templates.id, { onDelete: "cascade" }),
+    version: integer("version").notNull(),
+    params: jsonb("params").$type<string[]>().notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.templateId, t.version] })],
+);
+
+/** The content of a version for one (channel, locale): subject and eta body. */
+export const templateVariants = pgTable(
+  "template_variants",
+  {
+    templateId: text("template_id").notNull(),
+    version: integer("version").notNull(),
+    channel: text("channel").notNull(),
+    locale: text("locale").notNull(),
+    subject: text("subject"),
+    bodyTemplate: text("body_template").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.templateId, t.version, t.channel, t.locale] })],
+);

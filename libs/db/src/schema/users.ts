@@ -1,0 +1,39 @@
+import { integer, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+
+export interface QuietHours {
+  /** "HH:MM", 24-hour, in tz. A window may cross midnight (start > end). */
+  start: string;
+  end: string;
+  /** IANA time zone, e.g. "Europe/London". */
+  tz: string;
+}
+
+/** A Web Push subscription as the browser's PushSubscription.toJSON() gives it. */
+export interface DeviceToken {
+  endpoint: string;
+  keys: { p256dh: string; auth: string };
+}
+
+/** User preferences (spec: Resources). One document per user; absent means the defaults. */
+export const userPreferences = pgTable("user_preferences", {
+  userId: text("user_id").primaryKey(),
+  channelOptout: text("channel_optout").array().notNull().default([]),
+  categoryOptout: text("category_optout").array().notNull().default([]),
+  quietHours: jsonb("quiet_hours").$type<QuietHours | null>(),
+  rateCapPerDay: integer("rate_cap_per_day"),
+  deviceTokens: jsonb("device_tokens").$type<DeviceToken[]>().notNull().default([]),
+  locale: text("locale"),
+  updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+});
+
+/**
+ * Where a user can be reached on the address-based channels. The spec's preferences carry
+ * device tokens for push; email and SMS need an address, kept here (a "subscriber" in other
+ * platforms' words). In-app needs none: the user id is the address.
+ */
+export const userContacts = pgTable("user_contacts", {
+  userId: text("user_id").primaryKey(),
+  email: text("email"),
+  phone: text("phone"),
+  updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+});

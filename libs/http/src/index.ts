@@ -1,0 +1,128 @@
+import { randomUUID } from "node:crypto";
+import { type ServerType, serve } from "@hono/node-server";
+import { AppError, isAppError } from "@notify/core";
+import type { Logger } from "@notify/log";
+import { Hono } from "hono";
+import { problemResponse, toProblem } from "./problem.js";
+
+export * from "./problem.js";
+
+export interface AppEnv {
+  Variables: { requestId: string; log: Logger };
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * A Hono app with the house conventions: a request id (echoed in X-Request-Id), a child
+ * logger per request, one access log line per request (path only: query strings may carry
+ * secrets), and every error turned into application/problem+json.
+ */
+export function newApp(log: Logger): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  app.use(async (c, next) => {
+    const incoming = c.req.header("x-request-id");
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const started = performance.now();
+    c.set("requestId", requestId);
+    c.set("log", log.child({ request_id: requestId }));
+    await next();
+    c.header("x-request-id", requestId);
+    const status = c.res.status;
+    const line = { method: c.req.method, path: c.req.path, status, ms: Math.round(performance.now() - started) };
+    if (status >= 500) c.var.log.error(line, "request");
+    else c.var.log.debug(line, "request");
+  });
+  app.onError((error, c) => {
+    const appError = isAppError(error) ? error : new AppError("internal", "unexpected error", { cause: error });
+    if (appError.status >= 500) {
+      (c.var.log ?? log).error({ err: error, code: appError.code }, "request failed");
+    }
+    const headers: Record<string, string> = {};
+    const retryAfter = appError.context?.retryAfterSeconds;
+    if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
+    const challenge = appError.context?.wwwAuthenticate;
+    if (typeof challenge === "string") headers["www-authenticate"] = challenge;
+    return problemResponse(toProblem(appError, c.var.requestId, c.req.path), headers);
+  });
+  app.notFound((c) => problemResponse(toProblem(new AppError("not_found", `no route for ${c.req.method} ${c.req.path}`), c.var.requestId)));
+  return app;
+}
+
+export interface HealthChecks {
+  /** Named readiness checks; the app is ready when all pass. */
+  [name: string]: () => Promise<boolean> | boolean;
+}
+
+/** /healthz: the process is alive. /readyz: its dependencies answer and it takes work. */
+export function mountHealth(app: Hono<AppEnv>, checks: HealthChecks, isStopping: () => boolean): void {
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.get("/readyz", async (c) => {
+    const results: Record<string, boolean> = {};
+    await Promise.all(
+      Object.entries(checks).map(async ([name, check]) => {
+        try {
+          results[name] = await check();
+        } catch {
+          results[name] = false;
+        }
+      }),
+    );
+    const ready = !isStopping() && Object.values(results).every(Boolean);
+    return c.json({ status: ready ? "ready" : "not_ready", stopping: isStopping(), checks: results }, ready ? 200 : 503);
+  });
+}
+
+export interface HttpServer {
+  server: ServerType;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Serves a Hono app and resolves once it listens (port 0 picks a free port). */
+export function listen(app: { fetch: (request: Request) => Response | Promise<Response> }, port: number, host = "0.0.0.0"): Promise<HttpServer> {
+  return new Promise((resolve) => {
+    const server = serve({ fetch: app.fetch, port, hostname: host }, (info) => {
+      resolve({
+        server,
+        port: info.port,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done());
+            // Idle keep-alive sockets would hold close() open until they time out.
+            (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+          }),
+      });
+    });
+  });
+}
+
+/**
+ * Runs `stop` once on SIGTERM or SIGINT and exits 0 when it finishes, or 1 when it takes
+ * longer than the timeout. One place per process registers shutdown (STYLE).
+ */
+export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    const timer = setTimeout(() => {
+      log.error({ timeoutMs }, "shutdown timed out");
+      process.exit(1);
+    }, timeoutMs);
+    timer.unref();
+    stop().then(
+      () => {
+        log.info("stopped");
+        process.exit(0);
+      },
+      (error: unknown) => {
+        log.error({ err: error }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", () => handler("SIGTERM"));
+  process.once("SIGINT", () => handler("SIGINT"));
+}

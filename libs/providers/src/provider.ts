@@ -1,0 +1,30 @@
+import type { Channel } from "@notify/core";
+
+/** A message ready for a provider: rendered, addressed, tagged for receipt matching. */
+export interface OutboundMessage {
+  notificationId: string;
+  channel: Channel;
+  /** Email address, E.164 phone number, JSON push subscription, or user id for in-app. */
+  to: string;
+  subject: string | null;
+  body: string;
+  category: string;
+  priority: "transactional" | "promotional";
+}
+
+/**
+ * The outcome of one provider call, classified by the provider itself (STYLE: providers
+ * classify their own failures). `transient` may be retried (after `retryAfterMs` when the
+ * provider said so); `permanent` never is.
+ */
+export type SendResult =
+  | { outcome: "accepted"; providerId: string }
+  | { outcome: "transient"; reason: string; retryAfterMs?: number; status?: number }
+  | { outcome: "permanent"; reason: string; status?: number };
+
+export interface Provider {
+  /** Stable provider name, e.g. "sendgrid"; stored with provider ids for receipt matching. */
+  readonly name: string;
+  readonly channel: Channel;
+  send(message: OutboundMessage): Promise<SendResult>;
+}

@@ -1,0 +1,139 @@
+import { Client } from "@sendgrid/client";
+import { MailService } from "@sendgrid/mail";
+import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+
+export interface SendgridConfig {
+  apiKey: string;
+  /** API origin: https://api.sendgrid.com, https://api.eu.sendgrid.com, or a sandbox URL. */
+  baseUrl: string;
+  /** Sender address; must be a verified sender or domain at SendGrid. */
+  from: string;
+  fromName?: string;
+  /** Deadline for one send, from the call to SendGrid's answer. */
+  timeoutMs: number;
+}
+
+/** What @sendgrid/client rejects with when SendGrid answered with a status >= 400. */
+interface SendgridResponseError {
+  code: number;
+  response: { headers: Record<string, unknown>; body: unknown };
+}
+
+const isResponseError = (error: unknown): error is SendgridResponseError =>
+  error instanceof Error &&
+  typeof (error as Partial<SendgridResponseError>).code === "number" &&
+  typeof (error as Partial<SendgridResponseError>).response === "object";
+
+// @sendgrid/client sends through axios; every transport failure (refused, reset, DNS, axios's
+// own timeout) arrives as an AxiosError. axios is not a dependency of ours, hence the duck type.
+const isTransportError = (error: unknown): error is Error & { code?: string } =>
+  error instanceof Error && (error as { isAxiosError?: unknown }).isAxiosError === true;
+
+const TIMED_OUT = Symbol("timed out");
+
+async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const firstErrorMessage = (body: unknown): string | undefined => {
+  const errors = (body as { errors?: unknown } | null)?.errors;
+  const message = Array.isArray(errors) ? (errors[0] as { message?: unknown } | undefined)?.message : undefined;
+  return typeof message === "string" && message.length > 0 ? message : undefined;
+};
+
+const retryAfterMs = (headers: Record<string, unknown>): { retryAfterMs?: number } => {
+  const seconds = Number(headers["retry-after"]);
+  return Number.isFinite(seconds) && seconds >= 0 ? { retryAfterMs: seconds * 1000 } : {};
+};
+
+/** Failure classes from STANDARDS.md: 429 and 5xx retry, every other 4xx is final. */
+function classifyResponse({ code: status, response }: SendgridResponseError): SendResult {
+  if (status === 401)
+    return { outcome: "permanent", reason: "sendgrid 401: API key invalid, expired or revoked", status };
+  const reason = `sendgrid ${status}: ${firstErrorMessage(response.body) ?? "no error detail"}`;
+  if (status === 429 || status >= 500)
+    return { outcome: "transient", reason, status, ...retryAfterMs(response.headers) };
+  return { outcome: "permanent", reason, status };
+}
+
+const ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', "#39": "'", nbsp: " " };
+
+/** A readable text/plain alternative: mail without one scores worse with spam filters. */
+function htmlToText(html: string): string {
+  return html
+    .replace(/<(style|script|head)\b[^>]*>[\s\S]*?<\/\1\s*>/gi, "")
+    .replace(/<br\s*\/?>|<\/(p|div|h[1-6]|li|tr|table)\s*>/gi, "\n")
+    .replace(/<[^>]*>/g, "")
+    .replace(/&(amp|lt|gt|quot|#39|nbsp);/g, (_, entity: string) => ENTITIES[entity] ?? "")
+    .replace(/[ \t]+/g, " ")
+    .replace(/ ?\n ?/g, "\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .trim();
+}
+
+export function createSendgridProvider(config: SendgridConfig): Provider {
+  const client = new Client();
+  client.setApiKey(config.apiKey);
+  // setApiKey() resets the base URL to the region default, so the override must follow it.
+  client.setDefaultRequest("baseUrl", config.baseUrl);
+  // A fresh service, not the module singleton: two providers must never share a key or a URL.
+  const mail = new MailService();
+  mail.setClient(client);
+  // axios's timeout only fires on an idle socket, so withDeadline() is what bounds the call;
+  // this one makes axios drop the socket of a send we stopped waiting for.
+  mail.setTimeout(config.timeoutMs);
+  const from = config.fromName === undefined ? config.from : { email: config.from, name: config.fromName };
+  const timedOut: SendResult = { outcome: "transient", reason: `sendgrid timed out after ${config.timeoutMs} ms` };
+
+  // Reasons end up in status rows and logs; a proxy echoing request headers must not leak the key.
+  const redact = (result: SendResult): SendResult =>
+    result.outcome === "accepted"
+      ? result
+      : { ...result, reason: result.reason.replaceAll(config.apiKey, "[redacted]") };
+
+  const send = async (message: OutboundMessage): Promise<SendResult> => {
+    if (message.subject === null) return { outcome: "permanent", reason: "an email needs a subject" };
+    const text = htmlToText(message.body);
+    try {
+      const answer = await withDeadline(
+        mail.send({
+          to: message.to,
+          from,
+          subject: message.subject,
+          html: message.body,
+          // SendGrid rejects empty content blocks, e.g. the text of an image-only body.
+          ...(text.length > 0 ? { text } : {}),
+          customArgs: { notification_id: message.notificationId, channel: message.channel },
+          categories: [message.category],
+        }),
+        config.timeoutMs,
+      );
+      if (answer === TIMED_OUT) return timedOut;
+      // SendGrid always sets it; were it missing, the mail is still queued and a retry would duplicate it.
+      const providerId = answer[0].headers["x-message-id"];
+      return { outcome: "accepted", providerId: typeof providerId === "string" ? providerId : "" };
+    } catch (error) {
+      if (isResponseError(error)) return classifyResponse(error);
+      if (isTransportError(error)) {
+        if (error.code === "ECONNABORTED" || error.code === "ETIMEDOUT") return timedOut;
+        return { outcome: "transient", reason: `sendgrid unreachable: ${error.code ?? error.message}` };
+      }
+      // Only building the request is left: the same message would fail the same way again.
+      return { outcome: "permanent", reason: `sendgrid request not built: ${String(error)}` };
+    }
+  };
+
+  return {
+    name: "sendgrid",
+    channel: "email",
+    send: async (message) => redact(await send(message)),
+  };
+}

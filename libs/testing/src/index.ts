@@ -1,0 +1,112 @@
+import { createHash, randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { bucketName, connectBus, loadTopologyFile, streamName } from "@notify/bus";
+import { createDb, type Database, MIGRATIONS_FOLDER, runMigrations } from "@notify/db";
+import postgres from "postgres";
+
+/** Postgres the tests use: a real server (CI: 127.0.0.1:5432, trust auth). */
+export const TEST_PG_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+export const TEST_NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+const withDatabase = (url: string, name: string) => {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+};
+
+/** Name of the migrated template database: changes whenever a migration changes. */
+function templateName(): string {
+  const hash = createHash("sha256");
+  for (const file of readdirSync(MIGRATIONS_FOLDER).filter((f) => f.endsWith(".sql")).sort()) {
+    hash.update(file).update(readFileSync(`${MIGRATIONS_FOLDER}/${file}`));
+  }
+  return `notify_tpl_${hash.digest("hex").slice(0, 16)}`;
+}
+
+/**
+ * A fresh, migrated database for one test file: CREATE DATABASE ... TEMPLATE of a database
+ * migrated once per migration set, so files run in parallel without sharing rows. Dropped on
+ * teardown.
+ */
+export async function freshDatabase(t: Teardown): Promise<{ url: string; database: Database }> {
+  const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
+  const template = templateName();
+  const name = `notify_t_${randomBytes(6).toString("hex")}`;
+  try {
+    await admin`select pg_advisory_lock(7266002)`;
+    const [exists] = await admin`select 1 from pg_database where datname = ${template}`;
+    if (!exists) {
+      await admin.unsafe(`create database ${template}`);
+      await runMigrations(withDatabase(TEST_PG_URL, template));
+    }
+    await admin.unsafe(`create database ${name} template ${template}`);
+  } finally {
+    await admin`select pg_advisory_unlock(7266002)`.catch(() => {});
+    await admin.end();
+  }
+  const url = withDatabase(TEST_PG_URL, name);
+  const database = createDb({ url, max: 4 });
+  t.teardown(async () => {
+    await database.close();
+    const drop = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
+    await drop.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+    await drop.end();
+  });
+  return { url, database };
+}
+
+/**
+ * A NATS namespace of one test file: its streams, subjects and KV buckets carry a unique
+ * prefix, and are deleted on teardown.
+ */
+export function freshNamespace(t: Teardown): string {
+  const namespace = `t${randomBytes(5).toString("hex")}`;
+  t.teardown(() => deleteNamespace(namespace));
+  return namespace;
+}
+
+export async function deleteNamespace(namespace: string): Promise<void> {
+  const bus = await connectBus({ servers: TEST_NATS_URL, name: "notify-test-cleanup", namespace, partitions: 1 });
+  const topology = loadTopologyFile();
+  const naming = { namespace, partitions: 1 };
+  const names = [
+    ...topology.streams.map((s) => streamName(naming, s.name)),
+    ...topology.kv.map((k) => `KV_${bucketName(naming, k.bucket)}`),
+  ];
+  for (const name of names) await bus.jsm.streams.delete(name).catch(() => false);
+  await bus.close();
+}
+
+/** Polls until `check` returns a value other than undefined, or fails after the timeout. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
+}
+
+/** A free TCP port on loopback. */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+export * from "./tcp-proxy.js";

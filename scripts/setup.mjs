@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+// Runs before `npm start` and `npm test`: installs dependencies when they are missing or
+// older than the lock file, then builds (tsc -b is incremental: quick when nothing changed).
+import { execFileSync } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: "inherit" });
+
+const [major, minor] = process.versions.node.split(".").map(Number);
+if (major < 20 || (major === 20 && minor < 11)) {
+  console.error(`notify needs Node.js 20.11 or newer; this is ${process.versions.node}.`);
+  process.exit(1);
+}
+
+const marker = join(root, "node_modules", ".package-lock.json");
+const lock = join(root, "package-lock.json");
+if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
+  console.log("Installing dependencies (npm ci)...");
+  run(npm, ["ci", "--no-audit", "--no-fund"]);
+}
+run(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-b"]);
