@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import t from "tap";
 import {
@@ -130,6 +132,20 @@ t.test("a wrong API key is permanent and the reason never carries a key", async 
   const result = await provider({ apiKey: wrongKey }).send(message());
   t.match(result, { outcome: "permanent", status: 401, reason: /API key/ });
   t.notMatch(JSON.stringify(result), wrongKey);
+  t.notMatch(JSON.stringify(result), API_KEY);
+});
+
+t.test("a reason echoing the Authorization header is redacted", async (t) => {
+  // A misbehaving proxy in front of SendGrid that quotes the request back in its error.
+  const proxy = createServer((req, res) => {
+    res.writeHead(502, { "content-type": "application/json" });
+    res.end(JSON.stringify({ errors: [{ message: `upstream refused ${req.headers.authorization}` }] }));
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => proxy.close());
+  const { port } = proxy.address() as AddressInfo;
+  const result = await provider({ baseUrl: `http://127.0.0.1:${port}` }).send(message());
+  t.match(result, { outcome: "transient", status: 502, reason: "upstream refused Bearer [redacted]" });
   t.notMatch(JSON.stringify(result), API_KEY);
 });
 

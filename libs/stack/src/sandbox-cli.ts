@@ -4,7 +4,7 @@ import { startSendgridSandbox } from "@notify/providers";
 const sandbox = await startSendgridSandbox({
   port: Number(process.env.PORT ?? 3010),
   host: process.env.HOST ?? "0.0.0.0",
-  apiKey: process.env.SANDBOX_API_KEY ?? "sandbox",
+  apiKey: process.env.SANDBOX_API_KEY ?? "SG.sandbox",
 });
 process.stdout.write(`SendGrid sandbox listening at ${sandbox.url}\n`);
 const stop = () => void sandbox.close().then(() => process.exit(0));

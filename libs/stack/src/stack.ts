@@ -90,7 +90,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       sandbox: options.basePort + 10,
       ...options.ports,
     };
-    const sandbox = await startSendgridSandbox({ port: ports.sandbox, host: "127.0.0.1", apiKey: "sandbox" });
+    const sandbox = await startSendgridSandbox({ port: ports.sandbox, host: "127.0.0.1", apiKey: "SG.sandbox" });
     cleanups.push(() => sandbox.close());
 
     const common: Record<string, string> = {
@@ -100,7 +100,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       LANE_PARTITIONS: String(options.partitions ?? 16),
       LOG_LEVEL: options.logLevel ?? "info",
       HOST: "127.0.0.1",
-      SENDGRID_API_KEY: "sandbox",
+      SENDGRID_API_KEY: "SG.sandbox",
       SENDGRID_BASE_URL: sandbox.url,
       // PGlite serves one query at a time: small pools avoid queueing behind each other.
       ...(pg ? { DB_POOL_SIZE: "4" } : {}),

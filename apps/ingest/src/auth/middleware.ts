@@ -2,6 +2,7 @@ import { AppError } from "@notify/core";
 import type { AppEnv } from "@notify/http";
 import type { MiddlewareHandler } from "hono";
 import type { Scope } from "@notify/core";
+import { asDependencyError } from "../dependency.js";
 import { hasScope, type Principal } from "./api-keys.js";
 
 export interface AuthEnv extends AppEnv {
@@ -46,7 +47,9 @@ export function requireKey(lookup: (key: string) => Promise<Principal | null>, s
         context: { wwwAuthenticate: REALM },
       });
     }
-    const principal = await lookup(key);
+    const principal = await lookup(key).catch((error: unknown) => {
+      throw asDependencyError(error, "postgres");
+    });
     if (!principal) {
       throw new AppError("invalid_api_key", "the API key is unknown or revoked", {
         context: { wwwAuthenticate: `${REALM}, error="invalid_token"` },

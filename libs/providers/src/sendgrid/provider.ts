@@ -56,11 +56,13 @@ const retryAfterMs = (headers: Record<string, unknown>): { retryAfterMs?: number
 
 /** Failure classes from STANDARDS.md: 429 and 5xx retry, every other 4xx is final. */
 function classifyResponse({ code: status, response }: SendgridResponseError): SendResult {
-  if (status === 401)
+  if (status === 401) {
     return { outcome: "permanent", reason: "sendgrid 401: API key invalid, expired or revoked", status };
+  }
   const reason = `sendgrid ${status}: ${firstErrorMessage(response.body) ?? "no error detail"}`;
-  if (status === 429 || status >= 500)
+  if (status === 429 || status >= 500) {
     return { outcome: "transient", reason, status, ...retryAfterMs(response.headers) };
+  }
   return { outcome: "permanent", reason, status };
 }
 
@@ -95,7 +97,7 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
 
   // Reasons end up in status rows and logs; a proxy echoing request headers must not leak the key.
   const redact = (result: SendResult): SendResult =>
-    result.outcome === "accepted"
+    result.outcome === "accepted" || config.apiKey === ""
       ? result
       : { ...result, reason: result.reason.replaceAll(config.apiKey, "[redacted]") };
 

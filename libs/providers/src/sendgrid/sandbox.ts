@@ -120,10 +120,12 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
 
   const authenticate: MiddlewareHandler = async (c, next) => {
     const token = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
-    if (token === undefined)
+    if (token === undefined) {
       return sendgridError(401, [{ message: "authorization required", field: null, help: null }]);
-    if (options.apiKey !== undefined && !timingSafeEqual(digest(token), digest(options.apiKey)))
+    }
+    if (options.apiKey !== undefined && !timingSafeEqual(digest(token), digest(options.apiKey))) {
       return statusError(401);
+    }
     await next();
   };
 

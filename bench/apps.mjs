@@ -1,0 +1,57 @@
+// npm run bench:apps: how long each app takes from spawn to ready, and its resident memory
+// after idling, against a bare Hono hello-world process measured in the same run.
+import { readFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { APPS, spawnApp, startStack, waitReady } from "@notify/stack";
+import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
+import { startHello } from "./lib.mjs";
+
+const idleSeconds = Number(process.env.BENCH_IDLE_SECONDS ?? 5);
+const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const teardowns = [];
+const t = { teardown: (fn) => teardowns.push(fn) };
+
+const { url } = await freshDatabase(t);
+const namespace = freshNamespace(t);
+// Migrations, seed and topology once, so each app's start is measured as in production.
+const prep = await startStack({ dataDir: mkdtempSync(join(tmpdir(), "notify-bench-")), databaseUrl: url, natsUrl: "nats://127.0.0.1:4222", namespace, basePort: await freePort(), ports: { sandbox: await freePort() }, apps: [], seed: true });
+
+const rows = [];
+let started = performance.now();
+const helloPort = await freePort();
+const hello = await startHello(helloPort);
+const helloMs = performance.now() - started;
+await sleep(idleSeconds * 1000);
+rows.push({ app: "hono hello-world", ms: helloMs, rss: rssMb(hello.pid) });
+hello.kill();
+
+for (const app of APPS) {
+  const port = await freePort();
+  started = performance.now();
+  const proc = spawnApp(app, {
+    DATABASE_URL: url,
+    NATS_URL: "nats://127.0.0.1:4222",
+    NATS_NAMESPACE: namespace,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "warn",
+    SENDGRID_API_KEY: "SG.sandbox",
+    SENDGRID_BASE_URL: prep.sandboxUrl,
+  });
+  await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
+  const ms = performance.now() - started;
+  await sleep(idleSeconds * 1000);
+  rows.push({ app, ms, rss: rssMb(proc.child.pid) });
+  await proc.stop();
+}
+await prep.stop();
+for (const fn of teardowns.reverse()) await fn();
+
+const base = rows[0];
+console.log(`\nstart to ready, and RSS after ${idleSeconds} s idle (baseline: ${base.app})`);
+for (const r of rows) {
+  console.log(`${r.app.padEnd(18)} ${r.ms.toFixed(0).padStart(6)} ms (x${(r.ms / base.ms).toFixed(2)})   ${r.rss.toFixed(1).padStart(6)} MB (x${(r.rss / base.rss).toFixed(2)})`);
+}
