@@ -110,3 +110,5 @@ export async function freePort(): Promise<number> {
   });
 }
 export * from "./tcp-proxy.js";
+export * from "./bus.js";
+export * from "./logger.js";
