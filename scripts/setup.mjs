@@ -19,7 +19,9 @@ if (major < 20 || (major === 20 && minor < 11)) {
 const marker = join(root, "node_modules", ".package-lock.json");
 const lock = join(root, "package-lock.json");
 if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
-  console.log("Installing dependencies (npm ci)...");
-  run(npm, ["ci", "--no-audit", "--no-fund"]);
+  // `npm install` rather than `npm ci`: npm 11's ci refuses lock files that lack the
+  // optional per-platform binaries (biome, turbo) of other platforms. The lock still pins versions.
+  console.log("Installing dependencies (npm install)...");
+  run(npm, ["install", "--no-audit", "--no-fund"]);
 }
 run(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-b"]);
