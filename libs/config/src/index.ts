@@ -22,8 +22,8 @@ export function parseConfig<S extends v.GenericSchema>(
   if (result.success) return result.output;
   const problems = result.issues.map((issue) => {
     const key = v.getDotPath(issue) ?? "(root)";
-    const got = issue.input === undefined ? "unset" : JSON.stringify(issue.received === "undefined" ? undefined : issue.input);
-    return `${key}: ${issue.message} (got ${got})`;
+    if (issue.input === undefined) return `${key}: is required (got unset)`;
+    return `${key}: ${issue.message} (got ${JSON.stringify(issue.input)})`;
   });
   throw new ConfigError(problems);
 }

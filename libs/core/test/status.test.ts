@@ -1,0 +1,31 @@
+import fc from "fast-check";
+import t from "tap";
+import { CHANNEL_STATUSES, canTransition, isFinal, statusesBelow } from "../src/index.js";
+
+t.test("status only moves forward: no cycle of transitions exists", async (t) => {
+  const status = fc.constantFrom(...CHANNEL_STATUSES);
+  fc.assert(
+    fc.property(status, status, (a, b) => !(canTransition(a, b) && canTransition(b, a)) || (["retrying", "parked", "deferred"].includes(a) && ["retrying", "parked", "deferred"].includes(b))),
+  );
+  t.pass("only the waiting statuses may swap");
+});
+
+t.test("the state table's transitions are allowed", async (t) => {
+  t.ok(canTransition("pending", "delivered"));
+  t.ok(canTransition("pending", "retrying"));
+  t.ok(canTransition("retrying", "parked"));
+  t.ok(canTransition("parked", "retrying"));
+  t.ok(canTransition("retrying", "failed"));
+  t.ok(canTransition("delivered", "bounced"), "a receipt may report a bounce after the send");
+  t.ok(canTransition("unsettled", "delivered"), "a receipt settles an unknown outcome");
+});
+
+t.test("late updates never regress a final status", async (t) => {
+  for (const final of CHANNEL_STATUSES.filter(isFinal)) {
+    t.notOk(canTransition(final, "pending"), `${final} -> pending`);
+    t.notOk(canTransition(final, "retrying"), `${final} -> retrying`);
+  }
+  t.notOk(canTransition("bounced", "delivered"));
+  t.notOk(canTransition("delivered", "delivered"), "a repeat is not a transition");
+  t.same(statusesBelow("delivered").sort(), ["deferred", "parked", "pending", "retrying", "unsettled"].sort());
+});

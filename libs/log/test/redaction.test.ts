@@ -1,0 +1,16 @@
+import t from "tap";
+import { createLogger, safeUrl } from "../src/index.js";
+
+t.test("secrets are redacted whatever object carries them", async (t) => {
+  const lines: string[] = [];
+  const log = createLogger({ name: "t", level: "info", destination: { write: (l: string) => lines.push(l) } as unknown as NodeJS.WritableStream });
+  log.info({ apiKey: "ntf_secret1", headers: { authorization: "Bearer ntf_secret2", "x-api-key": "ntf_secret3" }, config: { SENDGRID_API_KEY: "SG.secret4" }, user: { password: "pw" } }, "hello");
+  const out = lines.join("");
+  for (const secret of ["ntf_secret1", "ntf_secret2", "ntf_secret3", "SG.secret4", '"pw"']) t.notMatch(out, secret);
+  t.match(out, /\[redacted\]/);
+});
+
+t.test("safeUrl masks a connection password", async (t) => {
+  t.equal(safeUrl("postgres://app:hunter2@db:5432/notify"), "postgres://app:***@db:5432/notify");
+  t.equal(safeUrl("not a url"), "[unparseable url]");
+});
