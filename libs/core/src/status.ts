@@ -42,18 +42,18 @@ const RANK: Record<ChannelStatus, number> = {
 export const isFinal = (status: ChannelStatus): boolean => RANK[status] >= 3;
 
 /**
- * Whether a channel may move from `from` to `to`. Equal-rank moves are allowed between the
- * "waiting" statuses (retrying <-> parked) but never between final ones; a delivered message
- * may still bounce (receipts arrive later than the send).
+ * Whether a channel may move from `from` to `to`. The "waiting" statuses (deferred, retrying,
+ * parked) may follow each other and themselves (another attempt, a new planned time); a final
+ * status never repeats or moves back, though a delivered message may still bounce (receipts
+ * arrive later than the send).
  */
 export function canTransition(from: ChannelStatus, to: ChannelStatus): boolean {
-  if (from === to) return false;
   const a = RANK[from];
   const b = RANK[to];
   if (b > a) return true;
   return a === b && a === 1;
 }
 
-/** Statuses that any of the given lower-ranked statuses may be overwritten by, for SQL guards. */
-export const statusesBelow = (to: ChannelStatus): ChannelStatus[] =>
+/** The statuses a channel may be in for a move to `to`: the guard of a status UPDATE. */
+export const statusesMovableTo = (to: ChannelStatus): ChannelStatus[] =>
   CHANNEL_STATUSES.filter((from) => canTransition(from, to));

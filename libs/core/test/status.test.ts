@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import t from "tap";
-import { CHANNEL_STATUSES, canTransition, isFinal, statusesBelow } from "../src/index.js";
+import { CHANNEL_STATUSES, canTransition, isFinal, statusesMovableTo } from "../src/index.js";
 
 t.test("status only moves forward: no cycle of transitions exists", async (t) => {
   const status = fc.constantFrom(...CHANNEL_STATUSES);
@@ -26,6 +26,8 @@ t.test("late updates never regress a final status", async (t) => {
     t.notOk(canTransition(final, "retrying"), `${final} -> retrying`);
   }
   t.notOk(canTransition("bounced", "delivered"));
-  t.notOk(canTransition("delivered", "delivered"), "a repeat is not a transition");
-  t.same(statusesBelow("delivered").sort(), ["deferred", "parked", "pending", "retrying", "unsettled"].sort());
+  t.notOk(canTransition("delivered", "delivered"), "a final status does not repeat");
+  t.ok(canTransition("retrying", "retrying"), "another retry is recorded");
+  t.same(statusesMovableTo("delivered").sort(), ["deferred", "parked", "pending", "retrying", "unsettled"].sort());
+  t.same(statusesMovableTo("retrying").sort(), ["deferred", "parked", "pending", "retrying"].sort());
 });

@@ -1,5 +1,5 @@
 import type { Bus, Disposition, KV } from "@notify/bus";
-import { type ChannelStatus, statusesBelow, type WorkItem } from "@notify/core";
+import { type ChannelStatus, statusesMovableTo, type WorkItem } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import type { Provider } from "@notify/providers";
@@ -30,7 +30,7 @@ async function setStatus(
       provider = coalesce(${fields.providerId ? deps.provider.name : null}, provider),
       provider_id = coalesce(${fields.providerId ?? null}, provider_id),
       attempts = coalesce(${fields.attempts ?? null}, attempts), updated_at = now()
-    where notification_id = ${item.notification_id} and channel = ${item.channel} and status = any(${statusesBelow(to)})`;
+    where notification_id = ${item.notification_id} and channel = ${item.channel} and status = any(${statusesMovableTo(to)})`;
   return rows.count > 0;
 }
 
