@@ -23,7 +23,13 @@ FROM base AS build
 ARG NPM_VERSION=11.19.1
 RUN npm install --global npm@${NPM_VERSION}
 COPY --from=manifests /out/ ./
-RUN --mount=type=cache,target=/root/.npm npm ci
+# npm ci refuses the current lock file: it lacks the other platforms' optional biome/turbo
+# binaries (see scripts/setup.mjs). Until the lock is regenerated, fall back to npm install,
+# which keeps the locked versions, and say so in the build log.
+RUN --mount=type=cache,target=/root/.npm \
+    npm ci \
+ || { echo "WARNING: npm ci refused package-lock.json; falling back to npm install" >&2; \
+      npm install --no-audit --no-fund; }
 COPY . .
 RUN npm run build \
  && npm prune --omit=dev \

@@ -1,7 +1,6 @@
 // npm run bench:apps: how long each app takes from spawn to ready, and its resident memory
 // after idling, against a bare Hono hello-world process measured in the same run.
-import { readFileSync } from "node:fs";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { APPS, spawnApp, startStack, waitReady } from "@notify/stack";
@@ -17,7 +16,16 @@ const t = { teardown: (fn) => teardowns.push(fn) };
 const { url } = await freshDatabase(t);
 const namespace = freshNamespace(t);
 // Migrations, seed and topology once, so each app's start is measured as in production.
-const prep = await startStack({ dataDir: mkdtempSync(join(tmpdir(), "notify-bench-")), databaseUrl: url, natsUrl: "nats://127.0.0.1:4222", namespace, basePort: await freePort(), ports: { sandbox: await freePort() }, apps: [], seed: true });
+const prep = await startStack({
+  dataDir: mkdtempSync(join(tmpdir(), "notify-bench-")),
+  databaseUrl: url,
+  natsUrl: "nats://127.0.0.1:4222",
+  namespace,
+  basePort: await freePort(),
+  ports: { sandbox: await freePort() },
+  apps: [],
+  seed: true,
+});
 
 const rows = [];
 let started = performance.now();
@@ -53,5 +61,7 @@ for (const fn of teardowns.reverse()) await fn();
 const base = rows[0];
 console.log(`\nstart to ready, and RSS after ${idleSeconds} s idle (baseline: ${base.app})`);
 for (const r of rows) {
-  console.log(`${r.app.padEnd(18)} ${r.ms.toFixed(0).padStart(6)} ms (x${(r.ms / base.ms).toFixed(2)})   ${r.rss.toFixed(1).padStart(6)} MB (x${(r.rss / base.rss).toFixed(2)})`);
+  console.log(
+    `${r.app.padEnd(18)} ${r.ms.toFixed(0).padStart(6)} ms (x${(r.ms / base.ms).toFixed(2)})   ${r.rss.toFixed(1).padStart(6)} MB (x${(r.rss / base.rss).toFixed(2)})`,
+  );
 }

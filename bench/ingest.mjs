@@ -31,14 +31,35 @@ const stack = await startStack({
 const helloPort = await freePort();
 const hello = await startHello(helloPort);
 
-const body = JSON.stringify({ user_id: "user-123", category: "account", template_id: "welcome", data: { name: "Ada" }, priority: "transactional", channels: ["email"] });
+const body = JSON.stringify({
+  user_id: "user-123",
+  category: "account",
+  template_id: "welcome",
+  data: { name: "Ada" },
+  priority: "transactional",
+  channels: ["email"],
+});
 try {
   console.log(`warming up...`);
-  await load({ url: `${stack.baseUrl}/api/v1/notifications`, body, headers: { authorization: `Bearer ${stack.apiKey}` }, connections, seconds: 2, uniqueKeys: true });
+  await load({
+    url: `${stack.baseUrl}/api/v1/notifications`,
+    body,
+    headers: { authorization: `Bearer ${stack.apiKey}` },
+    connections,
+    seconds: 2,
+    uniqueKeys: true,
+  });
   await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds: 2 });
 
   const baseline = await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds });
-  const ingest = await load({ url: `${stack.baseUrl}/api/v1/notifications`, body, headers: { authorization: `Bearer ${stack.apiKey}` }, connections, seconds, uniqueKeys: true });
+  const ingest = await load({
+    url: `${stack.baseUrl}/api/v1/notifications`,
+    body,
+    headers: { authorization: `Bearer ${stack.apiKey}` },
+    connections,
+    seconds,
+    uniqueKeys: true,
+  });
   console.log(`\nPOST /api/v1/notifications, ${connections} connections, ${seconds} s each`);
   console.log(`hono hello-world  ${fmt(baseline)}`);
   console.log(`notify ingest     ${fmt(ingest)}`);

@@ -12,7 +12,9 @@ export async function load({ url, body, headers, connections, seconds, uniqueKey
     headers: { "content-type": "application/json", ...headers },
     body,
     // A fresh Idempotency-Key per request, so every request is a new notification.
-    requests: uniqueKeys ? [{ setupRequest: (req) => ({ ...req, headers: { ...req.headers, "idempotency-key": randomUUID() } }) }] : undefined,
+    requests: uniqueKeys
+      ? [{ setupRequest: (req) => ({ ...req, headers: { ...req.headers, "idempotency-key": randomUUID() } }) }]
+      : undefined,
   });
   return {
     rps: result.requests.average,
@@ -26,10 +28,14 @@ export async function load({ url, body, headers, connections, seconds, uniqueKey
 
 export function startHello(port) {
   return new Promise((resolve, reject) => {
-    const child = fork(new URL("./hello.mjs", import.meta.url), { env: { ...process.env, PORT: String(port) }, stdio: "ignore" });
+    const child = fork(new URL("./hello.mjs", import.meta.url), {
+      env: { ...process.env, PORT: String(port) },
+      stdio: "ignore",
+    });
     child.once("message", () => resolve(child));
     child.once("exit", (code) => reject(new Error(`hello exited ${code}`)));
   });
 }
 
-export const fmt = (r) => `${r.rps.toFixed(0).padStart(7)} req/s   p50 ${String(r.p50).padStart(4)} ms   p99 ${String(r.p99).padStart(4)} ms   (${r.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors)`;
+export const fmt = (r) =>
+  `${r.rps.toFixed(0).padStart(7)} req/s   p50 ${String(r.p50).padStart(4)} ms   p99 ${String(r.p99).padStart(4)} ms   (${r.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors)`;

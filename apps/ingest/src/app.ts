@@ -27,7 +27,10 @@ const IDEMPOTENCY_KEY = /^"?([\x21\x23-\x5b\x5d-\x7e]{1,255})"?$/;
 
 export function parseIdempotencyKey(header: string | undefined): string {
   if (header === undefined || header.trim() === "") {
-    throw new AppError("idempotency_key_missing", "the Idempotency-Key header is required (the upstream event id, a UUID)");
+    throw new AppError(
+      "idempotency_key_missing",
+      "the Idempotency-Key header is required (the upstream event id, a UUID)",
+    );
   }
   const match = IDEMPOTENCY_KEY.exec(header.trim());
   const quoted = header.trim().startsWith('"');
@@ -56,7 +59,8 @@ export function validate<S extends v.GenericSchema>(schema: S, input: unknown): 
   if (result.success) return result.output;
   const fields: FieldError[] = result.issues.map((issue) => ({
     field: v.getDotPath(issue) ?? (issue.type === "strict_object" ? String(issue.input ?? "") : "(body)"),
-    message: issue.type === "strict_object" ? `unknown field "${String(v.getDotPath(issue) ?? issue.input)}"` : issue.message,
+    message:
+      issue.type === "strict_object" ? `unknown field "${String(v.getDotPath(issue) ?? issue.input)}"` : issue.message,
   }));
   throw new AppError("validation_failed", fields.map((f) => `${f.field}: ${f.message}`).join("; "), { fields });
 }

@@ -11,6 +11,9 @@ export function asDependencyError(error: unknown, what: "postgres" | "nats"): Ap
   const sqlState = typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
   const outage = sqlState === undefined || /^(08|53|57|58)/.test(sqlState);
   return outage
-    ? new AppError("dependency_unavailable", `${what} is unavailable`, { cause: error, context: { retryAfterSeconds: 1 } })
+    ? new AppError("dependency_unavailable", `${what} is unavailable`, {
+        cause: error,
+        context: { retryAfterSeconds: 1 },
+      })
     : new AppError("internal", `${what} error`, { cause: error });
 }

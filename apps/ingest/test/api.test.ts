@@ -31,11 +31,22 @@ const otherKey = await seedApiKey(database, { clientId: "blog", name: "blog", sc
 const revokedKey = await seedApiKey(database, { clientId: "shop", name: "old", scopes: ["ingest"] });
 await database.sql`update api_keys set revoked_at = now() where name = 'old'`;
 
-const valid = { user_id: "u1", category: "orders", template_id: "welcome", data: { name: "Ada", order: { id: 7 } }, priority: "transactional" };
+const valid = {
+  user_id: "u1",
+  category: "orders",
+  template_id: "welcome",
+  data: { name: "Ada", order: { id: 7 } },
+  priority: "transactional",
+};
 const post = (body: unknown, headers: Record<string, string> = {}) =>
   app.request("/api/v1/notifications", {
     method: "POST",
-    headers: { "x-api-key": ingestKey, "content-type": "application/json", "idempotency-key": randomUUID(), ...headers },
+    headers: {
+      "x-api-key": ingestKey,
+      "content-type": "application/json",
+      "idempotency-key": randomUUID(),
+      ...headers,
+    },
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
 const laneMessages = () => streamCount(bus, bus.streams.lane("transactional"));
@@ -57,7 +68,8 @@ t.test("POST answers 202 after storing and publishing, Location points at the no
   t.equal(body.status, "accepted");
   t.equal(response.headers.get("location"), `/api/v1/notifications/${body.notification_id}`);
   t.equal(await laneMessages(), before + 1, "one lane message");
-  const [row] = await database.sql`select user_id, published_at, dedup_key from notifications where id = ${body.notification_id}`;
+  const [row] =
+    await database.sql`select user_id, published_at, dedup_key from notifications where id = ${body.notification_id}`;
   t.equal(row?.user_id, "u1");
   t.ok(row?.published_at);
 });
@@ -65,7 +77,11 @@ t.test("POST answers 202 after storing and publishing, Location points at the no
 t.test("authentication and scopes", async (t) => {
   const none = await app.request("/api/v1/notifications/x");
   await expectProblem(t, none, 401, "unauthenticated");
-  t.equal(none.headers.get("www-authenticate"), 'Bearer realm="notify"', "no error code without credentials (RFC 6750)");
+  t.equal(
+    none.headers.get("www-authenticate"),
+    'Bearer realm="notify"',
+    "no error code without credentials (RFC 6750)",
+  );
 
   const unknown = await app.request("/api/v1/notifications/x", { headers: { authorization: "Bearer ntf_nope" } });
   await expectProblem(t, unknown, 401, "invalid_api_key");
@@ -77,12 +93,17 @@ t.test("authentication and scopes", async (t) => {
   await expectProblem(t, scope, 403, "insufficient_scope");
   t.match(scope.headers.get("www-authenticate"), /error="insufficient_scope"/);
 
-  const both = await app.request("/api/v1/notifications/x", { headers: { authorization: `Bearer ${ingestKey}`, "x-api-key": ingestKey } });
+  const both = await app.request("/api/v1/notifications/x", {
+    headers: { authorization: `Bearer ${ingestKey}`, "x-api-key": ingestKey },
+  });
   await expectProblem(t, both, 400, "invalid_request");
 
   const inQuery = await app.request(`/api/v1/notifications/x?api_key=${ingestKey}`);
   await expectProblem(t, inQuery, 400, "invalid_request");
-  t.notOk(lines().some((line) => line.includes(ingestKey)), "a key never reaches the log");
+  t.notOk(
+    lines().some((line) => line.includes(ingestKey)),
+    "a key never reaches the log",
+  );
 
   const bearer = await app.request("/api/v1/notifications/x", { headers: { authorization: `Bearer ${ingestKey}` } });
   await expectProblem(t, bearer, 404, "not_found");
@@ -90,10 +111,19 @@ t.test("authentication and scopes", async (t) => {
 
 t.test("one client never reads another client's notification", async (t) => {
   const created = (await (await post(valid)).json()) as { notification_id: string };
-  const own = await app.request(`/api/v1/notifications/${created.notification_id}`, { headers: { "x-api-key": ingestKey } });
+  const own = await app.request(`/api/v1/notifications/${created.notification_id}`, {
+    headers: { "x-api-key": ingestKey },
+  });
   t.equal(own.status, 200);
-  t.match(await own.json(), { notification_id: created.notification_id, user_id: "u1", category: "orders", channels: {} });
-  const foreign = await app.request(`/api/v1/notifications/${created.notification_id}`, { headers: { "x-api-key": otherKey } });
+  t.match(await own.json(), {
+    notification_id: created.notification_id,
+    user_id: "u1",
+    category: "orders",
+    channels: {},
+  });
+  const foreign = await app.request(`/api/v1/notifications/${created.notification_id}`, {
+    headers: { "x-api-key": otherKey },
+  });
   await expectProblem(t, foreign, 404, "not_found");
 });
 
@@ -108,7 +138,12 @@ t.test("idempotency: replay, reuse with another body, per-client scope", async (
   t.same(await replay.json(), { notification_id, status: "accepted" });
   t.equal(await laneMessages(), before, "a replay enqueues nothing");
 
-  await expectProblem(t, await post({ ...valid, user_id: "u2" }, { "idempotency-key": key }), 422, "idempotency_key_reused");
+  await expectProblem(
+    t,
+    await post({ ...valid, user_id: "u2" }, { "idempotency-key": key }),
+    422,
+    "idempotency_key_reused",
+  );
 
   const other = await post(valid, { "idempotency-key": key, "x-api-key": otherKey });
   t.equal(other.status, 202, "keys are scoped per client");
@@ -117,13 +152,38 @@ t.test("idempotency: replay, reuse with another body, per-client scope", async (
 t.test("bad input: a clear 4xx problem and nothing left behind", async (t) => {
   const before = { rows: await rows(), lane: await laneMessages() };
   const cases: Array<[string, () => Response | Promise<Response>, number, string]> = [
-    ["missing Idempotency-Key", () => app.request("/api/v1/notifications", { method: "POST", headers: { "x-api-key": ingestKey, "content-type": "application/json" }, body: JSON.stringify(valid) }), 400, "idempotency_key_missing"],
-    ["malformed Idempotency-Key", () => post(valid, { "idempotency-key": '"unterminated' }), 400, "idempotency_key_invalid"],
+    [
+      "missing Idempotency-Key",
+      () =>
+        app.request("/api/v1/notifications", {
+          method: "POST",
+          headers: { "x-api-key": ingestKey, "content-type": "application/json" },
+          body: JSON.stringify(valid),
+        }),
+      400,
+      "idempotency_key_missing",
+    ],
+    [
+      "malformed Idempotency-Key",
+      () => post(valid, { "idempotency-key": '"unterminated' }),
+      400,
+      "idempotency_key_invalid",
+    ],
     ["wrong content type", () => post(valid, { "content-type": "text/plain" }), 415, "unsupported_media_type"],
     ["malformed JSON", () => post("{nope"), 400, "malformed_json"],
-    ["body over the limit", () => post({ ...valid, data: { name: "x".repeat(5000), order: { id: 1 } } }), 413, "payload_too_large"],
+    [
+      "body over the limit",
+      () => post({ ...valid, data: { name: "x".repeat(5000), order: { id: 1 } } }),
+      413,
+      "payload_too_large",
+    ],
     ["unknown template", () => post({ ...valid, template_id: "nope" }), 400, "unknown_template"],
-    ["data missing a declared parameter", () => post({ ...valid, data: { name: "Ada" } }), 400, "template_data_invalid"],
+    [
+      "data missing a declared parameter",
+      () => post({ ...valid, data: { name: "Ada" } }),
+      400,
+      "template_data_invalid",
+    ],
     ["bad priority", () => post({ ...valid, priority: "urgent" }), 400, "validation_failed"],
     ["unknown channel", () => post({ ...valid, channels: ["fax"] }), 400, "validation_failed"],
     ["unknown field", () => post({ ...valid, extra: 1 }), 400, "validation_failed"],
@@ -135,35 +195,53 @@ t.test("bad input: a clear 4xx problem and nothing left behind", async (t) => {
     });
   }
   const fields = (await (await post({ ...valid, data: {} })).json()) as { errors: Array<{ field: string }> };
-  t.same(fields.errors.map((e) => e.field), ["data.name", "data.order.id"], "names every missing parameter");
+  t.same(
+    fields.errors.map((e) => e.field),
+    ["data.name", "data.order.id"],
+    "names every missing parameter",
+  );
   t.same({ rows: await rows(), lane: await laneMessages() }, before, "nothing stored or enqueued");
 });
 
 t.test("property: random bodies and headers never get a 5xx, and a 4xx leaves nothing behind", async (t) => {
   const anyJson = fc.oneof(
     fc.json(),
-    fc.record({
-      user_id: fc.oneof(fc.string(), fc.constant("u1"), fc.integer()),
-      category: fc.oneof(fc.string(), fc.constant("orders")),
-      template_id: fc.oneof(fc.string(), fc.constant("welcome")),
-      data: fc.oneof(fc.object(), fc.constant({ name: "x", order: { id: 1 } })),
-      priority: fc.oneof(fc.string(), fc.constantFrom("transactional", "promotional")),
-      channels: fc.option(fc.array(fc.oneof(fc.string(), fc.constantFrom("email", "sms", "push", "in_app")))),
-    }, { requiredKeys: [] }).map((v) => JSON.stringify(v)),
+    fc
+      .record(
+        {
+          user_id: fc.oneof(fc.string(), fc.constant("u1"), fc.integer()),
+          category: fc.oneof(fc.string(), fc.constant("orders")),
+          template_id: fc.oneof(fc.string(), fc.constant("welcome")),
+          data: fc.oneof(fc.object(), fc.constant({ name: "x", order: { id: 1 } })),
+          priority: fc.oneof(fc.string(), fc.constantFrom("transactional", "promotional")),
+          channels: fc.option(fc.array(fc.oneof(fc.string(), fc.constantFrom("email", "sms", "push", "in_app")))),
+        },
+        { requiredKeys: [] },
+      )
+      .map((v) => JSON.stringify(v)),
   );
   await fc.assert(
-    fc.asyncProperty(anyJson, fc.option(fc.string({ maxLength: 300 })), fc.constantFrom("application/json", "text/plain", "application/merge-patch+json"), async (body, key, type) => {
-      const before = { rows: await rows(), lane: await laneMessages() };
-      const headers: Record<string, string> = { "content-type": type };
-      if (key !== null) headers["idempotency-key"] = key.replace(/[\r\n\0]/g, "");
-      const response = await post(body, headers);
-      if (response.status >= 500) return false;
-      if (response.status >= 400) {
-        const after = { rows: await rows(), lane: await laneMessages() };
-        return response.headers.get("content-type") === "application/problem+json" && after.rows === before.rows && after.lane === before.lane;
-      }
-      return response.status === 200 || response.status === 202;
-    }),
+    fc.asyncProperty(
+      anyJson,
+      fc.option(fc.string({ maxLength: 300 })),
+      fc.constantFrom("application/json", "text/plain", "application/merge-patch+json"),
+      async (body, key, type) => {
+        const before = { rows: await rows(), lane: await laneMessages() };
+        const headers: Record<string, string> = { "content-type": type };
+        if (key !== null) headers["idempotency-key"] = key.replace(/[\r\n\0]/g, "");
+        const response = await post(body, headers);
+        if (response.status >= 500) return false;
+        if (response.status >= 400) {
+          const after = { rows: await rows(), lane: await laneMessages() };
+          return (
+            response.headers.get("content-type") === "application/problem+json" &&
+            after.rows === before.rows &&
+            after.lane === before.lane
+          );
+        }
+        return response.status === 200 || response.status === 202;
+      },
+    ),
     { numRuns: 300 },
   );
   t.pass("held for 300 random requests");

@@ -10,7 +10,13 @@ import t from "tap";
 // -> processor -> email work queue -> worker -> SendGrid sandbox -> status -> GET delivered.
 const { url } = await freshDatabase(t);
 const namespace = freshNamespace(t);
-const ports = { ingest: await freePort(), processor: await freePort(), workers: await freePort(), receipts: await freePort(), sandbox: await freePort() };
+const ports = {
+  ingest: await freePort(),
+  processor: await freePort(),
+  workers: await freePort(),
+  receipts: await freePort(),
+  sandbox: await freePort(),
+};
 const stack = await startStack({
   dataDir: mkdtempSync(join(tmpdir(), "notify-e2e-")),
   databaseUrl: url,
@@ -47,14 +53,32 @@ t.test("a notification is delivered by email and GET reports it with the provide
   t.equal(accepted.status, "accepted");
   t.match(accepted.notification_id, /^[0-9a-f-]{36}$/);
 
-  const view = await eventually(async () => {
-    const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${accepted.notification_id}`, { headers: auth });
-    const body = (await r.json()) as { channels: Record<string, { status: string; provider_id: string | null; ts: string }> };
-    return body.channels.email?.status === "delivered" ? body : undefined;
-  }, 20_000, "email delivered");
+  const view = await eventually(
+    async () => {
+      const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${accepted.notification_id}`, { headers: auth });
+      const body = (await r.json()) as {
+        channels: Record<string, { status: string; provider_id: string | null; ts: string }>;
+      };
+      return body.channels.email?.status === "delivered" ? body : undefined;
+    },
+    20_000,
+    "email delivered",
+  );
 
-  const sandbox = await fetch(`${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${accepted.notification_id}`);
-  const mails = ((await sandbox.json()) as { data: Array<{ message_id: string; subject: string; to: Array<{ email: string }>; content: Array<{ type: string; value: string }>; custom_args: Record<string, string> }> }).data;
+  const sandbox = await fetch(
+    `${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${accepted.notification_id}`,
+  );
+  const mails = (
+    (await sandbox.json()) as {
+      data: Array<{
+        message_id: string;
+        subject: string;
+        to: Array<{ email: string }>;
+        content: Array<{ type: string; value: string }>;
+        custom_args: Record<string, string>;
+      }>;
+    }
+  ).data;
   t.equal(mails.length, 1, "exactly one send reached the provider");
   const mail = mails[0];
   t.equal(view.channels.email?.provider_id, mail?.message_id, "provider id is SendGrid's X-Message-Id");
@@ -67,16 +91,27 @@ t.test("a notification is delivered by email and GET reports it with the provide
 
 t.test("the same Idempotency-Key returns the same notification with 200 and sends nothing more", async (t) => {
   const key = randomUUID();
-  const body = { user_id: "user-123", category: "account", template_id: "welcome", data: { name: "Bo" }, priority: "transactional", channels: ["email"] };
+  const body = {
+    user_id: "user-123",
+    category: "account",
+    template_id: "welcome",
+    data: { name: "Bo" },
+    priority: "transactional",
+    channels: ["email"],
+  };
   const first = (await (await post(body, key)).json()) as { notification_id: string };
   const again = await post(body, key);
   t.equal(again.status, 200);
   t.equal(again.headers.get("idempotent-replayed"), "true");
   t.same(await again.json(), { notification_id: first.notification_id, status: "accepted" });
-  await eventually(async () => {
-    const r = await fetch(`${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${first.notification_id}`);
-    return ((await r.json()) as { data: unknown[] }).data.length === 1 ? true : undefined;
-  }, 20_000, "one email");
+  await eventually(
+    async () => {
+      const r = await fetch(`${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${first.notification_id}`);
+      return ((await r.json()) as { data: unknown[] }).data.length === 1 ? true : undefined;
+    },
+    20_000,
+    "one email",
+  );
 });
 
 t.test("GET of an unknown notification is a 404 problem", async (t) => {
@@ -87,7 +122,13 @@ t.test("GET of an unknown notification is a 404 problem", async (t) => {
 });
 
 t.test("an unknown template is refused with 400 naming the field", async (t) => {
-  const r = await post({ user_id: "u1", category: "account", template_id: "nope", data: {}, priority: "transactional" });
+  const r = await post({
+    user_id: "u1",
+    category: "account",
+    template_id: "nope",
+    data: {},
+    priority: "transactional",
+  });
   t.equal(r.status, 400);
   t.match(await r.json(), { code: "unknown_template", errors: [{ field: "template_id" }] });
 });

@@ -33,7 +33,13 @@ const stack = await startStack({
 });
 t.teardown(() => stack.stop());
 
-const body = JSON.stringify({ user_id: "user-123", category: "account", template_id: "welcome", data: { name: "Ada" }, priority: "transactional" });
+const body = JSON.stringify({
+  user_id: "user-123",
+  category: "account",
+  template_id: "welcome",
+  data: { name: "Ada" },
+  priority: "transactional",
+});
 const post = (key: string) =>
   fetch(`${stack.baseUrl}/api/v1/notifications`, {
     method: "POST",
@@ -42,33 +48,44 @@ const post = (key: string) =>
   });
 const rows = async () => Number((await database.sql`select count(*)::int as n from notifications`)[0]?.n);
 
-t.test("with NATS unreachable POST answers 503 problem+json and keeps nothing; once back, the same request is accepted", async (t) => {
-  const key = randomUUID();
-  await proxy.cut();
-  await eventually(async () => {
-    const r = await fetch(`${stack.baseUrl}/readyz`);
-    return r.status === 503 ? true : undefined;
-  }, 10_000, "ingest to notice the outage");
+t.test(
+  "with NATS unreachable POST answers 503 problem+json and keeps nothing; once back, the same request is accepted",
+  async (t) => {
+    const key = randomUUID();
+    await proxy.cut();
+    await eventually(
+      async () => {
+        const r = await fetch(`${stack.baseUrl}/readyz`);
+        return r.status === 503 ? true : undefined;
+      },
+      10_000,
+      "ingest to notice the outage",
+    );
 
-  const refused = await post(key);
-  t.equal(refused.status, 503);
-  t.equal(refused.headers.get("content-type"), "application/problem+json");
-  t.ok(refused.headers.get("retry-after"), "Retry-After tells the client when to come back");
-  const problem = (await refused.json()) as Record<string, unknown>;
-  t.match(problem, { status: 503, code: "dependency_unavailable", type: /dependency_unavailable$/ });
-  t.notMatch(JSON.stringify(problem), /ECONNREFUSED|stack|at /, "no internals in the body");
-  t.equal(await rows(), 0, "nothing stored, so nothing will be sent");
+    const refused = await post(key);
+    t.equal(refused.status, 503);
+    t.equal(refused.headers.get("content-type"), "application/problem+json");
+    t.ok(refused.headers.get("retry-after"), "Retry-After tells the client when to come back");
+    const problem = (await refused.json()) as Record<string, unknown>;
+    t.match(problem, { status: 503, code: "dependency_unavailable", type: /dependency_unavailable$/ });
+    t.notMatch(JSON.stringify(problem), /ECONNREFUSED|stack|at /, "no internals in the body");
+    t.equal(await rows(), 0, "nothing stored, so nothing will be sent");
 
-  await proxy.restore();
-  const accepted = await eventually(async () => {
-    const r = await post(key);
-    return r.status === 202 ? ((await r.json()) as { notification_id: string; status: string }) : undefined;
-  }, 20_000, "ingest to accept again");
-  t.equal(accepted.status, "accepted");
-  t.equal(await rows(), 1);
-  const [row] = await database.sql`select published_at from notifications where id = ${accepted.notification_id}`;
-  t.ok(row?.published_at, "published before 202");
-});
+    await proxy.restore();
+    const accepted = await eventually(
+      async () => {
+        const r = await post(key);
+        return r.status === 202 ? ((await r.json()) as { notification_id: string; status: string }) : undefined;
+      },
+      20_000,
+      "ingest to accept again",
+    );
+    t.equal(accepted.status, "accepted");
+    t.equal(await rows(), 1);
+    const [row] = await database.sql`select published_at from notifications where id = ${accepted.notification_id}`;
+    t.ok(row?.published_at, "published before 202");
+  },
+);
 
 t.test("with Postgres unreachable POST answers 503 problem+json; once back, the request is accepted", async (t) => {
   const key = randomUUID();
@@ -80,10 +97,14 @@ t.test("with Postgres unreachable POST answers 503 problem+json; once back, the 
   t.notOk(await fetch(`${stack.baseUrl}/readyz`).then((r) => r.ok), "not ready without Postgres");
 
   await pgProxy.restore();
-  const accepted = await eventually(async () => {
-    const r = await post(key);
-    return r.status === 202 ? ((await r.json()) as { notification_id: string }) : undefined;
-  }, 20_000, "ingest to accept again");
+  const accepted = await eventually(
+    async () => {
+      const r = await post(key);
+      return r.status === 202 ? ((await r.json()) as { notification_id: string }) : undefined;
+    },
+    20_000,
+    "ingest to accept again",
+  );
   const [row] = await database.sql`select dedup_key from notifications where id = ${accepted.notification_id}`;
   t.equal(row?.dedup_key, key);
 });

@@ -11,7 +11,12 @@ export const ProcessorConfig = v.object({
   /** Categories that no preference can suppress (comma-separated). */
   CRITICAL_CATEGORIES: v.pipe(
     v.optional(v.string(), "security,otp"),
-    v.transform((s) => s.split(",").map((c) => c.trim()).filter(Boolean)),
+    v.transform((s) =>
+      s
+        .split(",")
+        .map((c) => c.trim())
+        .filter(Boolean),
+    ),
   ),
   DB_POOL_SIZE: int(10, 1, 100),
 });

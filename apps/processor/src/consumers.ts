@@ -22,10 +22,12 @@ export async function startConsumers(deps: RouteDeps & { partitionConcurrency: n
           async handle(msg) {
             const message = decode<LaneMessage>(msg);
             const outcome = await routeNotification(deps, message);
-            if (outcome === "gone") deps.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
+            if (outcome === "gone")
+              deps.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
             return { ack: true };
           },
-          onError: (error, msg) => deps.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
+          onError: (error, msg) =>
+            deps.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
         }),
       );
     }

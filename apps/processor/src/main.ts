@@ -10,7 +10,13 @@ import { createRenderer } from "./routing/render.js";
 const config = loadConfig(ProcessorConfig, process.env);
 const log = createLogger({ name: "processor", level: config.LOG_LEVEL });
 const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-processor" });
-const bus = await connectBus({ servers: config.NATS_URL, name: "notify-processor", namespace: config.NATS_NAMESPACE, partitions: config.LANE_PARTITIONS, waitOnFirstConnect: true });
+const bus = await connectBus({
+  servers: config.NATS_URL,
+  name: "notify-processor",
+  namespace: config.NATS_NAMESPACE,
+  partitions: config.LANE_PARTITIONS,
+  waitOnFirstConnect: true,
+});
 await applyTopology(bus);
 
 let stopping = false;

@@ -9,7 +9,13 @@ import { ReceiptsConfig } from "./config.js";
 const config = loadConfig(ReceiptsConfig, process.env);
 const log = createLogger({ name: "receipts", level: config.LOG_LEVEL });
 const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-receipts" });
-const bus = await connectBus({ servers: config.NATS_URL, name: "notify-receipts", namespace: config.NATS_NAMESPACE, partitions: config.LANE_PARTITIONS, waitOnFirstConnect: true });
+const bus = await connectBus({
+  servers: config.NATS_URL,
+  name: "notify-receipts",
+  namespace: config.NATS_NAMESPACE,
+  partitions: config.LANE_PARTITIONS,
+  waitOnFirstConnect: true,
+});
 
 let stopping = false;
 const server = await listen(createApp({ database, bus, log, isStopping: () => stopping }), config.PORT, config.HOST);

@@ -23,7 +23,8 @@ export async function startConsumers(
         durable: `worker-${channel}-${priority}`,
         concurrency,
         handle: (msg) => deliver(deps, decode<WorkItem>(msg)),
-        onError: (error, msg) => deps.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "delivery failed; will retry"),
+        onError: (error, msg) =>
+          deps.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "delivery failed; will retry"),
       }),
     ),
   );

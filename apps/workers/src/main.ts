@@ -10,7 +10,13 @@ import { startConsumers } from "./consumers.js";
 const config = loadConfig(WorkersConfig, process.env);
 const log = createLogger({ name: "workers", level: config.LOG_LEVEL });
 const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-workers" });
-const bus = await connectBus({ servers: config.NATS_URL, name: "notify-workers", namespace: config.NATS_NAMESPACE, partitions: config.LANE_PARTITIONS, waitOnFirstConnect: true });
+const bus = await connectBus({
+  servers: config.NATS_URL,
+  name: "notify-workers",
+  namespace: config.NATS_NAMESPACE,
+  partitions: config.LANE_PARTITIONS,
+  waitOnFirstConnect: true,
+});
 await applyTopology(bus);
 const guard = await bus.kv("notify_send_guard");
 

@@ -27,10 +27,22 @@ async function workItem(to = "ada@example.com"): Promise<WorkItem> {
   await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
     values (${id}, 'c', 'u1', 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
   await database.sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'email', 'pending')`;
-  return { notification_id: id, channel: "email", priority: "transactional", user_id: "u1", category: "account", to, subject: "Hi", body: "<p>Hi</p>", attempt: 0 };
+  return {
+    notification_id: id,
+    channel: "email",
+    priority: "transactional",
+    user_id: "u1",
+    category: "account",
+    to,
+    subject: "Hi",
+    body: "<p>Hi</p>",
+    attempt: 0,
+  };
 }
 const channel = async (id: string) =>
-  (await database.sql`select status, provider_id, reason, attempts from notification_channels where notification_id = ${id}`)[0];
+  (
+    await database.sql`select status, provider_id, reason, attempts from notification_channels where notification_id = ${id}`
+  )[0];
 const sentTo = (id: string) => sandbox.messages().filter((m) => m.custom_args.notification_id === id).length;
 
 t.test("an accepted send is recorded delivered with the provider id", async (t) => {
@@ -38,7 +50,10 @@ t.test("an accepted send is recorded delivered with the provider id", async (t) 
   t.same(await deliver(deps, item), { ack: true });
   const row = await channel(item.notification_id);
   t.match(row, { status: "delivered", attempts: 1 });
-  t.equal(row?.provider_id, sandbox.messages().find((m) => m.custom_args.notification_id === item.notification_id)?.message_id);
+  t.equal(
+    row?.provider_id,
+    sandbox.messages().find((m) => m.custom_args.notification_id === item.notification_id)?.message_id,
+  );
   t.same(await deliver(deps, item), { ack: true }, "a redelivered item is acknowledged");
   t.equal(sentTo(item.notification_id), 1, "and not sent again");
 });
@@ -60,10 +75,18 @@ t.test("transient failures retry with backoff, release the guard, then dead-lett
     t.ok("retryInMs" in disposition, `attempt ${attempt} is retried`);
     if ("retryInMs" in disposition) t.ok(disposition.retryInMs >= 0 && disposition.retryInMs <= deps.retryMaxMs);
     t.match(await channel(item.notification_id), { status: "retrying", attempts: attempt });
-    t.not((await guard.get(`${item.notification_id}.email`))?.operation, "PUT", "guard released after a definite failure");
+    t.not(
+      (await guard.get(`${item.notification_id}.email`))?.operation,
+      "PUT",
+      "guard released after a definite failure",
+    );
   }
   t.same(await deliver(deps, item), { ack: true });
-  t.match(await channel(item.notification_id), { status: "failed", attempts: deps.maxAttempts, reason: /^retries exhausted/ });
+  t.match(await channel(item.notification_id), {
+    status: "failed",
+    attempts: deps.maxAttempts,
+    reason: /^retries exhausted/,
+  });
   t.equal(await streamCount(bus, bus.streams.dlq), dlqBefore + 1, "one dead letter");
   const dead = await bus.jsm.streams.getMessage(bus.streams.dlq, { last_by_subj: bus.subjects.dlq("email") });
   const letter = dead?.json<{ item: WorkItem; reason: string; history: unknown[] }>();

@@ -90,7 +90,8 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
       dlq: (channel) => subjectName(naming, `notify.dlq.${channel}`),
     },
     streams: {
-      lane: (priority) => streamName(naming, priority === "transactional" ? "NOTIFY_LANE_TRANSACTIONAL" : "NOTIFY_LANE_PROMOTIONAL"),
+      lane: (priority) =>
+        streamName(naming, priority === "transactional" ? "NOTIFY_LANE_TRANSACTIONAL" : "NOTIFY_LANE_PROMOTIONAL"),
       work: streamName(naming, "NOTIFY_WORK"),
       dlq: streamName(naming, "NOTIFY_DLQ"),
     },
@@ -191,7 +192,8 @@ export async function applyTopology(
 ): Promise<Array<{ kind: string; name: string; result: string }>> {
   const resolved = resolveTopology(topology, bus.naming);
   const report: Array<{ kind: string; name: string; result: string }> = [];
-  for (const def of resolved.streams) report.push({ kind: "stream", name: def.name, result: await applyStream(bus.jsm, def) });
+  for (const def of resolved.streams)
+    report.push({ kind: "stream", name: def.name, result: await applyStream(bus.jsm, def) });
   for (const def of resolved.kv) report.push({ kind: "kv", name: def.bucket, result: await applyKv(bus.js, def) });
   for (const def of resolved.consumers) {
     report.push({ kind: "consumer", name: `${def.stream}/${def.durable}`, result: await applyConsumer(bus.jsm, def) });
@@ -251,13 +253,15 @@ export async function runConsumer(options: ConsumerRunnerOptions): Promise<Consu
       slots--;
       const key = options.keyOf?.(msg);
       const previous = key === undefined ? undefined : chains.get(key);
-      const task: Promise<void> = (previous ?? Promise.resolve()).then(() => settle(msg)).finally(() => {
-        slots++;
-        inFlight.delete(task);
-        if (key !== undefined && chains.get(key) === task) chains.delete(key);
-        wake?.();
-        wake = undefined;
-      });
+      const task: Promise<void> = (previous ?? Promise.resolve())
+        .then(() => settle(msg))
+        .finally(() => {
+          slots++;
+          inFlight.delete(task);
+          if (key !== undefined && chains.get(key) === task) chains.delete(key);
+          wake?.();
+          wake = undefined;
+        });
       inFlight.add(task);
       if (key !== undefined) chains.set(key, task);
     }

@@ -29,7 +29,10 @@ export function parseConfig<S extends v.GenericSchema>(
 }
 
 /** Like parseConfig, but prints the problems and exits with status 78 (EX_CONFIG). */
-export function loadConfig<S extends v.GenericSchema>(schema: S, env: Record<string, string | undefined>): v.InferOutput<S> {
+export function loadConfig<S extends v.GenericSchema>(
+  schema: S,
+  env: Record<string, string | undefined>,
+): v.InferOutput<S> {
   try {
     return parseConfig(schema, env);
   } catch (error) {
@@ -71,7 +74,10 @@ export const url = (fallback?: string) =>
 export const optionalUrl = () => v.optional(v.pipe(v.string(), v.url("must be a URL")));
 
 export const logLevel = () =>
-  v.optional(v.picklist(["fatal", "error", "warn", "info", "debug", "trace", "silent"], "must be a pino level"), "info");
+  v.optional(
+    v.picklist(["fatal", "error", "warn", "info", "debug", "trace", "silent"], "must be a pino level"),
+    "info",
+  );
 
 export const bool = (fallback: boolean) =>
   v.pipe(

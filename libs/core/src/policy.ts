@@ -38,12 +38,14 @@ export function decideChannels(input: {
   preferences: PolicyPreferences;
   reach: Reachability;
 }): RoutingDecision[] {
-  const candidates = input.requested ?? reachableChannels(input.reach).filter((c) => !input.preferences.channelOptout.includes(c));
+  const candidates =
+    input.requested ?? reachableChannels(input.reach).filter((c) => !input.preferences.channelOptout.includes(c));
   return candidates.map((channel): RoutingDecision => {
     const address = channel === "email" ? input.reach.email : channel === "sms" ? input.reach.phone : "ok";
     const pushable = channel !== "push" || input.reach.pushSubscriptions > 0;
     if (!address || !pushable) return { channel, route: false, reason: "unreachable" };
-    if (!input.critical && input.preferences.channelOptout.includes(channel)) return { channel, route: false, reason: "opted_out" };
+    if (!input.critical && input.preferences.channelOptout.includes(channel))
+      return { channel, route: false, reason: "opted_out" };
     if (!input.critical && input.preferences.categoryOptout.includes(input.category)) {
       return { channel, route: false, reason: "category_opted_out" };
     }

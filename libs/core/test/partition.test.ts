@@ -4,10 +4,14 @@ import { partitionOf } from "../src/index.js";
 
 t.test("partitionOf is stable and in range for any user id", async (t) => {
   fc.assert(
-    fc.property(fc.string({ unit: "grapheme", maxLength: 64 }), fc.integer({ min: 1, max: 64 }), (userId, partitions) => {
-      const p = partitionOf(userId, partitions);
-      return Number.isInteger(p) && p >= 0 && p < partitions && p === partitionOf(userId, partitions);
-    }),
+    fc.property(
+      fc.string({ unit: "grapheme", maxLength: 64 }),
+      fc.integer({ min: 1, max: 64 }),
+      (userId, partitions) => {
+        const p = partitionOf(userId, partitions);
+        return Number.isInteger(p) && p >= 0 && p < partitions && p === partitionOf(userId, partitions);
+      },
+    ),
   );
   t.pass("property held");
 });

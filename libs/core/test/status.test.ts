@@ -5,7 +5,13 @@ import { CHANNEL_STATUSES, canTransition, isFinal, statusesMovableTo } from "../
 t.test("status only moves forward: no cycle of transitions exists", async (t) => {
   const status = fc.constantFrom(...CHANNEL_STATUSES);
   fc.assert(
-    fc.property(status, status, (a, b) => !(canTransition(a, b) && canTransition(b, a)) || (["retrying", "parked", "deferred"].includes(a) && ["retrying", "parked", "deferred"].includes(b))),
+    fc.property(
+      status,
+      status,
+      (a, b) =>
+        !(canTransition(a, b) && canTransition(b, a)) ||
+        (["retrying", "parked", "deferred"].includes(a) && ["retrying", "parked", "deferred"].includes(b)),
+    ),
   );
   t.pass("only the waiting statuses may swap");
 });

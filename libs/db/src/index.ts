@@ -53,5 +53,5 @@ export function createDb(config: DbConfig): Database {
     },
   };
 }
+export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export * from "./seed.js";
-export { runMigrations, MIGRATIONS_FOLDER } from "./migrate.js";

@@ -25,14 +25,20 @@ export async function seedTemplate(database: Database, template: TemplateSeed): 
 }
 
 /** Issues an API key directly in the database (bootstrap and tests); returns the plaintext once. */
-export async function seedApiKey(database: Database, input: { clientId: string; name: string; scopes: Scope[] }): Promise<string> {
+export async function seedApiKey(
+  database: Database,
+  input: { clientId: string; name: string; scopes: Scope[] },
+): Promise<string> {
   const key = generateKey();
   await database.sql`insert into api_keys (id, client_id, name, prefix, key_hash, scopes)
     values (${newId()}, ${input.clientId}, ${input.name}, ${keyDisplayPrefix(key)}, ${hashKey(key)}, ${input.scopes})`;
   return key;
 }
 
-export async function seedContact(database: Database, contact: { userId: string; email?: string; phone?: string }): Promise<void> {
+export async function seedContact(
+  database: Database,
+  contact: { userId: string; email?: string; phone?: string },
+): Promise<void> {
   await database.sql`insert into user_contacts (user_id, email, phone) values (${contact.userId}, ${contact.email ?? null}, ${contact.phone ?? null})
     on conflict (user_id) do update set email = excluded.email, phone = excluded.phone, updated_at = now()`;
 }

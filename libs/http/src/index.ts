@@ -45,7 +45,11 @@ export function newApp(log: Logger): Hono<AppEnv> {
     if (typeof challenge === "string") headers["www-authenticate"] = challenge;
     return problemResponse(toProblem(appError, c.var.requestId, c.req.path), headers);
   });
-  app.notFound((c) => problemResponse(toProblem(new AppError("not_found", `no route for ${c.req.method} ${c.req.path}`), c.var.requestId)));
+  app.notFound((c) =>
+    problemResponse(
+      toProblem(new AppError("not_found", `no route for ${c.req.method} ${c.req.path}`), c.var.requestId),
+    ),
+  );
   return app;
 }
 
@@ -69,7 +73,10 @@ export function mountHealth(app: Hono<AppEnv>, checks: HealthChecks, isStopping:
       }),
     );
     const ready = !isStopping() && Object.values(results).every(Boolean);
-    return c.json({ status: ready ? "ready" : "not_ready", stopping: isStopping(), checks: results }, ready ? 200 : 503);
+    return c.json(
+      { status: ready ? "ready" : "not_ready", stopping: isStopping(), checks: results },
+      ready ? 200 : 503,
+    );
   });
 }
 
@@ -80,7 +87,11 @@ export interface HttpServer {
 }
 
 /** Serves a Hono app and resolves once it listens (port 0 picks a free port). */
-export function listen(app: { fetch: (request: Request) => Response | Promise<Response> }, port: number, host = "0.0.0.0"): Promise<HttpServer> {
+export function listen(
+  app: { fetch: (request: Request) => Response | Promise<Response> },
+  port: number,
+  host = "0.0.0.0",
+): Promise<HttpServer> {
   return new Promise((resolve) => {
     const server = serve({ fetch: app.fetch, port, hostname: host }, (info) => {
       resolve({

@@ -1,4 +1,4 @@
-import { AppError, ERROR_TITLES, type ErrorCode, type FieldError } from "@notify/core";
+import { type AppError, ERROR_TITLES, type ErrorCode, type FieldError } from "@notify/core";
 
 export const PROBLEM_TYPE_BASE = "https://notify.dev/problems/";
 

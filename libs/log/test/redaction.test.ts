@@ -3,8 +3,20 @@ import { createLogger, safeUrl } from "../src/index.js";
 
 t.test("secrets are redacted whatever object carries them", async (t) => {
   const lines: string[] = [];
-  const log = createLogger({ name: "t", level: "info", destination: { write: (l: string) => lines.push(l) } as unknown as NodeJS.WritableStream });
-  log.info({ apiKey: "ntf_secret1", headers: { authorization: "Bearer ntf_secret2", "x-api-key": "ntf_secret3" }, config: { SENDGRID_API_KEY: "SG.secret4" }, user: { password: "pw" } }, "hello");
+  const log = createLogger({
+    name: "t",
+    level: "info",
+    destination: { write: (l: string) => lines.push(l) } as unknown as NodeJS.WritableStream,
+  });
+  log.info(
+    {
+      apiKey: "ntf_secret1",
+      headers: { authorization: "Bearer ntf_secret2", "x-api-key": "ntf_secret3" },
+      config: { SENDGRID_API_KEY: "SG.secret4" },
+      user: { password: "pw" },
+    },
+    "hello",
+  );
   const out = lines.join("");
   for (const secret of ["ntf_secret1", "ntf_secret2", "ntf_secret3", "SG.secret4", '"pw"']) t.notMatch(out, secret);
   t.match(out, /\[redacted\]/);

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { parseConfig, ConfigError, int, port } from "@notify/config";
+import { type ConfigError, int, parseConfig, port } from "@notify/config";
 import * as v from "valibot";
 import { ROOT } from "./paths.js";
 import { startStack } from "./stack.js";
@@ -33,7 +33,16 @@ const LEVELS: Record<number, string> = { 10: "trace", 20: "debug", 30: "info", 4
 const print = (app: string, line: string) => {
   let text = line;
   try {
-    const { level, time, msg, app: _a, name: _n, pid: _p, hostname: _h, ...rest } = JSON.parse(line) as Record<string, unknown>;
+    const {
+      level,
+      time,
+      msg,
+      app: _a,
+      name: _n,
+      pid: _p,
+      hostname: _h,
+      ...rest
+    } = JSON.parse(line) as Record<string, unknown>;
     const extra = Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : "";
     text = `${String(time ?? "").slice(11, 23)} ${(LEVELS[level as number] ?? String(level)).padEnd(5)} ${String(msg)}${extra}`;
   } catch {}
@@ -61,7 +70,14 @@ try {
   process.exit(1);
 }
 
-const body = JSON.stringify({ user_id: "user-123", category: "account", template_id: "welcome", data: { name: "Ada" }, priority: "transactional", channels: ["email"] });
+const body = JSON.stringify({
+  user_id: "user-123",
+  category: "account",
+  template_id: "welcome",
+  data: { name: "Ada" },
+  priority: "transactional",
+  channels: ["email"],
+});
 process.stdout.write(`
 notify is running.
   API:       ${stack.baseUrl}/api/v1   (health: ${stack.baseUrl}/healthz)

@@ -20,7 +20,11 @@ export function tcpAnswers(host: string, port: number, timeoutMs = 500): Promise
 export function findNatsServer(explicit?: string): string | null {
   const candidates = explicit
     ? [explicit]
-    : [...(process.env.PATH ?? "").split(delimiter).map((dir) => join(dir, "nats-server")), "/usr/sbin/nats-server", "/usr/local/bin/nats-server"];
+    : [
+        ...(process.env.PATH ?? "").split(delimiter).map((dir) => join(dir, "nats-server")),
+        "/usr/sbin/nats-server",
+        "/usr/local/bin/nats-server",
+      ];
   for (const candidate of candidates) {
     try {
       accessSync(candidate, constants.X_OK);
@@ -57,7 +61,8 @@ export async function ensureNats(url: string, dataDir: string, binary?: string):
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const deadline = Date.now() + 10_000;
   while (!(await tcpAnswers(host, port))) {
-    if (child.exitCode !== null) throw new Error(`nats-server exited with code ${child.exitCode}; is port ${port} free?`);
+    if (child.exitCode !== null)
+      throw new Error(`nats-server exited with code ${child.exitCode}; is port ${port} free?`);
     if (Date.now() > deadline) throw new Error("nats-server did not start within 10 s");
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

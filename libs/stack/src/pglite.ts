@@ -13,7 +13,11 @@ export interface EmbeddedPostgres {
  * connections onto PGlite's single session and keeps a transaction's queries together.
  * Development only: one process, one core.
  */
-export async function startEmbeddedPostgres(dataDir: string, port: number, maxConnections = 64): Promise<EmbeddedPostgres> {
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  port: number,
+  maxConnections = 64,
+): Promise<EmbeddedPostgres> {
   mkdirSync(dataDir, { recursive: true });
   const db = await PGlite.create(dataDir);
   const server = new PGLiteSocketServer({ db, port, host: "127.0.0.1", maxConnections });

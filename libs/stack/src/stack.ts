@@ -4,8 +4,8 @@ import { hashKey } from "@notify/core";
 import { createDb, runMigrations, seedApiKey, seedContact, seedTemplate } from "@notify/db";
 import { startSendgridSandbox } from "@notify/providers";
 import { ensureNats, type LocalNats } from "./nats-server.js";
-import { type EmbeddedPostgres, startEmbeddedPostgres } from "./pglite.js";
 import { APPS, type AppName } from "./paths.js";
+import { type EmbeddedPostgres, startEmbeddedPostgres } from "./pglite.js";
 import { type AppProcess, spawnApp, waitReady } from "./processes.js";
 
 export interface StackOptions {
@@ -49,7 +49,12 @@ export const SAMPLE_TEMPLATE = {
   id: "welcome",
   params: ["name"],
   variants: [
-    { channel: "email", locale: "en", subject: "Welcome, <%= it.name %>!", body: "<h1>Hello <%= it.name %></h1><p>Thanks for joining.</p>" },
+    {
+      channel: "email",
+      locale: "en",
+      subject: "Welcome, <%= it.name %>!",
+      body: "<h1>Hello <%= it.name %></h1><p>Thanks for joining.</p>",
+    },
     { channel: "sms", locale: "en", subject: null, body: "Hello <%= it.name %>, thanks for joining." },
     { channel: "push", locale: "en", subject: "Welcome", body: "Hello <%= it.name %>!" },
     { channel: "in_app", locale: "en", subject: "Welcome", body: "Hello <%= it.name %>, thanks for joining." },
@@ -142,7 +147,9 @@ async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<st
   try {
     const keyFile = join(dataDir, "dev-api-key");
     let key = existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : "";
-    const known = key ? await database.sql`select 1 from api_keys where key_hash = ${hashKey(key)} and revoked_at is null` : [];
+    const known = key
+      ? await database.sql`select 1 from api_keys where key_hash = ${hashKey(key)} and revoked_at is null`
+      : [];
     if (known.length === 0) {
       key = await seedApiKey(database, { clientId: "dev", name: "development key", scopes: ["admin"] });
       writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });

@@ -21,7 +21,9 @@ const withDatabase = (url: string, name: string) => {
 /** Name of the migrated template database: changes whenever a migration changes. */
 function templateName(): string {
   const hash = createHash("sha256");
-  for (const file of readdirSync(MIGRATIONS_FOLDER).filter((f) => f.endsWith(".sql")).sort()) {
+  for (const file of readdirSync(MIGRATIONS_FOLDER)
+    .filter((f) => f.endsWith(".sql"))
+    .sort()) {
     hash.update(file).update(readFileSync(`${MIGRATIONS_FOLDER}/${file}`));
   }
   return `notify_tpl_${hash.digest("hex").slice(0, 16)}`;
@@ -82,7 +84,11 @@ export async function deleteNamespace(namespace: string): Promise<void> {
 }
 
 /** Polls until `check` returns a value other than undefined, or fails after the timeout. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15_000, what = "condition"): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  timeoutMs = 15_000,
+  what = "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   while (Date.now() < deadline) {
@@ -109,6 +115,6 @@ export async function freePort(): Promise<number> {
     });
   });
 }
-export * from "./tcp-proxy.js";
 export * from "./bus.js";
 export * from "./logger.js";
+export * from "./tcp-proxy.js";

@@ -49,5 +49,13 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       server = undefined;
     });
   await listen();
-  return { get port() { return port; }, url: (scheme) => `${scheme}://127.0.0.1:${port}`, cut: stop, restore: listen, close: stop };
+  return {
+    get port() {
+      return port;
+    },
+    url: (scheme) => `${scheme}://127.0.0.1:${port}`,
+    cut: stop,
+    restore: listen,
+    close: stop,
+  };
 }

@@ -20,7 +20,9 @@ export async function createApiKey(
   const key = generateKey();
   const id = newId();
   const prefix = keyDisplayPrefix(key);
-  await database.db.insert(apiKeys).values({ id, clientId: input.clientId, name: input.name, prefix, keyHash: hashKey(key), scopes: input.scopes });
+  await database.db
+    .insert(apiKeys)
+    .values({ id, clientId: input.clientId, name: input.name, prefix, keyHash: hashKey(key), scopes: input.scopes });
   return { id, key, prefix };
 }
 

@@ -1,7 +1,7 @@
+import type { Scope } from "@notify/core";
 import { AppError } from "@notify/core";
 import type { AppEnv } from "@notify/http";
 import type { MiddlewareHandler } from "hono";
-import type { Scope } from "@notify/core";
 import { asDependencyError } from "../dependency.js";
 import { hasScope, type Principal } from "./api-keys.js";
 
@@ -17,13 +17,20 @@ const CREDENTIAL_PARAMS = ["api_key", "apikey", "api-key", "key", "token", "acce
  * API-key authentication (spec: Authentication; RFC 6750 for the challenges): the key comes in
  * X-API-Key or Authorization: Bearer, never in the query string and never in both headers.
  */
-export function requireKey(lookup: (key: string) => Promise<Principal | null>, scope: Scope): MiddlewareHandler<AuthEnv> {
+export function requireKey(
+  lookup: (key: string) => Promise<Principal | null>,
+  scope: Scope,
+): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     const query = new URL(c.req.url).searchParams;
     if (CREDENTIAL_PARAMS.some((name) => query.has(name))) {
-      throw new AppError("invalid_request", "API keys are not accepted in the query string; send X-API-Key or Authorization: Bearer", {
-        context: { wwwAuthenticate: `${REALM}, error="invalid_request"` },
-      });
+      throw new AppError(
+        "invalid_request",
+        "API keys are not accepted in the query string; send X-API-Key or Authorization: Bearer",
+        {
+          context: { wwwAuthenticate: `${REALM}, error="invalid_request"` },
+        },
+      );
     }
     const header = c.req.header("x-api-key");
     const authorization = c.req.header("authorization");

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Bus } from "@notify/bus";
-import { AppError, type LaneMessage, missingParams, newId, type NotificationRequest, partitionOf } from "@notify/core";
+import { AppError, type LaneMessage, missingParams, type NotificationRequest, newId, partitionOf } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { asDependencyError } from "../dependency.js";
@@ -13,9 +13,7 @@ export interface CreateDeps {
   log: Logger;
 }
 
-export type CreateResult =
-  | { kind: "accepted"; notificationId: string }
-  | { kind: "replayed"; notificationId: string };
+export type CreateResult = { kind: "accepted"; notificationId: string } | { kind: "replayed"; notificationId: string };
 
 /** Canonical JSON (sorted keys) so that the same body always hashes the same. */
 export function canonicalJson(value: unknown): string {
@@ -58,7 +56,9 @@ export async function createNotification(
   }
   const missing = missingParams(template.params, request.data);
   if (missing.length > 0) {
-    throw new AppError("template_data_invalid", `data is missing ${missing.map((m) => m.field).join(", ")}`, { fields: missing });
+    throw new AppError("template_data_invalid", `data is missing ${missing.map((m) => m.field).join(", ")}`, {
+      fields: missing,
+    });
   }
   if (!deps.bus.isConnected()) {
     throw new AppError("dependency_unavailable", "nats is unavailable", { context: { retryAfterSeconds: 1 } });
@@ -96,7 +96,10 @@ export async function createNotification(
     await deps.bus.publish(deps.bus.subjects.lane(request.priority, partition), message, id);
   } catch (error) {
     await sql`delete from notifications where id = ${id}`.catch((cleanupError: unknown) => {
-      deps.log.warn({ err: cleanupError, notification_id: id }, "compensating delete failed; the recovery sweep will publish");
+      deps.log.warn(
+        { err: cleanupError, notification_id: id },
+        "compensating delete failed; the recovery sweep will publish",
+      );
     });
     throw asDependencyError(error, "nats");
   }
@@ -108,7 +111,9 @@ export async function createNotification(
 }
 
 async function replay(deps: CreateDeps, clientId: string, key: string, requestHash: string): Promise<CreateResult> {
-  const [existing] = await deps.database.sql<{ id: string; request_hash: string; published_at: Date | null; created_at: Date }[]>`
+  const [existing] = await deps.database.sql<
+    { id: string; request_hash: string; published_at: Date | null; created_at: Date }[]
+  >`
     select id, request_hash, published_at, created_at from notifications where client_id = ${clientId} and dedup_key = ${key}`;
   if (!existing) {
     // The first request was rolled back between our insert and this read: let the client retry.

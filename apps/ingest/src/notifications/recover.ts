@@ -10,7 +10,11 @@ import type { Logger } from "@notify/log";
  * past the duplicate window the processor's routing is idempotent. SKIP LOCKED lets several
  * ingest processes sweep at once.
  */
-export async function recoverUnpublished(deps: { database: Database; bus: Bus; log: Logger }, graceMs: number, limit = 500): Promise<number> {
+export async function recoverUnpublished(
+  deps: { database: Database; bus: Bus; log: Logger },
+  graceMs: number,
+  limit = 500,
+): Promise<number> {
   if (!deps.bus.isConnected()) return 0;
   const { sql } = deps.database;
   return sql.begin(async (tx) => {

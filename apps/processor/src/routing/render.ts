@@ -78,7 +78,12 @@ export function createRenderer(database: Database, cacheTtlMs = 10_000) {
     return value;
   }
 
-  return async (templateId: string, channel: Channel, userLocale: string | null, data: Record<string, unknown>): Promise<Rendered | null> => {
+  return async (
+    templateId: string,
+    channel: Channel,
+    userLocale: string | null,
+    data: Record<string, unknown>,
+  ): Promise<Rendered | null> => {
     const found = await variant(templateId, channel, userLocale);
     if (!found) return null;
     return {

@@ -21,7 +21,12 @@ interface UserRow {
   locale: string | null;
 }
 
-type Planned = { channel: Channel; status: "pending" | "suppressed" | "failed"; reason: string | null; item?: WorkItem };
+type Planned = {
+  channel: Channel;
+  status: "pending" | "suppressed" | "failed";
+  reason: string | null;
+  item?: WorkItem;
+};
 
 /**
  * The processing stage for one lane message (spec rule 7): preferences, rendering, routing.
@@ -99,8 +104,17 @@ export async function routeNotification(deps: RouteDeps, message: LaneMessage): 
   await Promise.all(
     planned
       .filter((p) => p.item && stillPending.has(p.channel))
-      .map((p) => deps.bus.publish(deps.bus.subjects.work(p.channel, message.priority), p.item, `${message.notification_id}:${p.channel}`)),
+      .map((p) =>
+        deps.bus.publish(
+          deps.bus.subjects.work(p.channel, message.priority),
+          p.item,
+          `${message.notification_id}:${p.channel}`,
+        ),
+      ),
   );
-  deps.log.debug({ notification_id: message.notification_id, planned: planned.map(({ item: _, ...rest }) => rest) }, "routed");
+  deps.log.debug(
+    { notification_id: message.notification_id, planned: planned.map(({ item: _, ...rest }) => rest) },
+    "routed",
+  );
   return "routed";
 }

@@ -34,7 +34,14 @@ async function setStatus(
   return rows.count > 0;
 }
 
-async function recordAttempt(deps: DeliverDeps, item: WorkItem, attempt: number, outcome: string, providerId: string | null, error: string | null) {
+async function recordAttempt(
+  deps: DeliverDeps,
+  item: WorkItem,
+  attempt: number,
+  outcome: string,
+  providerId: string | null,
+  error: string | null,
+) {
   await deps.database.sql`
     insert into delivery_attempts (notification_id, channel, attempt, outcome, provider_id, error)
     values (${item.notification_id}, ${item.channel}, ${attempt}, ${outcome}, ${providerId}, ${error})
@@ -71,7 +78,10 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
   } catch {
     // Someone holds or held the claim: it may have sent. Never resend; show it as unsettled.
     await setStatus(deps, item, "unsettled", { reason: "send_outcome_unknown" });
-    deps.log.warn({ notification_id: item.notification_id, channel: item.channel }, "send guard already claimed; not resending");
+    deps.log.warn(
+      { notification_id: item.notification_id, channel: item.channel },
+      "send guard already claimed; not resending",
+    );
     return { ack: true };
   }
 
@@ -88,7 +98,10 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
   const log = deps.log.child({ notification_id: item.notification_id, channel: item.channel, attempt });
 
   if (result.outcome === "accepted") {
-    await deps.guard.put(key, encoder.encode(JSON.stringify({ state: "sent", provider_id: result.providerId, at: Date.now() })));
+    await deps.guard.put(
+      key,
+      encoder.encode(JSON.stringify({ state: "sent", provider_id: result.providerId, at: Date.now() })),
+    );
     await recordAttempt(deps, item, attempt, "accepted", result.providerId, null);
     await setStatus(deps, item, "delivered", { providerId: result.providerId, attempts: attempt });
     log.info({ provider_id: result.providerId }, "delivered");
