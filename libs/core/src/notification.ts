@@ -38,6 +38,8 @@ export interface LaneMessage {
   user_id: string;
   category: string;
   template_id: string;
+  /** Template version current at ingest (absent on messages from before it was recorded). */
+  template_version?: number;
   priority: Priority;
   channels: Channel[] | null;
   data: Record<string, unknown>;

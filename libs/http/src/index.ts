@@ -137,3 +137,4 @@ export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<v
   process.once("SIGTERM", () => handler("SIGTERM"));
   process.once("SIGINT", () => handler("SIGINT"));
 }
+export * from "./body.js";

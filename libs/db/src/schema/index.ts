@@ -1,4 +1,5 @@
 export * from "./api-keys.js";
+export * from "./idempotency.js";
 export * from "./notifications.js";
 export * from "./templates.js";
 export * from "./users.js";

@@ -24,6 +24,8 @@ export const notifications = pgTable(
     userId: text("user_id").notNull(),
     category: text("category").notNull(),
     templateId: text("template_id").notNull(),
+    /** The template version current at ingest: a later edit never changes a queued message. */
+    templateVersion: integer("template_version"),
     priority: text("priority").notNull(),
     /** The request's channels override; null when the user's preferences decide. */
     requestedChannels: text("requested_channels").array(),
@@ -37,7 +39,7 @@ export const notifications = pgTable(
   },
   (t) => [
     index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id),
-    uniqueIndex("notifications_client_dedup_idx").on(t.clientId, t.dedupKey),
+    index("notifications_client_dedup_idx").on(t.clientId, t.dedupKey),
     index("notifications_unpublished_idx").on(t.createdAt).where(sql`${t.publishedAt} is null`),
   ],
 );

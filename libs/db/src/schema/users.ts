@@ -1,4 +1,4 @@
-import { integer, jsonb, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { date, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 
 export interface QuietHours {
   /** "HH:MM", 24-hour, in tz. A window may cross midnight (start > end). */
@@ -37,3 +37,17 @@ export const userContacts = pgTable("user_contacts", {
   phone: text("phone"),
   updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
 });
+
+/**
+ * Promotional notifications counted per user per day, the day taken in the user's time zone.
+ * The cap check is one conditional upsert, exact under concurrency and across restarts.
+ */
+export const promotionalDailyCounts = pgTable(
+  "promotional_daily_counts",
+  {
+    userId: text("user_id").notNull(),
+    day: date("day", { mode: "string" }).notNull(),
+    count: integer("count").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.day] })],
+);

@@ -1,0 +1,16 @@
+import type { Bus } from "@notify/bus";
+import type { Database } from "@notify/db";
+import type { Logger } from "@notify/log";
+import type { Principal } from "./auth/api-keys.js";
+import type { TemplateInfo } from "./notifications/templates.js";
+
+/** Everything the ingest routes need, built once in main.ts (tests build their own). */
+export interface IngestDeps {
+  database: Database;
+  bus: Bus;
+  log: Logger;
+  lookupKey: (key: string) => Promise<Principal | null>;
+  templates: (id: string) => Promise<TemplateInfo | null>;
+  maxBodyBytes: number;
+  isStopping: () => boolean;
+}
