@@ -2,6 +2,7 @@ import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import type { Principal } from "./auth/api-keys.js";
+import type { Ingestor } from "./notifications/create.js";
 import type { TemplateInfo } from "./notifications/templates.js";
 
 /** Everything the ingest routes need, built once in main.ts (tests build their own). */
@@ -11,6 +12,8 @@ export interface IngestDeps {
   log: Logger;
   lookupKey: (key: string) => Promise<Principal | null>;
   templates: (id: string) => Promise<TemplateInfo | null>;
+  /** Accepts notifications with group commit (notifications/create.ts). */
+  ingestor: Ingestor;
   maxBodyBytes: number;
   isStopping: () => boolean;
 }

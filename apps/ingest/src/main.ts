@@ -6,7 +6,8 @@ import { createLogger } from "@notify/log";
 import { createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
 import { IngestConfig } from "./config.js";
-import { recoverUnpublished } from "./notifications/recover.js";
+import { createIngestor } from "./notifications/create.js";
+import { startMaintenance } from "./notifications/maintenance.js";
 import { createTemplateLookup } from "./notifications/templates.js";
 
 const config = loadConfig(IngestConfig, process.env);
@@ -23,32 +24,31 @@ const bus = await connectBus({
 });
 await applyTopology(bus);
 
+const templates = createTemplateLookup(database);
+const ingestor = createIngestor({ database, bus, log, templates });
 let stopping = false;
 const app = createApp({
   database,
   bus,
   log,
   lookupKey: createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000),
-  templates: createTemplateLookup(database),
+  templates,
+  ingestor,
   maxBodyBytes: config.MAX_BODY_BYTES,
   isStopping: () => stopping,
 });
 const server = await listen(app, config.PORT, config.HOST);
-
-let sweeping: Promise<unknown> = Promise.resolve();
-const sweep = setInterval(() => {
-  sweeping = recoverUnpublished({ database, bus, log }, config.RECOVERY_GRACE_MS).catch((error: unknown) =>
-    log.warn({ err: error }, "recovery sweep failed"),
-  );
-}, config.RECOVERY_INTERVAL_MS);
-
+const maintenance = startMaintenance(
+  { database, bus, log },
+  { intervalMs: config.RECOVERY_INTERVAL_MS, graceMs: config.RECOVERY_GRACE_MS },
+);
 log.info({ port: server.port }, "ingest listening");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
-  clearInterval(sweep);
   await server.close();
-  await sweeping;
+  await ingestor.drain();
+  await maintenance.stop();
   await bus.close();
   await database.close();
 });

@@ -82,8 +82,14 @@ t.test(
     );
     t.equal(accepted.status, "accepted");
     t.equal(await rows(), 1);
-    const [row] = await database.sql`select published_at from notifications where id = ${accepted.notification_id}`;
-    t.ok(row?.published_at, "published before 202");
+    await eventually(
+      async () => {
+        const [row] = await database.sql`select published_at from notifications where id = ${accepted.notification_id}`;
+        return row?.published_at ? true : undefined;
+      },
+      5000,
+      "the row marked published",
+    );
   },
 );
 

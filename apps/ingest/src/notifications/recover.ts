@@ -25,13 +25,14 @@ export async function recoverUnpublished(
         user_id: string;
         category: string;
         template_id: string;
+        template_version: number | null;
         priority: Priority;
         requested_channels: LaneMessage["channels"];
         data: Record<string, unknown>;
         partition: number;
         created_at: Date;
       }>
-    >`select id, client_id, user_id, category, template_id, priority, requested_channels, data, partition, created_at
+    >`select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at
       from notifications
       where published_at is null and created_at < now() - ${`${graceMs} milliseconds`}::interval
       order by created_at limit ${limit} for update skip locked`;
@@ -43,6 +44,7 @@ export async function recoverUnpublished(
         user_id: row.user_id,
         category: row.category,
         template_id: row.template_id,
+        ...(row.template_version === null ? {} : { template_version: row.template_version }),
         priority: row.priority,
         channels: row.requested_channels,
         data: row.data,
@@ -58,8 +60,20 @@ export async function recoverUnpublished(
     }
     if (published.length > 0) {
       await tx`update notifications set published_at = now() where id = any(${published})`;
+      await tx`update idempotency_keys set state = 'done' where notification_id = any(${published})`;
       deps.log.info({ count: published.length }, "recovered unpublished notifications");
     }
     return published.length;
   });
+}
+
+/**
+ * Deletes idempotency records past the dedup window, a bounded slice at a time so that the
+ * purge never holds long locks against ingest.
+ */
+export async function purgeExpiredKeys(database: Database, windowHours: number, limit = 5000): Promise<number> {
+  const result = await database.sql`
+    delete from idempotency_keys where ctid in (
+      select ctid from idempotency_keys where created_at < now() - make_interval(hours => ${windowHours}) limit ${limit})`;
+  return result.count;
 }

@@ -3,7 +3,6 @@ import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import { type AuthEnv, requireKey } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
-import { createNotification } from "../notifications/create.js";
 import { getNotification } from "../notifications/get.js";
 
 /** Idempotency-Key (IETF draft): a Structured Field String; a bare token is accepted too. */
@@ -29,7 +28,7 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   v1.post("/notifications", limitBody(deps.maxBodyBytes), requireKey(deps.lookupKey, "ingest"), async (c) => {
     const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
     const request = validate(NotificationRequest, await readJson(c));
-    const result = await createNotification(deps, { clientId: c.var.principal.clientId, idempotencyKey, request });
+    const result = await deps.ingestor.create({ clientId: c.var.principal.clientId, idempotencyKey, request });
     if (result.kind === "replayed") {
       c.header("idempotent-replayed", "true");
       return c.json({ notification_id: result.notificationId, status: "accepted" }, 200);

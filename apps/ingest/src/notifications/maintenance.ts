@@ -1,0 +1,38 @@
+import type { Bus } from "@notify/bus";
+import type { Database } from "@notify/db";
+import type { Logger } from "@notify/log";
+import { DEDUP_WINDOW_HOURS } from "./create.js";
+import { purgeExpiredKeys, recoverUnpublished } from "./recover.js";
+
+export interface Maintenance {
+  stop(): Promise<void>;
+}
+
+/**
+ * Ingest's background work: the recovery sweep (committed but unpublished rows) every
+ * interval, and the purge of idempotency records past the window about once a minute.
+ */
+export function startMaintenance(
+  deps: { database: Database; bus: Bus; log: Logger },
+  options: { intervalMs: number; graceMs: number },
+): Maintenance {
+  let running: Promise<unknown> = Promise.resolve();
+  let lastPurge = 0;
+  const tick = async () => {
+    await recoverUnpublished(deps, options.graceMs);
+    if (Date.now() - lastPurge > 60_000) {
+      lastPurge = Date.now();
+      const purged = await purgeExpiredKeys(deps.database, DEDUP_WINDOW_HOURS);
+      if (purged > 0) deps.log.info({ purged }, "purged expired idempotency records");
+    }
+  };
+  const timer = setInterval(() => {
+    running = running.then(tick).catch((error: unknown) => deps.log.warn({ err: error }, "maintenance failed"));
+  }, options.intervalMs);
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}
