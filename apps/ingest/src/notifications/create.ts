@@ -1,13 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Bus } from "@notify/bus";
-import {
-  AppError,
-  type LaneMessage,
-  missingParams,
-  type NotificationRequest,
-  newId,
-  partitionOf,
-} from "@notify/core";
+import { AppError, type LaneMessage, missingParams, type NotificationRequest, newId, partitionOf } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { asDependencyError } from "../dependency.js";
@@ -85,7 +78,10 @@ export interface Ingestor {
  * behind); a publish whose outcome is unknown keeps the row for the recovery sweep (503, and a
  * retry with the same key gets 409 while it is settled, then 200 with the same id).
  */
-export function createIngestor(deps: CreateDeps, options: { maxBatch?: number; maxConcurrentBatches?: number } = {}): Ingestor {
+export function createIngestor(
+  deps: CreateDeps,
+  options: { maxBatch?: number; maxConcurrentBatches?: number } = {},
+): Ingestor {
   const maxBatch = options.maxBatch ?? 512;
   const maxConcurrent = options.maxConcurrentBatches ?? 4;
   const queue: Pending[] = [];
@@ -210,6 +206,7 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
 
   const published: string[] = [];
   const failed: string[] = [];
+  const failures: Array<{ item: Pending; error: AppError }> = [];
   await Promise.all(
     claimed.map(async (item) => {
       item.message.created_at = createdAt.get(item.message.notification_id) as string;
@@ -222,11 +219,14 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
         published.push(item.message.notification_id);
       } catch (error) {
         if (isAmbiguous(error)) {
-          deps.log.warn({ err: error, notification_id: item.message.notification_id }, "publish outcome unknown; the recovery sweep will settle it");
+          deps.log.warn(
+            { err: error, notification_id: item.message.notification_id },
+            "publish outcome unknown; the recovery sweep will settle it",
+          );
         } else {
           failed.push(item.message.notification_id);
         }
-        item.reject(asDependencyError(error, "nats"));
+        failures.push({ item, error: asDependencyError(error, "nats") });
       }
     }),
   );
@@ -236,12 +236,18 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
     await sql`
       with removed as (delete from notifications where id = any(${failed}) returning id)
       delete from idempotency_keys where notification_id in (select id from removed)`.catch((error: unknown) => {
-      deps.log.warn({ err: error, count: failed.length }, "compensating delete failed; the recovery sweep will publish");
+      deps.log.warn(
+        { err: error, count: failed.length },
+        "compensating delete failed; the recovery sweep will publish",
+      );
     });
   }
+  // Answered only now, so that a 503 client retrying at once finds its key released.
+  for (const { item, error } of failures) item.reject(error);
   const ok = new Set(published);
   for (const item of claimed) {
-    if (ok.has(item.message.notification_id)) item.resolve({ kind: "accepted", notificationId: item.message.notification_id });
+    if (ok.has(item.message.notification_id))
+      item.resolve({ kind: "accepted", notificationId: item.message.notification_id });
   }
   if (unclaimed.length > 0) await resolveExisting(deps, marker, unclaimed);
 }
@@ -274,7 +280,9 @@ function createPublishedMarker(deps: CreateDeps, intervalMs = 20): PublishedMark
         await tx`update notifications set published_at = now() where id = any(${ids})`;
         await tx`update idempotency_keys set state = 'done' where notification_id = any(${ids})`;
       })
-      .catch((error: unknown) => deps.log.warn({ err: error, count: ids.length }, "marking published failed; the sweep will republish"));
+      .catch((error: unknown) =>
+        deps.log.warn({ err: error, count: ids.length }, "marking published failed; the sweep will republish"),
+      );
     writing = new Set();
   };
   const timer = setInterval(() => {
@@ -308,7 +316,9 @@ async function resolveExisting(deps: CreateDeps, marker: PublishedMarker, items:
       // The first request with this key failed and released it in the meantime.
       item.reject(new AppError("idempotency_key_in_use", "a request with this Idempotency-Key was in progress; retry"));
     } else if (existing.request_hash !== item.requestHash) {
-      item.reject(new AppError("idempotency_key_reused", "this Idempotency-Key was used with a different request body"));
+      item.reject(
+        new AppError("idempotency_key_reused", "this Idempotency-Key was used with a different request body"),
+      );
     } else if (
       existing.state === "in_flight" &&
       !marker.has(existing.notification_id) &&
