@@ -1,22 +1,45 @@
 import { common, int, port, text } from "@notify/config";
 import * as v from "valibot";
 
-export const IngestConfig = v.object({
-  ...common,
-  /** HTTP port of the public API. */
-  PORT: port(3000),
-  /** Interface to bind; 0.0.0.0 in containers. */
-  HOST: text("0.0.0.0"),
-  /** Largest accepted request body in bytes (413 beyond). */
-  MAX_BODY_BYTES: int(262_144, 1024, 10_485_760),
-  /** How long an API key lookup is cached: revocation takes effect everywhere within this bound. */
-  AUTH_CACHE_TTL_SECONDS: int(5, 0, 60),
-  /** How long a publish may wait for JetStream's ack before POST answers 503. */
-  PUBLISH_TIMEOUT_MS: int(3000, 100, 30_000),
-  /** Recovery sweep: rows committed but never published, older than the grace, are republished. */
-  RECOVERY_INTERVAL_MS: int(2000, 100, 600_000),
-  RECOVERY_GRACE_MS: int(5000, 0, 600_000),
-  /** Postgres pool size of this process. */
-  DB_POOL_SIZE: int(10, 1, 100),
-});
+const optionalDate = () =>
+  v.optional(
+    v.pipe(
+      v.string(),
+      v.isoTimestamp("must be an RFC 3339 timestamp, e.g. 2027-06-01T00:00:00Z"),
+      v.transform((s) => new Date(s)),
+    ),
+  );
+
+export const IngestConfig = v.pipe(
+  v.object({
+    ...common,
+    /** HTTP port of the public API. */
+    PORT: port(3000),
+    /** Interface to bind; 0.0.0.0 in containers. */
+    HOST: text("0.0.0.0"),
+    /** Largest accepted request body in bytes (413 beyond). */
+    MAX_BODY_BYTES: int(262_144, 1024, 10_485_760),
+    /** How long an API key lookup is cached: revocation takes effect everywhere within this bound. */
+    AUTH_CACHE_TTL_SECONDS: int(5, 0, 60),
+    /** How long a publish may wait for JetStream's ack before POST answers 503. */
+    PUBLISH_TIMEOUT_MS: int(3000, 100, 30_000),
+    /** Recovery sweep: rows committed but never published, older than the grace, are republished. */
+    RECOVERY_INTERVAL_MS: int(2000, 100, 600_000),
+    RECOVERY_GRACE_MS: int(5000, 0, 600_000),
+    /** Inbound leaky bucket per API key when the key sets none: outflow rate and queue size. */
+    RATE_LIMIT_PER_SECOND: int(1000, 1, 1_000_000),
+    RATE_LIMIT_BURST: int(2000, 1, 10_000_000),
+    /** Deprecation lifecycle of /api/v1 (RFC 3339 dates); unset while v1 is current. */
+    API_V1_DEPRECATED_AT: optionalDate(),
+    API_V1_SUNSET_AT: optionalDate(),
+    /** Migration guide announced with rel="deprecation". */
+    API_V1_DEPRECATION_LINK: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
+    /** Postgres pool size of this process. */
+    DB_POOL_SIZE: int(10, 1, 100),
+  }),
+  v.check(
+    (c) => !c.API_V1_DEPRECATED_AT || !c.API_V1_SUNSET_AT || c.API_V1_SUNSET_AT >= c.API_V1_DEPRECATED_AT,
+    "API_V1_SUNSET_AT must not be earlier than API_V1_DEPRECATED_AT (RFC 8594)",
+  ),
+);
 export type IngestConfig = v.InferOutput<typeof IngestConfig>;

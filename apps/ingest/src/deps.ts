@@ -1,7 +1,9 @@
 import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
+import type { VersionLifecycle } from "@notify/http";
 import type { Logger } from "@notify/log";
 import type { Principal } from "./auth/api-keys.js";
+import type { RateLimiter } from "./auth/rate-limit.js";
 import type { Ingestor } from "./notifications/create.js";
 import type { TemplateInfo } from "./notifications/templates.js";
 
@@ -15,5 +17,9 @@ export interface IngestDeps {
   /** Accepts notifications with group commit (notifications/create.ts). */
   ingestor: Ingestor;
   maxBodyBytes: number;
+  /** Inbound leaky buckets per key (default: 1000/s with a queue of 2000). */
+  rateLimiter?: RateLimiter;
+  /** Deprecation lifecycle of /api/v1 (default: current, no headers). */
+  lifecycle?: VersionLifecycle;
   isStopping: () => boolean;
 }

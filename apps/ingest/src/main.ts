@@ -5,6 +5,7 @@ import { listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
+import { createRateLimiter } from "./auth/rate-limit.js";
 import { IngestConfig } from "./config.js";
 import { createIngestor } from "./notifications/create.js";
 import { startMaintenance } from "./notifications/maintenance.js";
@@ -31,7 +32,13 @@ const app = createApp({
   database,
   bus,
   log,
-  lookupKey: createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000),
+  lookupKey: createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, log),
+  rateLimiter: createRateLimiter({ perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST }),
+  lifecycle: {
+    deprecatedAt: config.API_V1_DEPRECATED_AT,
+    sunsetAt: config.API_V1_SUNSET_AT,
+    link: config.API_V1_DEPRECATION_LINK,
+  },
   templates,
   ingestor,
   maxBodyBytes: config.MAX_BODY_BYTES,

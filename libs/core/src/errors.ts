@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   invalid_api_key: 401,
   insufficient_scope: 403,
   not_found: 404,
+  version_sunset: 410,
   idempotency_key_in_use: 409,
   idempotency_key_reused: 422,
   payload_too_large: 413,
@@ -56,7 +57,7 @@ export const isAppError = (error: unknown): error is AppError => error instanceo
 
 /** Stable titles per code, as RFC 9457 wants `title` to be stable per problem type. */
 export const ERROR_TITLES: Record<ErrorCode, string> = {
-  validation_failed: "The request body is invalid",
+  validation_failed: "The request is invalid",
   malformed_json: "The request body is not valid JSON",
   idempotency_key_missing: "Idempotency-Key header is required",
   idempotency_key_invalid: "Idempotency-Key header is malformed",
@@ -67,6 +68,7 @@ export const ERROR_TITLES: Record<ErrorCode, string> = {
   invalid_api_key: "Invalid API key",
   insufficient_scope: "The API key lacks a required scope",
   not_found: "Not found",
+  version_sunset: "This API version is past its sunset date",
   idempotency_key_in_use: "A request with this Idempotency-Key is in progress",
   idempotency_key_reused: "Idempotency-Key reused with a different request",
   payload_too_large: "Request body too large",

@@ -43,6 +43,8 @@ export function newApp(log: Logger): Hono<AppEnv> {
     if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
     const challenge = appError.context?.wwwAuthenticate;
     if (typeof challenge === "string") headers["www-authenticate"] = challenge;
+    const extra = appError.context?.headers;
+    if (extra && typeof extra === "object") Object.assign(headers, extra);
     return problemResponse(toProblem(appError, c.var.requestId, c.req.path), headers);
   });
   app.notFound((c) =>
@@ -138,3 +140,4 @@ export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<v
   process.once("SIGINT", () => handler("SIGINT"));
 }
 export * from "./body.js";
+export * from "./versioning.js";

@@ -1,47 +1,79 @@
-import { generateKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
-import { apiKeys, type Database } from "@notify/db";
-import { eq } from "drizzle-orm";
+import { hashKey, type Scope } from "@notify/core";
+import type { Database } from "@notify/db";
+import type { Logger } from "@notify/log";
 
 export interface Principal {
   keyId: string;
   clientId: string;
   scopes: Scope[];
+  /** This key's own inbound limit; null means the service default. */
+  rateLimit: { burst: number; perSecond: number } | null;
 }
 
 /** The admin scope includes every other scope. */
 export const hasScope = (principal: Principal, scope: Scope) =>
   principal.scopes.includes(scope) || principal.scopes.includes("admin");
 
-/** Issues a key: stores its hash only and returns the plaintext once. */
-export async function createApiKey(
-  database: Database,
-  input: { clientId: string; name: string; scopes: Scope[] },
-): Promise<{ id: string; key: string; prefix: string }> {
-  const key = generateKey();
-  const id = newId();
-  const prefix = keyDisplayPrefix(key);
-  await database.db
-    .insert(apiKeys)
-    .values({ id, clientId: input.clientId, name: input.name, prefix, keyHash: hashKey(key), scopes: input.scopes });
-  return { id, key, prefix };
-}
+/** last_used_at tells operators which keys are unused; a minute's precision is plenty. */
+const TOUCH_INTERVAL_MS = 60_000;
+const MAX_ENTRIES = 10_000;
 
 /**
  * Looks a presented key up by hash, with a short cache: revocation reaches every process
  * within `ttlMs`. Unknown keys are cached too, so a flood of bad keys does not reach Postgres.
+ * A key whose `revoked_at` lies ahead is in a rotation grace period and still authenticates.
  */
-export function createKeyLookup(database: Database, ttlMs: number) {
+export function createKeyLookup(database: Database, ttlMs: number, log?: Logger) {
   const cache = new Map<string, { principal: Principal | null; expires: number }>();
+  const touched = new Map<string, number>();
+
+  // Off the request path: a slow or failed write never delays or fails a request.
+  const touch = (keyId: string, now: number) => {
+    if (now - (touched.get(keyId) ?? Number.NEGATIVE_INFINITY) < TOUCH_INTERVAL_MS) return;
+    if (touched.size > MAX_ENTRIES) touched.clear();
+    touched.set(keyId, now);
+    database.sql`update api_keys set last_used_at = now() where id = ${keyId}`.catch((error: unknown) =>
+      log?.debug({ err: error, key_id: keyId }, "could not record API key use"),
+    );
+  };
+
   return async (key: string): Promise<Principal | null> => {
     const hash = hashKey(key);
     const now = Date.now();
+    let principal: Principal | null;
     const hit = cache.get(hash);
-    if (hit && hit.expires > now) return hit.principal;
-    const [row] = await database.db.select().from(apiKeys).where(eq(apiKeys.keyHash, hash)).limit(1);
-    const principal =
-      row && row.revokedAt === null ? { keyId: row.id, clientId: row.clientId, scopes: row.scopes as Scope[] } : null;
-    if (cache.size > 10_000) cache.clear();
-    if (ttlMs > 0) cache.set(hash, { principal, expires: now + ttlMs });
+    if (hit && hit.expires > now) {
+      principal = hit.principal;
+    } else {
+      const [row] = await database.sql<
+        {
+          id: string;
+          client_id: string;
+          scopes: Scope[];
+          revoked_at: Date | null;
+          rate_limit_burst: number | null;
+          rate_limit_per_second: number | null;
+        }[]
+      >`
+        select id, client_id, scopes, revoked_at, rate_limit_burst, rate_limit_per_second from api_keys
+        where key_hash = ${hash} and (revoked_at is null or revoked_at > now())`;
+      principal = row
+        ? {
+            keyId: row.id,
+            clientId: row.client_id,
+            scopes: row.scopes,
+            rateLimit:
+              row.rate_limit_burst !== null && row.rate_limit_per_second !== null
+                ? { burst: row.rate_limit_burst, perSecond: row.rate_limit_per_second }
+                : null,
+          }
+        : null;
+      if (cache.size > MAX_ENTRIES) cache.clear();
+      // A grace period ends on time, not up to a cache lifetime later.
+      const expires = Math.min(now + ttlMs, row?.revoked_at?.getTime() ?? Number.POSITIVE_INFINITY);
+      if (expires > now) cache.set(hash, { principal, expires });
+    }
+    if (principal) touch(principal.keyId, now);
     return principal;
   };
 }

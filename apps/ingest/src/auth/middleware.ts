@@ -1,9 +1,10 @@
 import type { Scope } from "@notify/core";
 import { AppError } from "@notify/core";
 import type { AppEnv } from "@notify/http";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { asDependencyError } from "../dependency.js";
 import { hasScope, type Principal } from "./api-keys.js";
+import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 
 export interface AuthEnv extends AppEnv {
   Variables: AppEnv["Variables"] & { principal: Principal };
@@ -13,62 +14,88 @@ const REALM = 'Bearer realm="notify"';
 /** Query parameters that would carry a credential: refused, because URLs end up in logs. */
 const CREDENTIAL_PARAMS = ["api_key", "apikey", "api-key", "key", "token", "access_token", "x-api-key"];
 
+const challenge = (error?: string, extra = "") => (error ? `${REALM}, error="${error}"${extra}` : REALM);
+
 /**
- * API-key authentication (spec: Authentication; RFC 6750 for the challenges): the key comes in
- * X-API-Key or Authorization: Bearer, never in the query string and never in both headers.
+ * The presented API key (spec: Authentication; RFC 6750 for the challenges): in X-API-Key or
+ * Authorization: Bearer, never in the query string and never in both headers. Undefined when
+ * the request carries none.
  */
-export function requireKey(
+function presentedKey(c: Context): string | undefined {
+  const query = new URL(c.req.url).searchParams;
+  if (CREDENTIAL_PARAMS.some((name) => query.has(name))) {
+    throw new AppError(
+      "invalid_request",
+      "API keys are not accepted in the query string; send X-API-Key or Authorization: Bearer",
+      {
+        context: { wwwAuthenticate: challenge("invalid_request") },
+      },
+    );
+  }
+  const header = c.req.header("x-api-key");
+  const authorization = c.req.header("authorization");
+  if (header !== undefined && authorization !== undefined) {
+    throw new AppError("invalid_request", "send the API key in one header only", {
+      context: { wwwAuthenticate: challenge("invalid_request") },
+    });
+  }
+  if (authorization !== undefined) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (!match) {
+      throw new AppError("invalid_api_key", "Authorization must use the Bearer scheme", {
+        context: { wwwAuthenticate: challenge("invalid_token") },
+      });
+    }
+    return match[1];
+  }
+  return header?.trim() || undefined;
+}
+
+/**
+ * Runs on every /api/v1 request: identifies the client when a key is presented, refuses an
+ * unknown or revoked one, and applies the key's leaky bucket (429 with Retry-After and the
+ * RateLimit headers). Routes then state the scope they need with `requireKey`.
+ */
+export function authenticate(
   lookup: (key: string) => Promise<Principal | null>,
-  scope: Scope,
+  limiter: RateLimiter,
 ): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
-    const query = new URL(c.req.url).searchParams;
-    if (CREDENTIAL_PARAMS.some((name) => query.has(name))) {
-      throw new AppError(
-        "invalid_request",
-        "API keys are not accepted in the query string; send X-API-Key or Authorization: Bearer",
-        {
-          context: { wwwAuthenticate: `${REALM}, error="invalid_request"` },
-        },
-      );
-    }
-    const header = c.req.header("x-api-key");
-    const authorization = c.req.header("authorization");
-    if (header !== undefined && authorization !== undefined) {
-      throw new AppError("invalid_request", "send the API key in one header only", {
-        context: { wwwAuthenticate: `${REALM}, error="invalid_request"` },
-      });
-    }
-    let key = header?.trim();
-    if (authorization !== undefined) {
-      const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-      if (!match) {
-        throw new AppError("invalid_api_key", "Authorization must use the Bearer scheme", {
-          context: { wwwAuthenticate: `${REALM}, error="invalid_token"` },
-        });
-      }
-      key = match[1];
-    }
-    if (!key) {
-      throw new AppError("unauthenticated", "an API key is required (X-API-Key or Authorization: Bearer)", {
-        context: { wwwAuthenticate: REALM },
-      });
-    }
+    const key = presentedKey(c);
+    if (key === undefined) return next();
     const principal = await lookup(key).catch((error: unknown) => {
       throw asDependencyError(error, "postgres");
     });
     if (!principal) {
       throw new AppError("invalid_api_key", "the API key is unknown or revoked", {
-        context: { wwwAuthenticate: `${REALM}, error="invalid_token"` },
+        context: { wwwAuthenticate: challenge("invalid_token") },
+      });
+    }
+    const decision = await limiter.admit(principal.keyId, principal.rateLimit);
+    c.set("principal", principal);
+    c.set("log", c.var.log.child({ client_id: principal.clientId, key_id: principal.keyId }));
+    await next();
+    for (const [name, value] of Object.entries(rateLimitHeaders(decision, decision.limits))) c.header(name, value);
+  };
+}
+
+/**
+ * A route's scope requirement. The key was identified by `authenticate`; without one the
+ * answer is 401 with a bare challenge, with a key lacking the scope 403.
+ */
+export function requireKey(_lookup: unknown, scope: Scope): MiddlewareHandler<AuthEnv> {
+  return async (c, next) => {
+    const principal = c.get("principal") as Principal | undefined;
+    if (!principal) {
+      throw new AppError("unauthenticated", "an API key is required (X-API-Key or Authorization: Bearer)", {
+        context: { wwwAuthenticate: challenge() },
       });
     }
     if (!hasScope(principal, scope)) {
       throw new AppError("insufficient_scope", `this operation needs the "${scope}" scope`, {
-        context: { wwwAuthenticate: `${REALM}, error="insufficient_scope", scope="${scope}"` },
+        context: { wwwAuthenticate: challenge("insufficient_scope", `, scope="${scope}"`) },
       });
     }
-    c.set("principal", principal);
-    c.set("log", c.var.log.child({ client_id: principal.clientId, key_id: principal.keyId }));
     await next();
   };
 }

@@ -1,0 +1,46 @@
+import { AppError, type BucketDecision, type BucketLimits, leak } from "@notify/core";
+
+export interface RateLimiter {
+  /** Admits the request (after its wait in the queue) or throws a 429 problem. */
+  admit(keyId: string, limits: BucketLimits | null): Promise<BucketDecision & { limits: BucketLimits }>;
+}
+
+/** IETF RateLimit draft headers: the policy (queue size over the time it takes to drain) and now. */
+export function rateLimitHeaders(decision: BucketDecision, limits: BucketLimits): Record<string, string> {
+  const window = Math.max(1, Math.ceil(limits.burst / limits.perSecond));
+  return {
+    "ratelimit-policy": `"default";q=${limits.burst};w=${window}`,
+    ratelimit: `"default";r=${decision.remaining};t=${decision.resetSeconds}`,
+  };
+}
+
+/**
+ * One leaky bucket per API key, in this process. With several ingest processes each keeps its
+ * own buckets, so a key's effective limit is the configured one times the number of processes
+ * behind the load balancer (README: Rate limits).
+ */
+export function createRateLimiter(defaults: BucketLimits, now: () => number = Date.now): RateLimiter {
+  const buckets = new Map<string, number>();
+  return {
+    async admit(keyId, own) {
+      const limits = own ?? defaults;
+      const at = now();
+      if (buckets.size > 100_000) {
+        for (const [id, drainedAt] of buckets) if (drainedAt < at) buckets.delete(id);
+      }
+      const { decision, drainedAt } = leak(buckets.get(keyId) ?? 0, at, limits);
+      if (!decision.allowed) {
+        throw new AppError(
+          "rate_limited",
+          `this API key allows ${limits.perSecond} requests per second with a queue of ${limits.burst}`,
+          {
+            context: { retryAfterSeconds: decision.retryAfterSeconds, headers: rateLimitHeaders(decision, limits) },
+          },
+        );
+      }
+      buckets.set(keyId, drainedAt);
+      if (decision.delayMs >= 1) await new Promise((resolve) => setTimeout(resolve, decision.delayMs));
+      return { ...decision, limits };
+    },
+  };
+}

@@ -1,0 +1,39 @@
+import { AppError } from "@notify/core";
+import type { MiddlewareHandler } from "hono";
+
+export interface VersionLifecycle {
+  /** When the version is (or will be) deprecated; announced with the Deprecation header. */
+  deprecatedAt?: Date | undefined;
+  /** After this instant the version answers 410. */
+  sunsetAt?: Date | undefined;
+  /** Where the migration guide is (Link rel="deprecation"). */
+  link?: string | undefined;
+}
+
+/** RFC 9745: a Structured Field Date, "@" and unix seconds. */
+export const deprecationHeader = (at: Date) => `@${Math.floor(at.getTime() / 1000)}`;
+
+/**
+ * The deprecation lifecycle of a path-versioned API (spec: Versioning): a deprecated version
+ * keeps working and says so (Deprecation, Sunset as an HTTP-date, Link to the migration
+ * guide); after its sunset date it answers 410 Gone.
+ */
+export function versionLifecycle(
+  version: string,
+  lifecycle: VersionLifecycle,
+  now: () => Date = () => new Date(),
+): MiddlewareHandler {
+  const headers: Record<string, string> = {};
+  if (lifecycle.deprecatedAt) headers.deprecation = deprecationHeader(lifecycle.deprecatedAt);
+  if (lifecycle.sunsetAt) headers.sunset = lifecycle.sunsetAt.toUTCString();
+  if (lifecycle.link) headers.link = `<${lifecycle.link}>; rel="deprecation"; type="text/html"`;
+  return async (c, next) => {
+    if (lifecycle.sunsetAt && now() >= lifecycle.sunsetAt) {
+      throw new AppError("version_sunset", `API ${version} reached its sunset on ${lifecycle.sunsetAt.toUTCString()}`, {
+        context: { headers },
+      });
+    }
+    await next();
+    for (const [name, value] of Object.entries(headers)) c.header(name, value);
+  };
+}
