@@ -2,6 +2,7 @@ import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import * as schema from "./schema/index.js";
 
+export * from "./api-keys.js";
 export * from "./schema/index.js";
 export { schema };
 export type Db = PostgresJsDatabase<typeof schema>;

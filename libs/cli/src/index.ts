@@ -1,0 +1,5 @@
+export * from "./cli.js";
+export * from "./command.js";
+export * from "./duration.js";
+export { keys } from "./keys.js";
+export * from "./table.js";
