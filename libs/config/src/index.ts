@@ -1,5 +1,7 @@
 import * as v from "valibot";
 
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|_URL$/i;
+
 export class ConfigError extends Error {
   readonly problems: string[];
   constructor(problems: string[]) {
@@ -23,7 +25,9 @@ export function parseConfig<S extends v.GenericSchema>(
   const problems = result.issues.map((issue) => {
     const key = v.getDotPath(issue) ?? "(root)";
     if (issue.input === undefined) return `${key}: is required (got unset)`;
-    return `${key}: ${issue.message} (got ${JSON.stringify(issue.input)})`;
+    // A secret, or a URL that may carry a password, is never echoed back.
+    const shown = SECRET_NAME.test(key) ? "[redacted]" : JSON.stringify(issue.input);
+    return `${key}: ${issue.message} (got ${shown})`;
   });
   throw new ConfigError(problems);
 }

@@ -34,3 +34,9 @@ t.test("an unset required variable is reported as unset", async (t) => {
   const error = problemsOf({});
   t.match(error.problems.join("\n"), /DATABASE_URL: is required \(got unset\)/);
 });
+
+t.test("a secret or a URL with a password is never echoed in a problem", async (t) => {
+  const error = problemsOf({ DATABASE_URL: "postgres://app:hunter2@db:notaport/x", PORT: "1" });
+  t.notMatch(error.message, /hunter2/);
+  t.match(error.message, /DATABASE_URL: .*\[redacted\]/);
+});
