@@ -51,7 +51,7 @@ export interface Bus {
     dlq(channel: Channel): string;
   };
   streams: { lane(priority: Priority): string; work: string; dlq: string };
-  kv(bucket: "notify_idempotency" | "notify_send_guard" | "notify_prefs"): Promise<KV>;
+  kv(bucket: "notify_send_guard" | "notify_prefs"): Promise<KV>;
   publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
   close(): Promise<void>;
 }
