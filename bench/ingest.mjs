@@ -27,6 +27,8 @@ const stack = await startStack({
   apps: ["ingest"],
   logLevel: "warn",
   seed: true,
+  // The benchmark measures ingest, not the inbound rate limit.
+  env: { RATE_LIMIT_PER_SECOND: "1000000", RATE_LIMIT_BURST: "1000000" },
 });
 const helloPort = await freePort();
 const hello = await startHello(helloPort);

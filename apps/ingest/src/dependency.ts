@@ -7,8 +7,9 @@ import { AppError } from "@notify/core";
  */
 export function asDependencyError(error: unknown, what: "postgres" | "nats"): AppError {
   if (error instanceof AppError) return error;
-  const code = (error as { code?: unknown })?.code;
-  const sqlState = typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+  // Only a PostgresError carries a SQLSTATE; a system error code (EPIPE, ECONNRESET) is an outage.
+  const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown };
+  const sqlState = name === "PostgresError" && typeof code === "string" ? code : undefined;
   const outage = sqlState === undefined || /^(08|53|57|58)/.test(sqlState);
   return outage
     ? new AppError("dependency_unavailable", `${what} is unavailable`, {

@@ -44,7 +44,8 @@ const post = (app: ReturnType<typeof createApp>, apiKey = key) =>
   });
 
 t.test("inbound leaky bucket per key: the queue drains at the rate, the excess gets 429", async (t) => {
-  const app = createApp(deps({ rateLimiter: createRateLimiter({ perSecond: 20, burst: 3 }) }));
+  // A frozen clock: all five arrive at the same instant, however slowly the machine runs.
+  const app = createApp(deps({ rateLimiter: createRateLimiter({ perSecond: 20, burst: 3 }, () => 0) }));
   const answers = await Promise.all(Array.from({ length: 5 }, () => post(app)));
   const statuses = answers.map((a) => a.status).sort();
   t.same(statuses, [202, 202, 202, 429, 429], "three fit the queue, two are refused");
@@ -62,7 +63,7 @@ t.test("inbound leaky bucket per key: the queue drains at the rate, the excess g
 });
 
 t.test("a key's own limit overrides the default", async (t) => {
-  const app = createApp(deps({ rateLimiter: createRateLimiter({ perSecond: 1000, burst: 1000 }) }));
+  const app = createApp(deps({ rateLimiter: createRateLimiter({ perSecond: 1000, burst: 1000 }, () => 0) }));
   const tight = await seedApiKey(database, { clientId: "tight", name: "k3", scopes: ["ingest"] });
   await database.sql`update api_keys set rate_limit_burst = 1, rate_limit_per_second = 1 where name = 'k3'`;
   const answers = await Promise.all([post(app, tight), post(app, tight)]);

@@ -12,6 +12,7 @@ import {
 import { type KV, Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection, nanos } from "@nats-io/transport-node";
 import type { Channel, Priority } from "@notify/core";
+import { createPublisher } from "./publisher.js";
 import {
   bucketName,
   type ConsumerDef,
@@ -25,6 +26,7 @@ import {
   type Topology,
 } from "./topology.js";
 
+export * from "./publisher.js";
 export * from "./topology.js";
 export type { JsMsg, KV, NatsConnection };
 
@@ -75,6 +77,7 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
   const jsm = await jetstreamManager(nc, { timeout: 5000 });
   const js = jetstream(nc, { timeout: config.publishTimeoutMs ?? 3000 });
   const kvm = new Kvm(js);
+  const publisher = createPublisher(nc, config.publishTimeoutMs ?? 3000);
   const buckets = new Map<string, Promise<KV>>();
   const naming: Naming = { namespace: config.namespace, partitions: config.partitions };
   const encoder = new TextEncoder();
@@ -104,11 +107,11 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
       }
       return kv;
     },
-    async publish(subject, payload, msgId) {
-      const ack = await js.publish(subject, encoder.encode(JSON.stringify(payload)), { msgID: msgId });
-      return { seq: ack.seq, duplicate: ack.duplicate };
+    publish(subject, payload, msgId) {
+      return publisher.publish(subject, encoder.encode(JSON.stringify(payload)), msgId);
     },
     async close() {
+      publisher.close();
       if (nc.isClosed()) return;
       await nc.drain().catch(() => nc.close());
     },

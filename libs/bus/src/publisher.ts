@@ -1,0 +1,88 @@
+import { createInbox, headers, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+
+export interface PubAck {
+  seq: number;
+  duplicate: boolean;
+}
+
+/** A JetStream publish whose outcome is unknown (no ack in time): it may still have landed. */
+export class PublishTimeoutError extends Error {
+  override name = "TimeoutError";
+}
+
+/** JetStream refused the message, or nothing captures the subject: it was not stored. */
+export class PublishRejectedError extends Error {
+  override name = "PublishRejectedError";
+}
+
+/**
+ * JetStream publishes with acknowledgements, pipelined over one wildcard inbox subscription.
+ * The client's own `js.publish` sets up a request per message (an inbox entry, a timer and two
+ * error objects for their stack traces); ingest and fan-out publish thousands a second, so the
+ * acks are matched here by a counter in the reply subject and timed out by one sweep.
+ */
+export function createPublisher(nc: NatsConnection, timeoutMs: number) {
+  const prefix = createInbox();
+  const pending = new Map<string, { resolve(ack: PubAck): void; reject(error: Error): void; deadline: number }>();
+  const decoder = new TextDecoder();
+  let counter = 0;
+
+  const sub: Subscription = nc.subscribe(`${prefix}.*`, {
+    callback: (error, msg) => {
+      if (error) return;
+      const token = msg.subject.slice(prefix.length + 1);
+      const waiter = pending.get(token);
+      if (!waiter) return;
+      pending.delete(token);
+      if (msg.headers?.hasError) {
+        // 503: no stream captures the subject (the server's "no responders").
+        waiter.reject(new PublishRejectedError(`${msg.headers.code} ${msg.headers.description}`));
+        return;
+      }
+      const body = JSON.parse(decoder.decode(msg.data)) as {
+        seq?: number;
+        duplicate?: boolean;
+        error?: { code: number; description: string };
+      };
+      if (body.error) waiter.reject(new PublishRejectedError(`${body.error.code} ${body.error.description}`));
+      else waiter.resolve({ seq: body.seq ?? 0, duplicate: body.duplicate === true });
+    },
+  });
+
+  const sweep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const [token, waiter] of pending) {
+        if (waiter.deadline <= now) {
+          pending.delete(token);
+          waiter.reject(new PublishTimeoutError(`no JetStream ack within ${timeoutMs} ms`));
+        }
+      }
+    },
+    Math.max(10, Math.min(250, timeoutMs / 4)),
+  );
+  sweep.unref();
+
+  return {
+    publish(subject: string, data: Uint8Array, msgId: string): Promise<PubAck> {
+      return new Promise<PubAck>((resolve, reject) => {
+        const token = (counter++).toString(36);
+        pending.set(token, { resolve, reject, deadline: Date.now() + timeoutMs });
+        const h = headers();
+        h.set("Nats-Msg-Id", msgId);
+        try {
+          nc.publish(subject, data, { reply: `${prefix}.${token}`, headers: h });
+        } catch (error) {
+          pending.delete(token);
+          reject(error as Error);
+        }
+      });
+    },
+    close() {
+      clearInterval(sweep);
+      sub.unsubscribe();
+      for (const waiter of pending.values()) waiter.reject(new PublishTimeoutError("connection closing"));
+      pending.clear();
+    },
+  };
+}
