@@ -1,28 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { seedApiKey, seedTemplate } from "@notify/db";
-import { captureLogger, eventually, freshBus, freshDatabase, streamCount } from "@notify/testing";
+import { eventually, streamCount } from "@notify/testing";
 import fc from "fast-check";
 import t, { type Test } from "tap";
-import { createApp } from "../src/app.js";
-import { createKeyLookup } from "../src/auth/api-keys.js";
-import { createIngestor } from "../src/notifications/create.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
+import { ingestApp } from "./support.js";
 
 // The public API through app.request(), on a real Postgres database and a real NATS namespace.
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const { log, lines } = captureLogger("ingest");
-const templates = createTemplateLookup(database, 0);
-const app = createApp({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 4096,
-  isStopping: () => false,
-});
+const { app, database, bus, lines } = await ingestApp(t, { maxBodyBytes: 4096 });
 await seedTemplate(database, {
   id: "welcome",
   params: ["name", "order.id"],

@@ -4,11 +4,8 @@ import type { LaneMessage } from "@notify/core";
 import { seedApiKey, seedTemplate } from "@notify/db";
 import { captureLogger, eventually, freshBus, freshDatabase, streamCount } from "@notify/testing";
 import t from "tap";
-import { createApp } from "../src/app.js";
-import { createKeyLookup } from "../src/auth/api-keys.js";
-import { createIngestor } from "../src/notifications/create.js";
 import { startMaintenance } from "../src/notifications/maintenance.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
+import { ingestApp } from "./support.js";
 
 // Invariant 1: a notification committed but not published (the publish fails after the
 // commit) is found and published by the recovery path; a definite failure leaves nothing.
@@ -26,17 +23,7 @@ const bus: Bus = {
     return realBus.publish(subject, payload, msgId);
   },
 };
-const templates = createTemplateLookup(database, 0);
-const app = createApp({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 65_536,
-  isStopping: () => false,
-});
+const { app } = await ingestApp(t, { bus, database, log });
 await seedTemplate(database, {
   id: "welcome",
   params: [],

@@ -2,29 +2,14 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { hashKey } from "@notify/core";
 import { type ApiKeyRecord, type RotatedApiKey, rotateKey, seedApiKey } from "@notify/db";
-import { captureLogger, eventually, freshBus, freshDatabase } from "@notify/testing";
+import { eventually } from "@notify/testing";
 import t, { type Test } from "tap";
-import { createApp } from "../src/app.js";
 import { createKeyLookup } from "../src/auth/api-keys.js";
-import { createIngestor } from "../src/notifications/create.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
+import { ingestApp } from "./support.js";
 
 // The admin API for API keys through app.request(), on a real Postgres database. The lookup has
 // no cache, so a revocation takes effect on the next request.
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const { log, lines } = captureLogger("ingest");
-const templates = createTemplateLookup(database, 0);
-const app = createApp({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0, log),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 4096,
-  isStopping: () => false,
-});
+const { app, database, lines } = await ingestApp(t, { maxBodyBytes: 4096 });
 const adminKey = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
 const readKey = await seedApiKey(database, { clientId: "shop", name: "shop reader", scopes: ["read"] });
 

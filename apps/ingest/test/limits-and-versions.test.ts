@@ -1,28 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { seedApiKey, seedTemplate } from "@notify/db";
-import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import t from "tap";
 import { createApp, type IngestDeps } from "../src/app.js";
-import { createKeyLookup } from "../src/auth/api-keys.js";
 import { createRateLimiter } from "../src/auth/rate-limit.js";
-import { createIngestor } from "../src/notifications/create.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
+import { ingestApp } from "./support.js";
 
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const { log } = captureLogger("ingest");
-const templates = createTemplateLookup(database, 0);
-const deps = (extra: Partial<IngestDeps> = {}): IngestDeps => ({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 65_536,
-  isStopping: () => false,
-  ...extra,
-});
+const { deps: base, database } = await ingestApp(t);
+const deps = (extra: Partial<IngestDeps> = {}): IngestDeps => ({ ...base, ...extra });
 await seedTemplate(database, {
   id: "welcome",
   params: [],

@@ -1,29 +1,15 @@
 import { seedApiKey } from "@notify/db";
-import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import t from "tap";
-import { createApp } from "../src/app.js";
-import { createKeyLookup } from "../src/auth/api-keys.js";
-import { createIngestor } from "../src/notifications/create.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
 import { API_ROUTES } from "../src/openapi/index.js";
+import { ingestApp } from "./support.js";
 
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const { log } = captureLogger("ingest");
-const templates = createTemplateLookup(database, 0);
-const app = createApp({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 65_536,
-  isStopping: () => false,
-});
+const { app, database } = await ingestApp(t);
 const response = await app.request("/api/v1/openapi.json");
-const doc = (await response.json()) as { openapi: string; paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+const doc = (await response.json()) as {
+  openapi: string;
+  paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+};
 
 t.test("the document is served without a key and is valid OpenAPI 3.1", async (t) => {
   t.equal(response.status, 200);
@@ -39,19 +25,24 @@ t.test("every route the app serves under /api/v1 is documented, and nothing else
       .filter((r) => r.path.startsWith("/api/v1/") && r.method !== "ALL")
       .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/:(\w+)/g, "{$1}")}`),
   );
-  const documented = new Set(Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m} ${path}`)));
+  const documented = new Set(
+    Object.entries(doc.paths).flatMap(([path, item]) => Object.keys(item).map((m) => `${m} ${path}`)),
+  );
   t.same([...served].sort(), [...documented].sort());
   t.equal(API_ROUTES.length, documented.size);
 });
 
 t.test("every problem a route may answer with is in its responses, as problem+json", async (t) => {
-  const post = doc.paths["/api/v1/notifications"]?.post as unknown as { responses: Record<string, { content?: Record<string, unknown> }> };
+  const post = doc.paths["/api/v1/notifications"]?.post as unknown as {
+    responses: Record<string, { content?: Record<string, unknown> }>;
+  };
   for (const status of ["200", "202", "400", "401", "403", "409", "410", "413", "415", "422", "429", "503"]) {
     t.ok(post.responses[status], `POST /notifications documents ${status}`);
   }
   t.ok(post.responses["400"]?.content?.["application/problem+json"]);
   const body = JSON.stringify(post);
-  for (const code of ["idempotency_key_missing", "template_data_invalid", "idempotency_key_reused", "rate_limited"]) t.match(body, code);
+  for (const code of ["idempotency_key_missing", "template_data_invalid", "idempotency_key_reused", "rate_limited"])
+    t.match(body, code);
 });
 
 t.test("request schemas are the handlers' own: a documented enum is what validation accepts", async (t) => {
