@@ -3,8 +3,12 @@ import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import type { IngestDeps } from "./deps.js";
+import { mountOpenApi } from "./openapi/index.js";
 import { mountKeys } from "./routes/keys.js";
 import { mountNotifications } from "./routes/notifications.js";
+import { mountPreferences } from "./routes/preferences.js";
+import { mountTemplates } from "./routes/templates.js";
+import { mountUsers } from "./routes/users.js";
 
 export type { IngestDeps } from "./deps.js";
 
@@ -18,6 +22,10 @@ export function createApp(deps: IngestDeps) {
   v1.use(authenticate(deps.lookupKey, deps.rateLimiter ?? createRateLimiter({ perSecond: 1000, burst: 2000 })));
   mountNotifications(v1, deps);
   mountKeys(v1, deps);
+  mountPreferences(v1, deps);
+  mountTemplates(v1, deps);
+  mountUsers(v1, deps);
+  mountOpenApi(v1);
   app.route("/api/v1", v1);
   return app;
 }

@@ -1,6 +1,18 @@
 import { common, int, port, text } from "@notify/config";
 import * as v from "valibot";
 
+const categoryList = (fallback: string) =>
+  v.pipe(
+    v.optional(v.string(), fallback),
+    v.transform((s) =>
+      s
+        .split(",")
+        .map((c) => c.trim())
+        .filter(Boolean),
+    ),
+    v.checkItems((c) => /^[a-z0-9][a-z0-9_.-]{0,63}$/.test(c), "must be comma-separated category names"),
+  );
+
 export const ProcessorConfig = v.object({
   ...common,
   /** Health, readiness (and later metrics) port. */
@@ -9,15 +21,17 @@ export const ProcessorConfig = v.object({
   /** Lane messages handled at once per lane partition; one user's stay in order regardless. */
   PARTITION_CONCURRENCY: int(16, 1, 1024),
   /** Categories that no preference can suppress (comma-separated). */
-  CRITICAL_CATEGORIES: v.pipe(
-    v.optional(v.string(), "security,otp"),
-    v.transform((s) =>
-      s
-        .split(",")
-        .map((c) => c.trim())
-        .filter(Boolean),
-    ),
-  ),
+  CRITICAL_CATEGORIES: categoryList("security,otp"),
+  /**
+   * Promotional categories that are dropped (suppressed, reason quiet_hours) instead of
+   * deferred when they arrive inside the user's quiet hours: offers worthless by morning.
+   */
+  QUIET_HOURS_DROP_CATEGORIES: categoryList(""),
+  /** How often the scheduler looks for deferred notifications that are due. */
+  DEFERRED_POLL_INTERVAL_MS: int(1000, 50, 60_000),
+  /** Postgres pool of the promotional lane and the scheduler. */
   DB_POOL_SIZE: int(10, 1, 100),
+  /** Postgres pool of the transactional lane alone, so a promotional flood cannot take it. */
+  TRANSACTIONAL_DB_POOL_SIZE: int(5, 1, 100),
 });
 export type ProcessorConfig = v.InferOutput<typeof ProcessorConfig>;

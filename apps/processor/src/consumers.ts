@@ -1,16 +1,58 @@
-import { type ConsumerRunner, decode, runConsumer } from "@notify/bus";
-import { type LaneMessage, PRIORITIES } from "@notify/core";
-import type { RouteDeps } from "./routing/route.js";
+import { type Bus, type ConsumerRunner, decode, type KV, runConsumer } from "@notify/bus";
+import { type LaneMessage, PRIORITIES, type Priority } from "@notify/core";
+import type { Database } from "@notify/db";
+import type { Logger } from "@notify/log";
+import { createProfileSource } from "./preferences/profiles.js";
+import type { PolicyConfig, RouteDeps } from "./routing/plan.js";
+import { createRenderer } from "./routing/render.js";
 import { routeNotification } from "./routing/route.js";
 
+export interface ProcessorDeps {
+  /**
+   * One Postgres pool per lane: a promotional flood keeps every connection of its own pool
+   * busy, and transactional routing must not queue behind it (invariant 4).
+   */
+  databases: Record<Priority, Database>;
+  bus: Bus;
+  log: Logger;
+  policy: PolicyConfig;
+  /** Lane messages in flight per partition; one user's are handled in order regardless. */
+  partitionConcurrency: number;
+  /** Staleness bound of the preference cache: the notify_prefs bucket's TTL. */
+  preferenceTtlMs: number;
+  now?: () => Date;
+}
+
+/** Routing dependencies of one lane: its own pool, renderer and profile reader. */
+export async function laneDeps(deps: ProcessorDeps, lane: Priority): Promise<RouteDeps> {
+  const database = deps.databases[lane];
+  let kv: KV | null = null;
+  try {
+    kv = await deps.bus.kv("notify_prefs");
+  } catch (error) {
+    deps.log.warn({ err: error }, "notify_prefs bucket unavailable; preferences come from Postgres");
+  }
+  return {
+    database,
+    bus: deps.bus,
+    log: deps.log.child({ lane }),
+    render: createRenderer(database),
+    profiles: createProfileSource({ database, kv, ttlMs: deps.preferenceTtlMs, log: deps.log }),
+    policy: deps.policy,
+    now: deps.now ?? (() => new Date()),
+  };
+}
+
 /**
- * One runner per (lane, partition) durable consumer. The lanes have separate consumers and
- * separate concurrency, so a promotional backlog never holds transactional work (invariant 4);
- * within a partition, one user's messages are handled in order (keyed by user id).
+ * One runner per (lane, partition) durable consumer. The lanes have separate consumers,
+ * concurrency and Postgres pools, so a promotional backlog never holds transactional work
+ * (invariant 4); within a partition, one user's messages are handled in order, keyed by user id
+ * (invariant 5).
  */
-export async function startConsumers(deps: RouteDeps & { partitionConcurrency: number }): Promise<ConsumerRunner[]> {
+export async function startConsumers(deps: ProcessorDeps): Promise<ConsumerRunner[]> {
   const runners: ConsumerRunner[] = [];
   for (const priority of PRIORITIES) {
+    const lane = await laneDeps(deps, priority);
     for (let partition = 0; partition < deps.bus.naming.partitions; partition++) {
       runners.push(
         await runConsumer({
@@ -21,13 +63,13 @@ export async function startConsumers(deps: RouteDeps & { partitionConcurrency: n
           keyOf: (msg) => decode<LaneMessage>(msg).user_id,
           async handle(msg) {
             const message = decode<LaneMessage>(msg);
-            const outcome = await routeNotification(deps, message);
+            const outcome = await routeNotification(lane, message);
             if (outcome === "gone")
-              deps.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
+              lane.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
             return { ack: true };
           },
           onError: (error, msg) =>
-            deps.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
+            lane.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
         }),
       );
     }

@@ -1,15 +1,20 @@
-import { applyTopology, connectBus } from "@notify/bus";
+import { applyTopology, connectBus, loadTopologyFile } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { listen, mountHealth, newApp, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { ProcessorConfig } from "./config.js";
-import { startConsumers } from "./consumers.js";
-import { createRenderer } from "./routing/render.js";
+import { laneDeps, startConsumers } from "./consumers.js";
+import { startScheduler } from "./deferral/scheduler.js";
 
 const config = loadConfig(ProcessorConfig, process.env);
 const log = createLogger({ name: "processor", level: config.LOG_LEVEL });
 const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-processor" });
+const transactionalDatabase = createDb({
+  url: config.DATABASE_URL,
+  max: config.TRANSACTIONAL_DB_POOL_SIZE,
+  applicationName: "notify-processor-transactional",
+});
 const bus = await connectBus({
   servers: config.NATS_URL,
   name: "notify-processor",
@@ -17,27 +22,43 @@ const bus = await connectBus({
   partitions: config.LANE_PARTITIONS,
   waitOnFirstConnect: true,
 });
-await applyTopology(bus);
+const topology = loadTopologyFile();
+await applyTopology(bus, topology);
+// The cache's staleness bound is the bucket's TTL, so it is read from the same definition.
+const prefsBucket = topology.kv.find((b) => b.bucket === "notify_prefs");
 
 let stopping = false;
 const app = newApp(log);
-mountHealth(app, { postgres: () => database.ping(), nats: () => bus.isConnected() }, () => stopping);
+mountHealth(
+  app,
+  {
+    postgres: () => database.ping(),
+    postgres_transactional: () => transactionalDatabase.ping(),
+    nats: () => bus.isConnected(),
+  },
+  () => stopping,
+);
 const server = await listen(app, config.PORT, config.HOST);
 
-const runners = await startConsumers({
-  database,
+const deps = {
+  databases: { transactional: transactionalDatabase, promotional: database },
   bus,
   log,
-  render: createRenderer(database),
-  criticalCategories: config.CRITICAL_CATEGORIES,
+  policy: {
+    criticalCategories: config.CRITICAL_CATEGORIES,
+    quietHoursDropCategories: config.QUIET_HOURS_DROP_CATEGORIES,
+  },
   partitionConcurrency: config.PARTITION_CONCURRENCY,
-});
+  preferenceTtlMs: (prefsBucket?.ttl_seconds ?? 5) * 1000,
+};
+const runners = await startConsumers(deps);
+const scheduler = startScheduler(await laneDeps(deps, "promotional"), { intervalMs: config.DEFERRED_POLL_INTERVAL_MS });
 log.info({ port: server.port, consumers: runners.length }, "processor consuming");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
-  await Promise.all(runners.map((r) => r.stop()));
+  await Promise.all([...runners.map((r) => r.stop()), scheduler.stop()]);
   await bus.close();
-  await database.close();
+  await Promise.all([database.close(), transactionalDatabase.close()]);
   await server.close();
 });

@@ -8,7 +8,11 @@ type Json = Record<string, unknown>;
 
 /** JSON Schema 2020-12 (OpenAPI 3.1's dialect) of what a request may send. */
 const schemaOf = (schema: v.GenericSchema): Json => {
-  const { $schema: _, ...json } = toJsonSchema(schema, { target: "draft-2020-12", typeMode: "input", errorMode: "ignore" }) as Json;
+  const { $schema: _, ...json } = toJsonSchema(schema, {
+    target: "draft-2020-12",
+    typeMode: "input",
+    errorMode: "ignore",
+  }) as Json;
   return json;
 };
 
@@ -42,7 +46,11 @@ const problemSchema = (): Json => ({
     errors: {
       type: "array",
       description: "Every invalid field, on 400 answers.",
-      items: { type: "object", required: ["field", "message"], properties: { field: { type: "string" }, message: { type: "string" } } },
+      items: {
+        type: "object",
+        required: ["field", "message"],
+        properties: { field: { type: "string" }, message: { type: "string" } },
+      },
     },
   },
 });
@@ -59,7 +67,13 @@ function parameters(route: RouteDoc): Json[] {
     }
   }
   for (const header of route.headers ?? []) {
-    params.push({ name: header.name, in: "header", required: header.required, description: header.description, schema: { type: "string" } });
+    params.push({
+      name: header.name,
+      in: "header",
+      required: header.required,
+      description: header.description,
+      schema: { type: "string" },
+    });
   }
   return params;
 }
@@ -70,16 +84,28 @@ function responses(route: RouteDoc): Json {
     out[status] = {
       description: response.description,
       ...(response.headers
-        ? { headers: Object.fromEntries(Object.entries(response.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }])) }
+        ? {
+            headers: Object.fromEntries(
+              Object.entries(response.headers).map(([name, description]) => [
+                name,
+                { description, schema: { type: "string" } },
+              ]),
+            ),
+          }
         : {}),
       ...(response.schema ? { content: { "application/json": { schema: schemaOf(response.schema) } } } : {}),
     };
   }
-  const codes: ErrorCode[] = [...route.problems, ...(route.scope ? COMMON_PROBLEMS : ["version_sunset", "internal"] as ErrorCode[])];
+  const codes: ErrorCode[] = [
+    ...route.problems,
+    ...(route.scope ? COMMON_PROBLEMS : (["version_sunset", "internal"] as ErrorCode[])),
+  ];
   for (const [status, group] of problemsByStatus(codes)) {
     out[String(status)] = {
       description: `${STATUS_TEXT[status] ?? "Error"}: ${group.map((code) => `\`${code}\` (${ERROR_TITLES[code]})`).join(", ")}`,
-      ...(status === 429 || status === 503 ? { headers: { "Retry-After": { description: "Seconds to wait", schema: { type: "integer" } } } } : {}),
+      ...(status === 429 || status === 503
+        ? { headers: { "Retry-After": { description: "Seconds to wait", schema: { type: "integer" } } } }
+        : {}),
       content: {
         "application/problem+json": {
           schema: { allOf: [{ $ref: "#/components/schemas/Problem" }, { properties: { code: { enum: group } } }] },
@@ -94,7 +120,9 @@ function responses(route: RouteDoc): Json {
 export function buildOpenApi(routes: readonly RouteDoc[], options: { version: string; serverUrl?: string }): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) {
-    const item = (paths[`/api/v1${route.path}`] ??= {});
+    const path = `/api/v1${route.path}`;
+    const item = paths[path] ?? {};
+    paths[path] = item;
     item[route.method] = {
       operationId: `${route.method}${route.path.replace(/\{(\w+)\}/g, "By_$1").replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`,
       summary: route.summary,

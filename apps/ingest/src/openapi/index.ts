@@ -3,19 +3,30 @@ import type { AuthEnv } from "../auth/middleware.js";
 import { buildOpenApi } from "./document.js";
 import { renderDocsPage } from "./page.js";
 import type { RouteDoc } from "./registry.js";
-import { DOC_ROUTES, KEY_ROUTES, NOTIFICATION_ROUTES } from "./routes.js";
+import { DOC_ROUTES, KEY_ROUTES, NOTIFICATION_ROUTES, TEMPLATE_ROUTES, USER_ROUTES } from "./routes.js";
 
 export type { RouteDoc } from "./registry.js";
 
 /** Every documented operation; a test checks it matches the routes the app serves. */
-export const API_ROUTES: RouteDoc[] = [...NOTIFICATION_ROUTES, ...KEY_ROUTES, ...DOC_ROUTES];
+export const API_ROUTES: RouteDoc[] = [
+  ...NOTIFICATION_ROUTES,
+  ...KEY_ROUTES,
+  ...USER_ROUTES,
+  ...TEMPLATE_ROUTES,
+  ...DOC_ROUTES,
+];
 
 export function mountOpenApi(v1: Hono<AuthEnv>, routes: readonly RouteDoc[] = API_ROUTES): void {
   const document = buildOpenApi(routes, { version: "1" });
   const json = JSON.stringify(document);
   const page = renderDocsPage(document);
-  v1.get("/openapi.json", (c) => c.body(json, 200, { "content-type": "application/json", "cache-control": "public, max-age=300" }));
+  v1.get("/openapi.json", (c) =>
+    c.body(json, 200, { "content-type": "application/json", "cache-control": "public, max-age=300" }),
+  );
   v1.get("/docs", (c) =>
-    c.html(page, 200, { "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'", "cache-control": "public, max-age=300" }),
+    c.html(page, 200, {
+      "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'",
+      "cache-control": "public, max-age=300",
+    }),
   );
 }

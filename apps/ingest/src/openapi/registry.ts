@@ -1,5 +1,5 @@
-import { ERROR_CODES, type ErrorCode } from "@notify/core";
 import type { Scope } from "@notify/core";
+import { ERROR_CODES, type ErrorCode } from "@notify/core";
 import type * as v from "valibot";
 
 type Schema = v.GenericSchema;

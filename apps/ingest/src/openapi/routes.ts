@@ -1,6 +1,8 @@
 import { CHANNEL_STATUSES, CHANNELS, NotificationRequest, PRIORITIES, SCOPES } from "@notify/core";
 import * as v from "valibot";
 import { CreateKeyRequest, ListKeysQuery, RotateKeyRequest } from "../keys/schemas.js";
+import { ContactsRequest, ContactsResponse, PreferencesRequest, PreferencesResponse } from "../preferences/schemas.js";
+import { ListTemplatesQuery, TemplateRequest, TemplateResponse } from "../templates/schemas.js";
 import type { RouteDoc } from "./registry.js";
 
 // Response shapes. Requests are described by the very schemas the handlers validate with.
@@ -14,6 +16,7 @@ const ChannelResult = v.object({
   provider_id: v.nullable(v.string()),
   reason: v.nullable(v.string()),
   ts: Timestamp,
+  next_attempt_at: v.nullable(Timestamp),
 });
 
 const NotificationView = v.object({
@@ -41,12 +44,18 @@ const ApiKeyRecord = v.object({
 });
 const IssuedKey = v.object({ ...ApiKeyRecord.entries, key: v.string() });
 const RotatedKey = v.object({ ...IssuedKey.entries, previous: ApiKeyRecord });
-const KeyPage = v.object({ data: v.array(ApiKeyRecord), page: v.number(), page_size: v.number(), total_count: v.number() });
+const KeyPage = v.object({
+  data: v.array(ApiKeyRecord),
+  page: v.number(),
+  page_size: v.number(),
+  total_count: v.number(),
+});
 
 const idempotencyKey = {
   name: "Idempotency-Key",
   required: true,
-  description: "The upstream event id (a UUID); a repeat within 24 h returns the first result (IETF Idempotency-Key draft).",
+  description:
+    "The upstream event id (a UUID); a repeat within 24 h returns the first result (IETF Idempotency-Key draft).",
 };
 
 export const NOTIFICATION_ROUTES: RouteDoc[] = [
@@ -61,9 +70,14 @@ export const NOTIFICATION_ROUTES: RouteDoc[] = [
     body: NotificationRequest,
     headers: [idempotencyKey],
     responses: {
-      202: { description: "Accepted and durably queued", schema: Accepted, headers: { Location: "The notification's URL" } },
+      202: {
+        description: "Accepted and durably queued",
+        schema: Accepted,
+        headers: { Location: "The notification's URL" },
+      },
       200: {
-        description: "The Idempotency-Key was seen within 24 h with the same body: the existing notification, nothing enqueued",
+        description:
+          "The Idempotency-Key was seen within 24 h with the same body: the existing notification, nothing enqueued",
         schema: Accepted,
         headers: { "Idempotent-Replayed": "true" },
       },
@@ -87,7 +101,9 @@ export const NOTIFICATION_ROUTES: RouteDoc[] = [
     summary: "Read a notification's status",
     tag: "Notifications",
     scope: "read",
-    responses: { 200: { description: "The notification and its per-channel delivery results", schema: NotificationView } },
+    responses: {
+      200: { description: "The notification and its per-channel delivery results", schema: NotificationView },
+    },
     problems: ["not_found"],
   },
 ];
@@ -101,7 +117,9 @@ export const KEY_ROUTES: RouteDoc[] = [
     tag: "API keys",
     scope: "admin",
     body: CreateKeyRequest,
-    responses: { 201: { description: "The new key, shown once", schema: IssuedKey, headers: { Location: "The key's URL" } } },
+    responses: {
+      201: { description: "The new key, shown once", schema: IssuedKey, headers: { Location: "The key's URL" } },
+    },
     problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
   },
   {
@@ -127,7 +145,8 @@ export const KEY_ROUTES: RouteDoc[] = [
     method: "post",
     path: "/keys/{id}/rotate",
     summary: "Rotate an API key",
-    description: "Issues a replacement with the same client, scopes and limits; the old key works until the grace period ends.",
+    description:
+      "Issues a replacement with the same client, scopes and limits; the old key works until the grace period ends.",
     tag: "API keys",
     scope: "admin",
     body: RotateKeyRequest,
@@ -142,6 +161,117 @@ export const KEY_ROUTES: RouteDoc[] = [
     scope: "admin",
     responses: { 204: { description: "Revoked" } },
     problems: ["not_found"],
+  },
+];
+
+const TemplatePage = v.object({
+  data: v.array(TemplateResponse),
+  page: v.number(),
+  page_size: v.number(),
+  total_count: v.number(),
+});
+const bodyProblems = ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"] as const;
+
+export const USER_ROUTES: RouteDoc[] = [
+  {
+    method: "get",
+    path: "/users/{id}/preferences",
+    summary: "Read a user's preferences",
+    description: "A user without a stored document gets the defaults (no opt-outs, no quiet hours, no cap).",
+    tag: "Users",
+    scope: "preferences",
+    responses: {
+      200: {
+        description: "The preferences document",
+        schema: PreferencesResponse,
+        headers: { "Last-Modified": "When it was last replaced" },
+      },
+    },
+    problems: ["validation_failed"],
+  },
+  {
+    method: "put",
+    path: "/users/{id}/preferences",
+    summary: "Replace a user's preferences",
+    description:
+      "Replaces the whole document. Quiet hours are HH:MM in an IANA time zone (a window may cross midnight); device tokens are Web Push subscriptions. The processor sees a change within 5 s.",
+    tag: "Users",
+    scope: "preferences",
+    body: PreferencesRequest,
+    responses: { 200: { description: "The stored document", schema: PreferencesResponse } },
+    problems: [...bodyProblems],
+  },
+  {
+    method: "get",
+    path: "/users/{id}/contacts",
+    summary: "Read a user's contact addresses",
+    tag: "Users",
+    scope: "preferences",
+    responses: { 200: { description: "Email address and phone number", schema: ContactsResponse } },
+    problems: ["validation_failed"],
+  },
+  {
+    method: "put",
+    path: "/users/{id}/contacts",
+    summary: "Replace a user's contact addresses",
+    description: "The addresses the email and SMS channels deliver to; the phone number is E.164.",
+    tag: "Users",
+    scope: "preferences",
+    body: ContactsRequest,
+    responses: { 200: { description: "The stored addresses", schema: ContactsResponse } },
+    problems: [...bodyProblems],
+  },
+];
+
+export const TEMPLATE_ROUTES: RouteDoc[] = [
+  {
+    method: "get",
+    path: "/templates",
+    summary: "List templates",
+    tag: "Templates",
+    scope: "admin",
+    query: ListTemplatesQuery,
+    responses: {
+      200: { description: "A page of templates at their latest version (offset pagination)", schema: TemplatePage },
+    },
+    problems: ["validation_failed"],
+  },
+  {
+    method: "get",
+    path: "/templates/{id}",
+    summary: "Read a template's latest version",
+    tag: "Templates",
+    scope: "admin",
+    responses: { 200: { description: "The latest version", schema: TemplateResponse } },
+    problems: ["validation_failed", "not_found"],
+  },
+  {
+    method: "get",
+    path: "/templates/{id}/versions/{version}",
+    summary: "Read one version of a template",
+    tag: "Templates",
+    scope: "admin",
+    responses: { 200: { description: "That version", schema: TemplateResponse } },
+    problems: ["validation_failed", "not_found"],
+  },
+  {
+    method: "put",
+    path: "/templates/{id}",
+    summary: "Write a template's next version",
+    description:
+      "Versions are immutable: every change writes the next one, and identical content writes nothing. Bodies are eta templates (code), so only admin keys may write them; they must compile and declare their data parameters.",
+    tag: "Templates",
+    scope: "admin",
+    body: TemplateRequest,
+    responses: {
+      201: {
+        description: "A new version was written",
+        schema: TemplateResponse,
+        headers: { Location: "The version's URL" },
+      },
+      200: { description: "The content equals the latest version: nothing written", schema: TemplateResponse },
+    },
+    problems: [...bodyProblems],
   },
 ];
 

@@ -1,97 +1,152 @@
-import { AppError, type Channel } from "@notify/core";
+import { type Channel, isHtmlBody, localeFallbackChain, missingParams, templateEngineOptions } from "@notify/core";
 import type { Database } from "@notify/db";
 import { Eta } from "eta";
 
-export interface Rendered {
-  subject: string | null;
-  body: string;
-  locale: string;
-  version: number;
+/** Why a channel could not be rendered: shown as the reason of its `failed` status. */
+export type RenderFailure = "unknown_template" | "no_template_variant" | "template_data_invalid" | "render_failed";
+
+export type RenderOutcome =
+  | { ok: true; subject: string | null; body: string; locale: string; version: number }
+  | { ok: false; reason: RenderFailure; detail: string };
+
+export interface RenderRequest {
+  templateId: string;
+  /** The version pinned at ingest; absent on older messages, which render the latest. */
+  version: number | null | undefined;
+  channel: Channel;
+  locale: string | null;
+  data: Record<string, unknown>;
 }
+
+type Compiled = (data: object) => string;
 
 interface Variant {
-  subject: ((data: object) => string) | null;
-  body: (data: object) => string;
   locale: string;
-  version: number;
+  subjectSource: string | null;
+  bodySource: string;
+  compiled?: { subject: Compiled | null; body: Compiled };
 }
 
-/** Locale fallback chain: the user's locale, its language, then the template's default. */
-export function localeChain(userLocale: string | null | undefined, defaultLocale: string): string[] {
-  const chain: string[] = [];
-  if (userLocale) {
-    chain.push(userLocale);
-    const language = userLocale.split("-")[0];
-    if (language && language !== userLocale) chain.push(language);
-  }
-  if (!chain.includes(defaultLocale)) chain.push(defaultLocale);
-  return chain;
+interface Version {
+  version: number;
+  params: string[];
+  defaultLocale: string;
+  /** By `${channel} ${locale in lower case}`: stored tags are canonical, older rows may not be. */
+  variants: Map<string, Variant>;
 }
+
+const variantKey = (channel: Channel, locale: string) => `${channel} ${locale.toLowerCase()}`;
 
 /**
- * Renders stored eta templates. A template body is code (eta compiles it to JavaScript), so
- * each variant is compiled once and kept; renderString would recompile on every call. Email
- * bodies are HTML and escape data; SMS, push and in-app bodies are plain text and do not.
+ * Renders stored eta templates with the user's locale (spec rule 7). A template body is code
+ * (eta compiles it to JavaScript): each variant is compiled once, on first use, and kept, as
+ * versions never change; renderString would recompile on every call. Data is checked against
+ * the version's declared parameters first, because eta renders a missing one as "undefined".
  */
-export function createRenderer(database: Database, cacheTtlMs = 10_000) {
-  const html = new Eta({ autoEscape: true, autoTrim: false, useWith: false, varName: "it" });
-  const plain = new Eta({ autoEscape: false, autoTrim: false, useWith: false, varName: "it" });
-  const compiled = new Map<string, Variant>();
-  const latest = new Map<string, { version: number; defaultLocale: string; expires: number }>();
+export function createRenderer(database: Database, options: { latestTtlMs?: number; maxVersions?: number } = {}) {
+  const latestTtlMs = options.latestTtlMs ?? 10_000;
+  const maxVersions = options.maxVersions ?? 1000;
+  const engines = { html: new Eta(templateEngineOptions(true)), plain: new Eta(templateEngineOptions(false)) };
+  // Promises, so that a burst of first renders of one version makes one query, not hundreds.
+  const versions = new Map<string, Promise<Version | null>>();
+  const latest = new Map<string, { version: number; expires: number }>();
 
-  const compile = (engine: Eta, source: string) => {
+  const compile = (engine: Eta, source: string): Compiled => {
     const fn = engine.compile(source);
-    return (data: object) => fn.call(engine, data as never);
+    return (data) => fn.call(engine, data as never);
   };
 
-  async function head(templateId: string) {
+  async function latestVersion(templateId: string): Promise<number | null> {
     const hit = latest.get(templateId);
-    if (hit && hit.expires > Date.now()) return hit;
-    const [row] = await database.sql<{ latest_version: number; default_locale: string }[]>`
-      select latest_version, default_locale from templates where id = ${templateId}`;
-    if (!row) throw new AppError("unknown_template", `template "${templateId}" does not exist`);
-    const value = { version: row.latest_version, defaultLocale: row.default_locale, expires: Date.now() + cacheTtlMs };
-    latest.set(templateId, value);
-    return value;
-  }
-
-  async function variant(templateId: string, channel: Channel, userLocale: string | null): Promise<Variant | null> {
-    const { version, defaultLocale } = await head(templateId);
-    const chain = localeChain(userLocale, defaultLocale);
-    for (const locale of chain) {
-      const hit = compiled.get(`${templateId}\u0000${version}\u0000${channel}\u0000${locale}`);
-      if (hit) return hit;
-    }
-    const rows = await database.sql<{ locale: string; subject: string | null; body_template: string }[]>`
-      select locale, subject, body_template from template_variants
-      where template_id = ${templateId} and version = ${version} and channel = ${channel} and locale = any(${chain})`;
-    const row = chain.map((locale) => rows.find((r) => r.locale === locale)).find(Boolean);
+    if (hit && hit.expires > Date.now()) return hit.version;
+    const [row] = await database.sql<{ latest_version: number }[]>`
+      select latest_version from templates where id = ${templateId}`;
     if (!row) return null;
-    const engine = channel === "email" ? html : plain;
-    const value: Variant = {
-      subject: row.subject === null ? null : compile(plain, row.subject),
-      body: compile(engine, row.body_template),
-      locale: row.locale,
-      version,
-    };
-    compiled.set(`${templateId}\u0000${version}\u0000${channel}\u0000${row.locale}`, value);
-    return value;
+    if (latest.size >= maxVersions) latest.clear();
+    latest.set(templateId, { version: row.latest_version, expires: Date.now() + latestTtlMs });
+    return row.latest_version;
   }
 
-  return async (
-    templateId: string,
-    channel: Channel,
-    userLocale: string | null,
-    data: Record<string, unknown>,
-  ): Promise<Rendered | null> => {
-    const found = await variant(templateId, channel, userLocale);
-    if (!found) return null;
+  async function fetchVersion(templateId: string, version: number): Promise<Version | null> {
+    const [head] = await database.sql<{ params: string[]; default_locale: string }[]>`
+      select v.params, coalesce(v.default_locale, t.default_locale) as default_locale
+      from template_versions v join templates t on t.id = v.template_id
+      where v.template_id = ${templateId} and v.version = ${version}`;
+    if (!head) return null;
+    const rows = await database.sql<
+      { channel: Channel; locale: string; subject: string | null; body_template: string }[]
+    >`select channel, locale, subject, body_template from template_variants where template_id = ${templateId} and version = ${version}`;
     return {
-      subject: found.subject ? found.subject(data) : null,
-      body: found.body(data),
-      locale: found.locale,
-      version: found.version,
+      version,
+      params: head.params,
+      defaultLocale: head.default_locale,
+      variants: new Map(
+        rows.map((r) => [
+          variantKey(r.channel, r.locale),
+          { locale: r.locale, subjectSource: r.subject, bodySource: r.body_template },
+        ]),
+      ),
     };
+  }
+
+  function loadVersion(templateId: string, version: number): Promise<Version | null> {
+    const key = `${templateId}\u0000${version}`;
+    const cached = versions.get(key);
+    if (cached) {
+      versions.delete(key);
+      versions.set(key, cached);
+      return cached;
+    }
+    const loading = fetchVersion(templateId, version);
+    versions.set(key, loading);
+    // Only content is kept: a failed query or a version not (yet) written is asked again.
+    loading.then(
+      (found) => found === null && versions.delete(key),
+      () => versions.delete(key),
+    );
+    if (versions.size > maxVersions) versions.delete(versions.keys().next().value as string);
+    return loading;
+  }
+
+  return async function render(request: RenderRequest): Promise<RenderOutcome> {
+    const version = request.version ?? (await latestVersion(request.templateId));
+    const found = version === null ? null : await loadVersion(request.templateId, version);
+    if (!found) {
+      return {
+        ok: false,
+        reason: "unknown_template",
+        detail: `template "${request.templateId}"${request.version ? ` version ${request.version}` : ""} does not exist`,
+      };
+    }
+    const missing = missingParams(found.params, request.data);
+    if (missing.length > 0) {
+      return { ok: false, reason: "template_data_invalid", detail: missing.map((m) => m.field).join(", ") };
+    }
+    const variant = localeFallbackChain(request.locale, found.defaultLocale)
+      .map((locale) => found.variants.get(variantKey(request.channel, locale)))
+      .find((v) => v !== undefined);
+    if (!variant) {
+      return {
+        ok: false,
+        reason: "no_template_variant",
+        detail: `version ${found.version} has no ${request.channel} variant for ${request.locale ?? found.defaultLocale}`,
+      };
+    }
+    try {
+      variant.compiled ??= {
+        subject: variant.subjectSource === null ? null : compile(engines.plain, variant.subjectSource),
+        body: compile(isHtmlBody(request.channel) ? engines.html : engines.plain, variant.bodySource),
+      };
+      return {
+        ok: true,
+        subject: variant.compiled.subject ? variant.compiled.subject(request.data) : null,
+        body: variant.compiled.body(request.data),
+        locale: variant.locale,
+        version: found.version,
+      };
+    } catch (error) {
+      return { ok: false, reason: "render_failed", detail: error instanceof Error ? error.message : String(error) };
+    }
   };
 }
 export type Renderer = ReturnType<typeof createRenderer>;

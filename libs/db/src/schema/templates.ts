@@ -9,7 +9,11 @@ export const templates = pgTable("templates", {
   updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
 });
 
-/** An immutable version with the data parameters it declares. */
+/**
+ * An immutable version with the data parameters it declares. The default locale belongs to the
+ * version (null on versions written before it did: the template's then applies), so a later
+ * version that changes it cannot break the locale fallback of notifications pinned to this one.
+ */
 export const templateVersions = pgTable(
   "template_versions",
   {
@@ -18,6 +22,7 @@ export const templateVersions = pgTable(
       .references(() => templates.id, { onDelete: "cascade" }),
     version: integer("version").notNull(),
     params: jsonb("params").$type<string[]>().notNull(),
+    defaultLocale: text("default_locale"),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.templateId, t.version] })],

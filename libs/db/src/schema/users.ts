@@ -1,4 +1,5 @@
-import { date, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { date, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { notifications } from "./notifications.js";
 
 export interface QuietHours {
   /** "HH:MM", 24-hour, in tz. A window may cross midnight (start > end). */
@@ -11,6 +12,7 @@ export interface QuietHours {
 /** A Web Push subscription as the browser's PushSubscription.toJSON() gives it. */
 export interface DeviceToken {
   endpoint: string;
+  expirationTime?: number | null;
   keys: { p256dh: string; auth: string };
 }
 
@@ -50,4 +52,24 @@ export const promotionalDailyCounts = pgTable(
     count: integer("count").notNull().default(0),
   },
   (t) => [primaryKey({ columns: [t.userId, t.day] })],
+);
+
+/**
+ * Promotional notifications held back by quiet hours, due at the end of the window: the
+ * processor's durable timer. Its scheduler takes due rows with FOR UPDATE SKIP LOCKED, so
+ * several processors share the work and a restart loses nothing. The per-channel status and
+ * planned time live on notification_channels (status deferred, next_attempt_at); this table
+ * only indexes what is due, so the scheduler never scans the channel log.
+ */
+export const deferredNotifications = pgTable(
+  "deferred_notifications",
+  {
+    notificationId: text("notification_id")
+      .primaryKey()
+      .references(() => notifications.id, { onDelete: "cascade" }),
+    userId: text("user_id").notNull(),
+    dueAt: timestamp("due_at", { withTimezone: true, mode: "date" }).notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [index("deferred_notifications_due_idx").on(t.dueAt, t.notificationId)],
 );

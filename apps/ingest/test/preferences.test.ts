@@ -1,0 +1,241 @@
+import { CHANNELS } from "@notify/core";
+import { seedApiKey } from "@notify/db";
+import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
+import fc from "fast-check";
+import t, { type Test } from "tap";
+import { createApp } from "../src/app.js";
+import { createKeyLookup } from "../src/auth/api-keys.js";
+import { createIngestor } from "../src/notifications/create.js";
+import { createTemplateLookup } from "../src/notifications/templates.js";
+
+// GET and PUT /api/v1/users/{id}/preferences through app.request(), on a real database.
+const { database } = await freshDatabase(t);
+const bus = await freshBus(t);
+const { log } = captureLogger("ingest");
+const templates = createTemplateLookup(database, 0);
+const app = createApp({
+  database,
+  bus,
+  log,
+  lookupKey: createKeyLookup(database, 0),
+  templates,
+  ingestor: createIngestor({ database, bus, log, templates }),
+  maxBodyBytes: 16_384,
+  isStopping: () => false,
+});
+const key = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });
+const adminKey = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const ingestKey = await seedApiKey(database, { clientId: "shop", name: "ingest", scopes: ["ingest", "read"] });
+
+const point = Buffer.concat([Buffer.from([4]), Buffer.alloc(64, 7)]).toString("base64url");
+const secret = Buffer.alloc(16, 9).toString("base64url");
+const subscription = (n: number) => ({
+  endpoint: `https://fcm.googleapis.com/fcm/send/device-${n}`,
+  expirationTime: null,
+  keys: { p256dh: point, auth: secret },
+});
+const defaults = (userId: string) => ({
+  user_id: userId,
+  channel_optout: [],
+  category_optout: [],
+  quiet_hours: null,
+  rate_cap_per_day: null,
+  device_tokens: [],
+  locale: null,
+});
+
+const get = (userId: string, apiKey = key) =>
+  app.request(`/api/v1/users/${encodeURIComponent(userId)}/preferences`, { headers: { "x-api-key": apiKey } });
+const put = (userId: string, body: unknown, apiKey = key) =>
+  app.request(`/api/v1/users/${encodeURIComponent(userId)}/preferences`, {
+    method: "PUT",
+    headers: { "x-api-key": apiKey, "content-type": "application/json" },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+
+async function expectProblem(t: Test, response: Response, status: number, code: string) {
+  t.equal(response.status, status, `status ${status}`);
+  t.equal(response.headers.get("content-type"), "application/problem+json");
+  const body = (await response.json()) as { code: string; errors?: Array<{ field: string; message: string }> };
+  t.equal(body.code, code);
+  return body;
+}
+
+t.test("a user without a record gets the defaults", async (t) => {
+  const response = await get("nobody");
+  t.equal(response.status, 200);
+  t.same(await response.json(), defaults("nobody"));
+  t.equal(response.headers.get("last-modified"), null, "nothing stored, nothing modified");
+});
+
+t.test("PUT replaces the document and returns it, normalised; GET reads the same", async (t) => {
+  const response = await put("user-1", {
+    channel_optout: ["sms", "push", "sms"],
+    category_optout: ["marketing", "digest", "marketing"],
+    quiet_hours: { start: "22:00", end: "07:00", tz: "Europe/London" },
+    rate_cap_per_day: 3,
+    device_tokens: [subscription(1), { ...subscription(2), expirationTime: 1893456000000 }],
+    locale: "en-gb",
+  });
+  t.equal(response.status, 200);
+  t.ok(response.headers.get("last-modified")?.endsWith("GMT"));
+  const stored = {
+    user_id: "user-1",
+    channel_optout: ["push", "sms"],
+    category_optout: ["digest", "marketing"],
+    quiet_hours: { start: "22:00", end: "07:00", tz: "Europe/London" },
+    rate_cap_per_day: 3,
+    device_tokens: [subscription(1), { ...subscription(2), expirationTime: 1893456000000 }],
+    locale: "en-GB",
+  };
+  t.same(await response.json(), stored);
+  const read = await get("user-1");
+  t.same(await read.json(), stored);
+
+  const roundTrip = await put("user-1", stored);
+  t.same(await roundTrip.json(), stored, "a GET answer can be sent back as is");
+
+  const cleared = await put("user-1", {});
+  t.same(await cleared.json(), defaults("user-1"), "PUT replaces: absent fields take their defaults");
+  t.same(await (await get("user-1")).json(), defaults("user-1"));
+  t.ok((await get("user-1")).headers.get("last-modified"), "but the record exists now");
+});
+
+t.test("any printable user id works in the path, percent-encoded", async (t) => {
+  for (const userId of ["a/b", "mail:ada@example.com", "x%y?z#1"]) {
+    const stored = await put(userId, { locale: "de" });
+    t.equal(stored.status, 200, userId);
+    t.match(await stored.json(), { user_id: userId, locale: "de" });
+    t.match(await (await get(userId)).json(), { user_id: userId, locale: "de" });
+  }
+});
+
+t.test("quiet hours may cross midnight, or not; a cap of zero blocks every promotional send", async (t) => {
+  for (const quiet of [
+    { start: "23:30", end: "06:15", tz: "America/New_York" },
+    { start: "09:00", end: "17:00", tz: "Asia/Kolkata" },
+    { start: "00:00", end: "23:59", tz: "Australia/Lord_Howe" },
+  ]) {
+    const response = await put("user-2", { quiet_hours: quiet, rate_cap_per_day: 0 });
+    t.equal(response.status, 200, `${quiet.start}-${quiet.end} ${quiet.tz}`);
+    t.match(await response.json(), { quiet_hours: quiet, rate_cap_per_day: 0 });
+  }
+});
+
+t.test("invalid documents are refused with every problem named, and nothing is stored", async (t) => {
+  const body = await expectProblem(
+    t,
+    await put("user-3", {
+      channel_optout: ["fax"],
+      category_optout: ["Not A Category"],
+      quiet_hours: { start: "7:00", end: "24:00", tz: "Mars/Olympus" },
+      rate_cap_per_day: -1,
+      device_tokens: [{ endpoint: "http://push.example.com/x", keys: { p256dh: "short", auth: secret } }],
+      locale: "english_US",
+      colour: "blue",
+    }),
+    400,
+    "validation_failed",
+  );
+  const fields = (body.errors ?? []).map((e) => e.field).sort();
+  t.same(fields, [
+    "category_optout.0",
+    "channel_optout.0",
+    "colour",
+    "device_tokens.0.endpoint",
+    "device_tokens.0.keys",
+    "locale",
+    "quiet_hours.end",
+    "quiet_hours.start",
+    "quiet_hours.tz",
+    "rate_cap_per_day",
+  ]);
+  t.same(await (await get("user-3")).json(), defaults("user-3"), "nothing stored");
+
+  const cases: Array<[string, unknown, string]> = [
+    ["start equals end", { quiet_hours: { start: "22:00", end: "22:00", tz: "UTC" } }, "quiet_hours.end"],
+    ["an offset is no IANA zone", { quiet_hours: { start: "22:00", end: "07:00", tz: "+05:00" } }, "quiet_hours.tz"],
+    ["a fractional cap", { rate_cap_per_day: 1.5 }, "rate_cap_per_day"],
+    ["a cap as a string", { rate_cap_per_day: "3" }, "rate_cap_per_day"],
+    ["a repeated endpoint", { device_tokens: [subscription(1), subscription(1)] }, "device_tokens.1"],
+    [
+      "credentials in the endpoint",
+      { device_tokens: [{ ...subscription(1), endpoint: "https://u:p@push.example.com/x" }] },
+      "device_tokens.0.endpoint",
+    ],
+    ["an unknown subscription field", { device_tokens: [{ ...subscription(1), extra: 1 }] }, "device_tokens.0.extra"],
+    [
+      "too many subscriptions",
+      { device_tokens: Array.from({ length: 21 }, (_, i) => subscription(i)) },
+      "device_tokens",
+    ],
+    ["a null list", { channel_optout: null }, "channel_optout"],
+    ["another user's id", { user_id: "someone-else" }, "user_id"],
+  ];
+  for (const [what, input, field] of cases) {
+    const problem = await expectProblem(t, await put("user-3", input), 400, "validation_failed");
+    t.ok(
+      problem.errors?.some((e) => e.field === field),
+      `${what}: names ${field} (got ${JSON.stringify(problem.errors)})`,
+    );
+  }
+  await expectProblem(t, await put("user-3", "{not json"), 400, "malformed_json");
+  await expectProblem(
+    t,
+    await app.request("/api/v1/users/user-3/preferences", {
+      method: "PUT",
+      headers: { "x-api-key": key, "content-type": "text/plain" },
+      body: "{}",
+    }),
+    415,
+    "unsupported_media_type",
+  );
+  await expectProblem(t, await put("user-3", { locale: "x".repeat(20_000) }), 413, "payload_too_large");
+  await expectProblem(t, await get("has space"), 400, "validation_failed");
+});
+
+t.test("security: a key is required, with the preferences scope (admin includes it)", async (t) => {
+  await expectProblem(t, await app.request("/api/v1/users/u/preferences"), 401, "unauthenticated");
+  await expectProblem(t, await get("u", "ntf_unknown"), 401, "invalid_api_key");
+  await expectProblem(t, await get("u", ingestKey), 403, "insufficient_scope");
+  await expectProblem(t, await put("u", {}, ingestKey), 403, "insufficient_scope");
+  t.same(await (await get("u", adminKey)).json(), defaults("u"));
+  await expectProblem(t, await app.request(`/api/v1/users/u/preferences?api_key=${key}`), 400, "invalid_request");
+});
+
+t.test("property: any valid document is stored and read back as normalised", async (t) => {
+  const clock = fc
+    .tuple(fc.integer({ min: 0, max: 23 }), fc.integer({ min: 0, max: 59 }))
+    .map(([h, m]) => `${String(h).padStart(2, "0")}:${String(m).padStart(2, "0")}`);
+  const doc = fc.record({
+    channel_optout: fc.array(fc.constantFrom(...CHANNELS), { maxLength: 6 }),
+    category_optout: fc.array(fc.stringMatching(/^[a-z0-9][a-z0-9_.-]{0,10}$/), { maxLength: 5 }),
+    quiet_hours: fc.option(
+      fc
+        .record({ start: clock, end: clock, tz: fc.constantFrom("UTC", "Europe/Paris", "Pacific/Chatham") })
+        .filter((q) => q.start !== q.end),
+      { nil: null },
+    ),
+    rate_cap_per_day: fc.option(fc.nat(1000), { nil: null }),
+    locale: fc.option(fc.constantFrom("en", "EN-us", "fr-ca", "zh-hant-tw", "de"), { nil: null }),
+  });
+  let n = 0;
+  await fc.assert(
+    fc.asyncProperty(doc, async (input) => {
+      const userId = `prop-${n++}`;
+      const response = await put(userId, input);
+      if (response.status !== 200) return false;
+      const read = (await (await get(userId)).json()) as Record<string, unknown>;
+      const channels = CHANNELS.filter((c) => input.channel_optout.includes(c));
+      return (
+        JSON.stringify(read.channel_optout) === JSON.stringify(channels) &&
+        JSON.stringify(read.category_optout) === JSON.stringify([...new Set(input.category_optout)].sort()) &&
+        JSON.stringify(read.quiet_hours) === JSON.stringify(input.quiet_hours) &&
+        read.rate_cap_per_day === input.rate_cap_per_day &&
+        read.locale === (input.locale === null ? null : Intl.getCanonicalLocales(input.locale)[0])
+      );
+    }),
+    { numRuns: 60 },
+  );
+  t.pass("held");
+});

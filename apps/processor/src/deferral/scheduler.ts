@@ -1,0 +1,66 @@
+import type { RouteDeps } from "../routing/plan.js";
+import { releaseDue } from "./release.js";
+
+const DAY_MS = 86_400_000;
+const PURGE_EVERY_MS = 3_600_000;
+
+export interface Scheduler {
+  /** Finishes the release in hand, then stops. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Counter rows of days that are over in every time zone (UTC-12 is a day behind UTC at most),
+ * with a day to spare: the cap never reads them again.
+ */
+export async function purgeCapCounts(deps: Pick<RouteDeps, "database" | "now">): Promise<number> {
+  const cutoff = new Date(deps.now().getTime() - 2 * DAY_MS).toISOString().slice(0, 10);
+  const result = await deps.database.sql`delete from promotional_daily_counts where day < ${cutoff}::date`;
+  return result.count;
+}
+
+/**
+ * The processor's timer for deferred notifications: every `intervalMs` it releases what is
+ * due, batch after batch while batches come back full, and once an hour it drops old cap
+ * counters. State lives in Postgres only, so a restart (or a second processor) picks up
+ * exactly where it stood.
+ */
+export function startScheduler(deps: RouteDeps, options: { intervalMs: number; batchSize?: number }): Scheduler {
+  const batchSize = options.batchSize ?? 100;
+  let stopped = false;
+  let wake: (() => void) | undefined;
+  let lastPurge = 0;
+
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        let result: Awaited<ReturnType<typeof releaseDue>>;
+        do result = await releaseDue(deps, batchSize);
+        while (!stopped && result.settled === batchSize);
+        if (Date.now() - lastPurge >= PURGE_EVERY_MS) {
+          const purged = await purgeCapCounts(deps);
+          lastPurge = Date.now();
+          if (purged > 0) deps.log.info({ purged }, "purged old promotional counters");
+        }
+      } catch (error) {
+        deps.log.warn({ err: error }, "releasing deferred notifications failed; will retry");
+      }
+      if (stopped) break;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, options.intervalMs);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+  })();
+
+  return {
+    async stop() {
+      stopped = true;
+      wake?.();
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,175 @@
+import type { Bus } from "@notify/bus";
+import {
+  type Channel,
+  type ChannelDecision,
+  decideRouting,
+  type PolicyInput,
+  type Priority,
+  type SuppressionReason,
+  type WorkItem,
+} from "@notify/core";
+import type { Database } from "@notify/db";
+import type { Logger } from "@notify/log";
+import type { ProfileSource, UserProfile } from "../preferences/profiles.js";
+import type { Renderer, RenderFailure } from "./render.js";
+
+export interface PolicyConfig {
+  /** Categories no preference can suppress (CRITICAL_CATEGORIES). */
+  criticalCategories: readonly string[];
+  /** Promotional categories dropped, not deferred, inside quiet hours (QUIET_HOURS_DROP_CATEGORIES). */
+  quietHoursDropCategories: readonly string[];
+}
+
+/** What routing one lane needs; each lane has its own Postgres pool (invariant 4). */
+export interface RouteDeps {
+  database: Database;
+  bus: Bus;
+  render: Renderer;
+  profiles: ProfileSource;
+  log: Logger;
+  policy: PolicyConfig;
+  /** The clock of every policy decision; tests move it. */
+  now: () => Date;
+}
+
+/** The part of a notification that routing reads. */
+export interface Routable {
+  notification_id: string;
+  user_id: string;
+  category: string;
+  template_id: string;
+  template_version?: number | null;
+  priority: Priority;
+  data: Record<string, unknown>;
+}
+
+/** The recorded outcome for one channel, and the work item when it is to be sent. */
+export type Planned =
+  | { channel: Channel; status: "pending"; reason: null; nextAttemptAt: null; item: WorkItem }
+  | { channel: Channel; status: "suppressed"; reason: SuppressionReason; nextAttemptAt: null }
+  | { channel: Channel; status: "deferred"; reason: "quiet_hours"; nextAttemptAt: Date }
+  | { channel: Channel; status: "failed"; reason: RenderFailure; nextAttemptAt: null };
+
+export const policyInput = (
+  deps: Pick<RouteDeps, "policy">,
+  n: Routable,
+  profile: UserProfile,
+  requested: readonly Channel[] | null,
+  now: Date,
+): PolicyInput => ({
+  requested,
+  category: n.category,
+  priority: n.priority,
+  critical: deps.policy.criticalCategories.includes(n.category),
+  preferences: profile.preferences,
+  reach: { email: profile.email, phone: profile.phone, pushSubscriptions: profile.deviceTokens.length },
+  now,
+  quietHoursAction: deps.policy.quietHoursDropCategories.includes(n.category) ? "drop" : "defer",
+});
+
+/** The channel address a work item carries. */
+function addressOf(channel: Channel, n: Routable, profile: UserProfile): string | null {
+  if (channel === "email") return profile.email;
+  if (channel === "sms") return profile.phone;
+  if (channel === "push") return profile.deviceTokens.length > 0 ? JSON.stringify(profile.deviceTokens) : null;
+  return n.user_id;
+}
+
+/**
+ * The work item for a channel that is to be sent: rendered with the user's locale. A template
+ * that cannot render for this data never will, so that channel fails at once with the reason.
+ */
+export async function buildItem(
+  deps: Pick<RouteDeps, "render" | "log">,
+  n: Routable,
+  profile: UserProfile,
+  channel: Channel,
+): Promise<Planned> {
+  const to = addressOf(channel, n, profile);
+  if (to === null) return { channel, status: "suppressed", reason: "unreachable", nextAttemptAt: null };
+  const rendered = await deps.render({
+    templateId: n.template_id,
+    version: n.template_version,
+    channel,
+    locale: profile.locale,
+    data: n.data,
+  });
+  if (!rendered.ok) {
+    deps.log.warn(
+      { notification_id: n.notification_id, channel, reason: rendered.reason, detail: rendered.detail },
+      "cannot render; channel failed",
+    );
+    return { channel, status: "failed", reason: rendered.reason, nextAttemptAt: null };
+  }
+  return {
+    channel,
+    status: "pending",
+    reason: null,
+    nextAttemptAt: null,
+    item: {
+      notification_id: n.notification_id,
+      channel,
+      priority: n.priority,
+      user_id: n.user_id,
+      category: n.category,
+      to,
+      subject: rendered.subject,
+      body: rendered.body,
+      attempt: 0,
+    },
+  };
+}
+
+/** Turns the policy's decisions into recorded outcomes, rendering what is to be sent. */
+export function plan(
+  deps: Pick<RouteDeps, "render" | "log">,
+  n: Routable,
+  profile: UserProfile,
+  decisions: readonly ChannelDecision[],
+): Promise<Planned[]> {
+  return Promise.all(
+    decisions.map(async (d): Promise<Planned> => {
+      if (d.action === "suppress")
+        return { channel: d.channel, status: "suppressed", reason: d.reason, nextAttemptAt: null };
+      if (d.action === "defer")
+        return { channel: d.channel, status: "deferred", reason: "quiet_hours", nextAttemptAt: d.until };
+      return buildItem(deps, n, profile, d.channel);
+    }),
+  );
+}
+
+export async function decideAndPlan(
+  deps: RouteDeps,
+  n: Routable,
+  requested: readonly Channel[] | null,
+): Promise<{ input: PolicyInput; profile: UserProfile; planned: Planned[] }> {
+  const profile = await deps.profiles.load(n.user_id);
+  const input = policyInput(deps, n, profile, requested, deps.now());
+  return { input, profile, planned: await plan(deps, n, profile, decideRouting(input)) };
+}
+
+/** Over the cap, nothing that would be sent is: it is suppressed with reason rate_cap. */
+export const overCap = (planned: readonly Planned[]): Planned[] =>
+  planned.map((p) =>
+    p.status === "pending" ? { channel: p.channel, status: "suppressed", reason: "rate_cap", nextAttemptAt: null } : p,
+  );
+
+/**
+ * Takes one of the user's promotional sends of `day` if the cap allows: one conditional upsert,
+ * so concurrent routings (several partitions' workers, several processors) can never go past
+ * the cap, and the count survives restarts. Run it in the transaction that records the
+ * channels, so a crash between the two neither loses nor double-counts a send.
+ */
+export async function takeCapSlot(
+  sql: Parameters<Parameters<Database["sql"]["begin"]>[1]>[0],
+  userId: string,
+  day: string,
+  cap: number,
+): Promise<boolean> {
+  if (cap <= 0) return false;
+  const rows = await sql`
+    insert into promotional_daily_counts as c (user_id, day, count) values (${userId}, ${day}, 1)
+    on conflict (user_id, day) do update set count = c.count + 1 where c.count < ${cap}
+    returning count`;
+  return rows.length > 0;
+}
