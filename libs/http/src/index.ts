@@ -4,11 +4,13 @@ import { AppError, isAppError } from "@notify/core";
 import type { Logger } from "@notify/log";
 import { Hono } from "hono";
 import { problemResponse, toProblem } from "./problem.js";
+import { type RequestLogger, requestLogger } from "./request-logger.js";
 
 export * from "./problem.js";
+export * from "./request-logger.js";
 
 export interface AppEnv {
-  Variables: { requestId: string; log: Logger };
+  Variables: { requestId: string; log: RequestLogger };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -25,7 +27,7 @@ export function newApp(log: Logger): Hono<AppEnv> {
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     const started = performance.now();
     c.set("requestId", requestId);
-    c.set("log", log.child({ request_id: requestId }));
+    c.set("log", requestLogger(log, { request_id: requestId }));
     await next();
     c.header("x-request-id", requestId);
     const status = c.res.status;
@@ -140,4 +142,5 @@ export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<v
   process.once("SIGINT", () => handler("SIGINT"));
 }
 export * from "./body.js";
+export * from "./metrics.js";
 export * from "./versioning.js";

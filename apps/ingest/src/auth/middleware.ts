@@ -22,8 +22,8 @@ const challenge = (error?: string, extra = "") => (error ? `${REALM}, error="${e
  * the request carries none.
  */
 function presentedKey(c: Context): string | undefined {
-  const query = new URL(c.req.url).searchParams;
-  if (CREDENTIAL_PARAMS.some((name) => query.has(name))) {
+  const query = c.req.url.includes("?") ? new URL(c.req.url).searchParams : undefined;
+  if (query && CREDENTIAL_PARAMS.some((name) => query.has(name))) {
     throw new AppError(
       "invalid_request",
       "API keys are not accepted in the query string; send X-API-Key or Authorization: Bearer",
