@@ -3,9 +3,11 @@ import { type ServerType, serve } from "@hono/node-server";
 import { AppError, isAppError } from "@notify/core";
 import type { Logger } from "@notify/log";
 import { Hono } from "hono";
+import { responseHeaders } from "./headers.js";
 import { problemResponse, toProblem } from "./problem.js";
 import { type RequestLogger, requestLogger } from "./request-logger.js";
 
+export * from "./headers.js";
 export * from "./problem.js";
 export * from "./request-logger.js";
 
@@ -28,8 +30,7 @@ export function newApp(log: Logger): Hono<AppEnv> {
     const started = performance.now();
     c.set("requestId", requestId);
     c.set("log", requestLogger(log, { request_id: requestId }));
-    await next();
-    c.header("x-request-id", requestId);
+    await responseHeaders(c, next, { "x-request-id": requestId });
     const status = c.res.status;
     const line = { method: c.req.method, path: c.req.path, status, ms: Math.round(performance.now() - started) };
     if (status >= 500) c.var.log.error(line, "request");

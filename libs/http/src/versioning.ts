@@ -1,5 +1,6 @@
 import { AppError } from "@notify/core";
 import type { MiddlewareHandler } from "hono";
+import { responseHeaders } from "./headers.js";
 
 export interface VersionLifecycle {
   /** When the version is (or will be) deprecated; announced with the Deprecation header. */
@@ -33,7 +34,6 @@ export function versionLifecycle(
         context: { headers },
       });
     }
-    await next();
-    for (const [name, value] of Object.entries(headers)) c.header(name, value);
+    await responseHeaders(c, next, headers);
   };
 }

@@ -1,6 +1,6 @@
 import type { Scope } from "@notify/core";
 import { AppError } from "@notify/core";
-import type { AppEnv } from "@notify/http";
+import { type AppEnv, responseHeaders } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
 import { asDependencyError } from "../dependency.js";
 import { hasScope, type Principal } from "./api-keys.js";
@@ -74,8 +74,7 @@ export function authenticate(
     const decision = await limiter.admit(principal.keyId, principal.rateLimit);
     c.set("principal", principal);
     c.set("log", c.var.log.child({ client_id: principal.clientId, key_id: principal.keyId }));
-    await next();
-    for (const [name, value] of Object.entries(rateLimitHeaders(decision, decision.limits))) c.header(name, value);
+    await responseHeaders(c, next, rateLimitHeaders(decision, decision.limits));
   };
 }
 
