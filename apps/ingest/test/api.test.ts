@@ -213,31 +213,52 @@ t.test("property: random bodies and headers never get a 5xx, and a 4xx leaves no
       )
       .map((v) => JSON.stringify(v)),
   );
-  await fc.assert(
-    fc.asyncProperty(
-      anyJson,
-      fc.option(fc.string({ maxLength: 300 })),
-      fc.constantFrom("application/json", "text/plain", "application/merge-patch+json"),
-      async (body, key, type) => {
-        const before = { rows: await rows(), lane: await laneMessages() };
-        const headers: Record<string, string> = { "content-type": type };
-        if (key !== null) headers["idempotency-key"] = key.replace(/[\r\n\0]/g, "");
-        const response = await post(body, headers);
-        if (response.status >= 500) return false;
-        if (response.status >= 400) {
-          const after = { rows: await rows(), lane: await laneMessages() };
-          return (
-            response.headers.get("content-type") === "application/problem+json" &&
-            after.rows === before.rows &&
-            after.lane === before.lane
-          );
-        }
-        return response.status === 200 || response.status === 202;
-      },
-    ),
-    { numRuns: 300 },
+  const printable = (max: number) => fc.stringMatching(new RegExp(`^[\\x20-\\x7e]{0,${max}}$`));
+  const headerSets = fc.record(
+    {
+      "content-type": fc.oneof(
+        fc.constantFrom(
+          "application/json",
+          "application/json; charset=utf-8",
+          "text/plain",
+          "application/merge-patch+json",
+        ),
+        printable(40),
+      ),
+      "idempotency-key": fc.oneof(
+        fc.uuid(),
+        printable(300),
+        fc.uuid().map((u) => `"${u}"`),
+      ),
+      "x-api-key": fc.oneof(fc.constant(ingestKey), fc.constant(readOnlyKey), printable(60)),
+      authorization: fc.oneof(fc.constant(`Bearer ${ingestKey}`), printable(80)),
+      accept: printable(40),
+    },
+    { requiredKeys: [] },
   );
-  t.pass("held for 300 random requests");
+  let runs = 0;
+  await fc.assert(
+    fc.asyncProperty(anyJson, headerSets, async (body, headers) => {
+      runs++;
+      const before = { rows: await rows(), lane: await laneMessages() };
+      const response = await app.request("/api/v1/notifications", { method: "POST", headers, body });
+      if (response.status >= 500) return false;
+      if (response.status >= 400) {
+        const problem = (await response.json()) as { status: number; code: string };
+        const after = { rows: await rows(), lane: await laneMessages() };
+        return (
+          response.headers.get("content-type") === "application/problem+json" &&
+          problem.status === response.status &&
+          typeof problem.code === "string" &&
+          after.rows === before.rows &&
+          after.lane === before.lane
+        );
+      }
+      return response.status === 200 || response.status === 202;
+    }),
+    { numRuns: 2000 },
+  );
+  t.equal(runs, 2000, "held for 2000 random requests");
 });
 
 t.test("health and readiness", async (t) => {
