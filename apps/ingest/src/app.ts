@@ -4,6 +4,7 @@ import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import type { IngestDeps } from "./deps.js";
 import { mountOpenApi } from "./openapi/index.js";
+import { mountInbox } from "./routes/inbox.js";
 import { mountKeys } from "./routes/keys.js";
 import { mountNotifications } from "./routes/notifications.js";
 import { mountPreferences } from "./routes/preferences.js";
@@ -25,6 +26,7 @@ export function createApp(deps: IngestDeps) {
   mountPreferences(v1, deps);
   mountTemplates(v1, deps);
   mountUsers(v1, deps);
+  mountInbox(v1, deps);
   mountOpenApi(v1);
   app.route("/api/v1", v1);
   return app;

@@ -1,7 +1,7 @@
 import { applyTopology, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { listen, onShutdown } from "@notify/http";
+import { createMetrics, listen, mountMetrics, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
@@ -44,6 +44,7 @@ const app = createApp({
   maxBodyBytes: config.MAX_BODY_BYTES,
   isStopping: () => stopping,
 });
+mountMetrics(app, createMetrics("ingest"));
 const server = await listen(app, config.PORT, config.HOST);
 const maintenance = startMaintenance(
   { database, bus, log },

@@ -1,7 +1,7 @@
 import { applyTopology, connectBus, loadTopologyFile } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { listen, mountHealth, newApp, onShutdown } from "@notify/http";
+import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps, startConsumers } from "./consumers.js";
@@ -38,6 +38,7 @@ mountHealth(
   },
   () => stopping,
 );
+mountMetrics(app, createMetrics("processor"));
 const server = await listen(app, config.PORT, config.HOST);
 
 const deps = {

@@ -2,20 +2,31 @@ import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
 import { mountHealth, newApp } from "@notify/http";
 import type { Logger } from "@notify/log";
+import { sendgridPublicKey } from "@notify/providers";
+import { mountPlivoWebhook } from "./webhooks/plivo.js";
+import { mountSendgridWebhook } from "./webhooks/sendgrid.js";
 
 export interface ReceiptsDeps {
   database: Database;
   bus: Bus;
   log: Logger;
   isStopping: () => boolean;
+  publicBaseUrl?: string;
+  plivoAuthToken?: string;
+  /** SendGrid's verification key: base64 DER or PEM. */
+  sendgridPublicKey?: string;
 }
 
-/**
- * Provider receipts service. Webhook routes (SendGrid Event Webhook, Plivo delivery reports)
- * mount here under /webhooks/<provider>; until then it serves health and readiness only.
- */
+/** Provider receipts: each provider's webhook is served once its verification secret is configured. */
 export function createApp(deps: ReceiptsDeps) {
   const app = newApp(deps.log);
   mountHealth(app, { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() }, deps.isStopping);
+  const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
+  if (deps.plivoAuthToken !== undefined) {
+    mountPlivoWebhook(app, { sql: deps.database.sql, authToken: deps.plivoAuthToken, ...publicBaseUrl });
+  }
+  if (deps.sendgridPublicKey !== undefined) {
+    mountSendgridWebhook(app, { sql: deps.database.sql, publicKey: sendgridPublicKey(deps.sendgridPublicKey) });
+  }
   return app;
 }

@@ -1,5 +1,8 @@
-import { common, int, port, text } from "@notify/config";
+import { common, int, optionalUrl, port, text } from "@notify/config";
+import { sendgridPublicKey } from "@notify/providers";
 import * as v from "valibot";
+
+const secret = () => v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty")));
 
 export const ReceiptsConfig = v.object({
   ...common,
@@ -7,5 +10,31 @@ export const ReceiptsConfig = v.object({
   PORT: port(3003),
   HOST: text("0.0.0.0"),
   DB_POOL_SIZE: int(5, 1, 100),
+  /**
+   * The origin providers call, when it is not the one requests arrive on (a proxy, a tunnel):
+   * Plivo signs the URL it called.
+   */
+  PUBLIC_BASE_URL: optionalUrl(),
+  /** Verifies Plivo's report signatures. Unset: /webhooks/plivo is not served. Secret. */
+  PLIVO_AUTH_TOKEN: secret(),
+  /**
+   * SendGrid's Event Webhook verification key (Settings → Mail Settings → Event Webhook →
+   * Signed Event Webhook): base64 DER or PEM. Unset: /webhooks/sendgrid is not served.
+   */
+  SENDGRID_WEBHOOK_PUBLIC_KEY: v.optional(
+    v.pipe(
+      v.string(),
+      v.check((key) => {
+        try {
+          sendgridPublicKey(key);
+          return true;
+        } catch {
+          return false;
+        }
+      }, "must be an EC P-256 public key (base64 DER or PEM)"),
+    ),
+  ),
+  /** How often receipts that arrived before their send was recorded are retried. */
+  RECEIPT_SWEEP_INTERVAL_MS: int(1000, 50, 600_000),
 });
 export type ReceiptsConfig = v.InferOutput<typeof ReceiptsConfig>;

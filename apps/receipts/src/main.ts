@@ -1,10 +1,11 @@
 import { connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { listen, onShutdown } from "@notify/http";
+import { createMetrics, listen, mountMetrics, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { createApp } from "./app.js";
 import { ReceiptsConfig } from "./config.js";
+import { startReceiptSweep } from "./receipts/sweep.js";
 
 const config = loadConfig(ReceiptsConfig, process.env);
 const log = createLogger({ name: "receipts", level: config.LOG_LEVEL });
@@ -18,12 +19,33 @@ const bus = await connectBus({
 });
 
 let stopping = false;
-const server = await listen(createApp({ database, bus, log, isStopping: () => stopping }), config.PORT, config.HOST);
-log.info({ port: server.port }, "receipts listening");
+const app = createApp({
+  database,
+  bus,
+  log,
+  isStopping: () => stopping,
+  ...(config.PUBLIC_BASE_URL === undefined ? {} : { publicBaseUrl: config.PUBLIC_BASE_URL }),
+  ...(config.PLIVO_AUTH_TOKEN === undefined ? {} : { plivoAuthToken: config.PLIVO_AUTH_TOKEN }),
+  ...(config.SENDGRID_WEBHOOK_PUBLIC_KEY === undefined
+    ? {}
+    : { sendgridPublicKey: config.SENDGRID_WEBHOOK_PUBLIC_KEY }),
+});
+mountMetrics(app, createMetrics("receipts"));
+const server = await listen(app, config.PORT, config.HOST);
+const sweep = startReceiptSweep(database.sql, log, config.RECEIPT_SWEEP_INTERVAL_MS);
+log.info(
+  {
+    port: server.port,
+    plivo: config.PLIVO_AUTH_TOKEN !== undefined,
+    sendgrid: config.SENDGRID_WEBHOOK_PUBLIC_KEY !== undefined,
+  },
+  "receipts listening",
+);
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
   await server.close();
+  await sweep.stop();
   await bus.close();
   await database.close();
 });

@@ -1,12 +1,35 @@
 import { common, int, port, text, url } from "@notify/config";
+import type { RateLimit } from "@notify/core";
 import * as v from "valibot";
+
+const RATE_ENTRY = /^([a-z0-9_-]{1,32})=(\d+(?:\.\d+)?)(?::(\d+))?$/;
+
+/** `name=rate[:burst],...`, e.g. `sendgrid=100:200,plivo=10`; the burst defaults to one second's worth. */
+const rateLimits = () =>
+  v.pipe(
+    v.optional(v.string(), ""),
+    v.check(
+      (s) => s.trim() === "" || s.split(",").every((entry) => RATE_ENTRY.test(entry.trim())),
+      "must be comma-separated provider=rate[:burst] entries, e.g. sendgrid=100:200,plivo=10",
+    ),
+    v.transform((s) => {
+      const limits: Record<string, RateLimit> = {};
+      for (const entry of s.split(",").filter((e) => e.trim() !== "")) {
+        const [, name, rate, burst] = RATE_ENTRY.exec(entry.trim()) as RegExpExecArray;
+        const perSecond = Number(rate);
+        limits[name as string] = { perSecond, burst: burst ? Number(burst) : Math.max(1, Math.ceil(perSecond)) };
+      }
+      return limits;
+    }),
+    v.check((limits) => Object.values(limits).every((l) => l.perSecond > 0 && l.burst >= 1), "rates must be > 0"),
+  );
 
 export const WorkersConfig = v.object({
   ...common,
-  /** Health and readiness port. */
+  /** Health, readiness, metrics and admin port. */
   PORT: port(3002),
   HOST: text("0.0.0.0"),
-  /** Sends in flight per (channel, lane) pool. */
+  /** Sends in flight per (channel, lane) pool in this process. */
   TRANSACTIONAL_CONCURRENCY: int(32, 1, 1024),
   PROMOTIONAL_CONCURRENCY: int(16, 1, 1024),
   /** N of the spec: provider attempts before a transient failure is dead-lettered. */
@@ -14,13 +37,49 @@ export const WorkersConfig = v.object({
   /** Backoff base and cap for transient failures (exponential, full jitter). */
   RETRY_BASE_MS: int(1000, 10, 600_000),
   RETRY_MAX_MS: int(300_000, 100, 3_600_000),
-  /** SendGrid: the API key (secret; never logged) and base URL (the sandbox in development). */
-  SENDGRID_API_KEY: v.pipe(v.string("is required"), v.minLength(1, "is required")),
+  /**
+   * SendGrid: the API key (secret; never logged) and base URL (the sandbox in development).
+   * The email pool runs only when a key is set; without one, email work waits in NOTIFY_WORK.
+   */
+  SENDGRID_API_KEY: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
   SENDGRID_BASE_URL: url("https://api.sendgrid.com"),
   EMAIL_FROM: v.optional(v.pipe(v.string(), v.email("must be an email address")), "notifications@example.com"),
   EMAIL_FROM_NAME: text("Notify"),
-  /** A provider call that takes longer counts as a transient timeout. */
+  /**
+   * A provider call unanswered after this long is abandoned. Its outcome is unknown (the
+   * provider may have accepted), so the channel becomes unsettled and is never resent; keep it
+   * well above the providers' normal latency.
+   */
   PROVIDER_TIMEOUT_MS: int(10_000, 100, 120_000),
+  /**
+   * Contractual send rate per provider, shared by every worker process (token buckets in NATS
+   * KV). Providers not listed get PROVIDER_RATE_DEFAULT per second.
+   */
+  PROVIDER_RATE_LIMITS: rateLimits(),
+  PROVIDER_RATE_DEFAULT: int(100, 1, 1_000_000),
+  /** Share of each provider's rate (and burst) that only transactional traffic may use. */
+  TRANSACTIONAL_RESERVED_PERCENT: int(20, 0, 90),
+  /**
+   * Circuit breaker per provider: once BREAKER_MIN_CALLS calls were made, it opens when
+   * BREAKER_FAILURE_PERCENT or more of the last BREAKER_WINDOW_CALLS calls failed (transient or
+   * unanswered) or were slower than BREAKER_SLOW_CALL_MS. Work is then parked for
+   * BREAKER_OPEN_MS; then BREAKER_HALF_OPEN_PROBES calls probe the provider and close the
+   * breaker if they succeed.
+   */
+  BREAKER_WINDOW_CALLS: int(50, 1, 1000),
+  BREAKER_MIN_CALLS: int(10, 1, 10_000),
+  BREAKER_FAILURE_PERCENT: int(50, 1, 100),
+  BREAKER_SLOW_CALL_MS: int(5000, 10, 120_000),
+  BREAKER_OPEN_MS: int(30_000, 100, 3_600_000),
+  BREAKER_HALF_OPEN_PROBES: int(3, 1, 100),
+  /**
+   * Bearer token for /admin/* on this port (at least 32 characters; compared in constant time).
+   * Unset: the admin routes answer 404.
+   */
+  WORKERS_ADMIN_TOKEN: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
+  /** Postgres pool of the promotional pools. */
   DB_POOL_SIZE: int(10, 1, 100),
+  /** Postgres pool of the transactional pools alone, so a promotional flood cannot take it. */
+  TRANSACTIONAL_DB_POOL_SIZE: int(5, 1, 100),
 });
 export type WorkersConfig = v.InferOutput<typeof WorkersConfig>;

@@ -1,31 +1,127 @@
-import { type ConsumerRunner, decode, runConsumer } from "@notify/bus";
-import type { WorkItem } from "@notify/core";
+import { type Bus, type ConsumerRunner, type JsMsg, runConsumer } from "@notify/bus";
+import { type Channel, PRIORITIES, type Priority, type WorkItem } from "@notify/core";
+import type { Database } from "@notify/db";
 import { type DeliverDeps, deliver } from "./delivery/deliver.js";
+import type { DeliveryMetrics } from "./metrics.js";
+import type { ProviderGate } from "./providers/gate.js";
+
+export interface ConsumersDeps extends Omit<DeliverDeps, "sql" | "gate"> {
+  /** One Postgres pool per lane, so a promotional flood never takes transactional's connections. */
+  databases: Record<Priority, Database>;
+  gates: readonly ProviderGate[];
+  concurrency: Record<Priority, number>;
+}
+
+export interface Pool {
+  channel: Channel;
+  lane: Priority;
+  durable: string;
+}
+
+export interface Delivery {
+  pools: Pool[];
+  /** Stops pulling, sends waiting for a token back to the queue, finishes the calls in flight. */
+  stop(): Promise<void>;
+}
+
+const isWorkItem = (value: unknown, channel: Channel, lane: Priority): value is WorkItem => {
+  const item = value as Partial<WorkItem> | null;
+  return (
+    typeof item?.notification_id === "string" &&
+    item.channel === channel &&
+    item.priority === lane &&
+    typeof item.to === "string" &&
+    typeof item.body === "string"
+  );
+};
 
 /**
- * One pool per (channel, lane): each has its own durable consumer and concurrency, so a slow
- * provider holds only its own channel (invariant 6) and promotional work never takes the
- * transactional pool's slots (invariant 4).
+ * One pool per (channel, lane), for every channel whose provider is configured: each has its
+ * own durable consumer, in-flight bound and Postgres pool, so a hanging provider holds only its
+ * own channel (invariant 6) and promotional work never takes transactional slots (invariant 4).
+ * A channel without a provider keeps its backlog in NOTIFY_WORK.
  */
-export async function startConsumers(
-  deps: DeliverDeps & { transactionalConcurrency: number; promotionalConcurrency: number },
-): Promise<ConsumerRunner[]> {
-  const channel = deps.provider.channel;
-  const pools = [
-    { priority: "transactional", concurrency: deps.transactionalConcurrency },
-    { priority: "promotional", concurrency: deps.promotionalConcurrency },
-  ] as const;
-  return Promise.all(
-    pools.map(({ priority, concurrency }) =>
-      runConsumer({
-        bus: deps.bus,
-        stream: deps.bus.streams.work,
-        durable: `worker-${channel}-${priority}`,
-        concurrency,
-        handle: (msg) => deliver(deps, decode<WorkItem>(msg)),
-        onError: (error, msg) =>
-          deps.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "delivery failed; will retry"),
-      }),
-    ),
+export async function startConsumers(deps: ConsumersDeps): Promise<Delivery> {
+  const pools: Pool[] = [];
+  const runners: ConsumerRunner[] = [];
+  try {
+    for (const gate of deps.gates) {
+      for (const lane of PRIORITIES) {
+        const channel = gate.provider.channel;
+        const pool = { channel, lane, durable: `worker-${channel}-${lane}` };
+        runners.push(await startPool(deps, gate, pool));
+        pools.push(pool);
+      }
+    }
+  } catch (error) {
+    await Promise.all(runners.map((r) => r.stop()));
+    throw error;
+  }
+  return {
+    pools,
+    async stop() {
+      for (const gate of deps.gates) gate.limiter.close();
+      await Promise.all(runners.map((r) => r.stop()));
+      for (const gate of deps.gates) gate.close();
+    },
+  };
+}
+
+async function startPool(deps: ConsumersDeps, gate: ProviderGate, pool: Pool): Promise<ConsumerRunner> {
+  const { bus, metrics, log } = deps;
+  const info = await bus.jsm.consumers.info(bus.streams.work, pool.durable);
+  // Long sends and token waits tell the server the item is in progress, well within the ack
+  // wait, so it is not redelivered to another worker meanwhile.
+  const heartbeatMs = Math.max(1000, Math.floor((info.config.ack_wait ?? 30e9) / 1e6 / 3));
+  const deliverDeps: DeliverDeps = { ...deps, sql: deps.databases[pool.lane].sql, gate };
+  const labels = { channel: pool.channel, lane: pool.lane };
+  log.info(
+    {
+      ...labels,
+      durable: pool.durable,
+      concurrency: deps.concurrency[pool.lane],
+      max_ack_pending: info.config.max_ack_pending,
+    },
+    "pool started",
   );
+  return runConsumer({
+    bus,
+    stream: bus.streams.work,
+    durable: pool.durable,
+    concurrency: deps.concurrency[pool.lane],
+    async handle(msg: JsMsg) {
+      const item: unknown = msg.json();
+      if (!isWorkItem(item, pool.channel, pool.lane)) return { terminate: "malformed work item" };
+      const beat = setInterval(() => msg.working(), heartbeatMs);
+      metrics.inFlight.inc(labels);
+      try {
+        return await deliver(deliverDeps, item);
+      } finally {
+        clearInterval(beat);
+        metrics.inFlight.dec(labels);
+      }
+    },
+    onError: (error, msg) =>
+      log.error({ err: error, ...labels, subject: msg.subject, seq: msg.seq }, "delivery failed; will retry"),
+  });
+}
+
+/**
+ * Queue depth and ack-pending per pool, read from the server at scrape time (they span every
+ * worker process), at most once per `cacheMs` however often Prometheus scrapes.
+ */
+export function queueDepthCollector(bus: Bus, pools: readonly Pool[], metrics: DeliveryMetrics, cacheMs = 2000) {
+  let last = 0;
+  return async () => {
+    if (Date.now() - last < cacheMs) return;
+    last = Date.now();
+    await Promise.all(
+      pools.map(async (pool) => {
+        const info = await bus.jsm.consumers.info(bus.streams.work, pool.durable);
+        const labels = { channel: pool.channel, lane: pool.lane };
+        metrics.queueDepth.set(labels, info.num_pending);
+        metrics.ackPending.set(labels, info.num_ack_pending);
+      }),
+    );
+  };
 }

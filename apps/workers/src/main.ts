@@ -1,15 +1,46 @@
-import { applyTopology, connectBus } from "@notify/bus";
+import { hostname } from "node:os";
+import { Kvm } from "@nats-io/kv";
+import { applyTopology, bucketName, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { listen, mountHealth, newApp, onShutdown } from "@notify/http";
+import { createMetrics, listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { createSendgridProvider } from "@notify/providers";
+import { createSendgridProvider, type Provider } from "@notify/providers";
+import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
-import { startConsumers } from "./consumers.js";
+import { queueDepthCollector, startConsumers } from "./consumers.js";
+import { createDeliveryMetrics } from "./metrics.js";
+import { createGates } from "./providers/gate.js";
 
 const config = loadConfig(WorkersConfig, process.env);
 const log = createLogger({ name: "workers", level: config.LOG_LEVEL });
-const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-workers" });
+
+// A channel has a pool only when its provider is configured (push, SMS and in-app join here).
+const providers: Provider[] = [];
+if (config.SENDGRID_API_KEY) {
+  providers.push(
+    createSendgridProvider({
+      apiKey: config.SENDGRID_API_KEY,
+      baseUrl: config.SENDGRID_BASE_URL,
+      from: config.EMAIL_FROM,
+      fromName: config.EMAIL_FROM_NAME,
+      timeoutMs: config.PROVIDER_TIMEOUT_MS,
+    }),
+  );
+}
+if (providers.length === 0) {
+  process.stderr.write("Invalid configuration:\n  - no provider is configured: set SENDGRID_API_KEY\n");
+  process.exit(78);
+}
+
+const databases = {
+  transactional: createDb({
+    url: config.DATABASE_URL,
+    max: config.TRANSACTIONAL_DB_POOL_SIZE,
+    applicationName: "notify-workers-transactional",
+  }),
+  promotional: createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-workers" }),
+};
 const bus = await connectBus({
   servers: config.NATS_URL,
   name: "notify-workers",
@@ -19,37 +50,76 @@ const bus = await connectBus({
 });
 await applyTopology(bus);
 const guard = await bus.kv("notify_send_guard");
+const rateKv = await new Kvm(bus.js).open(bucketName(bus.naming, "notify_rate"));
+
+const registry = createMetrics("workers");
+const metrics = createDeliveryMetrics(registry);
+// The worker's own deadline backs up each provider's: the provider's fires first, with its reason.
+const deadlineMs = config.PROVIDER_TIMEOUT_MS + 2000;
+const gates = createGates(providers, {
+  rateKv,
+  metrics,
+  log,
+  settings: {
+    rateLimits: config.PROVIDER_RATE_LIMITS,
+    defaultRate: { perSecond: config.PROVIDER_RATE_DEFAULT, burst: config.PROVIDER_RATE_DEFAULT },
+    transactionalReservedPercent: config.TRANSACTIONAL_RESERVED_PERCENT,
+    breaker: {
+      windowCalls: config.BREAKER_WINDOW_CALLS,
+      minCalls: config.BREAKER_MIN_CALLS,
+      failurePercent: config.BREAKER_FAILURE_PERCENT,
+      slowCallMs: config.BREAKER_SLOW_CALL_MS,
+      openMs: config.BREAKER_OPEN_MS,
+      halfOpenProbes: config.BREAKER_HALF_OPEN_PROBES,
+    },
+    deadlineMs,
+  },
+});
 
 let stopping = false;
-const app = newApp(log);
-mountHealth(app, { postgres: () => database.ping(), nats: () => bus.isConnected() }, () => stopping);
+const app = createApp({
+  log,
+  metrics: registry,
+  breakers: gates.map((g) => g.breaker),
+  adminToken: config.WORKERS_ADMIN_TOKEN,
+  checks: {
+    postgres: () => databases.promotional.ping(),
+    postgres_transactional: () => databases.transactional.ping(),
+    nats: () => bus.isConnected(),
+  },
+  isStopping: () => stopping,
+});
 const server = await listen(app, config.PORT, config.HOST);
 
-const email = createSendgridProvider({
-  apiKey: config.SENDGRID_API_KEY,
-  baseUrl: config.SENDGRID_BASE_URL,
-  from: config.EMAIL_FROM,
-  fromName: config.EMAIL_FROM_NAME,
-  timeoutMs: config.PROVIDER_TIMEOUT_MS,
-});
-const runners = await startConsumers({
-  database,
+const delivery = await startConsumers({
+  databases,
   bus,
   guard,
-  provider: email,
+  gates,
   log,
+  metrics,
   maxAttempts: config.MAX_ATTEMPTS,
   retryBaseMs: config.RETRY_BASE_MS,
   retryMaxMs: config.RETRY_MAX_MS,
-  transactionalConcurrency: config.TRANSACTIONAL_CONCURRENCY,
-  promotionalConcurrency: config.PROMOTIONAL_CONCURRENCY,
+  // Past the deadline a live worker has had its answer; 5 s more cover the writes after it.
+  claimTtlMs: deadlineMs + 5000,
+  worker: `${hostname()}:${process.pid}`,
+  concurrency: { transactional: config.TRANSACTIONAL_CONCURRENCY, promotional: config.PROMOTIONAL_CONCURRENCY },
 });
-log.info({ port: server.port, pools: runners.length, sendgrid: config.SENDGRID_BASE_URL }, "workers consuming");
+registry.collect(queueDepthCollector(bus, delivery.pools, metrics));
+log.info(
+  {
+    port: server.port,
+    providers: providers.map((p) => `${p.channel}:${p.name}`),
+    pools: delivery.pools.length,
+  },
+  "workers consuming",
+);
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
-  await Promise.all(runners.map((r) => r.stop()));
+  await delivery.stop();
   await bus.close();
-  await database.close();
+  await Promise.all([databases.transactional.close(), databases.promotional.close()]);
   await server.close();
 });

@@ -1,109 +1,198 @@
-import { randomUUID } from "node:crypto";
-import type { WorkItem } from "@notify/core";
+import type { GuardValue } from "@notify/core";
 import { createSendgridProvider, startSendgridSandbox } from "@notify/providers";
-import { captureLogger, freshBus, freshDatabase, streamCount } from "@notify/testing";
 import t from "tap";
 import { deliver } from "../src/delivery/deliver.js";
+import { channelRow, deadLetters, harness, statusHistory, workItem } from "./helpers.js";
 
 // deliver() against a real database, a real NATS namespace and the SendGrid sandbox.
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const guard = await bus.kv("notify_send_guard");
+const h = await harness(t);
 const sandbox = await startSendgridSandbox({ port: 0, apiKey: "SG.test" });
 t.teardown(() => sandbox.close());
-const deps = {
-  database,
-  bus,
-  guard,
-  provider: createSendgridProvider({ apiKey: "SG.test", baseUrl: sandbox.url, from: "n@example.com", timeoutMs: 2000 }),
-  log: captureLogger().log,
-  maxAttempts: 3,
-  retryBaseMs: 100,
-  retryMaxMs: 1000,
-};
+const [gate] = h.gates([
+  createSendgridProvider({ apiKey: "SG.test", baseUrl: sandbox.url, from: "n@example.com", timeoutMs: 1500 }),
+]);
+if (!gate) throw new Error("no gate");
+const deps = h.deps(gate);
+const { database, guard, bus } = h;
 
-async function workItem(to = "ada@example.com"): Promise<WorkItem> {
-  const id = randomUUID();
-  await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-    values (${id}, 'c', 'u1', 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
-  await database.sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'email', 'pending')`;
-  return {
-    notification_id: id,
-    channel: "email",
-    priority: "transactional",
-    user_id: "u1",
-    category: "account",
-    to,
-    subject: "Hi",
-    body: "<p>Hi</p>",
-    attempt: 0,
-  };
-}
-const channel = async (id: string) =>
-  (
-    await database.sql`select status, provider_id, reason, attempts from notification_channels where notification_id = ${id}`
-  )[0];
 const sentTo = (id: string) => sandbox.messages().filter((m) => m.custom_args.notification_id === id).length;
+const guardOf = async (id: string) => (await guard.get(`${id}.email`))?.json<GuardValue>();
+const encode = (value: GuardValue) => new TextEncoder().encode(JSON.stringify(value));
 
-t.test("an accepted send is recorded delivered with the provider id", async (t) => {
-  const item = await workItem();
+t.test("an accepted send is recorded delivered with the provider id; a redelivery sends nothing", async (t) => {
+  const item = await workItem(database);
   t.same(await deliver(deps, item), { ack: true });
-  const row = await channel(item.notification_id);
-  t.match(row, { status: "delivered", attempts: 1 });
-  t.equal(
-    row?.provider_id,
-    sandbox.messages().find((m) => m.custom_args.notification_id === item.notification_id)?.message_id,
-  );
+  const row = await channelRow(database, item);
+  t.match(row, { status: "delivered", attempts: 1, provider: "sendgrid", reason: null });
+  const mail = sandbox.messages().find((m) => m.custom_args.notification_id === item.notification_id);
+  t.equal(row?.provider_id, mail?.message_id, "the provider id is SendGrid's X-Message-Id");
+  t.match(await guardOf(item.notification_id), { state: "sent", provider_id: mail?.message_id, attempt: 1 });
   t.same(await deliver(deps, item), { ack: true }, "a redelivered item is acknowledged");
   t.equal(sentTo(item.notification_id), 1, "and not sent again");
+  const history = await statusHistory(database, item);
+  t.same(
+    history.map((e) => e.status),
+    ["delivered"],
+  );
+  t.ok(history[0]?.at instanceof Date, "with its time");
 });
 
-t.test("a claimed guard is never sent through again: the channel shows unsettled", async (t) => {
-  const item = await workItem();
-  await guard.create(`${item.notification_id}.email`, new TextEncoder().encode("{}"));
+t.test("a live claim of another worker is left alone and looked at again after its lifetime", async (t) => {
+  const item = await workItem(database);
+  await guard.create(
+    `${item.notification_id}.email`,
+    encode({ state: "sending", at: Date.now(), attempt: 1, worker: "other:2" }),
+  );
+  const disposition = await deliver(deps, item);
+  t.ok("retryInMs" in disposition && disposition.retryInMs > 8000 && disposition.retryInMs <= 11_000, "nak'ed");
+  t.equal(sentTo(item.notification_id), 0, "not sent");
+  t.match(await channelRow(database, item), { status: "pending" }, "status untouched");
+});
+
+t.test("a claim left sending past its lifetime is unsettled and dead-lettered, never resent", async (t) => {
+  const item = await workItem(database);
+  const stale = Date.now() - deps.claimTtlMs - 1;
+  await guard.create(
+    `${item.notification_id}.email`,
+    encode({ state: "sending", at: stale, attempt: 1, worker: "gone:9" }),
+  );
   t.same(await deliver(deps, item), { ack: true });
   t.equal(sentTo(item.notification_id), 0);
-  t.match(await channel(item.notification_id), { status: "unsettled", reason: "send_outcome_unknown" });
+  t.match(await channelRow(database, item), { status: "unsettled", attempts: 1, reason: /worker gone:9 stopped/ });
+  t.match(await guardOf(item.notification_id), { state: "unknown" });
+  const [letter] = await deadLetters(bus, item.notification_id);
+  t.match(letter, { class: "outcome_unknown", attempts: 1, history: [{ attempt: 1, outcome: "unknown" }] });
+  t.same(await deliver(deps, item), { ack: true }, "a later redelivery is acknowledged");
+  t.equal(sentTo(item.notification_id), 0, "and never sends");
+});
+
+t.test("a guard saying sent (status write lost in a crash) is reconciled to delivered without a send", async (t) => {
+  const item = await workItem(database);
+  await guard.create(
+    `${item.notification_id}.email`,
+    encode({ state: "sent", at: Date.now(), attempt: 1, provider_id: "msg-1" }),
+  );
+  t.same(await deliver(deps, item), { ack: true });
+  t.equal(sentTo(item.notification_id), 0);
+  t.match(await channelRow(database, item), { status: "delivered", provider_id: "msg-1", attempts: 1 });
+});
+
+t.test("a guard saying dead (crash before the status write) finishes the dead-lettering once", async (t) => {
+  const item = await workItem(database, { to: "dead@example.com" });
+  await guard.create(
+    `${item.notification_id}.email`,
+    encode({ state: "dead", at: Date.now(), attempt: 2, class: "permanent", reason: "sendgrid 400: bad" }),
+  );
+  t.same(await deliver(deps, item), { ack: true });
+  t.equal(sentTo(item.notification_id), 0);
+  t.match(await channelRow(database, item), { status: "failed", reason: "sendgrid 400: bad", attempts: 2 });
+  t.equal((await deadLetters(bus, item.notification_id)).length, 1);
 });
 
 t.test("transient failures retry with backoff, release the guard, then dead-letter after N attempts", async (t) => {
-  const item = await workItem("flaky@example.com");
+  const item = await workItem(database, { to: "flaky@example.com" });
   sandbox.fault({ status: 503, match_to: "flaky@example.com" });
-  const dlqBefore = await streamCount(bus, bus.streams.dlq);
   for (let attempt = 1; attempt < deps.maxAttempts; attempt++) {
     const disposition = await deliver(deps, item);
-    t.ok("retryInMs" in disposition, `attempt ${attempt} is retried`);
-    if ("retryInMs" in disposition) t.ok(disposition.retryInMs >= 0 && disposition.retryInMs <= deps.retryMaxMs);
-    t.match(await channel(item.notification_id), { status: "retrying", attempts: attempt });
-    t.not(
-      (await guard.get(`${item.notification_id}.email`))?.operation,
-      "PUT",
-      "guard released after a definite failure",
-    );
+    t.ok("retryInMs" in disposition && disposition.retryInMs <= deps.retryMaxMs, `attempt ${attempt} is retried`);
+    t.match(await channelRow(database, item), { status: "retrying", attempts: attempt, reason: /^sendgrid 503/ });
+    t.match(await guardOf(item.notification_id), { state: "failed", attempt }, "claim released: a retry may send");
   }
   t.same(await deliver(deps, item), { ack: true });
-  t.match(await channel(item.notification_id), {
+  t.match(await channelRow(database, item), {
     status: "failed",
     attempts: deps.maxAttempts,
-    reason: /^retries exhausted/,
+    reason: /^retries exhausted after 3 attempts: sendgrid 503/,
   });
-  t.equal(await streamCount(bus, bus.streams.dlq), dlqBefore + 1, "one dead letter");
-  const dead = await bus.jsm.streams.getMessage(bus.streams.dlq, { last_by_subj: bus.subjects.dlq("email") });
-  const letter = dead?.json<{ item: WorkItem; reason: string; history: unknown[] }>();
-  t.equal(letter?.item.notification_id, item.notification_id);
-  t.equal(letter?.history.length, deps.maxAttempts, "every attempt is kept");
+  t.match(await guardOf(item.notification_id), { state: "dead", class: "retries_exhausted" });
+  const letters = await deadLetters(bus, item.notification_id);
+  t.equal(letters.length, 1, "one dead letter");
+  const letter = letters[0];
+  t.match(letter, {
+    version: 1,
+    class: "retries_exhausted",
+    channel: "email",
+    lane: "transactional",
+    provider: "sendgrid",
+    attempts: 3,
+    item: { notification_id: item.notification_id, to: "flaky@example.com", subject: "Hi", body: "<p>Hi</p>" },
+    notification: {
+      notification_id: item.notification_id,
+      user_id: "u1",
+      template_id: "welcome",
+      data: { name: "Ada" },
+    },
+  });
+  t.same(
+    letter?.history.map((a) => [a.attempt, a.outcome]),
+    [
+      [1, "transient"],
+      [2, "transient"],
+      [3, "transient"],
+    ],
+    "every attempt is kept",
+  );
+  t.ok(letter?.history.every((a) => a.error?.startsWith("sendgrid 503") && !Number.isNaN(Date.parse(a.at))));
+  const history = await statusHistory(database, item);
+  t.same(
+    history.map((e) => [e.status, e.attempt]),
+    [
+      ["retrying", 1],
+      ["retrying", 2],
+      ["failed", 3],
+    ],
+    "every transition is logged with its attempt",
+  );
+  t.ok(
+    history.every((e) => e.reason && e.at instanceof Date),
+    "with a reason and a time",
+  );
+  t.equal(sentTo(item.notification_id), 0);
+});
+
+t.test("a retry after a definite failure sends again and delivers", async (t) => {
+  const item = await workItem(database, { to: "once@example.com" });
+  sandbox.fault({ status: 500, match_to: "once@example.com", times: 1 });
+  const first = await deliver(deps, item);
+  t.ok("retryInMs" in first);
+  t.same(await deliver(deps, item), { ack: true });
+  t.match(await channelRow(database, item), { status: "delivered", attempts: 2 });
+  t.equal(sentTo(item.notification_id), 1);
+  t.same(
+    (await statusHistory(database, item)).map((e) => e.status),
+    ["retrying", "delivered"],
+  );
 });
 
 t.test("a permanent failure is dead-lettered at once, without retry", async (t) => {
-  const item = await workItem("rejected@example.com");
+  const item = await workItem(database, { to: "rejected@example.com" });
   sandbox.fault({ status: 400, match_to: "rejected@example.com" });
   t.same(await deliver(deps, item), { ack: true });
-  t.match(await channel(item.notification_id), { status: "failed", attempts: 1 });
+  t.match(await channelRow(database, item), { status: "failed", attempts: 1 });
+  t.match(await deadLetters(bus, item.notification_id), [{ class: "permanent", attempts: 1 }]);
 });
 
 t.test("Retry-After from the provider is honoured", async (t) => {
-  const item = await workItem("slow-down@example.com");
+  const item = await workItem(database, { to: "slow-down@example.com" });
   sandbox.fault({ status: 429, retry_after_seconds: 7, match_to: "slow-down@example.com" });
   const disposition = await deliver(deps, item);
   t.ok("retryInMs" in disposition && disposition.retryInMs >= 7000);
+});
+
+t.test("a provider that does not answer in time leaves the outcome unknown: unsettled, never resent", async (t) => {
+  const item = await workItem(database, { to: "hang@example.com" });
+  sandbox.fault({ delay_ms: 3000, match_to: "hang@example.com", times: 1 });
+  t.same(await deliver(deps, item), { ack: true });
+  t.match(await channelRow(database, item), { status: "unsettled", reason: /timed out/ });
+  t.match(await deadLetters(bus, item.notification_id), [{ class: "outcome_unknown" }]);
+  t.same(await deliver(deps, item), { ack: true });
+  t.match(await channelRow(database, item), { status: "unsettled" }, "a redelivery changes nothing");
+});
+
+t.test("an item whose channel is already settled is acknowledged without a send", async (t) => {
+  const item = await workItem(database);
+  await database.sql`update notification_channels set status = 'suppressed' where notification_id = ${item.notification_id}`;
+  t.same(await deliver(deps, item), { ack: true });
+  t.equal(sentTo(item.notification_id), 0);
+  t.equal(await guardOf(item.notification_id), undefined, "the guard is not even claimed");
 });

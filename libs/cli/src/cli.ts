@@ -1,9 +1,10 @@
 import { ConfigError } from "@notify/config";
 import { type CliDeps, type CommandGroup, type Io, UsageError } from "./command.js";
+import { dlq } from "./dlq.js";
 import { keys } from "./keys.js";
 
 /** New groups (dlq, audiences, retention, ...) are added here. */
-const GROUPS: CommandGroup[] = [keys];
+const GROUPS: CommandGroup[] = [keys, dlq];
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
 
@@ -18,6 +19,7 @@ export const usage = () =>
     "      Show this text.",
     "",
     "Environment: DATABASE_URL (required): notify talks to Postgres directly, so it works while the API is down.",
+    "  dlq also reads NATS_URL (nats://127.0.0.1:4222), NATS_NAMESPACE and CRITICAL_CATEGORIES (security,otp).",
     "Exit status: 0 ok, 1 failure, 2 usage error, 78 configuration error.",
     "",
   ].join("\n");

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
 
 export interface Output {
@@ -13,6 +14,10 @@ export interface Io {
 
 export interface CliDeps {
   database: Database;
+  /** NATS, connected on first use: only the dlq commands need it. */
+  bus?: () => Promise<Bus>;
+  /** Categories no preference suppresses (CRITICAL_CATEGORIES), for the replay's preference check. */
+  criticalCategories?: readonly string[];
 }
 
 /** A subcommand: gets its own arguments (after `notify <group> <name>`); throws to fail. */
@@ -45,7 +50,8 @@ export type OptionValues<O extends Record<string, OptionSpec>> = {
 
 /**
  * node:util parseArgs in strict mode, with its errors, missing and surplus positionals turned
- * into usage errors. `positionals` names the required ones, e.g. ["ID"].
+ * into usage errors. `positionals` names the required ones, e.g. ["ID"]; a last name ending in
+ * "..." takes any number, none included (e.g. ["SEQ..."]).
  */
 export function parseOptions<const O extends Record<string, OptionSpec>>(
   argv: string[],
@@ -58,9 +64,11 @@ export function parseOptions<const O extends Record<string, OptionSpec>>(
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  const missing = positionals[parsed.positionals.length];
+  const variadic = positionals.at(-1)?.endsWith("...") === true;
+  const required = variadic ? positionals.slice(0, -1) : positionals;
+  const missing = required[parsed.positionals.length];
   if (missing !== undefined) throw new UsageError(`${missing} is required`);
-  const surplus = parsed.positionals[positionals.length];
+  const surplus = variadic ? undefined : parsed.positionals[positionals.length];
   if (surplus !== undefined) throw new UsageError(`unexpected argument "${surplus}"`);
   return { values: parsed.values as OptionValues<O>, positionals: parsed.positionals };
 }

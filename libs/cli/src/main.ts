@@ -1,14 +1,21 @@
 #!/usr/bin/env node
+import { type Bus, connectBus } from "@notify/bus";
 import { common, parseConfig } from "@notify/config";
 import { createDb, type Database } from "@notify/db";
 import * as v from "valibot";
 import { run } from "./cli.js";
 
 const CliConfig = v.object({ DATABASE_URL: common.DATABASE_URL });
+const NatsConfig = v.object({
+  NATS_URL: common.NATS_URL,
+  NATS_NAMESPACE: common.NATS_NAMESPACE,
+  LANE_PARTITIONS: common.LANE_PARTITIONS,
+});
 
 let database: Database | undefined;
+let bus: Bus | undefined;
 const deps = {
-  // Connected on first use, so `help` and usage errors need no DATABASE_URL.
+  // Connected on first use, so `help` and usage errors need no DATABASE_URL (nor NATS).
   get database(): Database {
     database ??= createDb({
       url: parseConfig(CliConfig, process.env).DATABASE_URL,
@@ -17,10 +24,27 @@ const deps = {
     });
     return database;
   },
+  async bus(): Promise<Bus> {
+    if (!bus) {
+      const config = parseConfig(NatsConfig, process.env);
+      bus = await connectBus({
+        servers: config.NATS_URL,
+        name: "notify-cli",
+        namespace: config.NATS_NAMESPACE,
+        partitions: config.LANE_PARTITIONS,
+      });
+    }
+    return bus;
+  },
+  criticalCategories: (process.env.CRITICAL_CATEGORIES ?? "security,otp")
+    .split(",")
+    .map((c) => c.trim())
+    .filter(Boolean),
 };
 
 try {
   process.exitCode = await run(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr }, deps);
 } finally {
+  await bus?.close();
   await database?.close();
 }

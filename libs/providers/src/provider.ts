@@ -20,7 +20,13 @@ export interface OutboundMessage {
 export type SendResult =
   | { outcome: "accepted"; providerId: string }
   | { outcome: "transient"; reason: string; retryAfterMs?: number; status?: number }
-  | { outcome: "permanent"; reason: string; status?: number };
+  | {
+      outcome: "permanent";
+      reason: string;
+      status?: number;
+      /** The address itself is dead (a push subscription gone or unusable): remove it, never retry it. */
+      addressGone?: boolean;
+    };
 
 export interface Provider {
   /** Stable provider name, e.g. "sendgrid"; stored with provider ids for receipt matching. */

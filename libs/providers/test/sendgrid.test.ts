@@ -184,7 +184,7 @@ t.test("faults over HTTP", async (t) => {
 
   const invalid = await post("/sandbox/faults", JSON.stringify({ times: 2 }));
   t.equal(invalid.status, 400);
-  t.match(await invalid.json(), { errors: [{ message: /status or a delay_ms/ }] });
+  t.match(await invalid.json(), { errors: [{ message: /a status, a delay_ms or an event/ }] });
   t.equal((await post("/sandbox/faults", JSON.stringify({ status: 200 }))).status, 400);
 });
 

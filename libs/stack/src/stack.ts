@@ -1,8 +1,9 @@
+import { generateKeyPairSync } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { hashKey } from "@notify/core";
-import { createDb, runMigrations, seedApiKey, seedContact, seedTemplate } from "@notify/db";
-import { startSendgridSandbox } from "@notify/providers";
+import { createDb, type DeviceToken, runMigrations, seedApiKey, seedContact, seedTemplate } from "@notify/db";
+import { generateVapidKeys, startPlivoSandbox, startPushSandbox, startSendgridSandbox } from "@notify/providers";
 import { ensureNats, type LocalNats } from "./nats-server.js";
 import { APPS, type AppName } from "./paths.js";
 import { type EmbeddedPostgres, startEmbeddedPostgres } from "./pglite.js";
@@ -18,11 +19,14 @@ export interface StackOptions {
   natsServerBin?: string;
   namespace?: string;
   partitions?: number;
-  /** Port of ingest; the others follow (processor +1, workers +2, receipts +3, sandbox +10). */
+  /**
+   * Port of ingest; the others follow (processor +1, workers +2, receipts +3, the SendGrid
+   * sandbox +10, the Plivo sandbox +11, the push sandbox +12).
+   */
   basePort: number;
   pglitePort?: number;
-  /** Explicit ports (tests pick free ones); unset ones follow basePort. */
-  ports?: Partial<Record<AppName | "sandbox", number>>;
+  /** Explicit ports (tests pick free ones); unset apps follow basePort, unset sandboxes pick a free port. */
+  ports?: Partial<Record<AppName | SandboxName, number>>;
   logLevel?: string;
   /** Extra environment for every app. */
   env?: Record<string, string>;
@@ -33,15 +37,20 @@ export interface StackOptions {
   seed?: boolean;
 }
 
+type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox";
+
 export interface Stack {
   baseUrl: string;
+  /** The SendGrid sandbox. */
   sandboxUrl: string;
+  /** Every provider sandbox; each lists what it received under /sandbox/messages. */
+  sandboxes: { sendgrid: string; plivo: string; push: string };
   databaseUrl: string;
   natsUrl: string;
   /** The development API key (plaintext), when seeded. */
   apiKey: string | null;
   apps: Map<AppName, AppProcess>;
-  ports: Record<AppName | "sandbox", number>;
+  ports: Record<AppName | SandboxName, number>;
   stop(): Promise<void>;
 }
 
@@ -60,7 +69,11 @@ export const SAMPLE_TEMPLATE = {
     { channel: "in_app", locale: "en", subject: "Welcome", body: "Hello <%= it.name %>, thanks for joining." },
   ],
 };
-export const SAMPLE_USER = { userId: "user-123", email: "user-123@example.com" };
+export const SAMPLE_USER = { userId: "user-123", email: "user-123@example.com", phone: "+14155550123" };
+
+// Development-only credentials the sandboxes check and the apps are given.
+const SANDBOX_SENDGRID_KEY = "SG.sandbox";
+const SANDBOX_PLIVO = { authId: "MASANDBOX000000000000", authToken: "plivo-sandbox-token", from: "+14155550100" };
 
 /**
  * Brings the whole service up on one machine: Postgres (the given one, or embedded PGlite),
@@ -95,8 +108,40 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       sandbox: options.basePort + 10,
       ...options.ports,
     };
-    const sandbox = await startSendgridSandbox({ port: ports.sandbox, host: "127.0.0.1", apiKey: "SG.sandbox" });
+    // Tests that pick their ports leave the sandboxes they do not name on free ones, never on
+    // basePort + n, which another test's free port may be.
+    const sandboxPort = (name: "plivoSandbox" | "pushSandbox", offset: number) =>
+      options.ports?.[name] ?? (options.ports ? 0 : options.basePort + offset);
+    const receiptsUrl = `http://127.0.0.1:${ports.receipts}`;
+    const webhookKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+    const sandbox = await startSendgridSandbox({
+      port: ports.sandbox,
+      host: "127.0.0.1",
+      apiKey: SANDBOX_SENDGRID_KEY,
+      eventWebhookUrl: `${receiptsUrl}/webhooks/sendgrid`,
+      webhookPrivateKey: webhookKeys.privateKey,
+    });
     cleanups.push(() => sandbox.close());
+    const plivo = await startPlivoSandbox({
+      ...SANDBOX_PLIVO,
+      port: sandboxPort("plivoSandbox", 11),
+      host: "127.0.0.1",
+    });
+    cleanups.push(() => plivo.close());
+    const vapid = generateVapidKeys();
+    const push = await startPushSandbox({
+      port: sandboxPort("pushSandbox", 12),
+      host: "127.0.0.1",
+      vapidPublicKey: vapid.publicKey,
+    });
+    cleanups.push(() => push.close());
+    const caFile = join(options.dataDir, "push-sandbox-ca.pem");
+    writeFileSync(caFile, push.ca);
+    // The push sandbox keeps subscriptions in memory: the sample user gets a fresh one per start.
+    if (options.seed) {
+      const { id: _id, ...subscription } = push.subscribe();
+      await seedPushSubscription(databaseUrl, subscription);
+    }
 
     const common: Record<string, string> = {
       DATABASE_URL: databaseUrl,
@@ -105,8 +150,25 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       LANE_PARTITIONS: String(options.partitions ?? 16),
       LOG_LEVEL: options.logLevel ?? "info",
       HOST: "127.0.0.1",
-      SENDGRID_API_KEY: "SG.sandbox",
+      // Workers: every channel through its sandbox (libs/providers channelProviderEnv).
+      EMAIL_PROVIDER: "sandbox",
+      SENDGRID_API_KEY: SANDBOX_SENDGRID_KEY,
       SENDGRID_BASE_URL: sandbox.url,
+      SMS_PROVIDER: "sandbox",
+      PLIVO_AUTH_ID: SANDBOX_PLIVO.authId,
+      PLIVO_AUTH_TOKEN: SANDBOX_PLIVO.authToken,
+      PLIVO_BASE_URL: plivo.url,
+      SMS_FROM: SANDBOX_PLIVO.from,
+      PLIVO_REPORT_URL: `${receiptsUrl}/webhooks/plivo`,
+      PUSH_PROVIDER: "sandbox",
+      VAPID_SUBJECT: "mailto:dev@notify.localhost",
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      VAPID_PRIVATE_KEY: vapid.privateKey,
+      PUSH_ALLOWED_HOSTS: "127.0.0.1,localhost",
+      PUSH_ALLOW_PRIVATE_NETWORKS: "true",
+      PUSH_CA_FILE: caFile,
+      // Receipts: what verifies the sandboxes' signed receipts.
+      SENDGRID_WEBHOOK_PUBLIC_KEY: sandbox.webhookPublicKey,
       // PGlite serves one query at a time: small pools avoid queueing behind each other.
       ...(pg ? { DB_POOL_SIZE: "4" } : {}),
       ...options.env,
@@ -125,11 +187,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     return {
       baseUrl: `http://127.0.0.1:${ports.ingest}`,
       sandboxUrl: sandbox.url,
+      sandboxes: { sendgrid: sandbox.url, plivo: plivo.url, push: push.url },
       databaseUrl,
       natsUrl: nats.url,
       apiKey,
       apps,
-      ports,
+      ports: { ...ports, plivoSandbox: plivo.port, pushSandbox: push.port },
       stop: stopAll,
     };
   } catch (error) {
@@ -157,6 +220,17 @@ async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<st
     await seedTemplate(database, SAMPLE_TEMPLATE);
     await seedContact(database, SAMPLE_USER);
     return key;
+  } finally {
+    await database.close();
+  }
+}
+
+async function seedPushSubscription(databaseUrl: string, subscription: DeviceToken): Promise<void> {
+  const database = createDb({ url: databaseUrl, max: 1 });
+  try {
+    await database.sql`insert into user_preferences (user_id, device_tokens)
+      values (${SAMPLE_USER.userId}, ${database.sql.json([subscription] as never)})
+      on conflict (user_id) do update set device_tokens = excluded.device_tokens, updated_at = now()`;
   } finally {
     await database.close();
   }

@@ -1,6 +1,7 @@
 import type { Hono } from "hono";
 import type { AuthEnv } from "../auth/middleware.js";
 import { buildOpenApi } from "./document.js";
+import { INBOX_ROUTES } from "./inbox-routes.js";
 import { renderDocsPage } from "./page.js";
 import type { RouteDoc } from "./registry.js";
 import { DOC_ROUTES, KEY_ROUTES, NOTIFICATION_ROUTES, TEMPLATE_ROUTES, USER_ROUTES } from "./routes.js";
@@ -13,6 +14,7 @@ export const API_ROUTES: RouteDoc[] = [
   ...KEY_ROUTES,
   ...USER_ROUTES,
   ...TEMPLATE_ROUTES,
+  ...INBOX_ROUTES,
   ...DOC_ROUTES,
 ];
 

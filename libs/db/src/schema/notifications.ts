@@ -1,15 +1,5 @@
 import { sql } from "drizzle-orm";
-import {
-  index,
-  integer,
-  jsonb,
-  pgTable,
-  primaryKey,
-  smallint,
-  text,
-  timestamp,
-  uniqueIndex,
-} from "drizzle-orm/pg-core";
+import { bigint, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
  * The notification log: append-mostly, one row per accepted notification. Read by id and by
@@ -60,7 +50,13 @@ export const notificationChannels = pgTable(
     providerId: text("provider_id"),
     reason: text("reason"),
     attempts: integer("attempts").notNull().default(0),
-    /** When a deferred or retrying channel is next due. */
+    /**
+     * `attempts` when the channel was last replayed from the dead-letter queue: the retry budget
+     * (MAX_ATTEMPTS) counts only the attempts after it, while attempt numbers keep growing so the
+     * history of every run is kept.
+     */
+    attemptsBeforeReplay: integer("attempts_before_replay").notNull().default(0),
+    /** When a deferred, retrying or parked channel is next due. */
     nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true, mode: "date" }),
     updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
@@ -68,6 +64,29 @@ export const notificationChannels = pgTable(
     primaryKey({ columns: [t.notificationId, t.channel] }),
     index("notification_channels_provider_idx").on(t.provider, t.providerId),
   ],
+);
+
+/**
+ * Every status a channel took after routing, with its time and reason: the log an operator reads
+ * to see why a message was late (parked behind an open breaker, retried, replayed). Written in
+ * the same statement as the status itself, so the two never disagree.
+ */
+export const channelStatusEvents = pgTable(
+  "channel_status_events",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    notificationId: text("notification_id")
+      .notNull()
+      .references(() => notifications.id, { onDelete: "cascade" }),
+    channel: text("channel").notNull(),
+    status: text("status").notNull(),
+    reason: text("reason"),
+    /** The channel's attempt count at the transition. */
+    attempt: integer("attempt").notNull(),
+    providerId: text("provider_id"),
+    at: timestamp("at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [index("channel_status_events_channel_idx").on(t.notificationId, t.channel, t.id)],
 );
 
 /** Every provider call, with its outcome: the history a dead letter carries. */

@@ -1,10 +1,18 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import {
+  createHash,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  randomBytes,
+  timingSafeEqual,
+} from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { serve } from "@hono/node-server";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import * as v from "valibot";
+import { SENDGRID_SIGNATURE_HEADER, SENDGRID_TIMESTAMP_HEADER, signSendgridEvents } from "./event-webhook.js";
 import { type MailAddress, type MailContent, parseMailSend, type SendgridErrorDetail } from "./mail-send.js";
 
 /** One accepted personalization, as SendGrid would deliver it. */
@@ -24,7 +32,9 @@ export interface SandboxMail {
 
 /**
  * What the next matching sends meet instead of SendGrid's normal answer. `status` answers with
- * a SendGrid-shaped error; `delay_ms` alone holds the request, then answers normally.
+ * a SendGrid-shaped error; `delay_ms` alone holds the request, then answers normally; `event`
+ * accepts the mail but reports it bounced (hard), blocked (a soft bounce), dropped or deferred
+ * through the Event Webhook instead of delivered.
  */
 export const SandboxFault = v.pipe(
   v.object({
@@ -35,20 +45,61 @@ export const SandboxFault = v.pipe(
     times: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
     /** Only sends with this recipient (case-insensitive). */
     match_to: v.optional(v.pipe(v.string(), v.email())),
+    event: v.optional(v.picklist(["bounce", "blocked", "dropped", "deferred"])),
   }),
-  v.check((f) => f.status !== undefined || f.delay_ms !== undefined, "a fault needs a status or a delay_ms"),
+  v.check(
+    (f) => f.status !== undefined || f.delay_ms !== undefined || f.event !== undefined,
+    "a fault needs a status, a delay_ms or an event",
+  ),
 );
 export type SandboxFault = v.InferOutput<typeof SandboxFault>;
 
 export interface SendgridSandboxOptions {
   /** When set, requests must carry exactly this key, as SendGrid checks its keys. */
   apiKey?: string;
+  /** Where to post signed Event Webhook batches (apps/receipts' /webhooks/sendgrid). */
+  eventWebhookUrl?: string;
+  /** The EC P-256 key events are signed with; a fresh one when unset. */
+  webhookPrivateKey?: KeyObject;
 }
+
+/** One Event Webhook post the sandbox made, and what the receiver answered (0: unreachable). */
+export interface SandboxEventPost {
+  events: SendgridEvent[];
+  answer: number;
+}
+
+/** The fields of SendGrid's events the sandbox produces; custom_args sit at the top level. */
+export interface SendgridEvent {
+  email: string;
+  timestamp: number;
+  event: string;
+  sg_event_id: string;
+  sg_message_id: string;
+  category: string[];
+  [field: string]: unknown;
+}
+
+/** A receipt to report for one accepted mail, over POST /sandbox/events. */
+export const SandboxEventRequest = v.object({
+  message_id: v.pipe(v.string(), v.minLength(1)),
+  event: v.picklist(["processed", "delivered", "bounce", "blocked", "dropped", "deferred", "open", "click"]),
+  reason: v.optional(v.string()),
+});
+export type SandboxEventRequest = v.InferOutput<typeof SandboxEventRequest>;
 
 export interface SendgridSandbox {
   /** Serves `/v3/mail/send` plus the `/sandbox/*` control routes. */
   readonly app: Hono;
+  /** The Event Webhook verification key, as SendGrid shows it: base64 DER (SPKI). */
+  readonly webhookPublicKey: string;
   messages(): SandboxMail[];
+  /** Every Event Webhook post made so far. */
+  eventPosts(): SandboxEventPost[];
+  /** Posts events for accepted mail, as SendGrid would; resolves once the receiver answered. */
+  report(request: SandboxEventRequest): Promise<SandboxEventPost | undefined>;
+  /** Resolves once every event scheduled so far has been posted (or given up on). */
+  settled(): Promise<void>;
   /** Forgets accepted mail and clears every fault. */
   reset(): void;
   fault(fault: SandboxFault): void;
@@ -99,9 +150,86 @@ interface ActiveFault {
   remaining: number;
 }
 
+const BOUNCES: Record<string, Record<string, string>> = {
+  bounce: {
+    type: "bounce",
+    status: "5.1.1",
+    reason: "550 5.1.1 The email account that you tried to reach does not exist",
+  },
+  blocked: {
+    type: "blocked",
+    status: "4.7.1",
+    reason: "421 4.7.1 Too many messages from this sender, try again later",
+  },
+  dropped: { reason: "Bounced Address" },
+  deferred: { response: "451 4.3.0 Mailbox temporarily unavailable", attempt: "1" },
+};
+
 export function createSendgridSandbox(options: SendgridSandboxOptions = {}): SendgridSandbox {
   let mails: SandboxMail[] = [];
   let faults: ActiveFault[] = [];
+  let eventPosts: SandboxEventPost[] = [];
+  const inFlight = new Set<Promise<unknown>>();
+  const privateKey = options.webhookPrivateKey ?? generateKeyPairSync("ec", { namedCurve: "prime256v1" }).privateKey;
+  const webhookPublicKey = createPublicKey(privateKey).export({ format: "der", type: "spki" }).toString("base64");
+
+  const buildEvents = (mail: SandboxMail, kinds: string[], reason?: string): SendgridEvent[] =>
+    mail.to.flatMap((to, i) =>
+      kinds.map((kind) => {
+        const detail = BOUNCES[kind] ?? {};
+        return {
+          ...mail.custom_args,
+          email: to.email,
+          timestamp: Math.floor(Date.now() / 1000),
+          event: kind === "blocked" ? "bounce" : kind,
+          ...detail,
+          ...(reason === undefined ? {} : { reason }),
+          sg_event_id: randomBytes(16).toString("base64url"),
+          // SendGrid's message id is the X-Message-Id plus a suffix naming the relay.
+          sg_message_id: `${mail.message_id}.sandbox-${i}-${randomBytes(4).toString("hex")}.0`,
+          "smtp-id": `<${mail.message_id}@sandbox.sendgrid.net>`,
+          category: mail.categories,
+        };
+      }),
+    );
+
+  const postEvents = async (events: SendgridEvent[]): Promise<SandboxEventPost | undefined> => {
+    const url = options.eventWebhookUrl;
+    if (url === undefined || events.length === 0) return undefined;
+    const body = Buffer.from(JSON.stringify(events));
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const headers = {
+      "content-type": "application/json",
+      [SENDGRID_SIGNATURE_HEADER]: signSendgridEvents(privateKey, timestamp, body),
+      [SENDGRID_TIMESTAMP_HEADER]: timestamp,
+    };
+    // SendGrid retries failed posts for 24 h; three tries a second apart are enough locally.
+    let answer = 0;
+    for (let attempt = 0; attempt < 3 && (answer === 0 || answer >= 500); attempt++) {
+      if (attempt > 0) await sleep(1000, undefined, { ref: false });
+      answer = await fetch(url, { method: "POST", headers, body })
+        .then(async (res) => {
+          await res.arrayBuffer();
+          return res.status;
+        })
+        .catch(() => 0);
+    }
+    const post = { events, answer };
+    eventPosts.push(post);
+    return post;
+  };
+
+  const track = <T>(task: Promise<T>): Promise<T> => {
+    inFlight.add(task);
+    void task.finally(() => inFlight.delete(task));
+    return task;
+  };
+
+  const report = (request: SandboxEventRequest): Promise<SandboxEventPost | undefined> => {
+    const { message_id, event, reason } = v.parse(SandboxEventRequest, request);
+    const matching = mails.filter((m) => m.message_id === message_id);
+    return track(postEvents(matching.flatMap((mail) => buildEvents(mail, [event], reason))));
+  };
 
   const addFault = (input: SandboxFault): void => {
     const fault = v.parse(SandboxFault, input);
@@ -151,8 +279,9 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
 
     const messageId = newMessageId();
     const receivedAt = new Date().toISOString();
+    const accepted: SandboxMail[] = [];
     for (const p of mail.personalizations) {
-      mails.push({
+      accepted.push({
         message_id: messageId,
         to: p.to,
         from: mail.from,
@@ -165,6 +294,10 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
         received_at: receivedAt,
       });
     }
+    mails.push(...accepted);
+    // After the answer, as at SendGrid: events usually reach receipts before the worker records the send.
+    const kinds = fault?.event === undefined ? ["processed", "delivered"] : ["processed", fault.event];
+    setImmediate(() => void track(postEvents(accepted.flatMap((m) => buildEvents(m, kinds)))));
     return c.body(null, 202, { "X-Message-Id": messageId });
   };
 
@@ -210,12 +343,33 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     return c.body(null, 204);
   });
 
+  app.get("/sandbox/events", (c) => c.json({ data: eventPosts }));
+  app.post("/sandbox/events", async (c) => {
+    const parsed = v.safeParse(SandboxEventRequest, await c.req.json().catch(() => undefined));
+    if (!parsed.success) {
+      return sendgridError(
+        400,
+        parsed.issues.map((issue) => ({ message: issue.message, field: v.getDotPath(issue), help: null })),
+      );
+    }
+    const post = await report(parsed.output);
+    if (post === undefined) return statusError(404);
+    return c.json(post);
+  });
+
   return {
     app,
+    webhookPublicKey,
     messages: () => [...mails],
+    eventPosts: () => [...eventPosts],
+    report,
+    settled: async () => {
+      while (inFlight.size > 0) await Promise.all([...inFlight]);
+    },
     reset: () => {
       mails = [];
       faults = [];
+      eventPosts = [];
     },
     fault: addFault,
   };
@@ -223,7 +377,11 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
 
 /** Serves a sandbox over real HTTP, so the real SendGrid client can talk to it. */
 export async function startSendgridSandbox(options: StartSendgridSandboxOptions = {}): Promise<RunningSendgridSandbox> {
-  const sandbox = createSendgridSandbox(options.apiKey === undefined ? {} : { apiKey: options.apiKey });
+  const sandbox = createSendgridSandbox({
+    ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
+    ...(options.eventWebhookUrl === undefined ? {} : { eventWebhookUrl: options.eventWebhookUrl }),
+    ...(options.webhookPrivateKey === undefined ? {} : { webhookPrivateKey: options.webhookPrivateKey }),
+  });
   const host = options.host ?? "127.0.0.1";
   const { server, port } = await new Promise<{ server: ReturnType<typeof serve>; port: number }>((resolve, reject) => {
     const server = serve({ fetch: sandbox.app.fetch, port: options.port ?? 0, hostname: host }, (info) =>

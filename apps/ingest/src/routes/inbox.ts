@@ -1,0 +1,129 @@
+import { AppError } from "@notify/core";
+import { limitBody, readJson, validate } from "@notify/http";
+import type { Hono } from "hono";
+import { streamSSE } from "hono/streaming";
+import { type AuthEnv, requireKey } from "../auth/middleware.js";
+import type { IngestDeps } from "../deps.js";
+import { decodeCursor, encodeCursor } from "../inbox/cursor.js";
+import { createInboxHub } from "../inbox/hub.js";
+import { inboxAfter, latestInboxId, listInbox, updateInboxItem } from "../inbox/items.js";
+import { InboxItemUpdate, InboxQuery, IssueInboxTokenRequest } from "../inbox/schemas.js";
+import { type InboxEnv, issueInboxToken, requireInboxToken } from "../inbox/tokens.js";
+import { parseUserIdParam } from "../preferences/schemas.js";
+
+// NOTIFY wakes a stream at once; the poll only covers a lost LISTEN connection and keeps
+// proxies from closing an idle stream (a comment line every time it finds nothing).
+const POLL_MS = 5000;
+const BATCH = 100;
+
+/**
+ * The in-app gateway: an upstream service issues a per-user token with its API key; the user's
+ * client then reads its inbox, sets read/seen/archived, and streams new items over SSE with
+ * that token alone (X-Inbox-Token), resuming after Last-Event-ID from the stored inbox.
+ */
+export function mountInbox(
+  v1: Hono<AuthEnv>,
+  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "log" | "isStopping">,
+): void {
+  const { database } = deps;
+  const hub = createInboxHub(database, deps.log);
+  const inbox = v1 as unknown as Hono<InboxEnv>;
+  const user = requireInboxToken(database);
+
+  v1.post(
+    "/users/:id/inbox-tokens",
+    limitBody(deps.maxBodyBytes),
+    requireKey(deps.lookupKey, "preferences"),
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      const hasBody =
+        (c.req.header("content-length") ?? "0") !== "0" || c.req.header("transfer-encoding") !== undefined;
+      const input = validate(IssueInboxTokenRequest, hasBody ? await readJson(c) : {});
+      const issued = await issueInboxToken(database, {
+        userId,
+        clientId: c.var.principal.clientId,
+        ttlSeconds: input.ttl_seconds,
+      });
+      c.var.log.info({ user_id: userId, expires_at: issued.expires_at }, "inbox token issued");
+      c.header("cache-control", "no-store");
+      return c.json(issued, 201);
+    },
+  );
+
+  inbox.get("/inbox", user, async (c) => {
+    const userId = c.var.inboxUser;
+    const query = validate(InboxQuery, c.req.query());
+    const before = query.cursor === undefined ? null : decodeCursor(query.cursor, userId, query.filter);
+    const page = await listInbox(database, userId, query.filter, query.limit, before);
+    const last = page.items.at(-1);
+    return c.json({
+      data: page.items,
+      next_cursor: page.hasMore && last ? encodeCursor(userId, query.filter, Number(last.id)) : null,
+      has_more: page.hasMore,
+    });
+  });
+
+  inbox.patch("/inbox/:itemId", limitBody(deps.maxBodyBytes), user, async (c) => {
+    const raw = c.req.param("itemId");
+    const id = /^\d{1,18}$/.test(raw) ? Number(raw) : null;
+    const change = validate(InboxItemUpdate, await readJson(c));
+    // Another user's item and a missing one look the same.
+    const item = id === null ? null : await updateInboxItem(database, c.var.inboxUser, id, change);
+    if (item === null) throw new AppError("not_found", "no such inbox item");
+    return c.json(item);
+  });
+
+  inbox.get("/inbox/stream", user, async (c) => {
+    const userId = c.var.inboxUser;
+    const lastEventId = c.req.header("last-event-id")?.trim();
+    if (lastEventId !== undefined && lastEventId !== "" && !/^\d{1,18}$/.test(lastEventId)) {
+      throw new AppError("validation_failed", "Last-Event-ID is not an event id of this stream", {
+        fields: [{ field: "Last-Event-ID", message: "must be an event id this stream sent" }],
+      });
+    }
+    // A fresh stream starts at what is new; the inbox list has everything before it.
+    let after = lastEventId ? Number(lastEventId) : await latestInboxId(database, userId);
+    const log = c.var.log;
+    return streamSSE(
+      c,
+      async (stream) => {
+        let pending = false;
+        let wakeUp: (() => void) | undefined;
+        const wake = () => {
+          pending = true;
+          wakeUp?.();
+        };
+        const unsubscribe = hub.subscribe(userId, wake);
+        stream.onAbort(wake);
+        try {
+          await stream.writeSSE({ event: "ready", data: JSON.stringify({ after: String(after) }), retry: 3000 });
+          while (!stream.aborted && !deps.isStopping()) {
+            pending = false;
+            const items = await inboxAfter(database, userId, after, BATCH);
+            for (const item of items) {
+              await stream.writeSSE({ id: item.id, event: "notification", data: JSON.stringify(item) });
+              after = Number(item.id);
+            }
+            if (items.length === BATCH || pending) continue;
+            if (items.length === 0) await stream.write(": keep-alive\n\n");
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, POLL_MS);
+              wakeUp = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+              if (pending || stream.aborted) wakeUp();
+            });
+            wakeUp = undefined;
+          }
+        } finally {
+          unsubscribe();
+        }
+      },
+      async (error, stream) => {
+        log.warn({ err: error }, "inbox stream ended by an error");
+        await stream.close();
+      },
+    );
+  });
+}

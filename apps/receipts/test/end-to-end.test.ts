@@ -1,0 +1,93 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startStack } from "@notify/stack";
+import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import t from "tap";
+
+// Receipts over the real processes: the worker sends through the SendGrid sandbox, the sandbox
+// posts its signed events to apps/receipts, and a bounce reported later moves the delivered
+// channel to bounced in GET /notifications/{id}.
+const { url } = await freshDatabase(t);
+const namespace = freshNamespace(t);
+const ports = {
+  ingest: await freePort(),
+  processor: await freePort(),
+  workers: await freePort(),
+  receipts: await freePort(),
+  sandbox: await freePort(),
+};
+const stack = await startStack({
+  dataDir: mkdtempSync(join(tmpdir(), "notify-receipts-e2e-")),
+  databaseUrl: url,
+  natsUrl: TEST_NATS_URL,
+  namespace,
+  partitions: 2,
+  basePort: ports.ingest,
+  ports,
+  logLevel: "warn",
+  seed: true,
+  onLine: (app, line) => t.comment(`[${app}] ${line}`),
+});
+t.teardown(() => stack.stop());
+const auth = { authorization: `Bearer ${stack.apiKey}` };
+
+interface ChannelView {
+  status: string;
+  provider_id: string | null;
+  reason: string | null;
+}
+
+const channel = (id: string, name: string, status: string) =>
+  eventually(
+    async () => {
+      const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${id}`, { headers: auth });
+      const view = (await r.json()) as { channels: Record<string, ChannelView> };
+      return view.channels[name]?.status === status ? view.channels[name] : undefined;
+    },
+    30_000,
+    `${name} ${status}`,
+  );
+
+t.test("an email delivered through the pipeline bounces on the provider's signed receipt", async (t) => {
+  const response = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
+    body: JSON.stringify({
+      user_id: "user-123",
+      category: "account",
+      template_id: "welcome",
+      data: { name: "Ada" },
+      priority: "transactional",
+      channels: ["email"],
+    }),
+  });
+  t.equal(response.status, 202);
+  const { notification_id: id } = (await response.json()) as { notification_id: string };
+  const delivered = await channel(id, "email", "delivered");
+  if (delivered.provider_id === null) throw new Error("no provider id");
+
+  // The sandbox's own processed and delivered events reached receipts and were verified.
+  const posts = await eventually(async () => {
+    const r = await fetch(`${stack.sandboxes.sendgrid}/sandbox/events`);
+    const data = ((await r.json()) as { data: Array<{ answer: number; events: Array<{ notification_id?: string }> }> })
+      .data;
+    const mine = data.filter((p) => p.events.some((e) => e.notification_id === id));
+    return mine.length > 0 ? mine : undefined;
+  });
+  t.same(
+    posts.map((p) => p.answer),
+    [200],
+  );
+
+  const bounce = await fetch(`${stack.sandboxes.sendgrid}/sandbox/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ message_id: delivered.provider_id, event: "bounce" }),
+  });
+  t.equal(bounce.status, 200);
+  const bounced = await channel(id, "email", "bounced");
+  t.match(bounced.reason, /^hard bounce: 5\.1\.1 550/);
+  t.equal(bounced.provider_id, delivered.provider_id);
+});

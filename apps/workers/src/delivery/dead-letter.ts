@@ -1,0 +1,42 @@
+import type { Bus } from "@notify/bus";
+import type { DeadLetter, DeadLetterAttempt, DeadLetterClass, DeadLetterNotification, WorkItem } from "@notify/core";
+import type { Sql } from "@notify/db";
+
+/**
+ * Publishes a dead letter with its full context (spec rule 14): the original request from the
+ * notification log, the rendered work item, and every attempt. The msg id carries the attempt,
+ * so a worker finishing a dead-lettering it crashed in repeats the same message (JetStream drops
+ * it), while a replayed item that fails again gets a dead letter of its own.
+ */
+export async function publishDeadLetter(
+  sql: Sql,
+  bus: Bus,
+  letter: { item: WorkItem; class: DeadLetterClass; reason: string; provider: string; attempts: number },
+): Promise<void> {
+  const { item } = letter;
+  const [notification] = await sql<DeadLetterNotification[]>`
+    select id as notification_id, client_id, user_id, category, template_id, template_version, priority,
+      requested_channels, data, dedup_key, created_at
+    from notifications where id = ${item.notification_id}`;
+  const history = await sql<DeadLetterAttempt[]>`
+    select attempt, outcome, provider_id, error, at from delivery_attempts
+    where notification_id = ${item.notification_id} and channel = ${item.channel} order by attempt`;
+  const body: DeadLetter = {
+    version: 1,
+    class: letter.class,
+    reason: letter.reason,
+    channel: item.channel,
+    lane: item.priority,
+    provider: letter.provider,
+    attempts: letter.attempts,
+    notification: notification ?? null,
+    item,
+    history: [...history],
+    dead_lettered_at: new Date().toISOString(),
+  };
+  await bus.publish(
+    bus.subjects.dlq(item.channel),
+    body,
+    `${item.notification_id}:${item.channel}:dlq:${letter.attempts}`,
+  );
+}

@@ -1,0 +1,113 @@
+import type { SendResult } from "@notify/providers";
+import { BreakerError, BreakerState, Circuit, SlidingCountBreaker } from "mollitia";
+
+export interface BreakerSettings {
+  /** Calls the failure rate is computed over (the most recent ones). */
+  windowCalls: number;
+  minCalls: number;
+  failurePercent: number;
+  slowCallMs: number;
+  openMs: number;
+  halfOpenProbes: number;
+}
+
+export type BreakerStateName = "closed" | "half_open" | "open";
+
+const STATE_NAMES: Record<BreakerState, BreakerStateName> = {
+  [BreakerState.CLOSED]: "closed",
+  [BreakerState.HALF_OPENED]: "half_open",
+  [BreakerState.OPENED]: "open",
+};
+
+/** What a call answers when the breaker did not let it through: nothing was sent. */
+export const REJECTED = Symbol("breaker rejected the call");
+
+export interface BreakerSnapshot {
+  provider: string;
+  state: BreakerStateName;
+  since: string;
+  /** When an open breaker lets the first probe through. */
+  half_open_at: string | null;
+}
+
+export interface ProviderBreaker {
+  readonly provider: string;
+  state(): BreakerStateName;
+  /** ms until an open breaker lets a probe through; 0 otherwise. */
+  retryInMs(): number;
+  /**
+   * Runs one provider call through the breaker. Transient and unanswered results count as
+   * failures; permanent ones (a bad address) say nothing about the provider's health.
+   */
+  run(
+    call: () => Promise<SendResult>,
+    countsAsFailure: (result: SendResult) => boolean,
+  ): Promise<SendResult | typeof REJECTED>;
+  snapshot(): BreakerSnapshot;
+  /** Clears the open-state timer, which would otherwise keep the process alive. */
+  dispose(): void;
+}
+
+/** Carries a failed result through mollitia, which only counts rejections as failures. */
+class CountedFailure extends Error {
+  constructor(readonly result: SendResult) {
+    super("provider call failed");
+  }
+}
+
+/**
+ * A circuit breaker per provider (spec rule 12) over mollitia's window of the most recent calls
+ * (its time-window breaker re-validates up to a thousand stored calls on every call, which cost
+ * 7% of a busy worker's CPU). One per process: each worker judges the provider by its own
+ * calls, so no shared state can stall.
+ */
+export function createBreaker(
+  provider: string,
+  settings: BreakerSettings,
+  onChange: (state: BreakerStateName) => void,
+): ProviderBreaker {
+  const module = new SlidingCountBreaker({
+    name: `${provider}-breaker`,
+    slidingWindowSize: settings.windowCalls,
+    minimumNumberOfCalls: settings.minCalls,
+    failureRateThreshold: settings.failurePercent,
+    slowCallDurationThreshold: settings.slowCallMs,
+    slowCallRateThreshold: settings.failurePercent,
+    openStateDelay: settings.openMs,
+    permittedNumberOfCallsInHalfOpenState: settings.halfOpenProbes,
+  });
+  module.on("state-changed", (state: BreakerState) => onChange(STATE_NAMES[state]));
+  const circuit = new Circuit({
+    name: `provider:${provider}`,
+    options: { modules: [module] },
+    func: (call: () => Promise<SendResult>) => call(),
+  });
+  const openUntil = () => module.stateTimestamp + settings.openMs;
+
+  return {
+    provider,
+    state: () => STATE_NAMES[module.state],
+    retryInMs: () => (module.state === BreakerState.OPENED ? Math.max(0, openUntil() - Date.now()) : 0),
+    async run(call, countsAsFailure) {
+      try {
+        return await circuit.execute<SendResult>(async () => {
+          const result = await call();
+          if (countsAsFailure(result)) throw new CountedFailure(result);
+          return result;
+        });
+      } catch (error) {
+        if (error instanceof CountedFailure) return error.result;
+        // mollitia's half-open "max allowed requests" error shares BreakerError's prototype.
+        if (error instanceof BreakerError) return REJECTED;
+        throw error;
+      }
+    },
+    snapshot: () => ({
+      provider,
+      state: STATE_NAMES[module.state],
+      since: new Date(module.stateTimestamp).toISOString(),
+      half_open_at: module.state === BreakerState.OPENED ? new Date(openUntil()).toISOString() : null,
+    }),
+    dispose: () => circuit.dispose(),
+  };
+}

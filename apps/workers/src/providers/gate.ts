@@ -1,0 +1,122 @@
+import type { KV } from "@notify/bus";
+import { type RateLimit, splitRate } from "@notify/core";
+import type { Logger } from "@notify/log";
+import type { OutboundMessage, Provider, SendResult } from "@notify/providers";
+import { type AddressResult, classify, countsAgainstProvider } from "../delivery/outcome.js";
+import type { DeliveryMetrics } from "../metrics.js";
+import {
+  type BreakerSettings,
+  type BreakerStateName,
+  createBreaker,
+  type ProviderBreaker,
+  REJECTED,
+} from "./breaker.js";
+import { createRateLimiter, type RateLimiter } from "./rate-limiter.js";
+
+/** A provider with what guards it: its circuit breaker, its shared token buckets, a deadline. */
+export interface ProviderGate {
+  readonly provider: Provider;
+  readonly breaker: ProviderBreaker;
+  readonly limiter: RateLimiter;
+  /** One provider call through the breaker, classified; it never throws for the provider's sake. */
+  send(message: OutboundMessage): Promise<AddressResult>;
+  close(): void;
+}
+
+/**
+ * Bounds a call whatever the provider implementation does: a provider with no deadline of its
+ * own must not hold a pool slot and a send guard forever.
+ */
+async function withDeadline(call: Promise<SendResult>, ms: number, provider: string): Promise<SendResult> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<SendResult>((resolve) => {
+    timer = setTimeout(resolve, ms, { outcome: "transient", reason: `${provider} gave no answer within ${ms} ms` });
+  });
+  try {
+    return await Promise.race([call, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function createGate(
+  provider: Provider,
+  options: { breaker: ProviderBreaker; limiter: RateLimiter; deadlineMs: number; metrics: DeliveryMetrics },
+): ProviderGate {
+  const { breaker, limiter, metrics } = options;
+  const call = async (message: OutboundMessage): Promise<SendResult> => {
+    try {
+      return await withDeadline(provider.send(message), options.deadlineMs, provider.name);
+    } catch (error) {
+      // A provider that throws instead of classifying: the request may have left, so the
+      // outcome is unknown, like a timeout.
+      return { outcome: "transient", reason: `${provider.name} failed unexpectedly: ${String(error)}` };
+    }
+  };
+  return {
+    provider,
+    breaker,
+    limiter,
+    async send(message) {
+      const started = performance.now();
+      const result = await breaker.run(() => call(message), countsAgainstProvider);
+      if (result === REJECTED) return { kind: "skipped", reason: `${provider.name} circuit breaker is open` };
+      metrics.sendSeconds.observe({ provider: provider.name }, (performance.now() - started) / 1000);
+      const classified = classify(result);
+      metrics.sends.inc({ provider: provider.name, channel: provider.channel, result: classified.kind });
+      return classified;
+    },
+    close() {
+      limiter.close();
+      breaker.dispose();
+    },
+  };
+}
+
+export interface GateSettings {
+  /** Contractual rates by provider name; others get `defaultRate`. */
+  rateLimits: Record<string, RateLimit>;
+  defaultRate: RateLimit;
+  transactionalReservedPercent: number;
+  breaker: BreakerSettings;
+  deadlineMs: number;
+}
+
+const BREAKER_STATES: readonly BreakerStateName[] = ["closed", "half_open", "open"];
+
+/** One gate per configured provider; a channel has a pool only when its provider is here. */
+export function createGates(
+  providers: readonly Provider[],
+  deps: { rateKv: KV; metrics: DeliveryMetrics; log: Logger; settings: GateSettings },
+): ProviderGate[] {
+  const channels = new Set<string>();
+  return providers.map((provider) => {
+    if (channels.has(provider.channel)) throw new Error(`two providers for the ${provider.channel} channel`);
+    channels.add(provider.channel);
+    const { metrics, settings } = deps;
+    const log = deps.log.child({ provider: provider.name });
+    const showState = (state: BreakerStateName) => {
+      for (const s of BREAKER_STATES)
+        metrics.breakerState.set({ provider: provider.name, state: s }, s === state ? 1 : 0);
+    };
+    showState("closed");
+    const breaker = createBreaker(provider.name, settings.breaker, (state) => {
+      showState(state);
+      metrics.breakerTransitions.inc({ provider: provider.name, state });
+      if (state === "open")
+        log.warn({ breaker: state, open_ms: settings.breaker.openMs }, "provider breaker opened; parking its work");
+      else
+        log.info(
+          { breaker: state },
+          state === "closed" ? "provider breaker closed" : "provider breaker half-open; probing",
+        );
+    });
+    const limit = settings.rateLimits[provider.name] ?? settings.defaultRate;
+    const limiter = createRateLimiter({
+      kv: deps.rateKv,
+      key: provider.name,
+      rates: splitRate(limit, settings.transactionalReservedPercent),
+    });
+    return createGate(provider, { breaker, limiter, deadlineMs: settings.deadlineMs, metrics });
+  });
+}

@@ -1,0 +1,141 @@
+import type { KV } from "@notify/bus";
+import { type LaneBuckets, type LaneCounts, type LaneRates, type Priority, takeForLanes } from "@notify/core";
+import { isWrongLastSequence } from "../cas.js";
+
+export interface RateLimiter {
+  /** Resolves once `count` sends of `lane` may go to the provider; with the time waited (ms). */
+  acquire(lane: Priority, count: number): Promise<number>;
+  /** Fails every waiting acquire: their work goes back to the queue. */
+  close(): void;
+}
+
+/** The process is shutting down: the waiting send goes back to the queue. */
+export class LimiterClosed extends Error {
+  constructor() {
+    super("rate limiter closed");
+    this.name = "LimiterClosed";
+  }
+}
+
+interface Waiter {
+  lane: Priority;
+  remaining: number;
+  since: number;
+  resolve(waitedMs: number): void;
+  reject(error: Error): void;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * The token buckets of one provider, shared by every worker process (spec rule 10: the
+ * aggregate rate stays within the provider's limit however many workers run). The state lives
+ * under one key of the `notify_rate` bucket and moves by compare-and-set, so two processes can
+ * never spend the same token. Waiting sends of this process are served together, transactional
+ * first, in one round trip; what cannot be served waits for the next token here, in the pool's
+ * bounded in-flight slots, while the rest of the backlog stays in the queue.
+ */
+export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRates }): RateLimiter {
+  const waiters: Record<Priority, Waiter[]> = { transactional: [], promotional: [] };
+  let cached: { state: LaneBuckets; revision: number } | undefined;
+  let pumping = false;
+  let closed = false;
+  let wake: (() => void) | undefined;
+
+  async function read(): Promise<{ state: LaneBuckets; revision: number }> {
+    const entry = await options.kv.get(options.key);
+    if (entry?.operation !== "PUT") return { state: { reserved: 0, shared: 0 }, revision: entry?.revision ?? 0 };
+    return { state: JSON.parse(decoder.decode(entry.value)) as LaneBuckets, revision: entry.revision };
+  }
+
+  async function take(wanted: LaneCounts) {
+    for (;;) {
+      const current = cached ?? (await read());
+      const result = takeForLanes(current.state, Date.now(), wanted, options.rates);
+      if (result.granted.transactional + result.granted.promotional === 0) {
+        cached = current;
+        return result;
+      }
+      const value = encoder.encode(JSON.stringify(result.state));
+      try {
+        const revision =
+          current.revision === 0
+            ? await options.kv.create(options.key, value)
+            : await options.kv.update(options.key, value, current.revision);
+        cached = { state: result.state, revision };
+        return result;
+      } catch (error) {
+        // Another process spent tokens since: read its state and compute again.
+        if (!isWrongLastSequence(error)) throw error;
+        cached = undefined;
+      }
+    }
+  }
+
+  function serve(lane: Priority, granted: number) {
+    const queue = waiters[lane];
+    let left = granted;
+    while (left > 0 && queue.length > 0) {
+      const waiter = queue[0] as Waiter;
+      const used = Math.min(left, waiter.remaining);
+      waiter.remaining -= used;
+      left -= used;
+      if (waiter.remaining === 0) {
+        queue.shift();
+        waiter.resolve(Date.now() - waiter.since);
+      }
+    }
+  }
+
+  const wanted = (lane: Priority) => waiters[lane].reduce((sum, w) => sum + w.remaining, 0);
+
+  async function pump() {
+    pumping = true;
+    try {
+      while (!closed && (waiters.transactional.length > 0 || waiters.promotional.length > 0)) {
+        const result = await take({ transactional: wanted("transactional"), promotional: wanted("promotional") });
+        serve("transactional", result.granted.transactional);
+        serve("promotional", result.granted.promotional);
+        if (waiters.transactional.length === 0 && waiters.promotional.length === 0) break;
+        // Processes waiting for the same token would otherwise all ask at the same instant.
+        const delay = Math.max(1, result.retryInMs) + Math.random() * Math.min(50, Math.max(1, result.retryInMs));
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
+    } catch (error) {
+      for (const waiter of [...waiters.transactional, ...waiters.promotional]) waiter.reject(error as Error);
+      waiters.transactional = [];
+      waiters.promotional = [];
+    } finally {
+      pumping = false;
+    }
+  }
+
+  return {
+    acquire(lane, count) {
+      if (count <= 0) return Promise.resolve(0);
+      if (closed) return Promise.reject(new LimiterClosed());
+      return new Promise<number>((resolve, reject) => {
+        waiters[lane].push({ lane, remaining: count, since: Date.now(), resolve, reject });
+        if (!pumping) void pump();
+        // A transactional send never sleeps behind a promotional wait: its reserve may have a token now.
+        else if (lane === "transactional") wake?.();
+      });
+    },
+    close() {
+      closed = true;
+      wake?.();
+      const error = new LimiterClosed();
+      for (const waiter of [...waiters.transactional, ...waiters.promotional]) waiter.reject(error);
+      waiters.transactional = [];
+      waiters.promotional = [];
+    },
+  };
+}

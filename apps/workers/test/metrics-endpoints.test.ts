@@ -1,0 +1,80 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { APPS, startStack } from "@notify/stack";
+import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import t from "tap";
+
+// GET /metrics on every app of the real stack, and the workers' delivery series after one
+// notification went the whole way.
+const { url } = await freshDatabase(t);
+const ports = {
+  ingest: await freePort(),
+  processor: await freePort(),
+  workers: await freePort(),
+  receipts: await freePort(),
+  sandbox: await freePort(),
+};
+const stack = await startStack({
+  dataDir: mkdtempSync(join(tmpdir(), "notify-metrics-")),
+  databaseUrl: url,
+  natsUrl: TEST_NATS_URL,
+  namespace: freshNamespace(t),
+  partitions: 2,
+  basePort: ports.ingest,
+  ports,
+  logLevel: "warn",
+  seed: true,
+  onLine: (app, line) => t.comment(`[${app}] ${line}`),
+});
+t.teardown(() => stack.stop());
+const metrics = async (app: (typeof APPS)[number]) => {
+  const response = await fetch(`http://127.0.0.1:${ports[app]}/metrics`);
+  return { response, text: await response.text() };
+};
+
+t.test("every app serves Prometheus metrics", async (t) => {
+  for (const app of APPS) {
+    const { response, text } = await metrics(app);
+    t.equal(response.status, 200, app);
+    t.match(response.headers.get("content-type"), /^text\/plain; version=0\.0\.4/);
+    t.match(text, `notify_app_info{app="${app}"} 1`);
+    t.match(text, /^process_resident_memory_bytes \d+/m);
+  }
+});
+
+t.test("the workers count sends, queue depth and breaker state per provider", async (t) => {
+  const response = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${stack.apiKey}`,
+      "content-type": "application/json",
+      "idempotency-key": randomUUID(),
+    },
+    body: JSON.stringify({
+      user_id: "user-123",
+      category: "account",
+      template_id: "welcome",
+      data: { name: "Ada" },
+      priority: "transactional",
+      channels: ["email"],
+    }),
+  });
+  t.equal(response.status, 202);
+  const text = await eventually(
+    async () => {
+      const { text } = await metrics("workers");
+      return /notify_provider_sends_total\{provider="sendgrid",channel="email",result="accepted"\} 1$/m.test(text)
+        ? text
+        : undefined;
+    },
+    20_000,
+    "one accepted send in the metrics",
+  );
+  t.match(text, 'notify_delivery_outcomes_total{channel="email",lane="transactional",status="delivered"} 1');
+  t.match(text, /^notify_delivery_queue_depth\{channel="email",lane="transactional"\} 0$/m);
+  t.match(text, /^notify_delivery_ack_pending\{channel="email",lane="promotional"\} 0$/m);
+  t.match(text, 'notify_provider_breaker_state{provider="sendgrid",state="closed"} 1');
+  t.match(text, /^notify_provider_send_duration_seconds_count\{provider="sendgrid"\} 1$/m);
+});

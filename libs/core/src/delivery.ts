@@ -1,0 +1,92 @@
+import type { Channel, Priority } from "./channels.js";
+import type { WorkItem } from "./notification.js";
+
+/**
+ * The send guard of one (notification, channel) in the `notify_send_guard` bucket (invariant
+ * 2). Only a worker holding the claim calls the provider; the state says what may happen next:
+ *
+ * - sending: a worker holds the claim and may be talking to the provider; a claim older than the
+ *   provider deadline belongs to a worker that died mid-send, so its outcome is unknown
+ * - sent: the provider accepted (final; the status is reconciled from here if its write was lost)
+ * - failed: the provider refused definitively; the next attempt may claim it again
+ * - dead: dead-lettered; only a replay releases it
+ * - unknown: the provider may have accepted (no answer, or a worker died mid-send); never resent
+ *   unless an operator replays it knowingly
+ */
+export const GUARD_STATES = ["sending", "sent", "failed", "dead", "unknown"] as const;
+export type GuardState = (typeof GUARD_STATES)[number];
+
+export interface GuardValue {
+  state: GuardState;
+  /** Epoch ms of the write. */
+  at: number;
+  /** The channel attempt this state belongs to. */
+  attempt: number;
+  /** host:pid of the worker that wrote it. */
+  worker?: string;
+  provider_id?: string;
+  /** Why it failed or is unknown; for dead: the dead letter's class and reason. */
+  class?: DeadLetterClass;
+  reason?: string;
+  /**
+   * Addresses settled by earlier attempts (hashes; a push notification goes to each of a user's
+   * subscriptions): the accepted ones with their provider id, and the ones never to try again.
+   */
+  accepted?: Array<{ key: string; provider_id: string }>;
+  settled?: string[];
+}
+
+/** KV keys allow `A-Z a-z 0-9 - _ = / .`; notification ids are UUIDs and channels are fixed words. */
+export const guardKey = (notificationId: string, channel: Channel): string => `${notificationId}.${channel}`;
+
+/**
+ * Why an item is on the dead-letter stream:
+ * - permanent: the provider refused it for good (invalid address or token, hard bounce, payload)
+ * - retries_exhausted: transient failures used up MAX_ATTEMPTS
+ * - outcome_unknown: the provider may have accepted it (no answer, or a worker died mid-send);
+ *   its channel is unsettled, and it is replayed only on an operator's explicit request
+ */
+export const DEAD_LETTER_CLASSES = ["permanent", "retries_exhausted", "outcome_unknown"] as const;
+export type DeadLetterClass = (typeof DEAD_LETTER_CLASSES)[number];
+
+/** The original request as ingest stored it. */
+export interface DeadLetterNotification {
+  notification_id: string;
+  client_id: string;
+  user_id: string;
+  category: string;
+  template_id: string;
+  template_version: number | null;
+  priority: Priority;
+  requested_channels: Channel[] | null;
+  data: Record<string, unknown>;
+  dedup_key: string;
+  created_at: string;
+}
+
+export interface DeadLetterAttempt {
+  attempt: number;
+  outcome: string;
+  provider_id: string | null;
+  error: string | null;
+  at: string;
+}
+
+/**
+ * A message on `notify.dlq.<channel>`: everything needed to understand and replay it (spec rule
+ * 14): the original request, the rendered message, and every attempt with its error and time.
+ */
+export interface DeadLetter {
+  version: 1;
+  class: DeadLetterClass;
+  reason: string;
+  channel: Channel;
+  lane: Priority;
+  provider: string;
+  /** The channel's attempt count when it was dead-lettered. */
+  attempts: number;
+  notification: DeadLetterNotification | null;
+  item: WorkItem;
+  history: DeadLetterAttempt[];
+  dead_lettered_at: string;
+}

@@ -1,0 +1,64 @@
+import { bigint, index, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import type postgres from "postgres";
+
+/**
+ * The in-app inbox: one item per notification delivered in-app. `id` is a sequence, so it
+ * orders a user's items, names the SSE event that carried each one (Last-Event-ID resumes
+ * after it) and is the cursor's key. read/seen/archived are the user's, set through the API.
+ */
+export const inboxItems = pgTable(
+  "inbox_items",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    userId: text("user_id").notNull(),
+    /** One item per notification: a redelivered work item finds its first one. */
+    notificationId: text("notification_id").notNull().unique(),
+    category: text("category").notNull(),
+    title: text("title"),
+    body: text("body").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    seenAt: timestamp("seen_at", { withTimezone: true, mode: "date" }),
+    readAt: timestamp("read_at", { withTimezone: true, mode: "date" }),
+    archivedAt: timestamp("archived_at", { withTimezone: true, mode: "date" }),
+  },
+  (t) => [index("inbox_items_user_idx").on(t.userId, t.id)],
+);
+
+/**
+ * Per-user tokens for the inbox and its stream, issued to an upstream service through the API
+ * (an API key names an application, never a user). Only the SHA-256 is kept.
+ */
+export const inboxTokens = pgTable(
+  "inbox_tokens",
+  {
+    tokenHash: text("token_hash").primaryKey(),
+    userId: text("user_id").notNull(),
+    clientId: text("client_id").notNull(),
+    expiresAt: timestamp("expires_at", { withTimezone: true, mode: "date" }).notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [index("inbox_tokens_expires_idx").on(t.expiresAt)],
+);
+
+/** The Postgres channel that wakes the gateway's streams; the payload is the user id. */
+export const INBOX_NOTIFY_CHANNEL = "notify_inbox";
+
+/**
+ * Stores an in-app message (idempotent per notification) and wakes the user's open streams in
+ * the same statement, so a stream never misses a committed item. Returns the item's id.
+ */
+export async function storeInboxItem(
+  sql: postgres.Sql,
+  item: { userId: string; notificationId: string; category: string; title: string | null; body: string },
+): Promise<number> {
+  const [row] = await sql<{ id: string }[]>`
+    with stored as (
+      insert into inbox_items (user_id, notification_id, category, title, body)
+      values (${item.userId}, ${item.notificationId}, ${item.category}, ${item.title}, ${item.body})
+      on conflict (notification_id) do update set notification_id = excluded.notification_id
+      returning id, user_id
+    )
+    select id, pg_notify(${INBOX_NOTIFY_CHANNEL}, user_id) from stored`;
+  if (row === undefined) throw new Error("inbox item not stored");
+  return Number(row.id);
+}

@@ -1,0 +1,240 @@
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { type Context, Hono } from "hono";
+import * as v from "valibot";
+import { serveApp } from "../serve.js";
+import { plivoSignatureV2, plivoSignatureV3 } from "./signature.js";
+
+/** One accepted message, as Plivo would queue it. */
+export interface PlivoSandboxMessage {
+  message_uuid: string;
+  src: string;
+  dst: string;
+  text: string;
+  /** The delivery-report URL the sender asked for, if any. */
+  url: string | null;
+  received_at: string;
+}
+
+/** One delivery report the sandbox posted, and what the receiver answered (0: unreachable). */
+export interface PlivoSandboxReport {
+  url: string;
+  params: Record<string, string>;
+  answer: number;
+}
+
+/**
+ * What the next matching sends meet. `status` answers with a Plivo-shaped error; `delay_ms`
+ * holds the request first; `report_status` accepts the message but reports it undelivered,
+ * failed or rejected (with `error_code`), as a carrier would.
+ */
+export const PlivoSandboxFault = v.pipe(
+  v.object({
+    status: v.optional(v.pipe(v.number(), v.integer(), v.minValue(400), v.maxValue(599))),
+    retry_after_seconds: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
+    delay_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
+    report_status: v.optional(v.picklist(["undelivered", "failed", "rejected"])),
+    error_code: v.optional(v.pipe(v.string(), v.regex(/^\d{1,6}$/))),
+    times: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+    /** Only sends to this number (E.164). */
+    match_dst: v.optional(v.string()),
+  }),
+  v.check(
+    (f) => f.status !== undefined || f.delay_ms !== undefined || f.report_status !== undefined,
+    "a fault needs a status, a delay_ms or a report_status",
+  ),
+);
+export type PlivoSandboxFault = v.InferOutput<typeof PlivoSandboxFault>;
+
+export interface PlivoSandboxOptions {
+  authId: string;
+  /** Checks the API's Basic auth and signs the delivery reports, as Plivo does. */
+  authToken: string;
+  /** Wait before posting each report; receipts then often arrive before the send is recorded. */
+  reportDelayMs?: number;
+}
+
+export interface PlivoSandbox {
+  /** Serves Plivo's `/v1/Account/{auth_id}/Message/` plus the `/sandbox/*` control routes. */
+  readonly app: Hono;
+  messages(): PlivoSandboxMessage[];
+  reports(): PlivoSandboxReport[];
+  /** Resolves once every report scheduled so far has been posted (or given up on). */
+  settled(): Promise<void>;
+  reset(): void;
+  fault(fault: PlivoSandboxFault): void;
+}
+
+export interface RunningPlivoSandbox extends PlivoSandbox {
+  /** API origin for the plivo client's `url` option, e.g. http://127.0.0.1:54321 */
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+const E164_DIGITS = /^\+?[1-9]\d{6,14}$/;
+const digest = (value: string): Buffer => createHash("sha256").update(value).digest();
+
+const plivoError = (c: Context, status: number, error: string, headers: Record<string, string> = {}) =>
+  c.json({ api_id: randomUUID(), error }, status as 400, headers);
+
+export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
+  let messages: PlivoSandboxMessage[] = [];
+  let reports: PlivoSandboxReport[] = [];
+  let faults: Array<{ fault: PlivoSandboxFault; remaining: number }> = [];
+  const inFlight = new Set<Promise<void>>();
+
+  const addFault = (input: PlivoSandboxFault): void => {
+    const fault = v.parse(PlivoSandboxFault, input);
+    faults.push({ fault, remaining: fault.times ?? Number.POSITIVE_INFINITY });
+  };
+
+  const takeFault = (dst: string): PlivoSandboxFault | undefined => {
+    const active = faults.find((f) => f.fault.match_dst === undefined || f.fault.match_dst === dst);
+    if (active === undefined) return undefined;
+    active.remaining -= 1;
+    if (active.remaining <= 0) faults = faults.filter((f) => f !== active);
+    return active.fault;
+  };
+
+  const postReport = async (url: string, params: Record<string, string>): Promise<void> => {
+    if (options.reportDelayMs) await sleep(options.reportDelayMs, undefined, { ref: false });
+    const form: Record<string, string[]> = Object.fromEntries(Object.entries(params).map(([k, value]) => [k, [value]]));
+    const nonce = randomBytes(12).toString("hex");
+    const headers = {
+      "content-type": "application/x-www-form-urlencoded",
+      "x-plivo-signature-v2": plivoSignatureV2(options.authToken, url, nonce),
+      "x-plivo-signature-v2-nonce": nonce,
+      "x-plivo-signature-v3": plivoSignatureV3(options.authToken, "POST", url, form, nonce),
+      "x-plivo-signature-v3-nonce": nonce,
+    };
+    // Plivo retries a callback that failed; three tries a second apart are enough locally.
+    let answer = 0;
+    for (let attempt = 0; attempt < 3 && (answer === 0 || answer >= 500); attempt++) {
+      if (attempt > 0) await sleep(1000, undefined, { ref: false });
+      answer = await fetch(url, { method: "POST", headers, body: new URLSearchParams(params) })
+        .then(async (res) => {
+          await res.arrayBuffer();
+          return res.status;
+        })
+        .catch(() => 0);
+    }
+    reports.push({ url, params, answer });
+  };
+
+  const scheduleReports = (message: PlivoSandboxMessage, fault: PlivoSandboxFault | undefined): void => {
+    const { url } = message;
+    if (url === null) return;
+    const base = { MessageUUID: message.message_uuid, From: message.src, To: message.dst, Units: "1" };
+    const final = fault?.report_status ?? "delivered";
+    const finalParams: Record<string, string> =
+      final === "delivered"
+        ? { ...base, Status: final }
+        : { ...base, Status: final, ErrorCode: fault?.error_code ?? "30" };
+    const task = (async () => {
+      await postReport(url, { ...base, Status: "sent" });
+      await postReport(url, finalParams);
+    })();
+    inFlight.add(task);
+    void task.finally(() => inFlight.delete(task));
+  };
+
+  const send = async (c: Context): Promise<Response> => {
+    const [scheme, encoded] = (c.req.header("authorization") ?? "").split(" ");
+    const [authId, ...token] = Buffer.from(encoded ?? "", "base64")
+      .toString()
+      .split(":");
+    if (
+      scheme !== "Basic" ||
+      authId !== c.req.param("authId") ||
+      authId !== options.authId ||
+      !timingSafeEqual(digest(token.join(":")), digest(options.authToken))
+    ) {
+      return plivoError(c, 401, "Authentication credentials invalid");
+    }
+    const body = (await c.req.json().catch(() => undefined)) as Record<string, unknown> | undefined;
+    const src = body?.src;
+    const dst = body?.dst;
+    const text = body?.text;
+    const url = body?.url;
+    if (typeof src !== "string" || src === "") return plivoError(c, 400, "src parameter not present");
+    if (typeof dst !== "string" || dst === "") return plivoError(c, 400, "dst parameter not present");
+    if (typeof text !== "string" || text === "") return plivoError(c, 400, "text parameter not present");
+    if (url !== undefined && (typeof url !== "string" || !URL.canParse(url))) {
+      return plivoError(c, 400, "url parameter is not a valid URL");
+    }
+    if (!E164_DIGITS.test(dst)) return plivoError(c, 400, `invalid dst number: ${dst}`);
+    const number = dst.startsWith("+") ? dst : `+${dst}`;
+
+    const fault = takeFault(number);
+    if (fault?.delay_ms !== undefined) await sleep(fault.delay_ms, undefined, { ref: false });
+    if (fault?.status !== undefined) {
+      const retryAfter = fault.retry_after_seconds;
+      return plivoError(
+        c,
+        fault.status,
+        "sandbox fault",
+        retryAfter === undefined ? {} : { "Retry-After": String(retryAfter) },
+      );
+    }
+
+    const message: PlivoSandboxMessage = {
+      message_uuid: randomUUID(),
+      src,
+      dst: number,
+      text,
+      url: typeof url === "string" ? url : null,
+      received_at: new Date().toISOString(),
+    };
+    messages.push(message);
+    scheduleReports(message, fault);
+    return c.json({ api_id: randomUUID(), message: "message(s) queued", message_uuid: [message.message_uuid] }, 202);
+  };
+
+  const app = new Hono();
+  app.post("/v1/Account/:authId/Message/", send);
+  app.get("/sandbox/messages", (c) => {
+    const dst = c.req.query("dst");
+    return c.json({ data: messages.filter((m) => dst === undefined || m.dst === dst) });
+  });
+  app.get("/sandbox/reports", (c) => c.json({ data: reports }));
+  app.delete("/sandbox/messages", (c) => {
+    messages = [];
+    reports = [];
+    return c.body(null, 204);
+  });
+  app.post("/sandbox/faults", async (c) => {
+    const parsed = v.safeParse(PlivoSandboxFault, await c.req.json().catch(() => undefined));
+    if (!parsed.success) return plivoError(c, 400, parsed.issues.map((i) => i.message).join("; "));
+    addFault(parsed.output);
+    return c.body(null, 204);
+  });
+  app.delete("/sandbox/faults", (c) => {
+    faults = [];
+    return c.body(null, 204);
+  });
+
+  return {
+    app,
+    messages: () => [...messages],
+    reports: () => [...reports],
+    settled: async () => {
+      while (inFlight.size > 0) await Promise.all([...inFlight]);
+    },
+    reset: () => {
+      messages = [];
+      reports = [];
+      faults = [];
+    },
+    fault: addFault,
+  };
+}
+
+export async function startPlivoSandbox(
+  options: PlivoSandboxOptions & { port?: number; host?: string },
+): Promise<RunningPlivoSandbox> {
+  const sandbox = createPlivoSandbox(options);
+  const host = options.host ?? "127.0.0.1";
+  const served = await serveApp(sandbox.app, { host, ...(options.port === undefined ? {} : { port: options.port }) });
+  return { ...sandbox, url: `http://${host}:${served.port}`, port: served.port, close: served.close };
+}

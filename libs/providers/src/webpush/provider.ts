@@ -1,0 +1,173 @@
+import { createHash } from "node:crypto";
+import { Agent } from "node:https";
+import webpush from "web-push";
+import { TIMED_OUT, withDeadline } from "../deadline.js";
+import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import { type EndpointPolicy, endpointRefusal, guardedLookup } from "./ssrf.js";
+
+export interface VapidKeys {
+  /** A contact for push services: mailto: or https: URL. */
+  subject: string;
+  /** base64url, uncompressed P-256 point (web-push generateVAPIDKeys()). */
+  publicKey: string;
+  privateKey: string;
+}
+
+export interface WebPushConfig extends EndpointPolicy {
+  vapid: VapidKeys;
+  /** Extra CA certificates (PEM) to trust: the local push sandbox's self-signed CA. */
+  ca?: string;
+  /** How long a push service keeps an undelivered message, per priority. */
+  ttlSeconds: { transactional: number; promotional: number };
+  timeoutMs: number;
+  /**
+   * Called when the push service says a subscription is gone (404/410), before the send
+   * returns: remove it from the user's device tokens so nothing is sent to it again. A failure
+   * here does not change the send's result (addressGone tells the caller too).
+   */
+  onSubscriptionGone?: (endpoint: string) => Promise<void>;
+}
+
+export interface PushSubscription {
+  endpoint: string;
+  keys: { p256dh: string; auth: string };
+}
+
+/** What the service worker receives: the rendered message and what it is about. */
+export interface PushPayload {
+  notification_id: string;
+  title: string | null;
+  body: string;
+  category: string;
+}
+
+// RFC 8291: one aes128gcm record of 4096 bytes holds at most 3993 bytes of plaintext.
+const MAX_PAYLOAD_BYTES = 3993;
+
+function parseSubscription(to: string): PushSubscription | undefined {
+  try {
+    const value = JSON.parse(to) as Partial<PushSubscription>;
+    if (
+      typeof value.endpoint === "string" &&
+      typeof value.keys?.p256dh === "string" &&
+      typeof value.keys.auth === "string"
+    ) {
+      return { endpoint: value.endpoint, keys: { p256dh: value.keys.p256dh, auth: value.keys.auth } };
+    }
+  } catch {}
+  return undefined;
+}
+
+/**
+ * A newer promotional message of the same category replaces an undelivered one (a phone that was
+ * off all night gets the latest offer, not ten); Topic is at most 32 base64url characters.
+ */
+export const pushTopic = (category: string): string => {
+  const plain = category.replace(/[^A-Za-z0-9_-]/g, "-");
+  return plain.length <= 32 ? plain : createHash("sha256").update(category).digest("base64url").slice(0, 32);
+};
+
+interface WebPushError extends Error {
+  statusCode: number;
+  headers: Record<string, string | undefined>;
+  body: string;
+}
+const isWebPushError = (error: unknown): error is WebPushError =>
+  error instanceof Error && typeof (error as Partial<WebPushError>).statusCode === "number";
+
+const retryAfterMs = (value: string | undefined): { retryAfterMs?: number } => {
+  if (value === undefined) return {};
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return { retryAfterMs: seconds * 1000 };
+  const date = Date.parse(value);
+  return Number.isFinite(date) ? { retryAfterMs: Math.max(0, date - Date.now()) } : {};
+};
+
+/** STANDARDS.md: 404/410 gone (remove it), 413 too large and other 4xx final; 429 and 5xx retry. */
+function classify(error: WebPushError): SendResult {
+  const status = error.statusCode;
+  if (status === 404 || status === 410) {
+    return { outcome: "permanent", reason: `webpush ${status}: subscription gone`, status, addressGone: true };
+  }
+  if (status === 429 || status >= 500) {
+    return { outcome: "transient", reason: `webpush ${status}`, status, ...retryAfterMs(error.headers["retry-after"]) };
+  }
+  if (status === 413) return { outcome: "permanent", reason: "webpush 413: payload too large", status };
+  if (status === 401 || status === 403) {
+    return { outcome: "permanent", reason: `webpush ${status}: VAPID credentials refused`, status };
+  }
+  return { outcome: "permanent", reason: `webpush ${status}: ${error.body.slice(0, 200) || "refused"}`, status };
+}
+
+export function createWebPushProvider(config: WebPushConfig): Provider {
+  const policy: EndpointPolicy = {
+    allowedHosts: config.allowedHosts,
+    allowPrivateNetworks: config.allowPrivateNetworks,
+  };
+  const agent = new Agent({
+    keepAlive: true,
+    lookup: guardedLookup(policy) as never,
+    ...(config.ca === undefined ? {} : { ca: config.ca }),
+  });
+  const timedOut: SendResult = { outcome: "transient", reason: `webpush timed out after ${config.timeoutMs} ms` };
+
+  const send = async (message: OutboundMessage): Promise<SendResult> => {
+    const subscription = parseSubscription(message.to);
+    if (subscription === undefined)
+      return { outcome: "permanent", reason: "webpush: not a push subscription", addressGone: true };
+    const refusal = endpointRefusal(subscription.endpoint, policy);
+    // Not addressGone: the allowlist is configuration, and a fixed one must find the subscription still there.
+    if (refusal !== undefined) return { outcome: "permanent", reason: `webpush: ${refusal}` };
+    const payload: PushPayload = {
+      notification_id: message.notificationId,
+      title: message.subject,
+      body: message.body,
+      category: message.category,
+    };
+    const body = JSON.stringify(payload);
+    if (Buffer.byteLength(body) > MAX_PAYLOAD_BYTES) {
+      return { outcome: "permanent", reason: `webpush: payload over ${MAX_PAYLOAD_BYTES} bytes` };
+    }
+    const promotional = message.priority === "promotional";
+    try {
+      const answer = await withDeadline(
+        webpush.sendNotification(subscription, body, {
+          vapidDetails: config.vapid,
+          TTL: promotional ? config.ttlSeconds.promotional : config.ttlSeconds.transactional,
+          urgency: promotional ? "low" : "high",
+          ...(promotional ? { topic: pushTopic(message.category) } : {}),
+          contentEncoding: "aes128gcm",
+          agent,
+          timeout: config.timeoutMs,
+        }),
+        config.timeoutMs,
+      );
+      if (answer === TIMED_OUT) return timedOut;
+      // RFC 8030: the push service answers with the message's own URL; it names this send.
+      const location = answer.headers.location;
+      return {
+        outcome: "accepted",
+        providerId: typeof location === "string" && location !== "" ? location : message.notificationId,
+      };
+    } catch (error) {
+      if (isWebPushError(error)) {
+        const result = classify(error);
+        if (result.outcome === "permanent" && result.addressGone) {
+          await config.onSubscriptionGone?.(subscription.endpoint).catch(() => {});
+        }
+        return result;
+      }
+      const code = (error as { code?: string }).code;
+      if (code === "EPRIVATEADDR") return { outcome: "permanent", reason: `webpush: ${(error as Error).message}` };
+      if (error instanceof Error && /timeout/i.test(error.message)) return timedOut;
+      if (code !== undefined) return { outcome: "transient", reason: `webpush unreachable: ${code}` };
+      // Building the request failed (bad keys, a bad subscription): the same call fails again.
+      return { outcome: "permanent", reason: `webpush request not built: ${String(error)}` };
+    }
+  };
+
+  return { name: "webpush", channel: "push", send };
+}
+
+/** A VAPID key pair for a sender's config (`npx web-push generate-vapid-keys` does the same). */
+export const generateVapidKeys = (): { publicKey: string; privateKey: string } => webpush.generateVAPIDKeys();
