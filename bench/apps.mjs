@@ -46,6 +46,7 @@ for (const app of APPS) {
     PORT: String(port),
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
+    EMAIL_PROVIDER: "sandbox",
     SENDGRID_API_KEY: "SG.sandbox",
     SENDGRID_BASE_URL: prep.sandboxUrl,
   });

@@ -93,6 +93,7 @@ async function worker(sandboxUrl) {
     PORT: String(port),
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
+    EMAIL_PROVIDER: "sandbox",
     SENDGRID_API_KEY: API_KEY,
     SENDGRID_BASE_URL: sandboxUrl,
     TRANSACTIONAL_CONCURRENCY: String(CONCURRENCY),

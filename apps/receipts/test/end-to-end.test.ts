@@ -1,14 +1,16 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
+import https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack } from "@notify/stack";
 import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
 
-// Receipts over the real processes: the worker sends through the SendGrid sandbox, the sandbox
-// posts its signed events to apps/receipts, and a bounce reported later moves the delivered
-// channel to bounced in GET /notifications/{id}.
+// The whole service over the real processes: one notification requested on all four channels
+// is delivered through the SendGrid, Plivo and Web Push sandboxes and the in-app inbox; the
+// sandboxes post their signed receipts to apps/receipts, and a bounce reported later moves the
+// delivered email to bounced in GET /notifications/{id}.
 const { url } = await freshDatabase(t);
 const namespace = freshNamespace(t);
 const ports = {
@@ -18,8 +20,9 @@ const ports = {
   receipts: await freePort(),
   sandbox: await freePort(),
 };
+const dataDir = mkdtempSync(join(tmpdir(), "notify-receipts-e2e-"));
 const stack = await startStack({
-  dataDir: mkdtempSync(join(tmpdir(), "notify-receipts-e2e-")),
+  dataDir,
   databaseUrl: url,
   natsUrl: TEST_NATS_URL,
   namespace,
@@ -90,4 +93,70 @@ t.test("an email delivered through the pipeline bounces on the provider's signed
   const bounced = await channel(id, "email", "bounced");
   t.match(bounced.reason, /^hard bounce: 5\.1\.1 550/);
   t.equal(bounced.provider_id, delivered.provider_id);
+});
+
+t.test("one notification on all four channels is delivered on all four, then its email bounces", async (t) => {
+  const response = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
+    body: JSON.stringify({
+      user_id: "user-123",
+      category: "account",
+      template_id: "welcome",
+      data: { name: "Grace" },
+      priority: "transactional",
+      channels: ["email", "sms", "push", "in_app"],
+    }),
+  });
+  t.equal(response.status, 202);
+  const { notification_id: id } = (await response.json()) as { notification_id: string };
+
+  const results = Object.fromEntries(
+    await Promise.all(
+      ["email", "sms", "push", "in_app"].map(async (name) => [name, await channel(id, name, "delivered")] as const),
+    ),
+  );
+  for (const [name, result] of Object.entries(results)) t.ok(result.provider_id, `${name} has a provider id`);
+
+  const sms = (await (await fetch(`${stack.sandboxes.plivo}/sandbox/messages`)).json()) as {
+    data: Array<{ message_uuid: string; text: string }>;
+  };
+  const text = sms.data.find((m) => m.message_uuid === results.sms?.provider_id);
+  t.equal(text?.text, "Hello Grace, thanks for joining.", "the SMS sandbox received the rendered text");
+
+  // The push sandbox speaks HTTPS under its own CA, which the stack wrote for the workers.
+  const pushes = JSON.parse(
+    await new Promise<string>((resolve, reject) => {
+      https
+        .get(
+          `${stack.sandboxes.push}/sandbox/messages`,
+          { ca: readFileSync(join(dataDir, "push-sandbox-ca.pem")) },
+          (res) => {
+            let body = "";
+            res.on("data", (chunk) => (body += chunk)).on("end", () => resolve(body));
+          },
+        )
+        .on("error", reject);
+    }),
+  ) as { data: Array<{ payload: string }> };
+  t.ok(
+    pushes.data.some((m) => m.payload.includes("Hello Grace!")),
+    "the push sandbox decrypted the rendered payload",
+  );
+
+  const bounce = await fetch(`${stack.sandboxes.sendgrid}/sandbox/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ message_id: results.email?.provider_id, event: "bounce" }),
+  });
+  t.equal(bounce.status, 200);
+  await channel(id, "email", "bounced");
+  const view = (await (await fetch(`${stack.baseUrl}/api/v1/notifications/${id}`, { headers: auth })).json()) as {
+    channels: Record<string, ChannelView>;
+  };
+  t.same(
+    Object.fromEntries(Object.entries(view.channels).map(([name, c]) => [name, c.status])),
+    { email: "bounced", sms: "delivered", push: "delivered", in_app: "delivered" },
+    "only the email moved",
+  );
 });

@@ -1,5 +1,6 @@
 import { common, int, port, text, url } from "@notify/config";
 import type { RateLimit } from "@notify/core";
+import { channelProviderEnv, checkChannelProviders } from "@notify/providers";
 import * as v from "valibot";
 
 const RATE_ENTRY = /^([a-z0-9_-]{1,32})=(\d+(?:\.\d+)?)(?::(\d+))?$/;
@@ -24,8 +25,14 @@ const rateLimits = () =>
     v.check((limits) => Object.values(limits).every((l) => l.perSecond > 0 && l.burst >= 1), "rates must be > 0"),
   );
 
-export const WorkersConfig = v.object({
+const Env = v.object({
   ...common,
+  /**
+   * Per channel, the real provider, its local sandbox, or off (EMAIL_PROVIDER, SMS_PROVIDER,
+   * PUSH_PROVIDER and their credentials: libs/providers/src/channels.ts). A channel has a pool
+   * only when its provider is on; in-app always has one (the inbox is ours).
+   */
+  ...channelProviderEnv,
   /** Health, readiness, metrics and admin port. */
   PORT: port(3002),
   HOST: text("0.0.0.0"),
@@ -37,14 +44,6 @@ export const WorkersConfig = v.object({
   /** Backoff base and cap for transient failures (exponential, full jitter). */
   RETRY_BASE_MS: int(1000, 10, 600_000),
   RETRY_MAX_MS: int(300_000, 100, 3_600_000),
-  /**
-   * SendGrid: the API key (secret; never logged) and base URL (the sandbox in development).
-   * The email pool runs only when a key is set; without one, email work waits in NOTIFY_WORK.
-   */
-  SENDGRID_API_KEY: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
-  SENDGRID_BASE_URL: url("https://api.sendgrid.com"),
-  EMAIL_FROM: v.optional(v.pipe(v.string(), v.email("must be an email address")), "notifications@example.com"),
-  EMAIL_FROM_NAME: text("Notify"),
   /**
    * A provider call unanswered after this long is abandoned. Its outcome is unknown (the
    * provider may have accepted), so the channel becomes unsettled and is never resent; keep it
@@ -82,4 +81,6 @@ export const WorkersConfig = v.object({
   /** Postgres pool of the transactional pools alone, so a promotional flood cannot take it. */
   TRANSACTIONAL_DB_POOL_SIZE: int(5, 1, 100),
 });
+
+export const WorkersConfig = v.pipe(Env, checkChannelProviders<v.InferOutput<typeof Env>>());
 export type WorkersConfig = v.InferOutput<typeof WorkersConfig>;

@@ -2,10 +2,10 @@ import { hostname } from "node:os";
 import { Kvm } from "@nats-io/kv";
 import { applyTopology, bucketName, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
-import { createDb } from "@notify/db";
+import { createDb, storeInboxItem } from "@notify/db";
 import { createMetrics, listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { createSendgridProvider, type Provider } from "@notify/providers";
+import { createChannelProviders, type Provider } from "@notify/providers";
 import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
 import { queueDepthCollector, startConsumers } from "./consumers.js";
@@ -14,24 +14,6 @@ import { createGates } from "./providers/gate.js";
 
 const config = loadConfig(WorkersConfig, process.env);
 const log = createLogger({ name: "workers", level: config.LOG_LEVEL });
-
-// A channel has a pool only when its provider is configured (push, SMS and in-app join here).
-const providers: Provider[] = [];
-if (config.SENDGRID_API_KEY) {
-  providers.push(
-    createSendgridProvider({
-      apiKey: config.SENDGRID_API_KEY,
-      baseUrl: config.SENDGRID_BASE_URL,
-      from: config.EMAIL_FROM,
-      fromName: config.EMAIL_FROM_NAME,
-      timeoutMs: config.PROVIDER_TIMEOUT_MS,
-    }),
-  );
-}
-if (providers.length === 0) {
-  process.stderr.write("Invalid configuration:\n  - no provider is configured: set SENDGRID_API_KEY\n");
-  process.exit(78);
-}
 
 const databases = {
   transactional: createDb({
@@ -51,6 +33,22 @@ const bus = await connectBus({
 await applyTopology(bus);
 const guard = await bus.kv("notify_send_guard");
 const rateKv = await new Kvm(bus.js).open(bucketName(bus.naming, "notify_rate"));
+
+// A channel has a pool only when its provider is on; in-app delivers to our own inbox.
+const providers: Provider[] = Object.values(
+  createChannelProviders(config, {
+    timeoutMs: config.PROVIDER_TIMEOUT_MS,
+    inAppStore: async (message) => {
+      return storeInboxItem(databases.transactional.sql, {
+        userId: message.to,
+        notificationId: message.notificationId,
+        category: message.category,
+        title: message.subject,
+        body: message.body,
+      });
+    },
+  }),
+);
 
 const registry = createMetrics("workers");
 const metrics = createDeliveryMetrics(registry);

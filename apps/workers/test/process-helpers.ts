@@ -27,6 +27,7 @@ export async function spawnWorker(
       PORT: String(port),
       HOST: "127.0.0.1",
       LOG_LEVEL: "warn",
+      EMAIL_PROVIDER: "sandbox",
       SENDGRID_API_KEY: "SG.test",
       SENDGRID_BASE_URL: options.sandboxUrl,
       DB_POOL_SIZE: "4",
