@@ -133,9 +133,9 @@ t.test("every decision shows in the notification's per-channel status", async (t
   t.match(await settled(digest, 1), { email: { status: "suppressed", reason: "category_opted_out" } });
   t.match(await settled(flash, 1), { email: { status: "suppressed", reason: "quiet_hours" } }, "a drop category");
   t.match(
-    await settled(security, 2, (c) => delivered(c) && c.sms?.status !== undefined),
-    { email: { status: "delivered" }, sms: { status: "pending" } },
-    "a critical category overrides every preference (SMS has no worker yet)",
+    await settled(security, 2, (c) => delivered(c) && c.sms?.status === "delivered"),
+    { email: { status: "delivered" }, sms: { status: "delivered" } },
+    "a critical category overrides every preference",
   );
 
   const mails = (await (

@@ -30,9 +30,12 @@ t.test("a user's messages are routed in publish order while others' interleave",
   t.teardown(() => Promise.all(runners.map((r) => r.stop())));
   const items = await eventually(
     async () => {
+      const [counts] = await database.sql`
+        select count(*)::int as rows, (count(*) filter (where status = 'pending'))::int as pending
+        from notification_channels`;
+      // Rows are written before their work items are published: wait for both.
       const all = await workItems(bus);
-      const rows = Number((await database.sql`select count(*)::int as n from notification_channels`)[0]?.n);
-      return rows === messages.length ? all : undefined;
+      return counts?.rows === messages.length && all.length === counts?.pending ? all : undefined;
     },
     60_000,
     "every message routed",
