@@ -51,9 +51,10 @@ try {
     seconds: 2,
     uniqueKeys: true,
   });
-  await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds: 2 });
+  await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds: 2, uniqueKeys: true });
 
-  const baseline = await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds });
+  // The same load generator for both, a fresh Idempotency-Key per request included.
+  const baseline = await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds, uniqueKeys: true });
   const ingest = await load({
     url: `${stack.baseUrl}/api/v1/notifications`,
     body,

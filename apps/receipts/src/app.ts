@@ -2,7 +2,7 @@ import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
 import { mountHealth, newApp } from "@notify/http";
 import type { Logger } from "@notify/log";
-import { sendgridPublicKey } from "@notify/providers";
+import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
 import { mountPlivoWebhook } from "./webhooks/plivo.js";
 import { mountSendgridWebhook } from "./webhooks/sendgrid.js";
 

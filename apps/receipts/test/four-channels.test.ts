@@ -38,7 +38,7 @@ t.teardown(() => Promise.all([sendgrid.close(), plivo.close(), push.close()]));
 const caFile = join(mkdtempSync(join(tmpdir(), "notify-four-")), "ca.pem");
 writeFileSync(caFile, push.ca);
 
-const providers = createChannelProviders(
+const providers = await createChannelProviders(
   v.parse(ChannelProvidersConfig, {
     EMAIL_PROVIDER: "sandbox",
     SENDGRID_API_KEY: "SG.sandbox",

@@ -5,7 +5,8 @@ import { loadConfig } from "@notify/config";
 import { createDb, storeInboxItem } from "@notify/db";
 import { createMetrics, listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { createChannelProviders, type Provider } from "@notify/providers";
+import type { Provider } from "@notify/providers";
+import { createChannelProviders } from "@notify/providers/channels";
 import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
 import { queueDepthCollector, startConsumers } from "./consumers.js";
@@ -36,7 +37,7 @@ const rateKv = await new Kvm(bus.js).open(bucketName(bus.naming, "notify_rate"))
 
 // A channel has a pool only when its provider is on; in-app delivers to our own inbox.
 const providers: Provider[] = Object.values(
-  createChannelProviders(config, {
+  await createChannelProviders(config, {
     timeoutMs: config.PROVIDER_TIMEOUT_MS,
     inAppStore: async (message) => {
       return storeInboxItem(databases.transactional.sql, {

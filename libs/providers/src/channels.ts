@@ -1,11 +1,8 @@
 import { readFileSync } from "node:fs";
 import type { Channel } from "@notify/core";
 import * as v from "valibot";
-import { createInAppProvider, type InAppConfig } from "./inapp/provider.js";
-import { createPlivoProvider } from "./plivo/provider.js";
+import type { InAppConfig } from "./inapp/provider.js";
 import type { Provider } from "./provider.js";
-import { createSendgridProvider } from "./sendgrid/provider.js";
-import { createWebPushProvider } from "./webpush/provider.js";
 import { DEFAULT_PUSH_HOSTS } from "./webpush/ssrf.js";
 
 /**
@@ -158,15 +155,20 @@ export interface ChannelProviderOptions {
   inAppStore?: InAppConfig["store"];
 }
 
-/** One provider per enabled channel, built once at start from a validated config (in_app when given a store). */
-export function createChannelProviders(
+/**
+ * One provider per enabled channel, built once at start from a validated config (in_app when
+ * given a store). Each provider's SDK is loaded only when its channel is on: the Plivo and Web
+ * Push SDKs alone hold about 25 MB of a process that does not use them.
+ */
+export async function createChannelProviders(
   config: ChannelProvidersConfig,
   options: ChannelProviderOptions,
-): Partial<Record<Channel, Provider>> {
+): Promise<Partial<Record<Channel, Provider>>> {
   const problems = channelProviderProblems(config);
   if (problems.length > 0) throw new Error(problems.map((p) => `${p.key}: ${p.message}`).join("; "));
   const providers: Partial<Record<Channel, Provider>> = {};
   if (config.EMAIL_PROVIDER !== "off") {
+    const { createSendgridProvider } = await import("./sendgrid/provider.js");
     providers.email = createSendgridProvider({
       apiKey: config.SENDGRID_API_KEY as string,
       baseUrl: config.SENDGRID_BASE_URL,
@@ -176,6 +178,7 @@ export function createChannelProviders(
     });
   }
   if (config.SMS_PROVIDER !== "off") {
+    const { createPlivoProvider } = await import("./plivo/provider.js");
     providers.sms = createPlivoProvider({
       authId: config.PLIVO_AUTH_ID as string,
       authToken: config.PLIVO_AUTH_TOKEN as string,
@@ -186,6 +189,7 @@ export function createChannelProviders(
     });
   }
   if (config.PUSH_PROVIDER !== "off") {
+    const { createWebPushProvider } = await import("./webpush/provider.js");
     providers.push = createWebPushProvider({
       vapid: {
         subject: config.VAPID_SUBJECT as string,
@@ -203,6 +207,9 @@ export function createChannelProviders(
       ...(options.onPushSubscriptionGone === undefined ? {} : { onSubscriptionGone: options.onPushSubscriptionGone }),
     });
   }
-  if (options.inAppStore !== undefined) providers.in_app = createInAppProvider({ store: options.inAppStore });
+  if (options.inAppStore !== undefined) {
+    const { createInAppProvider } = await import("./inapp/provider.js");
+    providers.in_app = createInAppProvider({ store: options.inAppStore });
+  }
   return providers;
 }

@@ -22,7 +22,7 @@ const issues = (env: Record<string, string>) => {
 
 t.test("every channel is off by default", async (t) => {
   const config = v.parse(ChannelProvidersConfig, {});
-  t.same(createChannelProviders(config, { timeoutMs: 1000 }), {});
+  t.same(await createChannelProviders(config, { timeoutMs: 1000 }), {});
 });
 
 t.test("each mode names what it is missing; a sandbox-only relaxation is refused for real providers", async (t) => {
@@ -85,7 +85,7 @@ t.test("sandbox mode: every channel's provider reaches its sandbox through the r
     PUSH_ALLOW_PRIVATE_NETWORKS: "true",
     PUSH_CA_FILE: caFile,
   });
-  const providers = createChannelProviders(config, { timeoutMs: 3000 });
+  const providers = await createChannelProviders(config, { timeoutMs: 3000 });
   const base = {
     notificationId: randomUUID(),
     subject: "Hi",

@@ -1,7 +1,7 @@
 import { AppError, type ChannelStatus } from "@notify/core";
 import type { Sql } from "@notify/db";
 import { type AppEnv, limitBody } from "@notify/http";
-import { formParams, verifyPlivoSignature } from "@notify/providers";
+import { formParams, verifyPlivoSignature } from "@notify/providers/plivo/signature";
 import type { Hono } from "hono";
 import { recordReceipts } from "../receipts/record.js";
 import { publicUrl } from "./signed-url.js";

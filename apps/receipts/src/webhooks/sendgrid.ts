@@ -2,7 +2,11 @@ import type { KeyObject } from "node:crypto";
 import { AppError, type ChannelStatus } from "@notify/core";
 import type { Sql } from "@notify/db";
 import { type AppEnv, limitBody } from "@notify/http";
-import { SENDGRID_SIGNATURE_HEADER, SENDGRID_TIMESTAMP_HEADER, verifySendgridSignature } from "@notify/providers";
+import {
+  SENDGRID_SIGNATURE_HEADER,
+  SENDGRID_TIMESTAMP_HEADER,
+  verifySendgridSignature,
+} from "@notify/providers/sendgrid/event-webhook";
 import type { Hono } from "hono";
 import { type Receipt, recordReceipts } from "../receipts/record.js";
 
