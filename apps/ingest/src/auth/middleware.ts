@@ -82,7 +82,7 @@ export function authenticate(
  * A route's scope requirement. The key was identified by `authenticate`; without one the
  * answer is 401 with a bare challenge, with a key lacking the scope 403.
  */
-export function requireKey(_lookup: unknown, scope: Scope): MiddlewareHandler<AuthEnv> {
+export function requireScope(scope: Scope): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     const principal = c.get("principal") as Principal | undefined;
     if (!principal) {

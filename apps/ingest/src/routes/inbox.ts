@@ -2,7 +2,7 @@ import { AppError } from "@notify/core";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
-import { type AuthEnv, requireKey } from "../auth/middleware.js";
+import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { decodeCursor, encodeCursor } from "../inbox/cursor.js";
 import { createInboxHub } from "../inbox/hub.js";
@@ -30,25 +30,19 @@ export function mountInbox(
   const inbox = v1 as unknown as Hono<InboxEnv>;
   const user = requireInboxToken(database);
 
-  v1.post(
-    "/users/:id/inbox-tokens",
-    limitBody(deps.maxBodyBytes),
-    requireKey(deps.lookupKey, "preferences"),
-    async (c) => {
-      const userId = parseUserIdParam(c.req.param("id"));
-      const hasBody =
-        (c.req.header("content-length") ?? "0") !== "0" || c.req.header("transfer-encoding") !== undefined;
-      const input = validate(IssueInboxTokenRequest, hasBody ? await readJson(c) : {});
-      const issued = await issueInboxToken(database, {
-        userId,
-        clientId: c.var.principal.clientId,
-        ttlSeconds: input.ttl_seconds,
-      });
-      c.var.log.info({ user_id: userId, expires_at: issued.expires_at }, "inbox token issued");
-      c.header("cache-control", "no-store");
-      return c.json(issued, 201);
-    },
-  );
+  v1.post("/users/:id/inbox-tokens", limitBody(deps.maxBodyBytes), requireScope("preferences"), async (c) => {
+    const userId = parseUserIdParam(c.req.param("id"));
+    const hasBody = (c.req.header("content-length") ?? "0") !== "0" || c.req.header("transfer-encoding") !== undefined;
+    const input = validate(IssueInboxTokenRequest, hasBody ? await readJson(c) : {});
+    const issued = await issueInboxToken(database, {
+      userId,
+      clientId: c.var.principal.clientId,
+      ttlSeconds: input.ttl_seconds,
+    });
+    c.var.log.info({ user_id: userId, expires_at: issued.expires_at }, "inbox token issued");
+    c.header("cache-control", "no-store");
+    return c.json(issued, 201);
+  });
 
   inbox.get("/inbox", user, async (c) => {
     const userId = c.var.inboxUser;

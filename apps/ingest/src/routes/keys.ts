@@ -2,7 +2,7 @@ import { AppError } from "@notify/core";
 import { createKey, getKey, listKeys, revokeKey, rotateKey } from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
-import { type AuthEnv, requireKey } from "../auth/middleware.js";
+import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { CreateKeyRequest, ListKeysQuery, RotateKeyRequest } from "../keys/schemas.js";
@@ -24,7 +24,7 @@ async function readOptionalJson(c: Context): Promise<unknown> {
  * of every client. Answers that carry a plaintext key are never cached.
  */
 export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
-  const admin = requireKey(deps.lookupKey, "admin");
+  const admin = requireScope("admin");
 
   v1.post("/keys", limitBody(deps.maxBodyBytes), admin, async (c) => {
     const body = validate(CreateKeyRequest, await readJson(c));

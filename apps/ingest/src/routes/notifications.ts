@@ -1,7 +1,7 @@
 import { AppError, NotificationRequest } from "@notify/core";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
-import { type AuthEnv, requireKey } from "../auth/middleware.js";
+import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getNotification } from "../notifications/get.js";
 
@@ -25,7 +25,7 @@ export function parseIdempotencyKey(header: string | undefined): string {
 }
 
 export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
-  v1.post("/notifications", limitBody(deps.maxBodyBytes), requireKey(deps.lookupKey, "ingest"), async (c) => {
+  v1.post("/notifications", limitBody(deps.maxBodyBytes), requireScope("ingest"), async (c) => {
     const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
     const request = validate(NotificationRequest, await readJson(c));
     const result = await deps.ingestor.create({ clientId: c.var.principal.clientId, idempotencyKey, request });
@@ -37,7 +37,7 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     return c.json({ notification_id: result.notificationId, status: "accepted" }, 202);
   });
 
-  v1.get("/notifications/:id", requireKey(deps.lookupKey, "read"), async (c) =>
+  v1.get("/notifications/:id", requireScope("read"), async (c) =>
     c.json(await getNotification(deps.database, c.var.principal.clientId, c.req.param("id"))),
   );
 }

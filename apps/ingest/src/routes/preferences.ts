@@ -1,6 +1,6 @@
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
-import { type AuthEnv, requireKey } from "../auth/middleware.js";
+import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getPreferences, type StoredPreferences } from "../preferences/get-preferences.js";
 import { putPreferences } from "../preferences/put-preferences.js";
@@ -20,7 +20,7 @@ export function mountPreferences(
   v1: Hono<AuthEnv>,
   deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">,
 ): void {
-  const scope = requireKey(deps.lookupKey, "preferences");
+  const scope = requireScope("preferences");
 
   v1.get("/users/:id/preferences", scope, async (c) =>
     answer(c, await getPreferences(deps.database, parseUserIdParam(c.req.param("id")))),

@@ -1,6 +1,6 @@
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
-import { type AuthEnv, requireKey } from "../auth/middleware.js";
+import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getTemplate } from "../templates/get-template.js";
 import { listTemplates } from "../templates/list-templates.js";
@@ -21,7 +21,7 @@ export function mountTemplates(
   v1: Hono<AuthEnv>,
   deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">,
 ): void {
-  const admin = requireKey(deps.lookupKey, "admin");
+  const admin = requireScope("admin");
 
   v1.get("/templates", admin, async (c) => {
     const query = validate(ListTemplatesQuery, c.req.query());

@@ -1,6 +1,6 @@
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
-import { type AuthEnv, requireKey } from "../auth/middleware.js";
+import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getContacts, type StoredContacts } from "../preferences/get-contacts.js";
 import { putContacts } from "../preferences/put-contacts.js";
@@ -16,7 +16,7 @@ const answer = (c: Context<AuthEnv>, stored: StoredContacts) => {
  * user id), scope `preferences`: they are personal data of the same kind.
  */
 export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">): void {
-  const scope = requireKey(deps.lookupKey, "preferences");
+  const scope = requireScope("preferences");
 
   v1.get("/users/:id/contacts", scope, async (c) =>
     answer(c, await getContacts(deps.database, parseUserIdParam(c.req.param("id")))),
