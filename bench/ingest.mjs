@@ -54,7 +54,14 @@ try {
   await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds: 2, uniqueKeys: true });
 
   // The same load generator for both, a fresh Idempotency-Key per request included.
-  const baseline = await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds, uniqueKeys: true });
+  const baseline = await load({
+    url: `http://127.0.0.1:${helloPort}/`,
+    body,
+    headers: {},
+    connections,
+    seconds,
+    uniqueKeys: true,
+  });
   const ingest = await load({
     url: `${stack.baseUrl}/api/v1/notifications`,
     body,

@@ -54,7 +54,7 @@ function presentedKey(c: Context): string | undefined {
 /**
  * Runs on every /api/v1 request: identifies the client when a key is presented, refuses an
  * unknown or revoked one, and applies the key's leaky bucket (429 with Retry-After and the
- * RateLimit headers). Routes then state the scope they need with `requireKey`.
+ * RateLimit headers). Routes then state the scope they need with `requireScope`.
  */
 export function authenticate(
   lookup: (key: string) => Promise<Principal | null>,
