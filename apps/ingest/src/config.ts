@@ -34,6 +34,14 @@ export const IngestConfig = v.pipe(
     API_V1_SUNSET_AT: optionalDate(),
     /** Migration guide announced with rel="deprecation". */
     API_V1_DEPRECATION_LINK: v.optional(v.pipe(v.string(), v.url("must be a URL"))),
+    /**
+     * Key of the HMAC that makes list cursors tamper-evident. Required, never generated: a cursor
+     * must survive a restart and work on every replica, so all of them share this one value.
+     */
+    CURSOR_SECRET: v.pipe(
+      v.string(),
+      v.minLength(32, "must be at least 32 characters, the same on every ingest process (openssl rand -base64 32)"),
+    ),
     /** Postgres pool size of this process. */
     DB_POOL_SIZE: int(10, 1, 100),
   }),

@@ -17,6 +17,8 @@ export interface IngestDeps {
   /** Accepts notifications with group commit (notifications/create.ts). */
   ingestor: Ingestor;
   maxBodyBytes: number;
+  /** HMAC key of list cursors (CURSOR_SECRET). */
+  cursorSecret: string;
   /** Inbound leaky buckets per key (default: 1000/s with a queue of 2000). */
   rateLimiter?: RateLimiter;
   /** Deprecation lifecycle of /api/v1 (default: current, no headers). */

@@ -42,6 +42,7 @@ const app = createApp({
   templates,
   ingestor,
   maxBodyBytes: config.MAX_BODY_BYTES,
+  cursorSecret: config.CURSOR_SECRET,
   isStopping: () => stopping,
 });
 mountMetrics(app, createMetrics("ingest"));

@@ -24,6 +24,7 @@ export async function ingestApp(t: Pick<Test, "teardown">, overrides: Partial<In
     templates,
     ingestor: createIngestor({ database, bus, log, templates }),
     maxBodyBytes: 65_536,
+    cursorSecret: "test-cursor-secret-0123456789abcdef",
     isStopping: () => false,
     ...overrides,
   };

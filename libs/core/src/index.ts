@@ -1,5 +1,6 @@
 export * from "./api-keys.js";
 export * from "./channels.js";
+export * from "./cursor.js";
 export * from "./delivery.js";
 export * from "./errors.js";
 export * from "./ids.js";

@@ -76,13 +76,15 @@ const body = JSON.stringify({
   template_id: "welcome",
   data: { name: "Ada" },
   priority: "transactional",
-  channels: ["email"],
+  channels: ["email", "sms", "push", "in_app"],
 });
 process.stdout.write(`
 notify is running.
   API:       ${stack.baseUrl}/api/v1   (health: ${stack.baseUrl}/healthz)
   Postgres:  ${config.DATABASE_URL ? "DATABASE_URL" : "embedded PGlite"}   NATS: ${stack.natsUrl}
-  Sandbox:   ${stack.sandboxUrl}/sandbox/messages   (emails the SendGrid sandbox received)
+  Sandboxes: ${stack.sandboxes.sendgrid}/sandbox/messages   (emails SendGrid received)
+             ${stack.sandboxes.plivo}/sandbox/messages   (SMS Plivo received)
+             ${stack.sandboxes.push}/sandbox/messages   (Web Push, decrypted; HTTPS under the CA in the data folder)
   Dev key:   ${stack.apiKey}   (admin scope; kept in ${join(config.DATA_DIR, "dev-api-key")})
 
 Send a notification:
