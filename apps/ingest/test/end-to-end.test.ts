@@ -1,36 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startStack } from "@notify/stack";
-import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import { eventually, startTestStack } from "@notify/testing";
 import t from "tap";
 
 // One notification the whole way over the real processes: ingest -> Postgres + JetStream lane
 // -> processor -> email work queue -> worker -> SendGrid sandbox -> status -> GET delivered.
-const { url } = await freshDatabase(t);
-const namespace = freshNamespace(t);
-const ports = {
-  ingest: await freePort(),
-  processor: await freePort(),
-  workers: await freePort(),
-  receipts: await freePort(),
-  sandbox: await freePort(),
-};
-const stack = await startStack({
-  dataDir: mkdtempSync(join(tmpdir(), "notify-e2e-")),
-  databaseUrl: url,
-  natsUrl: TEST_NATS_URL,
-  namespace,
-  partitions: 4,
-  basePort: ports.ingest,
-  ports,
-  logLevel: "warn",
-  seed: true,
-  onLine: (app, line) => t.comment(`[${app}] ${line}`),
-});
-t.teardown(() => stack.stop());
-const auth = { authorization: `Bearer ${stack.apiKey}` };
+const { stack, auth } = await startTestStack(t, { partitions: 4 });
 
 const post = (body: unknown, key = randomUUID()) =>
   fetch(`${stack.baseUrl}/api/v1/notifications`, {

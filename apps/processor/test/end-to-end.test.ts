@@ -1,38 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startStack } from "@notify/stack";
-import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import { eventually, startTestStack } from "@notify/testing";
 import t from "tap";
 
 // The processing stage over the real processes: templates, contacts and preferences written
 // through the API decide what the processor does, and GET /notifications/{id} shows every
 // decision per channel: delivered, suppressed with its reason, deferred with its planned time.
-const { url } = await freshDatabase(t);
-const namespace = freshNamespace(t);
-const ports = {
-  ingest: await freePort(),
-  processor: await freePort(),
-  workers: await freePort(),
-  receipts: await freePort(),
-  sandbox: await freePort(),
-};
-const stack = await startStack({
-  dataDir: mkdtempSync(join(tmpdir(), "notify-policy-e2e-")),
-  databaseUrl: url,
-  natsUrl: TEST_NATS_URL,
-  namespace,
-  partitions: 4,
-  basePort: ports.ingest,
-  ports,
-  logLevel: "warn",
-  seed: true,
-  env: { QUIET_HOURS_DROP_CATEGORIES: "flash_sale" },
-  onLine: (app, line) => t.comment(`[${app}] ${line}`),
-});
-t.teardown(() => stack.stop());
-const auth = { authorization: `Bearer ${stack.apiKey}` };
+const { stack, auth } = await startTestStack(t, { partitions: 4, env: { QUIET_HOURS_DROP_CATEGORIES: "flash_sale" } });
 
 const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
   const response = await fetch(`${stack.baseUrl}/api/v1${path}`, {

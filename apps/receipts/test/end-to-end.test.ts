@@ -1,40 +1,15 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import https from "node:https";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startStack } from "@notify/stack";
-import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import { eventually, startTestStack } from "@notify/testing";
 import t from "tap";
 
 // The whole service over the real processes: one notification requested on all four channels
 // is delivered through the SendGrid, Plivo and Web Push sandboxes and the in-app inbox; the
 // sandboxes post their signed receipts to apps/receipts, and a bounce reported later moves the
 // delivered email to bounced in GET /notifications/{id}.
-const { url } = await freshDatabase(t);
-const namespace = freshNamespace(t);
-const ports = {
-  ingest: await freePort(),
-  processor: await freePort(),
-  workers: await freePort(),
-  receipts: await freePort(),
-  sandbox: await freePort(),
-};
-const dataDir = mkdtempSync(join(tmpdir(), "notify-receipts-e2e-"));
-const stack = await startStack({
-  dataDir,
-  databaseUrl: url,
-  natsUrl: TEST_NATS_URL,
-  namespace,
-  partitions: 2,
-  basePort: ports.ingest,
-  ports,
-  logLevel: "warn",
-  seed: true,
-  onLine: (app, line) => t.comment(`[${app}] ${line}`),
-});
-t.teardown(() => stack.stop());
-const auth = { authorization: `Bearer ${stack.apiKey}` };
+const { stack, dataDir, auth } = await startTestStack(t);
 
 interface ChannelView {
   status: string;

@@ -1,34 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { APPS, startStack } from "@notify/stack";
-import { eventually, freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import { APPS } from "@notify/stack";
+import { eventually, startTestStack } from "@notify/testing";
 import t from "tap";
 
 // GET /metrics on every app of the real stack, and the workers' delivery series after one
 // notification went the whole way.
-const { url } = await freshDatabase(t);
-const ports = {
-  ingest: await freePort(),
-  processor: await freePort(),
-  workers: await freePort(),
-  receipts: await freePort(),
-  sandbox: await freePort(),
-};
-const stack = await startStack({
-  dataDir: mkdtempSync(join(tmpdir(), "notify-metrics-")),
-  databaseUrl: url,
-  natsUrl: TEST_NATS_URL,
-  namespace: freshNamespace(t),
-  partitions: 2,
-  basePort: ports.ingest,
-  ports,
-  logLevel: "warn",
-  seed: true,
-  onLine: (app, line) => t.comment(`[${app}] ${line}`),
-});
-t.teardown(() => stack.stop());
+const { stack, ports } = await startTestStack(t);
 const metrics = async (app: (typeof APPS)[number]) => {
   const response = await fetch(`http://127.0.0.1:${ports[app]}/metrics`);
   return { response, text: await response.text() };

@@ -117,4 +117,5 @@ export async function freePort(): Promise<number> {
 }
 export * from "./bus.js";
 export * from "./logger.js";
+export * from "./stack.js";
 export * from "./tcp-proxy.js";
