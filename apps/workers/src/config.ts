@@ -1,4 +1,4 @@
-import { common, int, port, text, url } from "@notify/config";
+import { common, int, port, text } from "@notify/config";
 import type { RateLimit } from "@notify/core";
 import { channelProviderEnv, checkChannelProviders } from "@notify/providers/channels";
 import * as v from "valibot";
