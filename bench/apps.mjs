@@ -49,6 +49,7 @@ for (const app of APPS) {
     EMAIL_PROVIDER: "sandbox",
     SENDGRID_API_KEY: "SG.sandbox",
     SENDGRID_BASE_URL: prep.sandboxUrl,
+    CURSOR_SECRET: "bench-cursor-secret-0123456789abcdef",
   });
   await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
   const ms = performance.now() - started;

@@ -21,6 +21,7 @@ const app = createApp({
   templates,
   ingestor: createIngestor({ database, bus, log, templates }),
   maxBodyBytes: 262_144,
+  cursorSecret: "test-cursor-secret-0123456789abcdef",
   isStopping: () => false,
 });
 const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });

@@ -19,6 +19,7 @@ const app = createApp({
   templates,
   ingestor: createIngestor({ database, bus, log, templates }),
   maxBodyBytes: 4096,
+  cursorSecret: "test-cursor-secret-0123456789abcdef",
   isStopping: () => false,
 });
 const key = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });

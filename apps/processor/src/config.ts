@@ -29,6 +29,16 @@ export const ProcessorConfig = v.object({
   QUIET_HOURS_DROP_CATEGORIES: categoryList(""),
   /** How often the scheduler looks for deferred notifications that are due. */
   DEFERRED_POLL_INTERVAL_MS: int(1000, 50, 60_000),
+  /** How often the broadcast expander looks for broadcasts to expand when it has none. */
+  BROADCAST_POLL_INTERVAL_MS: int(1000, 50, 60_000),
+  /** Recipients per expansion transaction: one unnest insert and one round of publishes each. */
+  BROADCAST_BATCH_SIZE: int(1000, 1, 20_000),
+  /** Days a notification stays in the live log before it is archived (spec: 90 days, then archive). */
+  RETENTION_DAYS: int(90, 1, 36_500),
+  /** How often the retention job looks for notifications past the window. */
+  RETENTION_INTERVAL_MS: int(3_600_000, 1000, 86_400_000),
+  /** Where archived notifications go: ARCHIVE_DIR/YYYY-MM/*.ndjson.gz (a volume in containers). */
+  ARCHIVE_DIR: text("archive"),
   /** Postgres pool of the promotional lane and the scheduler. */
   DB_POOL_SIZE: int(10, 1, 100),
   /** Postgres pool of the transactional lane alone, so a promotional flood cannot take it. */

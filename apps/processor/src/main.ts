@@ -3,9 +3,11 @@ import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
+import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps, startConsumers } from "./consumers.js";
 import { startScheduler } from "./deferral/scheduler.js";
+import { startRetention } from "./retention/job.js";
 
 const config = loadConfig(ProcessorConfig, process.env);
 const log = createLogger({ name: "processor", level: config.LOG_LEVEL });
@@ -54,11 +56,20 @@ const deps = {
 };
 const runners = await startConsumers(deps);
 const scheduler = startScheduler(await laneDeps(deps, "promotional"), { intervalMs: config.DEFERRED_POLL_INTERVAL_MS });
+// Broadcasts are promotional: the expander shares the promotional lane's pool.
+const expander = startExpander(
+  { database, bus, log },
+  { intervalMs: config.BROADCAST_POLL_INTERVAL_MS, batchSize: config.BROADCAST_BATCH_SIZE },
+);
+const retention = startRetention(
+  { database, log },
+  { intervalMs: config.RETENTION_INTERVAL_MS, days: config.RETENTION_DAYS, dir: config.ARCHIVE_DIR },
+);
 log.info({ port: server.port, consumers: runners.length }, "processor consuming");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
-  await Promise.all([...runners.map((r) => r.stop()), scheduler.stop()]);
+  await Promise.all([...runners.map((r) => r.stop()), scheduler.stop(), expander.stop(), retention.stop()]);
   await bus.close();
   await Promise.all([database.close(), transactionalDatabase.close()]);
   await server.close();

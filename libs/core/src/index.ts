@@ -1,4 +1,5 @@
 export * from "./api-keys.js";
+export * from "./audience.js";
 export * from "./channels.js";
 export * from "./cursor.js";
 export * from "./delivery.js";

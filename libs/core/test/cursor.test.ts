@@ -42,7 +42,11 @@ t.test("any change to a cursor is detected", async (t) => {
         const index = at % cursor.length;
         fc.pre(cursor[index] !== replacement);
         const edited = cursor.slice(0, index) + replacement + cursor.slice(index + 1);
-        t.not(refusal(() => decodeCursor(secret, context, edited)), null, edited);
+        t.not(
+          refusal(() => decodeCursor(secret, context, edited)),
+          null,
+          edited,
+        );
       },
     ),
     { numRuns: 1000 },
@@ -54,9 +58,18 @@ t.test("a cursor is refused under another context, secret, or truncated", async 
     fc.property(positions, contexts, contexts, (position, context, other) => {
       fc.pre(context !== other);
       const cursor = encodeCursor(secret, context, position);
-      t.not(refusal(() => decodeCursor(secret, other, cursor)), null);
-      t.not(refusal(() => decodeCursor(`${secret}x`, context, cursor)), null);
-      t.not(refusal(() => decodeCursor(secret, context, cursor.slice(0, -1))), null);
+      t.not(
+        refusal(() => decodeCursor(secret, other, cursor)),
+        null,
+      );
+      t.not(
+        refusal(() => decodeCursor(`${secret}x`, context, cursor)),
+        null,
+      );
+      t.not(
+        refusal(() => decodeCursor(secret, context, cursor.slice(0, -1))),
+        null,
+      );
     }),
     { numRuns: 300 },
   );
@@ -66,9 +79,19 @@ t.test("a cursor of another encoding version is refused by name", async (t) => {
   const cursor = encodeCursor(secret, "c", { micros: 1n, id: "x" });
   const bytes = Buffer.from(cursor, "base64url");
   bytes[0] = 0;
-  t.match(refusal(() => decodeCursor(secret, "c", bytes.toString("base64url"))), /another version/);
+  t.match(
+    refusal(() => decodeCursor(secret, "c", bytes.toString("base64url"))),
+    /another version/,
+  );
   // The inbox's older JSON cursors are not mistaken for ours.
   const json = Buffer.from(JSON.stringify({ v: 1, id: 5 })).toString("base64url");
-  t.not(refusal(() => decodeCursor(secret, "c", json)), null);
-  for (const junk of ["", "%%%", "a".repeat(600), "AQ"]) t.not(refusal(() => decodeCursor(secret, "c", junk)), null);
+  t.not(
+    refusal(() => decodeCursor(secret, "c", json)),
+    null,
+  );
+  for (const junk of ["", "%%%", "a".repeat(600), "AQ"])
+    t.not(
+      refusal(() => decodeCursor(secret, "c", junk)),
+      null,
+    );
 });

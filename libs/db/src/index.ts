@@ -3,6 +3,7 @@ import postgres from "postgres";
 import * as schema from "./schema/index.js";
 
 export * from "./api-keys.js";
+export * from "./audiences.js";
 export * from "./schema/index.js";
 export { schema };
 export type Db = PostgresJsDatabase<typeof schema>;

@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from "node:crypto";
+import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { hashKey } from "@notify/core";
@@ -145,6 +145,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
 
     const common: Record<string, string> = {
       DATABASE_URL: databaseUrl,
+      CURSOR_SECRET: developmentCursorSecret(options.dataDir),
+      ARCHIVE_DIR: join(options.dataDir, "archive"),
       NATS_URL: nats.url,
       NATS_NAMESPACE: options.namespace ?? "",
       LANE_PARTITIONS: String(options.partitions ?? 16),
@@ -223,6 +225,19 @@ async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<st
   } finally {
     await database.close();
   }
+}
+
+/**
+ * Ingest refuses to start without CURSOR_SECRET; the stack keeps one in the data folder, like the
+ * development key, so list cursors keep working across restarts.
+ */
+function developmentCursorSecret(dataDir: string): string {
+  const file = join(dataDir, "cursor-secret");
+  const stored = existsSync(file) ? readFileSync(file, "utf8").trim() : "";
+  if (stored.length >= 32) return stored;
+  const secret = randomBytes(32).toString("base64url");
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  return secret;
 }
 
 async function seedPushSubscription(databaseUrl: string, subscription: DeviceToken): Promise<void> {

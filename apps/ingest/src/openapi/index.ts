@@ -1,7 +1,10 @@
 import type { Hono } from "hono";
 import type { AuthEnv } from "../auth/middleware.js";
+import { AUDIENCE_ROUTES } from "./audience-routes.js";
+import { BROADCAST_ROUTES } from "./broadcast-routes.js";
 import { buildOpenApi } from "./document.js";
 import { INBOX_ROUTES } from "./inbox-routes.js";
+import { LIST_ROUTES } from "./list-routes.js";
 import { renderDocsPage } from "./page.js";
 import type { RouteDoc } from "./registry.js";
 import { DOC_ROUTES, KEY_ROUTES, NOTIFICATION_ROUTES, TEMPLATE_ROUTES, USER_ROUTES } from "./routes.js";
@@ -15,6 +18,9 @@ export const API_ROUTES: RouteDoc[] = [
   ...USER_ROUTES,
   ...TEMPLATE_ROUTES,
   ...INBOX_ROUTES,
+  ...LIST_ROUTES,
+  ...AUDIENCE_ROUTES,
+  ...BROADCAST_ROUTES,
   ...DOC_ROUTES,
 ];
 

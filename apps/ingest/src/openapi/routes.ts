@@ -19,7 +19,7 @@ const ChannelResult = v.object({
   next_attempt_at: v.nullable(Timestamp),
 });
 
-const NotificationView = v.object({
+export const NotificationView = v.object({
   notification_id: v.string(),
   user_id: v.string(),
   category: v.string(),

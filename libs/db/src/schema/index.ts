@@ -1,4 +1,5 @@
 export * from "./api-keys.js";
+export * from "./audiences.js";
 export * from "./idempotency.js";
 export * from "./inbox.js";
 export * from "./notifications.js";

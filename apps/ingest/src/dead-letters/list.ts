@@ -1,0 +1,48 @@
+import type { Bus } from "@notify/bus";
+import { readDeadLetters } from "@notify/cli/dlq";
+import { asDependencyError } from "../dependency.js";
+import type { DeadLetterSummary, ListDeadLettersQuery } from "./schemas.js";
+
+/**
+ * GET /api/v1/dead-letters: the NOTIFY_DLQ stream is the record of dead letters, read the way
+ * `notify dlq list` reads it (an ordered consumer: nothing changes on the server), newest first.
+ * The filters select the letters before they are counted, so total_count is the filtered count.
+ */
+export async function listDeadLetters(
+  bus: Bus,
+  query: ListDeadLettersQuery,
+): Promise<{ data: DeadLetterSummary[]; page: number; page_size: number; total_count: number }> {
+  let letters: Awaited<ReturnType<typeof readDeadLetters>>;
+  try {
+    letters = await readDeadLetters(bus, {
+      ...(query.channel ? { channel: query.channel } : {}),
+      ...(query.class ? { reason: query.class } : {}),
+      ...(query.since ? { since: query.since } : {}),
+      ...(query.until ? { until: query.until } : {}),
+      ...(query.notification_id ? { notification: query.notification_id } : {}),
+    });
+  } catch (error) {
+    throw asDependencyError(error, "nats");
+  }
+  // A reason filter also matches the reason text; the API's `class` is exact.
+  const matching = (query.class ? letters.filter((l) => l.letter.class === query.class) : letters).reverse();
+  const start = (query.page - 1) * query.page_size;
+  return {
+    data: matching.slice(start, start + query.page_size).map(({ seq, time, letter }) => ({
+      seq,
+      dead_lettered_at: time.toISOString(),
+      channel: letter.channel,
+      lane: letter.lane,
+      class: letter.class,
+      reason: letter.reason,
+      provider: letter.provider,
+      attempts: letter.attempts,
+      notification_id: letter.item.notification_id,
+      client_id: letter.notification?.client_id ?? null,
+      user_id: letter.item.user_id,
+    })),
+    page: query.page,
+    page_size: query.page_size,
+    total_count: matching.length,
+  };
+}

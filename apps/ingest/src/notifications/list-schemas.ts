@@ -1,0 +1,41 @@
+import { CHANNEL_STATUSES, NotificationRequest } from "@notify/core";
+import * as v from "valibot";
+
+/** Page size of GET /users/{id}/notifications when none is asked for. */
+export const DEFAULT_LIMIT = 50;
+/** Larger limits are clamped to this, not refused (STANDARDS: Cursors). */
+export const MAX_LIMIT = 200;
+
+const instant = (field: string) =>
+  v.pipe(
+    v.string(),
+    v.isoTimestamp(`${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`),
+    v.transform((s) => new Date(s)),
+  );
+
+/** Query of GET /api/v1/users/{id}/notifications (cursor pagination, spec: Pagination convention). */
+export const ListNotificationsQuery = v.pipe(
+  v.strictObject({
+    limit: v.optional(
+      v.pipe(
+        v.string(),
+        v.regex(/^\d+$/, "limit must be a positive integer"),
+        v.transform(Number),
+        v.minValue(1, "limit must be a positive integer"),
+        v.transform((n) => Math.min(n, MAX_LIMIT)),
+      ),
+      String(DEFAULT_LIMIT),
+    ),
+    /** The next_cursor of the previous page, unchanged. */
+    cursor: v.optional(v.pipe(v.string(), v.maxLength(512, "cursor is not a cursor of this list"))),
+    category: v.optional(NotificationRequest.entries.category),
+    /** Notifications with at least one channel in this status. */
+    status: v.optional(v.picklist(CHANNEL_STATUSES, `status must be one of ${CHANNEL_STATUSES.join(", ")}`)),
+    /** created_at >= since. */
+    since: v.optional(instant("since")),
+    /** created_at < until. */
+    until: v.optional(instant("until")),
+  }),
+  v.check((q) => !q.since || !q.until || q.since < q.until, "since must be earlier than until"),
+);
+export type ListNotificationsQuery = v.InferOutput<typeof ListNotificationsQuery>;

@@ -1,0 +1,94 @@
+import type { DeadLetter, DeadLetterClass } from "@notify/core";
+import { seedApiKey } from "@notify/db";
+import t from "tap";
+import type { DeadLetterSummary } from "../src/dead-letters/schemas.js";
+import { ingestApp } from "./support.js";
+
+const { app, database, bus } = await ingestApp(t);
+const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read"] });
+
+const letter = (n: number, channel: "email" | "sms", cls: DeadLetterClass): DeadLetter => ({
+  version: 1,
+  class: cls,
+  reason: `reason ${n}`,
+  channel,
+  lane: "promotional",
+  provider: channel === "email" ? "sendgrid" : "plivo",
+  attempts: 5,
+  notification: null,
+  item: {
+    notification_id: `n-${n}`,
+    channel,
+    priority: "promotional",
+    user_id: `u-${n}`,
+    category: "news",
+    to: "x",
+    subject: null,
+    body: "b",
+    attempt: 5,
+  },
+  history: [],
+  dead_lettered_at: new Date().toISOString(),
+});
+for (let n = 1; n <= 7; n++) {
+  const channel = n % 2 ? "email" : "sms";
+  await bus.publish(
+    bus.subjects.dlq(channel),
+    letter(n, channel, n <= 5 ? "permanent" : "retries_exhausted"),
+    `dl-${n}`,
+  );
+}
+
+const get = async (query: Record<string, string> = {}, key = admin) => {
+  const response = await app.request(`/api/v1/dead-letters?${new URLSearchParams(query)}`, {
+    headers: { "x-api-key": key },
+  });
+  return {
+    status: response.status,
+    body: (await response.json()) as {
+      data: DeadLetterSummary[];
+      page: number;
+      page_size: number;
+      total_count: number;
+    },
+  };
+};
+
+t.test("offset pages, newest first, with the filtered total", async (t) => {
+  const first = await get({ page_size: "3" });
+  t.equal(first.status, 200);
+  t.same(
+    first.body.data.map((d) => d.notification_id),
+    ["n-7", "n-6", "n-5"],
+  );
+  t.match(first.body, { page: 1, page_size: 3, total_count: 7 });
+  t.same(
+    (await get({ page_size: "3", page: "3" })).body.data.map((d) => d.notification_id),
+    ["n-1"],
+  );
+  t.same((await get({ page: "9" })).body.data, []);
+  t.equal((await get({ page_size: "5000" })).body.page_size, 200, "clamped");
+  const email = await get({ channel: "email", class: "permanent" });
+  t.same(
+    email.body.data.map((d) => d.notification_id),
+    ["n-5", "n-3", "n-1"],
+  );
+  t.equal(email.body.total_count, 3);
+  t.match(email.body.data[0], { channel: "email", class: "permanent", provider: "sendgrid", user_id: "u-5" });
+  t.equal((await get({ notification_id: "n-4" })).body.total_count, 1);
+  for (const query of [
+    { page: "0" } as Record<string, string>,
+    { page_size: "-1" },
+    { channel: "fax" },
+    { class: "lost" },
+    { since: "x" },
+  ]) {
+    t.equal((await get(query)).status, 400, JSON.stringify(query));
+  }
+});
+
+t.test("admin scope only", async (t) => {
+  t.equal((await get({}, reader)).status, 403);
+  t.equal((await app.request("/api/v1/dead-letters")).status, 401);
+});

@@ -1,0 +1,90 @@
+import { type LaneMessage, partitionOf } from "@notify/core";
+import { captureLogger, freshBus, freshDatabase, streamCount } from "@notify/testing";
+import t from "tap";
+import { expandBatch } from "../src/broadcasts/expander.js";
+
+// The expander in process: batches in member order, one notification and one lane message per
+// member, a cancel that stops it between batches, and two expanders that never share a batch.
+const { database } = await freshDatabase(t);
+const bus = await freshBus(t);
+const { log } = captureLogger("processor");
+const deps = { database, bus, log };
+
+async function broadcast(id: string, members: number, channels: string[] | null = null) {
+  await database.sql`insert into audiences (id, name) values (${id}, ${id})`;
+  await database.sql`insert into audience_members (audience_id, user_id)
+    select ${id}, ${`${id}-u`} || lpad(n::text, 6, '0') from generate_series(1, ${members}) n`;
+  await database.sql`insert into broadcasts (id, client_id, dedup_key, request_hash, audience_id, category, template_id,
+      template_version, requested_channels, data, status, total)
+    values (${id}, 'shop', ${id}, 'h', ${id}, 'deals', 'promo', 1, ${channels}::text[], '{"name":"you"}', 'expanding', ${members})`;
+}
+
+const recipients = async (id: string) =>
+  database.sql<{ user_id: string; notification_id: string; published: boolean; dedup_key: string }[]>`
+    select r.user_id, r.notification_id, n.published_at is not null as published, n.dedup_key
+    from broadcast_recipients r join notifications n on n.id = r.notification_id
+    where r.broadcast_id = ${id} order by r.user_id`;
+
+const state = async (id: string) =>
+  (
+    await database.sql<{ status: string; expanded: number; cursor: string | null }[]>`
+    select status, expanded::int as expanded, cursor from broadcasts where id = ${id}`
+  )[0];
+
+t.test("expands in batches into published promotional notifications, then finishes", async (t) => {
+  await broadcast("b1", 25, ["email"]);
+  t.match(await expandBatch(deps, 10), { kind: "expanded", count: 10 });
+  t.match(await state("b1"), { status: "expanding", expanded: 10, cursor: "b1-u000010" });
+  t.match(await expandBatch(deps, 10), { kind: "expanded", count: 10 });
+  t.match(await expandBatch(deps, 10), { kind: "expanded", count: 5 });
+  t.match(await expandBatch(deps, 10), { kind: "finished", broadcastId: "b1" });
+  t.match(await expandBatch(deps, 10), { kind: "idle" });
+  t.match(await state("b1"), { status: "expanded", expanded: 25 });
+
+  const rows = await recipients("b1");
+  t.equal(rows.length, 25);
+  t.equal(new Set(rows.map((r) => r.notification_id)).size, 25, "each its own notification id");
+  t.ok(rows.every((r) => r.published));
+  t.equal(rows[0]?.dedup_key, "broadcast:b1:b1-u000001");
+  t.equal(await streamCount(bus, bus.streams.lane("promotional")), 25);
+  t.equal(await streamCount(bus, bus.streams.lane("transactional")), 0);
+  const first = rows[0] as { user_id: string; notification_id: string };
+  const message = await bus.jsm.streams.getMessage(bus.streams.lane("promotional"), {
+    last_by_subj: bus.subjects.lane("promotional", partitionOf(first.user_id, bus.naming.partitions)),
+  });
+  t.match(message?.json<LaneMessage>(), {
+    client_id: "shop",
+    category: "deals",
+    template_id: "promo",
+    template_version: 1,
+    priority: "promotional",
+    channels: ["email"],
+    data: { name: "you" },
+  });
+});
+
+t.test("a cancelled broadcast stops between batches", async (t) => {
+  await broadcast("b2", 30);
+  await expandBatch(deps, 10);
+  await database.sql`update broadcasts set status = 'cancelled' where id = 'b2'`;
+  t.match(await expandBatch(deps, 10), { kind: "idle" });
+  t.equal((await recipients("b2")).length, 10);
+});
+
+t.test("concurrent expanders never give a member two notifications", async (t) => {
+  await broadcast("b3", 500);
+  await broadcast("b4", 300);
+  const run = async () => {
+    for (;;) if ((await expandBatch(deps, 37)).kind === "idle") return;
+  };
+  await Promise.all([run(), run(), run()]);
+  for (const [id, n] of [
+    ["b3", 500],
+    ["b4", 300],
+  ] as const) {
+    const rows = await recipients(id);
+    t.equal(rows.length, n);
+    t.equal(new Set(rows.map((r) => r.user_id)).size, n);
+    t.match(await state(id), { status: "expanded", expanded: n });
+  }
+});

@@ -1,0 +1,80 @@
+import { sql } from "drizzle-orm";
+import { bigint, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+
+/** A stored set of user ids, the target of broadcasts (spec rule 11). */
+export const audiences = pgTable("audiences", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+});
+
+/**
+ * One row per member. The primary key orders an audience's members by user id: the order a
+ * broadcast walks them in, so its stored cursor (the last user id expanded) says exactly where
+ * to resume.
+ */
+export const audienceMembers = pgTable(
+  "audience_members",
+  {
+    audienceId: text("audience_id")
+      .notNull()
+      .references(() => audiences.id, { onDelete: "cascade" }),
+    userId: text("user_id").notNull(),
+    addedAt: timestamp("added_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.audienceId, t.userId] })],
+);
+
+/**
+ * A promotional notification for every member of an audience, expanded in batches by the
+ * processor. `cursor` is the last user id expanded, committed in the same transaction as the
+ * batch's notifications, so an expander that dies resumes after it: no gap and no duplicate.
+ */
+export const broadcasts = pgTable(
+  "broadcasts",
+  {
+    id: text("id").primaryKey(),
+    clientId: text("client_id").notNull(),
+    dedupKey: text("dedup_key").notNull(),
+    /** SHA-256 of the canonical request: a reused Idempotency-Key with another body is a 422. */
+    requestHash: text("request_hash").notNull(),
+    audienceId: text("audience_id")
+      .notNull()
+      .references(() => audiences.id),
+    category: text("category").notNull(),
+    templateId: text("template_id").notNull(),
+    templateVersion: integer("template_version"),
+    requestedChannels: text("requested_channels").array(),
+    data: jsonb("data").notNull(),
+    /** expanding → expanded, or cancelled. */
+    status: text("status").notNull(),
+    /** Members when the broadcast was accepted; members added later are expanded too. */
+    total: bigint("total", { mode: "number" }).notNull(),
+    expanded: bigint("expanded", { mode: "number" }).notNull().default(0),
+    cursor: text("cursor"),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    finishedAt: timestamp("finished_at", { withTimezone: true, mode: "date" }),
+  },
+  (t) => [
+    uniqueIndex("broadcasts_client_dedup_idx").on(t.clientId, t.dedupKey),
+    index("broadcasts_expanding_idx").on(t.createdAt).where(sql`${t.status} = 'expanding'`),
+  ],
+);
+
+/** Who a broadcast reached: one notification per (broadcast, user), enforced by the key. */
+export const broadcastRecipients = pgTable(
+  "broadcast_recipients",
+  {
+    broadcastId: text("broadcast_id")
+      .notNull()
+      .references(() => broadcasts.id, { onDelete: "cascade" }),
+    userId: text("user_id").notNull(),
+    notificationId: text("notification_id").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.broadcastId, t.userId] }),
+    uniqueIndex("broadcast_recipients_notification_idx").on(t.notificationId),
+  ],
+);
