@@ -1,12 +1,13 @@
 import { ConfigError } from "@notify/config";
 import { audiences } from "./audiences.js";
+import { broadcasts } from "./broadcasts.js";
 import { type CliDeps, type CommandGroup, type Io, UsageError } from "./command.js";
 import { dlq } from "./dlq.js";
 import { keys } from "./keys.js";
 import { retention } from "./retention.js";
 
 /** New groups (dlq, audiences, retention, ...) are added here. */
-const GROUPS: CommandGroup[] = [keys, dlq, audiences, retention];
+const GROUPS: CommandGroup[] = [keys, dlq, audiences, broadcasts, retention];
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
 

@@ -55,5 +55,6 @@ export function createDb(config: DbConfig): Database {
     },
   };
 }
+export * from "./broadcasts.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export * from "./seed.js";
