@@ -1,8 +1,5 @@
 import * as v from "valibot";
-
-export const DEFAULT_PAGE_SIZE = 50;
-/** Larger page sizes are clamped to this, not refused (STANDARDS: pagination). */
-export const MAX_PAGE_SIZE = 200;
+import { offsetPageQuery } from "../pagination.js";
 
 /** Body of POST /api/v1/audiences. */
 export const CreateAudienceRequest = v.strictObject({
@@ -15,25 +12,9 @@ export const CreateAudienceRequest = v.strictObject({
   ),
 });
 
-const positiveInteger = (field: string) =>
-  v.pipe(
-    v.string(),
-    v.regex(/^\d+$/, `${field} must be a positive integer`),
-    v.transform(Number),
-    v.safeInteger(`${field} is too large`),
-    v.minValue(1, `${field} must be a positive integer`),
-  );
-
 /** Query of GET /api/v1/audiences (offset pagination). */
 export const ListAudiencesQuery = v.strictObject({
-  page: v.optional(positiveInteger("page"), "1"),
-  page_size: v.optional(
-    v.pipe(
-      positiveInteger("page_size"),
-      v.transform((size) => Math.min(size, MAX_PAGE_SIZE)),
-    ),
-    String(DEFAULT_PAGE_SIZE),
-  ),
+  ...offsetPageQuery,
 });
 
 export const AudienceResponse = v.object({

@@ -1,18 +1,6 @@
 import { CHANNELS, DEAD_LETTER_CLASSES } from "@notify/core";
 import * as v from "valibot";
-
-export const DEFAULT_PAGE_SIZE = 50;
-/** Larger page sizes are clamped to this, not refused (STANDARDS: pagination). */
-export const MAX_PAGE_SIZE = 200;
-
-const positiveInteger = (field: string) =>
-  v.pipe(
-    v.string(),
-    v.regex(/^\d+$/, `${field} must be a positive integer`),
-    v.transform(Number),
-    v.safeInteger(`${field} is too large`),
-    v.minValue(1, `${field} must be a positive integer`),
-  );
+import { offsetPageQuery } from "../pagination.js";
 
 const instant = (field: string) =>
   v.pipe(
@@ -23,14 +11,7 @@ const instant = (field: string) =>
 
 /** Query of GET /api/v1/dead-letters (offset pagination, spec: Pagination convention). */
 export const ListDeadLettersQuery = v.strictObject({
-  page: v.optional(positiveInteger("page"), "1"),
-  page_size: v.optional(
-    v.pipe(
-      positiveInteger("page_size"),
-      v.transform((size) => Math.min(size, MAX_PAGE_SIZE)),
-    ),
-    String(DEFAULT_PAGE_SIZE),
-  ),
+  ...offsetPageQuery,
   channel: v.optional(v.picklist(CHANNELS, `channel must be one of ${CHANNELS.join(", ")}`)),
   class: v.optional(v.picklist(DEAD_LETTER_CLASSES, `class must be one of ${DEAD_LETTER_CLASSES.join(", ")}`)),
   /** Dead-lettered at or after. */

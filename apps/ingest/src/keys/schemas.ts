@@ -1,11 +1,9 @@
 import { SCOPES } from "@notify/core";
 import * as v from "valibot";
+import { offsetPageQuery } from "../pagination.js";
 
 /** Rotation grace periods are for switching callers over, not for keeping two keys alive. */
 export const MAX_GRACE_SECONDS = 7 * 24 * 3600;
-export const DEFAULT_PAGE_SIZE = 50;
-/** Larger page sizes are clamped to this, not refused (STANDARDS: pagination). */
-export const MAX_PAGE_SIZE = 200;
 /** Ceiling of either rate-limit parameter; the column is a 32-bit integer. */
 export const MAX_RATE = 1_000_000;
 
@@ -59,15 +57,6 @@ export const RotateKeyRequest = v.strictObject({
 });
 export type RotateKeyRequest = v.InferOutput<typeof RotateKeyRequest>;
 
-const positiveInteger = (field: string) =>
-  v.pipe(
-    v.string(),
-    v.regex(/^\d+$/, `${field} must be a positive integer`),
-    v.transform(Number),
-    v.safeInteger(`${field} is too large`),
-    v.minValue(1, `${field} must be a positive integer`),
-  );
-
 /** Query of GET /api/v1/keys (offset pagination, spec: Pagination convention). */
 export const ListKeysQuery = v.strictObject({
   client_id: v.optional(ClientId),
@@ -79,14 +68,6 @@ export const ListKeysQuery = v.strictObject({
     ),
     "false",
   ),
-  /** From 1. */
-  page: v.optional(positiveInteger("page"), "1"),
-  page_size: v.optional(
-    v.pipe(
-      positiveInteger("page_size"),
-      v.transform((size) => Math.min(size, MAX_PAGE_SIZE)),
-    ),
-    String(DEFAULT_PAGE_SIZE),
-  ),
+  ...offsetPageQuery,
 });
 export type ListKeysQuery = v.InferOutput<typeof ListKeysQuery>;

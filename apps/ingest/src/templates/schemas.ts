@@ -8,12 +8,10 @@ import {
   TEMPLATE_ID_PATTERN,
 } from "@notify/core";
 import * as v from "valibot";
+import { offsetPageQuery } from "../pagination.js";
 
 export const MAX_VARIANTS = 200;
 export const MAX_PARAMS = 100;
-export const DEFAULT_PAGE_SIZE = 50;
-/** Larger page sizes are clamped to this, not refused (STANDARDS: pagination). */
-export const MAX_PAGE_SIZE = 200;
 
 export const TemplateId = v.pipe(
   v.string("template_id must be a string"),
@@ -130,25 +128,9 @@ export const TemplateResponse = v.strictObject({
 });
 export type TemplateResponse = v.InferOutput<typeof TemplateResponse>;
 
-const positiveInteger = (field: string) =>
-  v.pipe(
-    v.string(),
-    v.regex(/^\d+$/, `${field} must be a positive integer`),
-    v.transform(Number),
-    v.safeInteger(`${field} is too large`),
-    v.minValue(1, `${field} must be a positive integer`),
-  );
-
 /** Query of GET /api/v1/templates (offset pagination, spec: Pagination convention). */
 export const ListTemplatesQuery = v.strictObject({
-  page: v.optional(positiveInteger("page"), "1"),
-  page_size: v.optional(
-    v.pipe(
-      positiveInteger("page_size"),
-      v.transform((size) => Math.min(size, MAX_PAGE_SIZE)),
-    ),
-    String(DEFAULT_PAGE_SIZE),
-  ),
+  ...offsetPageQuery,
 });
 export type ListTemplatesQuery = v.InferOutput<typeof ListTemplatesQuery>;
 
