@@ -1,29 +1,11 @@
 import { CHANNELS } from "@notify/core";
 import { seedApiKey } from "@notify/db";
-import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import fc from "fast-check";
 import t, { type Test } from "tap";
-import { createApp } from "../src/app.js";
-import { createKeyLookup } from "../src/auth/api-keys.js";
-import { createIngestor } from "../src/notifications/create.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
+import { ingestApp } from "./support.js";
 
 // GET and PUT /api/v1/users/{id}/preferences through app.request(), on a real database.
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const { log } = captureLogger("ingest");
-const templates = createTemplateLookup(database, 0);
-const app = createApp({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 16_384,
-  cursorSecret: "test-cursor-secret-0123456789abcdef",
-  isStopping: () => false,
-});
+const { app, database } = await ingestApp(t, { maxBodyBytes: 16_384 });
 const key = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });
 const adminKey = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
 const ingestKey = await seedApiKey(database, { clientId: "shop", name: "ingest", scopes: ["ingest", "read"] });

@@ -1,29 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { seedApiKey } from "@notify/db";
-import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import t, { type Test } from "tap";
-import { createApp } from "../src/app.js";
-import { createKeyLookup } from "../src/auth/api-keys.js";
-import { createIngestor } from "../src/notifications/create.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
+import { ingestApp } from "./support.js";
 
 // The template API (admin scope): immutable versions, variants per (channel, locale), eta
 // bodies checked when written; and ingest checking notifications against the latest version.
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const { log } = captureLogger("ingest");
-const templates = createTemplateLookup(database, 0);
-const app = createApp({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 262_144,
-  cursorSecret: "test-cursor-secret-0123456789abcdef",
-  isStopping: () => false,
-});
+const { app, database } = await ingestApp(t, { maxBodyBytes: 262_144 });
 const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
 const ingestKey = await seedApiKey(database, {
   clientId: "shop",

@@ -1,27 +1,9 @@
 import { seedApiKey } from "@notify/db";
-import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import t, { type Test } from "tap";
-import { createApp } from "../src/app.js";
-import { createKeyLookup } from "../src/auth/api-keys.js";
-import { createIngestor } from "../src/notifications/create.js";
-import { createTemplateLookup } from "../src/notifications/templates.js";
+import { ingestApp } from "./support.js";
 
 // GET and PUT /api/v1/users/{id}/contacts: the addresses email and SMS need.
-const { database } = await freshDatabase(t);
-const bus = await freshBus(t);
-const { log, lines } = captureLogger("ingest");
-const templates = createTemplateLookup(database, 0);
-const app = createApp({
-  database,
-  bus,
-  log,
-  lookupKey: createKeyLookup(database, 0),
-  templates,
-  ingestor: createIngestor({ database, bus, log, templates }),
-  maxBodyBytes: 4096,
-  cursorSecret: "test-cursor-secret-0123456789abcdef",
-  isStopping: () => false,
-});
+const { app, database, lines } = await ingestApp(t, { maxBodyBytes: 4096 });
 const key = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });
 const readKey = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read", "ingest"] });
 
