@@ -2,6 +2,7 @@ import type { Bus } from "@notify/bus";
 import { type Channel, type LaneMessage, newId, partitionOf } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { every } from "../periodic.js";
 
 export interface ExpanderDeps {
   database: Database;
@@ -120,34 +121,11 @@ export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promis
  * `intervalMs`. All state is in Postgres, so a restarted or second processor resumes exactly.
  */
 export function startExpander(deps: ExpanderDeps, options: { intervalMs: number; batchSize: number }): Expander {
-  let stopped = false;
-  let wake: (() => void) | undefined;
-  const loop = (async () => {
-    while (!stopped) {
-      try {
-        let result: BatchResult;
-        do {
-          result = await expandBatch(deps, options.batchSize);
-          if (result.kind === "finished") deps.log.info({ broadcast_id: result.broadcastId }, "broadcast expanded");
-        } while (!stopped && result.kind !== "idle");
-      } catch (error) {
-        deps.log.warn({ err: error }, "expanding broadcasts failed; will retry");
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, options.intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
-  })();
-  return {
-    async stop() {
-      stopped = true;
-      wake?.();
-      await loop;
-    },
-  };
+  return every(options.intervalMs, deps.log, "expanding broadcasts", async (isStopping) => {
+    let result: BatchResult;
+    do {
+      result = await expandBatch(deps, options.batchSize);
+      if (result.kind === "finished") deps.log.info({ broadcast_id: result.broadcastId }, "broadcast expanded");
+    } while (!isStopping() && result.kind !== "idle");
+  });
 }

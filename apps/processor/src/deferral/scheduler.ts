@@ -1,3 +1,4 @@
+import { every } from "../periodic.js";
 import type { RouteDeps } from "../routing/plan.js";
 import { releaseDue } from "./release.js";
 
@@ -27,40 +28,15 @@ export async function purgeCapCounts(deps: Pick<RouteDeps, "database" | "now">):
  */
 export function startScheduler(deps: RouteDeps, options: { intervalMs: number; batchSize?: number }): Scheduler {
   const batchSize = options.batchSize ?? 100;
-  let stopped = false;
-  let wake: (() => void) | undefined;
   let lastPurge = 0;
-
-  const loop = (async () => {
-    while (!stopped) {
-      try {
-        let result: Awaited<ReturnType<typeof releaseDue>>;
-        do result = await releaseDue(deps, batchSize);
-        while (!stopped && result.settled === batchSize);
-        if (Date.now() - lastPurge >= PURGE_EVERY_MS) {
-          const purged = await purgeCapCounts(deps);
-          lastPurge = Date.now();
-          if (purged > 0) deps.log.info({ purged }, "purged old promotional counters");
-        }
-      } catch (error) {
-        deps.log.warn({ err: error }, "releasing deferred notifications failed; will retry");
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, options.intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+  return every(options.intervalMs, deps.log, "releasing deferred notifications", async (isStopping) => {
+    let result: Awaited<ReturnType<typeof releaseDue>>;
+    do result = await releaseDue(deps, batchSize);
+    while (!isStopping() && result.settled === batchSize);
+    if (Date.now() - lastPurge >= PURGE_EVERY_MS) {
+      const purged = await purgeCapCounts(deps);
+      lastPurge = Date.now();
+      if (purged > 0) deps.log.info({ purged }, "purged old promotional counters");
     }
-  })();
-
-  return {
-    async stop() {
-      stopped = true;
-      wake?.();
-      await loop;
-    },
-  };
+  });
 }

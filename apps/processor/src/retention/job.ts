@@ -1,6 +1,7 @@
 import { archiveAll } from "@notify/cli/retention";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { every } from "../periodic.js";
 
 export interface RetentionJob {
   /** Finishes the batch in hand, then stops. */
@@ -15,31 +16,8 @@ export function startRetention(
   deps: { database: Database; log: Logger },
   options: { intervalMs: number; days: number; dir: string },
 ): RetentionJob {
-  let stopped = false;
-  let wake: (() => void) | undefined;
-  const loop = (async () => {
-    while (!stopped) {
-      try {
-        const archived = await archiveAll(deps.database, { dir: options.dir, days: options.days });
-        if (archived > 0) deps.log.info({ archived, dir: options.dir }, "archived notifications past retention");
-      } catch (error) {
-        deps.log.warn({ err: error }, "archiving notifications failed; will retry");
-      }
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, options.intervalMs);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
-  })();
-  return {
-    async stop() {
-      stopped = true;
-      wake?.();
-      await loop;
-    },
-  };
+  return every(options.intervalMs, deps.log, "archiving notifications", async () => {
+    const archived = await archiveAll(deps.database, { dir: options.dir, days: options.days });
+    if (archived > 0) deps.log.info({ archived, dir: options.dir }, "archived notifications past retention");
+  });
 }
