@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { seedApiKey, seedTemplate } from "@notify/db";
-import { eventually, streamCount } from "@notify/testing";
+import { settled, streamCount } from "@notify/testing";
 import fc from "fast-check";
 import t, { type Test } from "tap";
 import { ingestApp } from "./support.js";
@@ -57,14 +57,7 @@ t.test("POST answers 202 after storing and publishing, Location points at the no
   t.equal(await laneMessages(), before + 1, "one lane message");
   const [row] = await database.sql`select user_id from notifications where id = ${body.notification_id}`;
   t.equal(row?.user_id, "u1");
-  await eventually(
-    async () => {
-      const [marked] = await database.sql`select published_at from notifications where id = ${body.notification_id}`;
-      return marked?.published_at ? true : undefined;
-    },
-    5000,
-    "the row marked published",
-  );
+  await settled(database, body.notification_id);
 });
 
 t.test("authentication and scopes", async (t) => {

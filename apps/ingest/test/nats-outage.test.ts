@@ -3,7 +3,15 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack } from "@notify/stack";
-import { eventually, freePort, freshDatabase, freshNamespace, startTcpProxy, TEST_NATS_URL } from "@notify/testing";
+import {
+  eventually,
+  freePort,
+  freshDatabase,
+  freshNamespace,
+  settled,
+  startTcpProxy,
+  TEST_NATS_URL,
+} from "@notify/testing";
 import t from "tap";
 
 // Ingest reaches the real NATS and Postgres through proxies the test can cut, so a server "goes
@@ -82,14 +90,7 @@ t.test(
     );
     t.equal(accepted.status, "accepted");
     t.equal(await rows(), 1);
-    await eventually(
-      async () => {
-        const [row] = await database.sql`select published_at from notifications where id = ${accepted.notification_id}`;
-        return row?.published_at ? true : undefined;
-      },
-      5000,
-      "the row marked published",
-    );
+    await settled(database, accepted.notification_id);
   },
 );
 

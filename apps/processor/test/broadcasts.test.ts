@@ -21,7 +21,7 @@ async function broadcast(id: string, members: number, channels: string[] | null 
 
 const recipients = async (id: string) =>
   database.sql<{ user_id: string; notification_id: string; published: boolean; dedup_key: string }[]>`
-    select r.user_id, r.notification_id, n.published_at is not null as published, n.dedup_key
+    select r.user_id, r.notification_id, not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids)) as published, n.dedup_key
     from broadcast_recipients r join notifications n on n.id = r.notification_id
     where r.broadcast_id = ${id} order by r.user_id`;
 

@@ -110,9 +110,9 @@ export async function storeNotifications(
     const chunk = messages.slice(i, i + 5000);
     await sql`
       insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
-                                 requested_channels, data, dedup_key, request_hash, partition, published_at)
+                                 requested_channels, data, dedup_key, request_hash, partition)
       select id, 'shop', user_id, category, template_id, template_version, priority,
-             case when channels = '' then null else string_to_array(channels, ',') end, data::jsonb, id, 'h', part, now()
+             case when channels = '' then null else string_to_array(channels, ',') end, data::jsonb, id, 'h', part
       from unnest(${chunk.map((m) => m.notification_id)}::text[], ${chunk.map((m) => m.user_id)}::text[],
                   ${chunk.map((m) => m.category)}::text[], ${chunk.map((m) => m.template_id)}::text[],
                   ${chunk.map((m) => m.template_version ?? null) as number[]}::int[], ${chunk.map((m) => m.priority)}::text[],

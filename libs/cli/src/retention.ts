@@ -59,7 +59,8 @@ export async function archiveBatch(
           'attempts', (select coalesce(json_agg(a), '[]') from delivery_attempts a where a.notification_id = n.id)
         )::text as line
       from notifications n
-      where n.created_at < now() - make_interval(days => ${options.days}) and n.published_at is not null
+      where n.created_at < now() - make_interval(days => ${options.days}) 
+        and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
       limit ${options.batchSize ?? ARCHIVE_BATCH}
       for update of n skip locked`;
     if (rows.length === 0) return 0;

@@ -22,9 +22,9 @@ async function notify(argv: string[]) {
 async function seed(userId: string, daysAgo: number): Promise<string> {
   const id = newId();
   await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key,
-      request_hash, partition, created_at, published_at)
+      request_hash, partition, created_at)
     values (${id}, 'shop', ${userId}, 'news', 'welcome', 'promotional', '{"name":"Ada"}', ${id}, 'h', 1,
-      now() - make_interval(days => ${daysAgo}) + interval '123 microseconds', now() - make_interval(days => ${daysAgo}))`;
+      now() - make_interval(days => ${daysAgo}) + interval '123 microseconds')`;
   await database.sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts)
     values (${id}, 'email', 'delivered', 'sendgrid', ${`pm-${id}`}, 1)`;
   await database.sql`insert into channel_status_events (notification_id, channel, status, attempt) values (${id}, 'email', 'delivered', 1)`;

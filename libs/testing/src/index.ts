@@ -103,6 +103,22 @@ export async function eventually<T>(
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
 }
 
+/** True while the notification is listed in publish_outbox (its lane publish not settled). */
+export async function inOutbox(database: Database, notificationId: string): Promise<boolean> {
+  const [row] = await database.sql<{ listed: boolean }[]>`
+    select exists (select 1 from publish_outbox where ${notificationId} = any(notification_ids)) as listed`;
+  return row?.listed === true;
+}
+
+/** Waits until the notification's lane publish is settled (it left publish_outbox). */
+export async function settled(database: Database, notificationId: string, timeoutMs = 5000): Promise<void> {
+  await eventually(
+    async () => ((await inOutbox(database, notificationId)) ? undefined : true),
+    timeoutMs,
+    "the publish to be settled (outbox row deleted)",
+  );
+}
+
 /** A free TCP port on loopback. */
 export async function freePort(): Promise<number> {
   const { createServer } = await import("node:net");

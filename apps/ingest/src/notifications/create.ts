@@ -51,7 +51,8 @@ interface ExistingKey {
   key: string;
   request_hash: string;
   notification_id: string;
-  state: "in_flight" | "done";
+  /** Still listed in the outbox: its publish is in flight, or left for the recovery sweep. */
+  unpublished: boolean;
   created_at: Date;
 }
 
@@ -71,7 +72,7 @@ export interface Ingestor {
  * Accepts notifications (spec rule 1, invariant 1) with group commit: requests that arrive
  * while a batch is being written wait for the next one, so under load one multi-row statement
  * claims the idempotency keys and inserts the rows of many requests, their lane publishes go
- * out together, and one statement marks them published. Each caller still hears 202 only
+ * out together, and one statement settles their outbox rows. Each caller still hears 202 only
  * after its own row is committed and its own publish is acknowledged.
  *
  * A publish that definitely failed removes the row and releases the key (503, nothing left
@@ -86,12 +87,12 @@ export function createIngestor(
   const maxConcurrent = options.maxConcurrentBatches ?? 4;
   const queue: Pending[] = [];
   const active = new Set<Promise<void>>();
-  const marker = createPublishedMarker(deps);
+  const settler = createSettler(deps);
 
   const pump = () => {
     while (active.size < maxConcurrent && queue.length > 0) {
       const batch = queue.splice(0, maxBatch);
-      const run: Promise<void> = flush(deps, marker, batch)
+      const run: Promise<void> = flush(deps, settler, batch)
         .catch((error: unknown) => {
           const failure = asDependencyError(error, "postgres");
           if (failure.status >= 500) deps.log.error({ err: error, size: batch.length }, "batch failed");
@@ -155,12 +156,12 @@ export function createIngestor(
     },
     async drain() {
       while (active.size > 0 || queue.length > 0) await Promise.allSettled([...active]);
-      await marker.stop();
+      await settler.stop();
     },
   };
 }
 
-async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]): Promise<void> {
+async function flush(deps: CreateDeps, settler: Settler, batch: Pending[]): Promise<void> {
   const { sql } = deps.database;
   // Two requests of one batch with the same key: the first claims it, the rest are in flight.
   const seen = new Set<string>();
@@ -173,7 +174,9 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
   }
 
   const column = <T>(pick: (p: Pending) => T) => first.map(pick);
-  const inserted = await sql<{ id: string; created_at: Date }[]>`
+  // One statement: claim the keys, insert the rows whose key was claimed, and list them in the
+  // outbox; committed together or not at all.
+  const inserted = await sql<{ id: string; created_at: Date; outbox_id: string | null }[]>`
     with input as (
       select * from unnest(
         ${column((p) => p.message.notification_id)}::text[], ${column((p) => p.input.clientId)}::text[],
@@ -186,26 +189,34 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
       ) as i(id, client_id, key, request_hash, user_id, category, template_id, template_version, priority, channels, data, partition)
     ),
     claimed as (
-      insert into idempotency_keys (client_id, key, request_hash, notification_id, state, created_at)
-      select client_id, key, request_hash, id, 'in_flight', now() from input
+      insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
+      select client_id, key, request_hash, id, now() from input
       on conflict (client_id, key) do update
-        set request_hash = excluded.request_hash, notification_id = excluded.notification_id, state = 'in_flight', created_at = now()
+        set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()
         where idempotency_keys.created_at < now() - make_interval(hours => ${DEDUP_WINDOW_HOURS})
       returning notification_id
+    ),
+    inserted as (
+      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition)
+      select id, client_id, user_id, category, template_id, template_version, priority,
+             case when channels is null then null else array(select jsonb_array_elements_text(channels::jsonb)) end,
+             data::jsonb, key, request_hash, partition
+      from input where id in (select notification_id from claimed)
+      returning id, created_at
+    ),
+    outbox as (
+      insert into publish_outbox (notification_ids) select array_agg(id) from inserted having count(*) > 0 returning id
     )
-    insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition)
-    select id, client_id, user_id, category, template_id, template_version, priority,
-           case when channels is null then null else array(select jsonb_array_elements_text(channels::jsonb)) end,
-           data::jsonb, key, request_hash, partition
-    from input where id in (select notification_id from claimed)
-    returning id, created_at`;
+    select id, created_at, (select id from outbox)::text as outbox_id from inserted`;
 
   const createdAt = new Map(inserted.map((row) => [row.id, row.created_at.toISOString()]));
   const claimed = first.filter((p) => createdAt.has(p.message.notification_id));
   const unclaimed = [...first.filter((p) => !createdAt.has(p.message.notification_id)), ...duplicates];
+  const outboxId = inserted[0]?.outbox_id ?? null;
 
   const published: string[] = [];
   const failed: string[] = [];
+  let ambiguous = 0;
   const failures: Array<{ item: Pending; error: AppError }> = [];
   await Promise.all(
     claimed.map(async (item) => {
@@ -219,6 +230,7 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
         published.push(item.message.notification_id);
       } catch (error) {
         if (isAmbiguous(error)) {
+          ambiguous++;
           deps.log.warn(
             { err: error, notification_id: item.message.notification_id },
             "publish outcome unknown; the recovery sweep will settle it",
@@ -231,17 +243,22 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
     }),
   );
 
-  marker.add(published);
+  let settled = ambiguous === 0;
   if (failed.length > 0) {
     await sql`
-      with removed as (delete from notifications where id = any(${failed}) returning id)
-      delete from idempotency_keys where notification_id in (select id from removed)`.catch((error: unknown) => {
-      deps.log.warn(
-        { err: error, count: failed.length },
-        "compensating delete failed; the recovery sweep will publish",
-      );
-    });
+      with removed as (delete from notifications where id = any(${failed}) returning client_id, dedup_key)
+      delete from idempotency_keys k using removed r where k.client_id = r.client_id and k.key = r.dedup_key`.catch(
+      (error: unknown) => {
+        settled = false;
+        deps.log.warn(
+          { err: error, count: failed.length },
+          "compensating delete failed; the recovery sweep will publish",
+        );
+      },
+    );
   }
+  // The outbox row goes once nothing in it is left to publish; otherwise the sweep settles it.
+  if (outboxId !== null && settled) settler.add(outboxId, published);
   // Answered only now, so that a 503 client retrying at once finds its key released.
   for (const { item, error } of failures) item.reject(error);
   const ok = new Set(published);
@@ -249,63 +266,67 @@ async function flush(deps: CreateDeps, marker: PublishedMarker, batch: Pending[]
     if (ok.has(item.message.notification_id))
       item.resolve({ kind: "accepted", notificationId: item.message.notification_id });
   }
-  if (unclaimed.length > 0) await resolveExisting(deps, marker, unclaimed);
+  if (unclaimed.length > 0) await resolveExisting(deps, settler, unclaimed);
 }
 
-interface PublishedMarker {
-  add(ids: string[]): void;
-  /** Published here, and its mark not yet written. */
+interface Settler {
+  /** The batch's outbox row can go: these of its notifications were published. */
+  add(outboxId: string, published: string[]): void;
+  /** Published here, and its outbox row not yet deleted. */
   has(id: string): boolean;
   stop(): Promise<void>;
 }
 
 /**
- * Marks published rows (and their idempotency records done) off the request path, many at a
- * time, without waiting for the WAL flush: a mark lost in a crash only makes the recovery
- * sweep publish the row again, which JetStream deduplicates by msg id. This keeps one commit,
- * the row's own, between a request and its 202.
+ * Deletes settled outbox rows off the request path, many at a time, without waiting for the
+ * WAL flush: a delete lost in a crash only makes the recovery sweep publish the batch again,
+ * which JetStream deduplicates by msg id. This keeps one commit, the batch's own, between a
+ * request and its 202.
  */
-function createPublishedMarker(deps: CreateDeps, intervalMs = 20): PublishedMarker {
-  let pending: string[] = [];
-  let writing = new Set<string>();
+function createSettler(deps: CreateDeps, intervalMs = 20): Settler {
+  let pendingRows: string[] = [];
+  let pendingIds = new Set<string>();
+  let writingIds = new Set<string>();
   let running: Promise<void> = Promise.resolve();
-  const mark = async () => {
-    const ids = pending;
-    pending = [];
-    if (ids.length === 0) return;
-    writing = new Set(ids);
+  const settle = async () => {
+    const rows = pendingRows;
+    if (rows.length === 0) return;
+    writingIds = pendingIds;
+    pendingRows = [];
+    pendingIds = new Set();
     await deps.database.sql
       .begin(async (tx) => {
         await tx`set local synchronous_commit = off`;
-        await tx`update notifications set published_at = now() where id = any(${ids})`;
-        await tx`update idempotency_keys set state = 'done' where notification_id = any(${ids})`;
+        await tx`delete from publish_outbox where id = any(${rows}::bigint[])`;
       })
       .catch((error: unknown) =>
-        deps.log.warn({ err: error, count: ids.length }, "marking published failed; the sweep will republish"),
+        deps.log.warn({ err: error, count: rows.length }, "settling the outbox failed; the sweep will republish"),
       );
-    writing = new Set();
+    writingIds = new Set();
   };
   const timer = setInterval(() => {
-    running = running.then(mark);
+    running = running.then(settle);
   }, intervalMs);
   timer.unref();
   return {
-    add(ids) {
-      for (const id of ids) pending.push(id);
+    add(outboxId, published) {
+      pendingRows.push(outboxId);
+      for (const id of published) pendingIds.add(id);
     },
-    has: (id) => writing.has(id) || pending.includes(id),
+    has: (id) => writingIds.has(id) || pendingIds.has(id),
     async stop() {
       clearInterval(timer);
-      running = running.then(mark);
+      running = running.then(settle);
       await running;
     },
   };
 }
 
 /** Requests whose key was already claimed: a replay (200), a reuse (422) or in flight (409). */
-async function resolveExisting(deps: CreateDeps, marker: PublishedMarker, items: Pending[]): Promise<void> {
+async function resolveExisting(deps: CreateDeps, settler: Settler, items: Pending[]): Promise<void> {
   const rows = await deps.database.sql<ExistingKey[]>`
-    select k.client_id, k.key, k.request_hash, k.notification_id, k.state, k.created_at
+    select k.client_id, k.key, k.request_hash, k.notification_id, k.created_at,
+      exists (select 1 from publish_outbox o where k.notification_id = any(o.notification_ids)) as unpublished
     from idempotency_keys k
     join unnest(${items.map((p) => p.input.clientId)}::text[], ${items.map((p) => p.input.idempotencyKey)}::text[]) as i(client_id, key)
       on k.client_id = i.client_id and k.key = i.key`;
@@ -320,8 +341,8 @@ async function resolveExisting(deps: CreateDeps, marker: PublishedMarker, items:
         new AppError("idempotency_key_reused", "this Idempotency-Key was used with a different request body"),
       );
     } else if (
-      existing.state === "in_flight" &&
-      !marker.has(existing.notification_id) &&
+      existing.unpublished &&
+      !settler.has(existing.notification_id) &&
       Date.now() - existing.created_at.getTime() < IN_FLIGHT_MS
     ) {
       item.reject(

@@ -4,20 +4,25 @@ import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 
 /**
- * The recovery path of invariant 1: rows committed but never marked published (a crash or a
- * NATS failure between commit and ack) are published again. The lane msg id is the
- * notification id, so a row whose first publish did land is deduplicated by JetStream, and
- * past the duplicate window the processor's routing is idempotent. SKIP LOCKED lets several
- * ingest processes sweep at once.
+ * The recovery path of invariant 1: batches left in the outbox (a crash or a NATS failure
+ * between commit and ack) are published again. The lane msg id is the notification id, so a
+ * row whose first publish did land is deduplicated by JetStream, and past the duplicate window
+ * the processor's routing is idempotent. A batch row goes only when every one of its rows is
+ * published (or gone); SKIP LOCKED lets several ingest processes sweep at once.
  */
 export async function recoverUnpublished(
   deps: { database: Database; bus: Bus; log: Logger },
   graceMs: number,
-  limit = 500,
+  limit = 20,
 ): Promise<number> {
   if (!deps.bus.isConnected()) return 0;
   const { sql } = deps.database;
   return sql.begin(async (tx) => {
+    const batches = await tx<{ id: string; notification_ids: string[] }[]>`
+      select id::text, notification_ids from publish_outbox
+      where created_at < now() - ${`${graceMs} milliseconds`}::interval
+      order by id limit ${limit} for update skip locked`;
+    if (batches.length === 0) return 0;
     const rows = await tx<
       Array<{
         id: string;
@@ -33,39 +38,42 @@ export async function recoverUnpublished(
         created_at: Date;
       }>
     >`select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at
-      from notifications
-      where published_at is null and created_at < now() - ${`${graceMs} milliseconds`}::interval
-      order by created_at limit ${limit} for update skip locked`;
-    const published: string[] = [];
-    for (const row of rows) {
-      const message: LaneMessage = {
-        notification_id: row.id,
-        client_id: row.client_id,
-        user_id: row.user_id,
-        category: row.category,
-        template_id: row.template_id,
-        ...(row.template_version === null ? {} : { template_version: row.template_version }),
-        priority: row.priority,
-        channels: row.requested_channels,
-        data: row.data,
-        created_at: row.created_at.toISOString(),
-      };
-      try {
-        await deps.bus.publish(deps.bus.subjects.lane(row.priority, row.partition), message, row.id);
-        published.push(row.id);
-      } catch (error) {
-        deps.log.warn({ err: error, notification_id: row.id }, "recovery publish failed; will retry");
-        break;
-      }
+      from notifications where id = any(${batches.flatMap((b) => b.notification_ids)}::text[])
+      order by created_at, id`;
+    const outcomes = await Promise.allSettled(
+      rows.map((row) => {
+        const message: LaneMessage = {
+          notification_id: row.id,
+          client_id: row.client_id,
+          user_id: row.user_id,
+          category: row.category,
+          template_id: row.template_id,
+          ...(row.template_version === null ? {} : { template_version: row.template_version }),
+          priority: row.priority,
+          channels: row.requested_channels,
+          data: row.data,
+          created_at: row.created_at.toISOString(),
+        };
+        return deps.bus.publish(deps.bus.subjects.lane(row.priority, row.partition), message, row.id);
+      }),
+    );
+    const unsettled = new Set<string>();
+    outcomes.forEach((outcome, i) => {
+      if (outcome.status === "rejected") unsettled.add(rows[i]?.id as string);
+    });
+    if (unsettled.size > 0) {
+      deps.log.warn({ count: unsettled.size, err: firstError(outcomes) }, "recovery publishes failed; will retry");
     }
-    if (published.length > 0) {
-      await tx`update notifications set published_at = now() where id = any(${published})`;
-      await tx`update idempotency_keys set state = 'done' where notification_id = any(${published})`;
-      deps.log.info({ count: published.length }, "recovered unpublished notifications");
-    }
-    return published.length;
+    const settled = batches.filter((b) => !b.notification_ids.some((id) => unsettled.has(id))).map((b) => b.id);
+    if (settled.length > 0) await tx`delete from publish_outbox where id = any(${settled}::bigint[])`;
+    const published = rows.length - unsettled.size;
+    if (published > 0) deps.log.info({ count: published }, "recovered unpublished notifications");
+    return published;
   });
 }
+
+const firstError = (outcomes: PromiseSettledResult<unknown>[]) =>
+  outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected")?.reason;
 
 /**
  * Deletes idempotency records past the dedup window, a bounded slice at a time so that the

@@ -41,12 +41,14 @@ export type BatchResult =
  * before the commit leaves nothing and the batch is done again; after it, the cursor says the
  * batch is done: no member is skipped, none gets two (broadcast_recipients' key holds that too).
  *
- * The lane publishes follow the commit, as in ingest: msg id = notification id, and rows a
- * crash left unpublished are republished by ingest's recovery sweep.
+ * The lane publishes follow the commit, as in ingest: the batch is listed in publish_outbox in
+ * the same transaction, msg id = notification id, and a batch a crash or a failed publish left
+ * in the outbox is republished by ingest's recovery sweep.
  */
 export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promise<BatchResult> {
   const { sql } = deps.database;
   const messages: LaneMessage[] = [];
+  let outboxId = null as string | null;
   const partitions = deps.bus.naming.partitions;
   const result = await sql.begin(async (tx): Promise<BatchResult> => {
     const [broadcast] = await tx<BroadcastRow[]>`
@@ -75,6 +77,9 @@ export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promis
       returning id, user_id, partition, created_at`;
     await tx`insert into broadcast_recipients (broadcast_id, user_id, notification_id)
       select ${broadcast.id}, user_id, id from unnest(${userIds}::text[], ${ids}::text[]) as t(user_id, id)`;
+    const [outbox] = await tx<{ id: string }[]>`
+      insert into publish_outbox (notification_ids) values (${ids}::text[]) returning id::text`;
+    outboxId = outbox?.id ?? null;
     await tx`update broadcasts set cursor = ${userIds.at(-1) as string}, expanded = expanded + ${userIds.length},
       updated_at = now() where id = ${broadcast.id}`;
     for (const row of rows) {
@@ -104,11 +109,14 @@ export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promis
         ),
       ),
     );
-    const done = messages.filter((_, i) => published[i]?.status === "fulfilled").map((m) => m.notification_id);
-    if (done.length > 0) await sql`update notifications set published_at = now() where id = any(${done}::text[])`;
-    if (done.length < messages.length) {
+    const done = published.filter((p) => p.status === "fulfilled").length;
+    if (done === messages.length && outboxId !== null) {
+      await sql`delete from publish_outbox where id = ${outboxId}::bigint`.catch((error: unknown) =>
+        deps.log.warn({ err: error }, "settling the outbox failed; the recovery sweep will republish"),
+      );
+    } else {
       deps.log.warn(
-        { unpublished: messages.length - done.length },
+        { unpublished: messages.length - done },
         "broadcast publishes failed; the recovery sweep retries them",
       );
     }

@@ -3,9 +3,9 @@ import { index, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core
 /**
  * The 24 h idempotency guard (spec: Idempotency record), one row per (client, key). It lives
  * in Postgres because ingest already commits there: claiming the key is part of the same
- * multi-row insert, with no extra round trip. `state` is `in_flight` until the lane publish is
- * acknowledged, then `done`; a row older than the window is taken over by a new request, and
- * the purge job deletes expired rows.
+ * multi-row insert, with no extra round trip. The request is still in flight while its
+ * notification is listed in `publish_outbox`; a row older than the window is taken over by a
+ * new request, and the purge job deletes expired rows.
  */
 export const idempotencyKeys = pgTable(
   "idempotency_keys",
@@ -14,7 +14,6 @@ export const idempotencyKeys = pgTable(
     key: text("key").notNull(),
     requestHash: text("request_hash").notNull(),
     notificationId: text("notification_id").notNull(),
-    state: text("state").notNull(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.clientId, t.key] }), index("idempotency_keys_created_idx").on(t.createdAt)],

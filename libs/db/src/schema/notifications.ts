@@ -2,9 +2,9 @@ import { sql } from "drizzle-orm";
 import { bigint, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
- * The notification log: append-mostly, one row per accepted notification. Read by id and by
- * (user_id, created_at desc, id). `published_at` is null until the lane publish was
- * acknowledged: the recovery sweep republishes rows left null (invariant 1).
+ * The notification log: append-only on the ingest path, one row per accepted notification.
+ * Read by id and by (user_id, created_at desc, id). Whether its lane publish was acknowledged
+ * is kept apart, in `publish_outbox`, so that no row is ever updated after its insert.
  */
 export const notifications = pgTable(
   "notifications",
@@ -25,14 +25,22 @@ export const notifications = pgTable(
     requestHash: text("request_hash").notNull(),
     partition: smallint("partition").notNull(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
-    publishedAt: timestamp("published_at", { withTimezone: true, mode: "date" }),
   },
-  (t) => [
-    index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id),
-    index("notifications_client_dedup_idx").on(t.clientId, t.dedupKey),
-    index("notifications_unpublished_idx").on(t.createdAt).where(sql`${t.publishedAt} is null`),
-  ],
+  (t) => [index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id)],
 );
+
+/**
+ * Invariant 1's outbox: one row per committed batch of notifications whose lane publishes are
+ * not all acknowledged yet, inserted in the same statement as the batch and deleted once every
+ * publish is acknowledged (or the failed rows removed again). One row per batch rather than a
+ * mark per notification keeps the hot path to inserts; the table holds only the batches in
+ * flight (a few rows), plus those a crash or a NATS outage left for the recovery sweep.
+ */
+export const publishOutbox = pgTable("publish_outbox", {
+  id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+  notificationIds: text("notification_ids").array().notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+});
 
 /**
  * Per-channel delivery result of a notification. Status moves forward only (libs/core
