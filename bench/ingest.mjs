@@ -1,15 +1,23 @@
 // npm run bench:ingest: POST /api/v1/notifications over HTTP on the real stack (real Postgres
-// and NATS, full durability: commit + publish ack before 202) against a bare Hono
-// hello-world measured in the same run on the same machine. Prints both and the ratio.
+// and NATS, full durability: commit + publish ack before 202) against two references measured
+// in the same run with the same load generator:
+//   - a bare Hono hello-world (the target of issue 3 is half of its req/s), and
+//   - the minimal durable ingest on bare Hono (bench/floor-server.mjs): the same batched insert
+//     and acknowledged publish, and nothing else, i.e. what durability alone costs here.
+// For each run it also prints the CPU each process spent per request (load generator, server,
+// postgres, nats-server), from /proc: on a machine where they all share the cores, that is
+// what bounds the req/s.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { applyTopology, connectBus } from "@notify/bus";
 import { startStack } from "@notify/stack";
 import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
-import { fmt, load, startHello } from "./lib.mjs";
+import { cpuMeter, fmt, fmtCpu, load, startFloor, startHello } from "./lib.mjs";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const natsUrl = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
 
@@ -19,11 +27,11 @@ const ingestPort = await freePort();
 const stack = await startStack({
   dataDir: mkdtempSync(join(tmpdir(), "notify-bench-")),
   databaseUrl: url,
-  natsUrl: process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222",
+  natsUrl,
   namespace,
   basePort: ingestPort,
   ports: { ingest: ingestPort, sandbox: await freePort() },
-  // Ingest alone: the processor and workers would compete for the same two cores.
+  // Ingest alone: the processor and workers would compete for the same cores.
   apps: ["ingest"],
   logLevel: "warn",
   seed: true,
@@ -33,6 +41,24 @@ const stack = await startStack({
 const helloPort = await freePort();
 const hello = await startHello(helloPort);
 
+// The floor server writes to its own database and namespace, with the same schema and topology.
+const floorDb = await freshDatabase(t);
+const floorNamespace = freshNamespace(t);
+const topologyBus = await connectBus({
+  servers: natsUrl,
+  name: "notify-bench",
+  namespace: floorNamespace,
+  partitions: 8,
+});
+await applyTopology(topologyBus);
+await topologyBus.close();
+const floorPort = await freePort();
+const floor = await startFloor(floorPort, {
+  DATABASE_URL: floorDb.url,
+  NATS_URL: natsUrl,
+  NATS_NAMESPACE: floorNamespace,
+});
+
 const body = JSON.stringify({
   user_id: "user-123",
   category: "account",
@@ -41,41 +67,42 @@ const body = JSON.stringify({
   priority: "transactional",
   channels: ["email"],
 });
-try {
-  console.log(`warming up...`);
-  await load({
+const targets = {
+  hello: { url: `http://127.0.0.1:${helloPort}/`, headers: {}, pid: () => hello.pid },
+  floor: { url: `http://127.0.0.1:${floorPort}/`, headers: {}, pid: () => floor.pid },
+  ingest: {
     url: `${stack.baseUrl}/api/v1/notifications`,
-    body,
     headers: { authorization: `Bearer ${stack.apiKey}` },
-    connections,
-    seconds: 2,
-    uniqueKeys: true,
-  });
-  await load({ url: `http://127.0.0.1:${helloPort}/`, body, headers: {}, connections, seconds: 2, uniqueKeys: true });
+    pid: () => stack.apps.get("ingest")?.child.pid,
+  },
+};
+// The same load generator for every target, a fresh Idempotency-Key per request included.
+const run = (target, duration) =>
+  cpuMeter(() => [target.pid()]).measure(() =>
+    load({ url: target.url, body, headers: target.headers, connections, seconds: duration, uniqueKeys: true }),
+  );
 
-  // The same load generator for both, a fresh Idempotency-Key per request included.
-  const baseline = await load({
-    url: `http://127.0.0.1:${helloPort}/`,
-    body,
-    headers: {},
-    connections,
-    seconds,
-    uniqueKeys: true,
-  });
-  const ingest = await load({
-    url: `${stack.baseUrl}/api/v1/notifications`,
-    body,
-    headers: { authorization: `Bearer ${stack.apiKey}` },
-    connections,
-    seconds,
-    uniqueKeys: true,
-  });
-  console.log(`\nPOST /api/v1/notifications, ${connections} connections, ${seconds} s each`);
-  console.log(`hono hello-world  ${fmt(baseline)}`);
-  console.log(`notify ingest     ${fmt(ingest)}`);
-  console.log(`ratio (ingest / hello-world req/s): ${(ingest.rps / baseline.rps).toFixed(3)}`);
+try {
+  console.log("warming up...");
+  for (const target of Object.values(targets)) await run(target, 2);
+  const results = {};
+  for (const [name, target] of Object.entries(targets)) results[name] = await run(target, seconds);
+
+  const { hello: h, floor: f, ingest: i } = results;
+  console.log(`\nPOST, ${connections} connections, ${seconds} s each`);
+  console.log(`hono hello-world        ${fmt(h.result)}`);
+  console.log(`minimal durable ingest  ${fmt(f.result)}`);
+  console.log(`notify ingest           ${fmt(i.result)}`);
+  console.log("\nCPU per request (µs), from /proc:");
+  console.log(`  hello-world  ${fmtCpu(h.cpu, h.result.total)}`);
+  console.log(`  minimal      ${fmtCpu(f.cpu, f.result.total)}`);
+  console.log(`  ingest       ${fmtCpu(i.cpu, i.result.total)}`);
+  console.log(`\nratio (ingest / hello-world req/s): ${(i.result.rps / h.result.rps).toFixed(3)}`);
+  console.log(`ratio (minimal durable / hello-world): ${(f.result.rps / h.result.rps).toFixed(3)}`);
+  console.log(`ratio (ingest / minimal durable): ${(i.result.rps / f.result.rps).toFixed(3)}`);
 } finally {
   hello.kill();
+  floor.kill();
   await stack.stop();
   for (const fn of teardowns.reverse()) await fn();
 }

@@ -1,5 +1,6 @@
-import { fork } from "node:child_process";
+import { execSync, fork } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import autocannon from "autocannon";
 
 /** Runs autocannon and returns req/s and latency percentiles (ms). */
@@ -27,15 +28,86 @@ export async function load({ url, body, headers, connections, seconds, uniqueKey
 }
 
 export function startHello(port) {
+  return startServer("./hello.mjs", { PORT: String(port) });
+}
+
+/** The minimal durable ingest (bench/floor-server.mjs) on the given database and namespace. */
+export function startFloor(port, env) {
+  return startServer("./floor-server.mjs", { PORT: String(port), ...env });
+}
+
+function startServer(script, env) {
   return new Promise((resolve, reject) => {
-    const child = fork(new URL("./hello.mjs", import.meta.url), {
-      env: { ...process.env, PORT: String(port) },
-      stdio: "ignore",
+    const child = fork(new URL(script, import.meta.url), {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
     });
     child.once("message", () => resolve(child));
-    child.once("exit", (code) => reject(new Error(`hello exited ${code}`)));
+    child.once("exit", (code) => reject(new Error(`${script} exited ${code}`)));
   });
 }
 
 export const fmt = (r) =>
   `${r.rps.toFixed(0).padStart(7)} req/s   p50 ${String(r.p50).padStart(4)} ms   p99 ${String(r.p99).padStart(4)} ms   (${r.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors)`;
+
+const TICKS = (() => {
+  try {
+    return Number(execSync("getconf CLK_TCK").toString().trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/**
+ * CPU time (user + system, from /proc) of the processes that serve a run: the load generator
+ * (this process), the server under test (by pid), and every postgres and nats-server process.
+ * `measure(fn)` returns fn's result and the CPU each group spent meanwhile, in microseconds.
+ * Null where /proc is missing (not Linux).
+ */
+export function cpuMeter(serverPids) {
+  if (!existsSync("/proc/self/stat")) return { measure: async (fn) => ({ result: await fn(), cpu: null }) };
+  const sample = () => {
+    const groups = { "load generator": 0, server: 0, postgres: 0, "nats-server": 0 };
+    for (const pid of readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid)) continue;
+      let stat;
+      try {
+        stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      } catch {
+        continue;
+      }
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const ticks = Number(fields[11]) + Number(fields[12]);
+      const group =
+        Number(pid) === process.pid
+          ? "load generator"
+          : serverPids().includes(Number(pid))
+            ? "server"
+            : comm === "postgres" || comm === "nats-server"
+              ? comm
+              : null;
+      if (group) groups[group] += ticks;
+    }
+    return groups;
+  };
+  return {
+    async measure(fn) {
+      const before = sample();
+      const result = await fn();
+      const after = sample();
+      const cpu = Object.fromEntries(Object.keys(before).map((k) => [k, ((after[k] - before[k]) * 1e6) / TICKS]));
+      return { result, cpu };
+    },
+  };
+}
+
+/** CPU per request of each group, in microseconds, for one line of the report. */
+export const fmtCpu = (cpu, requests) =>
+  cpu === null
+    ? "(no /proc: CPU not measured)"
+    : Object.entries(cpu)
+        .filter(([, us]) => us > 0)
+        .map(([group, us]) => `${group} ${(us / Math.max(1, requests)).toFixed(0)}`)
+        .join(", ") +
+      ` (total ${(Object.values(cpu).reduce((a, b) => a + b, 0) / Math.max(1, requests)).toFixed(0)} µs/request)`;

@@ -33,13 +33,13 @@ export function newApp(log: Logger): Hono<AppEnv> {
     await responseHeaders(c, next, { "x-request-id": requestId });
     const status = c.res.status;
     const line = { method: c.req.method, path: c.req.path, status, ms: Math.round(performance.now() - started) };
-    if (status >= 500) c.var.log.error(line, "request");
-    else c.var.log.debug(line, "request");
+    if (status >= 500) c.get("log").error(line, "request");
+    else c.get("log").debug(line, "request");
   });
   app.onError((error, c) => {
     const appError = isAppError(error) ? error : new AppError("internal", "unexpected error", { cause: error });
     if (appError.status >= 500) {
-      (c.var.log ?? log).error({ err: error, code: appError.code }, "request failed");
+      (c.get("log") ?? log).error({ err: error, code: appError.code }, "request failed");
     }
     const headers: Record<string, string> = {};
     const retryAfter = appError.context?.retryAfterSeconds;
@@ -48,11 +48,11 @@ export function newApp(log: Logger): Hono<AppEnv> {
     if (typeof challenge === "string") headers["www-authenticate"] = challenge;
     const extra = appError.context?.headers;
     if (extra && typeof extra === "object") Object.assign(headers, extra);
-    return problemResponse(toProblem(appError, c.var.requestId, c.req.path), headers);
+    return problemResponse(toProblem(appError, c.get("requestId"), c.req.path), headers);
   });
   app.notFound((c) =>
     problemResponse(
-      toProblem(new AppError("not_found", `no route for ${c.req.method} ${c.req.path}`), c.var.requestId),
+      toProblem(new AppError("not_found", `no route for ${c.req.method} ${c.req.path}`), c.get("requestId")),
     ),
   );
   return app;

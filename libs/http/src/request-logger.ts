@@ -10,24 +10,43 @@ export type RequestLogger = Record<Level, LogFn> & { child(bindings: Bindings): 
 /**
  * A per-request logger that builds its pino child only when something is logged at an
  * enabled level. Most requests log nothing below the configured level, and a pino child per
- * request (two with authentication) was several percent of ingest's CPU.
+ * request (two with authentication) was several percent of ingest's CPU; so is a set of
+ * closures per request, hence one small object with its methods on the prototype.
  */
+class LazyLogger implements RequestLogger {
+  #child: Logger | undefined;
+  constructor(
+    private readonly root: Logger,
+    private readonly bindings: Bindings,
+  ) {}
+  #log(level: Level, obj: unknown, msg?: string): void {
+    if (!this.root.isLevelEnabled(level)) return;
+    this.#child ??= this.root.child(this.bindings);
+    this.#child[level](obj as object, msg);
+  }
+  fatal(obj: unknown, msg?: string) {
+    this.#log("fatal", obj, msg);
+  }
+  error(obj: unknown, msg?: string) {
+    this.#log("error", obj, msg);
+  }
+  warn(obj: unknown, msg?: string) {
+    this.#log("warn", obj, msg);
+  }
+  info(obj: unknown, msg?: string) {
+    this.#log("info", obj, msg);
+  }
+  debug(obj: unknown, msg?: string) {
+    this.#log("debug", obj, msg);
+  }
+  trace(obj: unknown, msg?: string) {
+    this.#log("trace", obj, msg);
+  }
+  child(more: Bindings): RequestLogger {
+    return new LazyLogger(this.root, { ...this.bindings, ...more });
+  }
+}
+
 export function requestLogger(root: Logger, bindings: Bindings): RequestLogger {
-  let child: Logger | undefined;
-  const at =
-    (level: Level): LogFn =>
-    (obj, msg) => {
-      if (!root.isLevelEnabled(level)) return;
-      child ??= root.child(bindings);
-      child[level](obj as object, msg);
-    };
-  return {
-    fatal: at("fatal"),
-    error: at("error"),
-    warn: at("warn"),
-    info: at("info"),
-    debug: at("debug"),
-    trace: at("trace"),
-    child: (more) => requestLogger(root, { ...bindings, ...more }),
-  };
+  return new LazyLogger(root, bindings);
 }

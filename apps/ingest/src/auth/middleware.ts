@@ -73,7 +73,7 @@ export function authenticate(
     }
     const decision = await limiter.admit(principal.keyId, principal.rateLimit);
     c.set("principal", principal);
-    c.set("log", c.var.log.child({ client_id: principal.clientId, key_id: principal.keyId }));
+    c.set("log", c.get("log").child({ client_id: principal.clientId, key_id: principal.keyId }));
     await responseHeaders(c, next, rateLimitHeaders(decision, decision.limits));
   };
 }

@@ -48,7 +48,7 @@ export function requireInboxToken(database: Database): MiddlewareHandler<InboxEn
       });
     }
     c.set("inboxUser", row.user_id);
-    c.set("log", c.var.log.child({ user_id: row.user_id }));
+    c.set("log", c.get("log").child({ user_id: row.user_id }));
     await next();
   };
 }

@@ -84,7 +84,7 @@ export function createIngestor(
   options: { maxBatch?: number; maxConcurrentBatches?: number } = {},
 ): Ingestor {
   const maxBatch = options.maxBatch ?? 512;
-  const maxConcurrent = options.maxConcurrentBatches ?? 4;
+  const maxConcurrent = options.maxConcurrentBatches ?? 2;
   const queue: Pending[] = [];
   const active = new Set<Promise<void>>();
   const settler = createSettler(deps);

@@ -68,7 +68,7 @@ export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "databa
     const result = await postgres(() => importAudienceMembers(database, id, memberBatches(chunks, format)));
     if (!result) throw notFound(id);
     const audience = await postgres(() => getAudience(database, id));
-    c.var.log.info({ audience_id: id, received: result.received, added: result.added }, "audience members imported");
+    c.get("log").info({ audience_id: id, received: result.received, added: result.added }, "audience members imported");
     return c.json({ audience_id: id, ...result, member_count: audience?.member_count ?? 0 });
   });
 

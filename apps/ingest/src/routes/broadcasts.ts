@@ -20,23 +20,23 @@ export function mountBroadcasts(
   v1.post("/broadcasts", limitBody(deps.maxBodyBytes), admin, async (c) => {
     const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
     const request = validate(BroadcastRequest, await readJson(c));
-    const result = await createBroadcast(deps, { clientId: c.var.principal.clientId, idempotencyKey, request });
+    const result = await createBroadcast(deps, { clientId: c.get("principal").clientId, idempotencyKey, request });
     c.header("location", `/api/v1/broadcasts/${result.broadcastId}`);
     if (result.kind === "replayed") {
       c.header("idempotent-replayed", "true");
       return c.json({ broadcast_id: result.broadcastId, status: result.status, total: result.total }, 200);
     }
-    c.var.log.info({ broadcast_id: result.broadcastId, total: result.total }, "broadcast accepted");
+    c.get("log").info({ broadcast_id: result.broadcastId, total: result.total }, "broadcast accepted");
     return c.json({ broadcast_id: result.broadcastId, status: "expanding", total: result.total }, 202);
   });
 
   v1.get("/broadcasts/:id", admin, async (c) =>
-    c.json(await getBroadcast(deps.database, c.var.principal.clientId, c.req.param("id"))),
+    c.json(await getBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"))),
   );
 
   v1.post("/broadcasts/:id/cancel", admin, async (c) => {
-    const view = await cancelBroadcast(deps.database, c.var.principal.clientId, c.req.param("id"));
-    c.var.log.info({ broadcast_id: view.broadcast_id, expanded: view.expanded }, "broadcast cancelled");
+    const view = await cancelBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"));
+    c.get("log").info({ broadcast_id: view.broadcast_id, expanded: view.expanded }, "broadcast cancelled");
     return c.json(view);
   });
 }

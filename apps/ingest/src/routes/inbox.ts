@@ -36,16 +36,16 @@ export function mountInbox(
     const input = validate(IssueInboxTokenRequest, hasBody ? await readJson(c) : {});
     const issued = await issueInboxToken(database, {
       userId,
-      clientId: c.var.principal.clientId,
+      clientId: c.get("principal").clientId,
       ttlSeconds: input.ttl_seconds,
     });
-    c.var.log.info({ user_id: userId, expires_at: issued.expires_at }, "inbox token issued");
+    c.get("log").info({ user_id: userId, expires_at: issued.expires_at }, "inbox token issued");
     c.header("cache-control", "no-store");
     return c.json(issued, 201);
   });
 
   inbox.get("/inbox", user, async (c) => {
-    const userId = c.var.inboxUser;
+    const userId = c.get("inboxUser");
     const query = validate(InboxQuery, c.req.query());
     const before = query.cursor === undefined ? null : decodeCursor(query.cursor, userId, query.filter);
     const page = await listInbox(database, userId, query.filter, query.limit, before);
@@ -62,13 +62,13 @@ export function mountInbox(
     const id = /^\d{1,18}$/.test(raw) ? Number(raw) : null;
     const change = validate(InboxItemUpdate, await readJson(c));
     // Another user's item and a missing one look the same.
-    const item = id === null ? null : await updateInboxItem(database, c.var.inboxUser, id, change);
+    const item = id === null ? null : await updateInboxItem(database, c.get("inboxUser"), id, change);
     if (item === null) throw new AppError("not_found", "no such inbox item");
     return c.json(item);
   });
 
   inbox.get("/inbox/stream", user, async (c) => {
-    const userId = c.var.inboxUser;
+    const userId = c.get("inboxUser");
     const lastEventId = c.req.header("last-event-id")?.trim();
     if (lastEventId !== undefined && lastEventId !== "" && !/^\d{1,18}$/.test(lastEventId)) {
       throw new AppError("validation_failed", "Last-Event-ID is not an event id of this stream", {
@@ -77,7 +77,7 @@ export function mountInbox(
     }
     // A fresh stream starts at what is new; the inbox list has everything before it.
     let after = lastEventId ? Number(lastEventId) : await latestInboxId(database, userId);
-    const log = c.var.log;
+    const log = c.get("log");
     return streamSSE(
       c,
       async (stream) => {

@@ -36,7 +36,7 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
         rateLimit: body.rate_limit && { burst: body.rate_limit.burst, perSecond: body.rate_limit.per_second },
       }),
     );
-    c.var.log.info({ target_key_id: issued.id, target_client_id: issued.client_id }, "API key created");
+    c.get("log").info({ target_key_id: issued.id, target_client_id: issued.client_id }, "API key created");
     c.header("cache-control", "no-store");
     c.header("location", `/api/v1/keys/${issued.id}`);
     return c.json(issued, 201);
@@ -67,7 +67,7 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     const body = validate(RotateKeyRequest, await readOptionalJson(c));
     const rotated = await postgres(rotateKey(deps.database, id, { graceSeconds: body.grace_seconds }));
     if (!rotated) throw unknownKey(id);
-    c.var.log.info(
+    c.get("log").info(
       { target_key_id: rotated.id, replaced_key_id: id, replaced_until: rotated.previous.revoked_at },
       "API key rotated",
     );
@@ -80,7 +80,7 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     const id = c.req.param("id");
     const revoked = await postgres(revokeKey(deps.database, id));
     if (!revoked) throw unknownKey(id);
-    c.var.log.info({ target_key_id: id, target_client_id: revoked.client_id }, "API key revoked");
+    c.get("log").info({ target_key_id: id, target_client_id: revoked.client_id }, "API key revoked");
     return c.body(null, 204);
   });
 }

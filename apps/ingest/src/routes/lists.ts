@@ -17,7 +17,7 @@ export function mountLists(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
     const userId = parseUserIdParam(c.req.param("id"));
     const query = validate(ListNotificationsQuery, c.req.query());
     return c.json(
-      await listUserNotifications(deps.database, deps.cursorSecret, c.var.principal.clientId, userId, query),
+      await listUserNotifications(deps.database, deps.cursorSecret, c.get("principal").clientId, userId, query),
     );
   });
 

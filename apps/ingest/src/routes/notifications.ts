@@ -28,7 +28,7 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   v1.post("/notifications", limitBody(deps.maxBodyBytes), requireScope("ingest"), async (c) => {
     const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
     const request = validate(NotificationRequest, await readJson(c));
-    const result = await deps.ingestor.create({ clientId: c.var.principal.clientId, idempotencyKey, request });
+    const result = await deps.ingestor.create({ clientId: c.get("principal").clientId, idempotencyKey, request });
     if (result.kind === "replayed") {
       c.header("idempotent-replayed", "true");
       return c.json({ notification_id: result.notificationId, status: "accepted" }, 200);
@@ -38,6 +38,6 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   });
 
   v1.get("/notifications/:id", requireScope("read"), async (c) =>
-    c.json(await getNotification(deps.database, c.var.principal.clientId, c.req.param("id"))),
+    c.json(await getNotification(deps.database, c.get("principal").clientId, c.req.param("id"))),
   );
 }

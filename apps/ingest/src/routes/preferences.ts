@@ -31,7 +31,7 @@ export function mountPreferences(
     const input = validate(PreferencesRequest, await readJson(c));
     checkBodyUserId(userId, input.user_id);
     const stored = await putPreferences(deps.database, userId, input);
-    c.var.log.info({ user_id: userId }, "preferences replaced");
+    c.get("log").info({ user_id: userId }, "preferences replaced");
     return answer(c, stored);
   });
 }

@@ -45,7 +45,10 @@ export function mountTemplates(
     const result = await putTemplate(deps.database, id, input);
     const { version } = result.template;
     if (result.kind === "unchanged") return c.json(result.template, 200);
-    c.var.log.info({ template_id: id, version }, result.kind === "created" ? "template created" : "template versioned");
+    c.get("log").info(
+      { template_id: id, version },
+      result.kind === "created" ? "template created" : "template versioned",
+    );
     c.header("location", `/api/v1/templates/${encodeURIComponent(id)}/versions/${version}`);
     return c.json(result.template, 201);
   });

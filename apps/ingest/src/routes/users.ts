@@ -27,7 +27,7 @@ export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
     const input = validate(ContactsRequest, await readJson(c));
     checkBodyUserId(userId, input.user_id);
     const stored = await putContacts(deps.database, userId, input);
-    c.var.log.info({ user_id: userId }, "contacts replaced");
+    c.get("log").info({ user_id: userId }, "contacts replaced");
     return answer(c, stored);
   });
 }

@@ -76,7 +76,7 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
         },
       },
     ]);
-    c.var.log.info({ provider: "plivo", provider_id: messageUuid, state, ...outcome }, "receipt");
+    c.get("log").info({ provider: "plivo", provider_id: messageUuid, state, ...outcome }, "receipt");
     return c.body(null, 200);
   });
 }

@@ -87,7 +87,7 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
       });
     }
     const outcome = await recordReceipts(deps.sql, receipts);
-    c.var.log.info({ provider: "sendgrid", events: events.length, skipped, ...outcome }, "receipts");
+    c.get("log").info({ provider: "sendgrid", events: events.length, skipped, ...outcome }, "receipts");
     return c.body(null, 200);
   });
 }
