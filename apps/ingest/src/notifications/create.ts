@@ -173,20 +173,31 @@ async function flush(deps: CreateDeps, settler: Settler, batch: Pending[]): Prom
     seen.add(k);
   }
 
-  const column = <T>(pick: (p: Pending) => T) => first.map(pick);
+  // The batch travels as one JSON parameter: serialised natively, where twelve array
+  // parameters cost more of ingest's CPU than the rest of the statement's handling.
+  const rows = JSON.stringify(
+    first.map((p) => ({
+      id: p.message.notification_id,
+      client_id: p.input.clientId,
+      key: p.input.idempotencyKey,
+      request_hash: p.requestHash,
+      user_id: p.message.user_id,
+      category: p.message.category,
+      template_id: p.message.template_id,
+      template_version: p.message.template_version ?? null,
+      priority: p.message.priority,
+      channels: p.message.channels,
+      data: p.message.data,
+      partition: p.partition,
+    })),
+  );
   // One statement: claim the keys, insert the rows whose key was claimed, and list them in the
   // outbox; committed together or not at all.
   const inserted = await sql<{ id: string; created_at: Date; outbox_id: string | null }[]>`
     with input as (
-      select * from unnest(
-        ${column((p) => p.message.notification_id)}::text[], ${column((p) => p.input.clientId)}::text[],
-        ${column((p) => p.input.idempotencyKey)}::text[], ${column((p) => p.requestHash)}::text[],
-        ${column((p) => p.message.user_id)}::text[], ${column((p) => p.message.category)}::text[],
-        ${column((p) => p.message.template_id)}::text[], ${column((p) => p.message.template_version ?? null) as number[]}::int[],
-        ${column((p) => p.message.priority)}::text[],
-        ${column((p) => (p.message.channels ? JSON.stringify(p.message.channels) : null)) as string[]}::text[],
-        ${column((p) => JSON.stringify(p.message.data))}::text[], ${column((p) => p.partition)}::int[]
-      ) as i(id, client_id, key, request_hash, user_id, category, template_id, template_version, priority, channels, data, partition)
+      select * from json_to_recordset(${rows}::text::json) as i(id text, client_id text, key text, request_hash text,
+        user_id text, category text, template_id text, template_version int, priority text, channels text[],
+        data jsonb, partition int)
     ),
     claimed as (
       insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
@@ -198,9 +209,8 @@ async function flush(deps: CreateDeps, settler: Settler, batch: Pending[]): Prom
     ),
     inserted as (
       insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition)
-      select id, client_id, user_id, category, template_id, template_version, priority,
-             case when channels is null then null else array(select jsonb_array_elements_text(channels::jsonb)) end,
-             data::jsonb, key, request_hash, partition
+      select id, client_id, user_id, category, template_id, template_version, priority, channels, data, key,
+             request_hash, partition
       from input where id in (select notification_id from claimed)
       returning id, created_at
     ),
