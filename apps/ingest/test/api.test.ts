@@ -174,6 +174,18 @@ t.test("bad input: a clear 4xx problem and nothing left behind", async (t) => {
     ["unknown channel", () => post({ ...valid, channels: ["fax"] }), 400, "validation_failed"],
     ["unknown field", () => post({ ...valid, extra: 1 }), 400, "validation_failed"],
     ["body not an object", () => post("[1,2]"), 400, "validation_failed"],
+    [
+      "U+0000 in data (Postgres cannot store it)",
+      () => post({ ...valid, data: { name: "a\u0000b", order: { id: 1 } } }),
+      400,
+      "validation_failed",
+    ],
+    [
+      "an unpaired surrogate in a data key",
+      () => post({ ...valid, data: { name: "x", order: { id: 1, "\ud800": 1 } } }),
+      400,
+      "validation_failed",
+    ],
   ];
   for (const [name, send, status, code] of cases) {
     await t.test(name, async (t) => {
@@ -189,7 +201,31 @@ t.test("bad input: a clear 4xx problem and nothing left behind", async (t) => {
   t.same({ rows: await rows(), lane: await laneMessages() }, before, "nothing stored or enqueued");
 });
 
+t.test("one request Postgres cannot store does not fail the others of its batch", async (t) => {
+  const bad = post({ ...valid, data: { name: "\u0000", order: { id: 1 } } });
+  const goods = Array.from({ length: 5 }, () => post(valid));
+  const [refused, ...accepted] = await Promise.all([bad, ...goods]);
+  const problem = await expectProblem(t, refused as Response, 400, "validation_failed");
+  t.same(problem.errors, [
+    {
+      field: "data.name",
+      message: "must not contain U+0000 or an unpaired UTF-16 surrogate (Postgres cannot store them)",
+    },
+  ]);
+  t.same(
+    accepted.map((r) => r.status),
+    [202, 202, 202, 202, 202],
+  );
+});
+
 t.test("property: random bodies and headers never get a 5xx, and a 4xx leaves nothing behind", async (t) => {
+  // Any code point, U+0000 and unpaired surrogates included.
+  const hostileString = fc.string({
+    unit: fc.oneof(
+      fc.string({ unit: "binary", minLength: 1, maxLength: 1 }),
+      fc.integer({ min: 0xd800, max: 0xdfff }).map((code) => String.fromCharCode(code)),
+    ),
+  });
   const anyJson = fc.oneof(
     fc.json(),
     fc
@@ -198,7 +234,15 @@ t.test("property: random bodies and headers never get a 5xx, and a 4xx leaves no
           user_id: fc.oneof(fc.string(), fc.constant("u1"), fc.integer()),
           category: fc.oneof(fc.string(), fc.constant("orders")),
           template_id: fc.oneof(fc.string(), fc.constant("welcome")),
-          data: fc.oneof(fc.object(), fc.constant({ name: "x", order: { id: 1 } })),
+          data: fc.oneof(
+            fc.object(),
+            fc.constant({ name: "x", order: { id: 1 } }),
+            fc.dictionary(hostileString, hostileString).map((extra) => ({
+              name: "x",
+              order: { id: 1 },
+              ...extra,
+            })),
+          ),
           priority: fc.oneof(fc.string(), fc.constantFrom("transactional", "promotional")),
           channels: fc.option(fc.array(fc.oneof(fc.string(), fc.constantFrom("email", "sms", "push", "in_app")))),
         },
