@@ -36,7 +36,10 @@ async function commitBatch(users: string[], ageMs = 60_000): Promise<{ ids: stri
 }
 const outboxRows = async () =>
   (await sql<{ id: string }[]>`select id::text from publish_outbox order by id`).map((r) => r.id);
-const sweep = (graceMs = 5000) => recoverUnpublished({ database, bus, log }, graceMs);
+const sweep = (graceMs = 5000, maxIds?: number) => recoverUnpublished({ database, bus, log }, graceMs, maxIds);
+const listed = async (outboxId: string) =>
+  (await sql<{ ids: string[] }[]>`select notification_ids as ids from publish_outbox where id = ${outboxId}::bigint`)[0]
+    ?.ids;
 
 t.beforeEach(async () => {
   refuse = null;
@@ -71,7 +74,7 @@ t.test("a batch inside the grace period is left to the request publishing it", a
   t.same(await outboxRows(), [outboxId]);
 });
 
-t.test("a batch with a failed publish stays, and the next sweep settles it", async (t) => {
+t.test("a failed publish keeps only that notification listed; the next sweep settles it", async (t) => {
   const before = await lane();
   await commitBatch(["u1"]);
   const bad = await commitBatch(["u2", "u3"]);
@@ -79,10 +82,22 @@ t.test("a batch with a failed publish stays, and the next sweep settles it", asy
   refuse = () => ++calls === 2;
   t.equal(await sweep(), 2, "two of the three published");
   t.same(await outboxRows(), [bad.outboxId], "only the batch with the failure is kept");
+  t.same(await listed(bad.outboxId), [bad.ids[0]], "listing only the notification still to publish");
   refuse = null;
-  t.equal(await sweep(), 2, "the kept batch is published again whole");
-  t.equal(await lane(), before + 3, "and JetStream dropped the duplicate");
+  t.equal(await sweep(), 1, "the next sweep publishes just that one");
+  t.equal(await lane(), before + 3);
   t.same(await outboxRows(), []);
+});
+
+t.test("a large batch is swept a bounded number of notifications at a time", async (t) => {
+  const before = await lane();
+  const big = await commitBatch(["u1", "u2", "u3", "u4", "u5"]);
+  t.equal(await sweep(5000, 2), 2);
+  t.same(await listed(big.outboxId), big.ids.slice(2), "the rest stays listed");
+  t.equal(await sweep(5000, 2), 2);
+  t.equal(await sweep(5000, 2), 1);
+  t.same(await outboxRows(), []);
+  t.equal(await lane(), before + 5, "each published once");
 });
 
 t.test("nothing is attempted while NATS is down", async (t) => {

@@ -88,3 +88,20 @@ t.test("concurrent expanders never give a member two notifications", async (t) =
     t.match(await state(id), { status: "expanded", expanded: n });
   }
 });
+
+t.test("a batch whose publishes fail stays in the outbox for ingest's recovery sweep", async (t) => {
+  await broadcast("b-fail", 4, ["email"]);
+  const before = await streamCount(bus, bus.streams.lane("promotional"));
+  const failing = {
+    ...deps,
+    bus: { ...bus, publish: async () => Promise.reject(Object.assign(new Error("no ack"), { name: "TimeoutError" })) },
+  };
+  t.match(await expandBatch(failing, 10), { kind: "expanded", count: 4 });
+  const rows = await recipients("b-fail");
+  t.equal(rows.length, 4, "the notifications are committed");
+  t.ok(
+    rows.every((r) => !r.published),
+    "and all listed in the outbox",
+  );
+  t.equal(await streamCount(bus, bus.streams.lane("promotional")), before, "nothing reached the lane");
+});

@@ -59,7 +59,7 @@ export async function archiveBatch(
           'attempts', (select coalesce(json_agg(a), '[]') from delivery_attempts a where a.notification_id = n.id)
         )::text as line
       from notifications n
-      where n.created_at < now() - make_interval(days => ${options.days}) 
+      where n.created_at < now() - make_interval(days => ${options.days})
         and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
       limit ${options.batchSize ?? ARCHIVE_BATCH}
       for update of n skip locked`;

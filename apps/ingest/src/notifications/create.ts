@@ -226,7 +226,7 @@ async function flush(deps: CreateDeps, settler: Settler, batch: Pending[]): Prom
 
   const published: string[] = [];
   const failed: string[] = [];
-  let ambiguous = 0;
+  const ambiguous: string[] = [];
   const failures: Array<{ item: Pending; error: AppError }> = [];
   await Promise.all(
     claimed.map(async (item) => {
@@ -240,7 +240,7 @@ async function flush(deps: CreateDeps, settler: Settler, batch: Pending[]): Prom
         published.push(item.message.notification_id);
       } catch (error) {
         if (isAmbiguous(error)) {
-          ambiguous++;
+          ambiguous.push(item.message.notification_id);
           deps.log.warn(
             { err: error, notification_id: item.message.notification_id },
             "publish outcome unknown; the recovery sweep will settle it",
@@ -253,22 +253,25 @@ async function flush(deps: CreateDeps, settler: Settler, batch: Pending[]): Prom
     }),
   );
 
-  let settled = ambiguous === 0;
+  const unsettled = [...ambiguous];
   if (failed.length > 0) {
-    await sql`
-      with removed as (delete from notifications where id = any(${failed}) returning client_id, dedup_key)
-      delete from idempotency_keys k using removed r where k.client_id = r.client_id and k.key = r.dedup_key`.catch(
-      (error: unknown) => {
-        settled = false;
-        deps.log.warn(
-          { err: error, count: failed.length },
-          "compensating delete failed; the recovery sweep will publish",
-        );
-      },
-    );
+    const removed = outboxId === null ? 0 : await compensate(deps, outboxId, failed);
+    // Rows not removed stay listed for the sweep, which publishes them (their callers got 503 and
+    // a retry is answered 409, then 200 once the sweep has published).
+    if (removed < failed.length) unsettled.push(...failed);
   }
-  // The outbox row goes once nothing in it is left to publish; otherwise the sweep settles it.
-  if (outboxId !== null && settled) settler.add(outboxId, published);
+  if (outboxId !== null) {
+    if (unsettled.length === 0) {
+      settler.add(outboxId, published);
+    } else if (unsettled.length < claimed.length) {
+      // Only the unsettled rows stay listed, before anyone is answered: a retry of a request of
+      // this batch that was published is a replay (200), in every process, not a 409.
+      await sql`update publish_outbox set notification_ids = ${unsettled}::text[] where id = ${outboxId}::bigint`.catch(
+        (error: unknown) =>
+          deps.log.warn({ err: error }, "narrowing the outbox row failed; the sweep republishes the batch"),
+      );
+    }
+  }
   // Answered only now, so that a 503 client retrying at once finds its key released.
   for (const { item, error } of failures) item.reject(error);
   const ok = new Set(published);
@@ -279,10 +282,38 @@ async function flush(deps: CreateDeps, settler: Settler, batch: Pending[]): Prom
   if (unclaimed.length > 0) await resolveExisting(deps, settler, unclaimed);
 }
 
+/**
+ * Deletes notifications whose publish definitely failed, with their idempotency records (the
+ * key is free again), but only while holding the batch's outbox row: if the recovery sweep holds
+ * it, or already settled it, it may have published them, and they must stay. Answers how many
+ * were deleted.
+ */
+async function compensate(deps: CreateDeps, outboxId: string, ids: string[]): Promise<number> {
+  try {
+    const [row] = await deps.database.sql<{ removed: number }[]>`
+      with batch as (select id from publish_outbox where id = ${outboxId}::bigint for update skip locked),
+      removed as (
+        delete from notifications where id = any(${ids}::text[]) and exists (select 1 from batch)
+        returning client_id, dedup_key
+      ),
+      released as (
+        delete from idempotency_keys k using removed r where k.client_id = r.client_id and k.key = r.dedup_key
+      )
+      select count(*)::int as removed from removed`;
+    return row?.removed ?? 0;
+  } catch (error) {
+    deps.log.warn({ err: error, count: ids.length }, "compensating delete failed; the recovery sweep will publish");
+    return 0;
+  }
+}
+
 interface Settler {
   /** The batch's outbox row can go: these of its notifications were published. */
   add(outboxId: string, published: string[]): void;
-  /** Published here, and its outbox row not yet deleted. */
+  /**
+   * Published by this process recently: its outbox row is deleted, being deleted, or was deleted
+   * within the last seconds (a duplicate's lookup may have read the outbox just before).
+   */
   has(id: string): boolean;
   stop(): Promise<void>;
 }
@@ -293,12 +324,21 @@ interface Settler {
  * which JetStream deduplicates by msg id. This keeps one commit, the batch's own, between a
  * request and its 202.
  */
-function createSettler(deps: CreateDeps, intervalMs = 20): Settler {
+function createSettler(deps: CreateDeps, intervalMs = 20, rememberMs = 5000): Settler {
   let pendingRows: string[] = [];
   let pendingIds = new Set<string>();
   let writingIds = new Set<string>();
+  // Ids whose rows were deleted, in two generations of `rememberMs` each.
+  let recent = new Set<string>();
+  let older = new Set<string>();
+  let rotatedAt = Date.now();
   let running: Promise<void> = Promise.resolve();
   const settle = async () => {
+    if (Date.now() - rotatedAt >= rememberMs) {
+      older = recent;
+      recent = new Set();
+      rotatedAt = Date.now();
+    }
     const rows = pendingRows;
     if (rows.length === 0) return;
     writingIds = pendingIds;
@@ -312,6 +352,7 @@ function createSettler(deps: CreateDeps, intervalMs = 20): Settler {
       .catch((error: unknown) =>
         deps.log.warn({ err: error, count: rows.length }, "settling the outbox failed; the sweep will republish"),
       );
+    for (const id of writingIds) recent.add(id);
     writingIds = new Set();
   };
   const timer = setInterval(() => {
@@ -323,7 +364,7 @@ function createSettler(deps: CreateDeps, intervalMs = 20): Settler {
       pendingRows.push(outboxId);
       for (const id of published) pendingIds.add(id);
     },
-    has: (id) => writingIds.has(id) || pendingIds.has(id),
+    has: (id) => pendingIds.has(id) || writingIds.has(id) || recent.has(id) || older.has(id),
     async stop() {
       clearInterval(timer);
       running = running.then(settle);

@@ -7,13 +7,16 @@ import type { Logger } from "@notify/log";
  * The recovery path of invariant 1: batches left in the outbox (a crash or a NATS failure
  * between commit and ack) are published again. The lane msg id is the notification id, so a
  * row whose first publish did land is deduplicated by JetStream, and past the duplicate window
- * the processor's routing is idempotent. A batch row goes only when every one of its rows is
- * published (or gone); SKIP LOCKED lets several ingest processes sweep at once.
+ * the processor's routing is idempotent. At most `maxIds` notifications a sweep (a broadcast's
+ * batch may list thousands); a batch row goes when every one of its notifications is published
+ * (or gone), and otherwise keeps only those still to publish, so a failure never makes the
+ * sweep publish the rest of its batch again. SKIP LOCKED lets several ingest processes sweep
+ * at once.
  */
 export async function recoverUnpublished(
   deps: { database: Database; bus: Bus; log: Logger },
   graceMs: number,
-  limit = 20,
+  maxIds = 2000,
 ): Promise<number> {
   if (!deps.bus.isConnected()) return 0;
   const { sql } = deps.database;
@@ -21,8 +24,16 @@ export async function recoverUnpublished(
     const batches = await tx<{ id: string; notification_ids: string[] }[]>`
       select id::text, notification_ids from publish_outbox
       where created_at < now() - ${`${graceMs} milliseconds`}::interval
-      order by id limit ${limit} for update skip locked`;
-    if (batches.length === 0) return 0;
+      order by id limit 20 for update skip locked`;
+    const work: Array<{ id: string; taken: string[]; rest: string[] }> = [];
+    let budget = maxIds;
+    for (const batch of batches) {
+      if (budget <= 0) break;
+      const taken = batch.notification_ids.slice(0, budget);
+      work.push({ id: batch.id, taken, rest: batch.notification_ids.slice(taken.length) });
+      budget -= taken.length;
+    }
+    if (work.length === 0) return 0;
     const rows = await tx<
       Array<{
         id: string;
@@ -38,7 +49,7 @@ export async function recoverUnpublished(
         created_at: Date;
       }>
     >`select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at
-      from notifications where id = any(${batches.flatMap((b) => b.notification_ids)}::text[])
+      from notifications where id = any(${work.flatMap((w) => w.taken)}::text[])
       order by created_at, id`;
     const outcomes = await Promise.allSettled(
       rows.map((row) => {
@@ -57,16 +68,22 @@ export async function recoverUnpublished(
         return deps.bus.publish(deps.bus.subjects.lane(row.priority, row.partition), message, row.id);
       }),
     );
-    const unsettled = new Set<string>();
+    const failed = new Set<string>();
     outcomes.forEach((outcome, i) => {
-      if (outcome.status === "rejected") unsettled.add(rows[i]?.id as string);
+      if (outcome.status === "rejected") failed.add(rows[i]?.id as string);
     });
-    if (unsettled.size > 0) {
-      deps.log.warn({ count: unsettled.size, err: firstError(outcomes) }, "recovery publishes failed; will retry");
+    if (failed.size > 0) {
+      deps.log.warn({ count: failed.size, err: firstError(outcomes) }, "recovery publishes failed; will retry");
     }
-    const settled = batches.filter((b) => !b.notification_ids.some((id) => unsettled.has(id))).map((b) => b.id);
+    const settled: string[] = [];
+    for (const w of work) {
+      const left = [...w.taken.filter((id) => failed.has(id)), ...w.rest];
+      if (left.length === 0) settled.push(w.id);
+      else if (left.length < w.taken.length + w.rest.length)
+        await tx`update publish_outbox set notification_ids = ${left}::text[] where id = ${w.id}::bigint`;
+    }
     if (settled.length > 0) await tx`delete from publish_outbox where id = any(${settled}::bigint[])`;
-    const published = rows.length - unsettled.size;
+    const published = rows.length - failed.size;
     if (published > 0) deps.log.info({ count: published }, "recovered unpublished notifications");
     return published;
   });
