@@ -298,6 +298,46 @@ t.test("property: random bodies and headers never get a 5xx, and a 4xx leaves no
   t.equal(runs, 2000, "held for 2000 random requests");
 });
 
+t.test("property: any path parameter or query value on the read routes never gets a 5xx", async (t) => {
+  const adminKey = await seedApiKey(database, { clientId: "shop", name: "shop admin", scopes: ["admin"] });
+  const routes = [
+    "/api/v1/notifications/{}",
+    "/api/v1/broadcasts/{}",
+    "/api/v1/audiences/{}",
+    "/api/v1/templates/{}",
+    "/api/v1/users/{}/preferences",
+    "/api/v1/users/{}/contacts",
+    "/api/v1/users/{}/notifications",
+  ];
+  // Any code point percent-encoded byte by byte (a lone surrogate as UTF-8 would never be), or
+  // raw percent sequences, %00 and malformed ones included.
+  const encoded = fc
+    .string({ unit: "binary", minLength: 1 })
+    .map((text) => [...Buffer.from(text, "utf8")].map((byte) => `%${byte.toString(16).padStart(2, "0")}`).join(""));
+  const raw = fc.array(fc.constantFrom("%00", "%ED%A0%80", "%zz", "%", "a", "%2F", "..", "%FF"), { minLength: 1 });
+  const segment = fc.oneof(
+    encoded,
+    raw.map((parts) => parts.join("")),
+  );
+  let runs = 0;
+  await fc.assert(
+    fc.asyncProperty(fc.constantFrom(...routes), segment, fc.option(segment), async (route, value, query) => {
+      runs++;
+      const path = route.replace("{}", value) + (query === null ? "" : `?cursor=${query}&category=${query}`);
+      const response = await app.request(path, { headers: { "x-api-key": adminKey } });
+      if (response.status >= 500) return false;
+      if (response.status >= 400) {
+        return response.headers.get("content-type") === "application/problem+json";
+      }
+      return true;
+    }),
+    { numRuns: 1000 },
+  );
+  t.equal(runs, 1000, "held for 1000 random paths");
+  const refused = await app.request("/api/v1/notifications/a%00b", { headers: { "x-api-key": adminKey } });
+  await expectProblem(t, refused, 400, "validation_failed");
+});
+
 t.test("health and readiness", async (t) => {
   t.equal((await app.request("/healthz")).status, 200);
   const ready = await app.request("/readyz");

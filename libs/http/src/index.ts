@@ -16,6 +16,7 @@ export interface AppEnv {
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+const NUL_IN_URL = /%00/i;
 
 /**
  * A Hono app with the house conventions: a request id (echoed in X-Request-Id), a child
@@ -35,6 +36,16 @@ export function newApp(log: Logger): Hono<AppEnv> {
     const line = { method: c.req.method, path: c.req.path, status, ms: Math.round(performance.now() - started) };
     if (status >= 500) c.get("log").error(line, "request");
     else c.get("log").debug(line, "request");
+  });
+  // A NUL can reach no column (Postgres text refuses it): refused here for every route, path
+  // parameters and query strings alike, instead of failing in a query.
+  app.use((c, next) => {
+    if (NUL_IN_URL.test(c.req.url)) {
+      throw new AppError("validation_failed", "the URL must not contain %00 (NUL)", {
+        fields: [{ field: "(url)", message: "must not contain %00 (NUL)" }],
+      });
+    }
+    return next();
   });
   app.onError((error, c) => {
     const appError = isAppError(error) ? error : new AppError("internal", "unexpected error", { cause: error });
