@@ -98,7 +98,7 @@ function responses(route: RouteDoc): Json {
   }
   const codes: ErrorCode[] = [
     ...route.problems,
-    ...(route.scope ? COMMON_PROBLEMS : (["version_sunset", "internal"] as ErrorCode[])),
+    ...(route.scope ? COMMON_PROBLEMS : (["validation_failed", "version_sunset", "internal"] as ErrorCode[])),
   ];
   for (const [status, group] of problemsByStatus(codes)) {
     out[String(status)] = {

@@ -31,9 +31,10 @@ export interface RouteDoc {
   problems: ErrorCode[];
 }
 
-/** Problems any authenticated /api/v1 operation may answer with. */
+/** Problems any authenticated /api/v1 operation may answer with (validation_failed: %00 in the URL). */
 export const COMMON_PROBLEMS: ErrorCode[] = [
   "invalid_request",
+  "validation_failed",
   "unauthenticated",
   "invalid_api_key",
   "insufficient_scope",
