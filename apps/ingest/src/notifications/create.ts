@@ -328,17 +328,12 @@ function createSettler(deps: CreateDeps, intervalMs = 20, rememberMs = 5000): Se
   let pendingRows: string[] = [];
   let pendingIds = new Set<string>();
   let writingIds = new Set<string>();
-  // Ids whose rows were deleted, in two generations of `rememberMs` each.
-  let recent = new Set<string>();
-  let older = new Set<string>();
-  let rotatedAt = Date.now();
+  // The id sets of the deletes of the last `rememberMs`, oldest first (kept whole: no copying).
+  const recent: Array<{ at: number; ids: Set<string> }> = [];
   let running: Promise<void> = Promise.resolve();
   const settle = async () => {
-    if (Date.now() - rotatedAt >= rememberMs) {
-      older = recent;
-      recent = new Set();
-      rotatedAt = Date.now();
-    }
+    const now = Date.now();
+    while (recent.length > 0 && (recent[0]?.at ?? now) < now - rememberMs) recent.shift();
     const rows = pendingRows;
     if (rows.length === 0) return;
     writingIds = pendingIds;
@@ -352,7 +347,7 @@ function createSettler(deps: CreateDeps, intervalMs = 20, rememberMs = 5000): Se
       .catch((error: unknown) =>
         deps.log.warn({ err: error, count: rows.length }, "settling the outbox failed; the sweep will republish"),
       );
-    for (const id of writingIds) recent.add(id);
+    recent.push({ at: Date.now(), ids: writingIds });
     writingIds = new Set();
   };
   const timer = setInterval(() => {
@@ -364,7 +359,7 @@ function createSettler(deps: CreateDeps, intervalMs = 20, rememberMs = 5000): Se
       pendingRows.push(outboxId);
       for (const id of published) pendingIds.add(id);
     },
-    has: (id) => pendingIds.has(id) || writingIds.has(id) || recent.has(id) || older.has(id),
+    has: (id) => pendingIds.has(id) || writingIds.has(id) || recent.some((settled) => settled.ids.has(id)),
     async stop() {
       clearInterval(timer);
       running = running.then(settle);
