@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
-import { AppError, missingParams, newId } from "@notify/core";
+import { AppError, newId } from "@notify/core";
 import type { Database } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
 import { canonicalJson } from "../notifications/create.js";
-import type { TemplateInfo } from "../notifications/templates.js";
+import { checkTemplate, type TemplateInfo } from "../notifications/templates.js";
 import type { BroadcastRequest } from "./schemas.js";
 
 export type BroadcastResult =
@@ -23,18 +23,7 @@ export async function createBroadcast(
   const { request } = input;
   const requestHash = createHash("sha256").update(canonicalJson(request)).digest("hex");
   try {
-    const template = await deps.templates(request.template_id);
-    if (!template) {
-      throw new AppError("unknown_template", `template "${request.template_id}" does not exist`, {
-        fields: [{ field: "template_id", message: "unknown template" }],
-      });
-    }
-    const missing = missingParams(template.params, request.data);
-    if (missing.length > 0) {
-      throw new AppError("template_data_invalid", `data is missing ${missing.map((m) => m.field).join(", ")}`, {
-        fields: missing,
-      });
-    }
+    const template = checkTemplate(await deps.templates(request.template_id), request.template_id, request.data);
     const { sql } = deps.database;
     const id = newId();
     const [inserted] = await sql<{ id: string; total: number }[]>`

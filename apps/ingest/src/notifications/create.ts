@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import type { Bus } from "@notify/bus";
-import { AppError, type LaneMessage, missingParams, type NotificationRequest, newId, partitionOf } from "@notify/core";
+import { AppError, type LaneMessage, type NotificationRequest, newId, partitionOf } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { asDependencyError } from "../dependency.js";
-import type { TemplateInfo } from "./templates.js";
+import { checkTemplate, type TemplateInfo } from "./templates.js";
 
 export interface CreateDeps {
   database: Database;
@@ -109,23 +109,13 @@ export function createIngestor(
   return {
     async create(input) {
       const { request } = input;
-      let template: TemplateInfo | null;
-      try {
-        template = await deps.templates(request.template_id);
-      } catch (error) {
-        throw asDependencyError(error, "postgres");
-      }
-      if (!template) {
-        throw new AppError("unknown_template", `template "${request.template_id}" does not exist`, {
-          fields: [{ field: "template_id", message: "unknown template" }],
-        });
-      }
-      const missing = missingParams(template.params, request.data);
-      if (missing.length > 0) {
-        throw new AppError("template_data_invalid", `data is missing ${missing.map((m) => m.field).join(", ")}`, {
-          fields: missing,
-        });
-      }
+      const template = checkTemplate(
+        await deps.templates(request.template_id).catch((error: unknown) => {
+          throw asDependencyError(error, "postgres");
+        }),
+        request.template_id,
+        request.data,
+      );
       if (!deps.bus.isConnected()) {
         throw new AppError("dependency_unavailable", "nats is unavailable", { context: { retryAfterSeconds: 1 } });
       }

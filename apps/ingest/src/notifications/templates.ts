@@ -1,3 +1,4 @@
+import { AppError, missingParams } from "@notify/core";
 import type { Database } from "@notify/db";
 
 export interface TemplateInfo {
@@ -26,4 +27,27 @@ export function createTemplateLookup(database: Database, ttlMs = 5000) {
     cache.set(templateId, { value, expires: now + ttlMs });
     return value;
   };
+}
+
+/**
+ * The template a request names, checked against the request's data: 400 unknown_template when
+ * it does not exist, 400 template_data_invalid naming every missing parameter.
+ */
+export function checkTemplate(
+  template: TemplateInfo | null,
+  templateId: string,
+  data: Record<string, unknown>,
+): TemplateInfo {
+  if (!template) {
+    throw new AppError("unknown_template", `template "${templateId}" does not exist`, {
+      fields: [{ field: "template_id", message: "unknown template" }],
+    });
+  }
+  const missing = missingParams(template.params, data);
+  if (missing.length > 0) {
+    throw new AppError("template_data_invalid", `data is missing ${missing.map((m) => m.field).join(", ")}`, {
+      fields: missing,
+    });
+  }
+  return template;
 }
