@@ -11,8 +11,8 @@ const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: "inherit" });
 
 const [major, minor] = process.versions.node.split(".").map(Number);
-if (major < 20 || (major === 20 && minor < 11)) {
-  console.error(`notify needs Node.js 20.11 or newer; this is ${process.versions.node}.`);
+if (major < 20 || (major === 20 && minor < 12)) {
+  console.error(`notify needs Node.js 20.12 or newer; this is ${process.versions.node}.`);
   process.exit(1);
 }
 

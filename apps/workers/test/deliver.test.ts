@@ -1,5 +1,6 @@
 import type { GuardValue } from "@notify/core";
-import { createSendgridProvider, startSendgridSandbox } from "@notify/providers";
+import { storeInboxItem } from "@notify/db";
+import { createInAppProvider, createSendgridProvider, startSendgridSandbox } from "@notify/providers";
 import t from "tap";
 import { deliver } from "../src/delivery/deliver.js";
 import { channelRow, deadLetters, harness, statusHistory, workItem } from "./helpers.js";
@@ -65,6 +66,49 @@ t.test("a claim left sending past its lifetime is unsettled and dead-lettered, n
   t.same(await deliver(deps, item), { ack: true }, "a later redelivery is acknowledged");
   t.equal(sentTo(item.notification_id), 0, "and never sends");
 });
+
+t.test(
+  "in-app: a claim left sending by a dead worker is taken over and stored once (the inbox is idempotent)",
+  async (t) => {
+    const [inAppGate] = h.gates([
+      createInAppProvider({
+        store: (m) =>
+          storeInboxItem(database.sql, {
+            userId: m.to,
+            notificationId: m.notificationId,
+            category: m.category,
+            title: m.subject,
+            body: m.body,
+          }),
+      }),
+    ]);
+    if (!inAppGate) throw new Error("no gate");
+    const inAppDeps = h.deps(inAppGate);
+    const item = await workItem(database, { channel: "in_app", to: "u1" });
+    const inboxItems = async () =>
+      Number(
+        (
+          await database.sql`select count(*)::int as n from inbox_items where notification_id = ${item.notification_id}`
+        )[0]?.n,
+      );
+    // The dead worker got as far as the inbox: its item is there, its outcome never recorded.
+    await storeInboxItem(database.sql, {
+      userId: "u1",
+      notificationId: item.notification_id,
+      category: "account",
+      title: "Hi",
+      body: "Hi",
+    });
+    await guard.create(
+      `${item.notification_id}.in_app`,
+      encode({ state: "sending", at: Date.now() - inAppDeps.claimTtlMs - 1, attempt: 1, worker: "gone:9" }),
+    );
+    t.same(await deliver(inAppDeps, item), { ack: true });
+    t.match(await channelRow(database, item), { status: "delivered", provider: "inapp", attempts: 1 });
+    t.equal(await inboxItems(), 1, "one inbox item, not two");
+    t.match((await guard.get(`${item.notification_id}.in_app`))?.json<GuardValue>(), { state: "sent" });
+  },
+);
 
 t.test("a guard saying sent (status write lost in a crash) is reconciled to delivered without a send", async (t) => {
   const item = await workItem(database);

@@ -24,7 +24,10 @@ export function parseConfig<S extends v.GenericSchema>(
   if (result.success) return result.output;
   const problems = result.issues.map((issue) => {
     const key = v.getDotPath(issue) ?? "(root)";
-    if (issue.input === undefined) return `${key}: is required (got unset)`;
+    if (issue.input === undefined) {
+      // A schema may say why and how to set it ("is required: ..."); valibot's own words say neither.
+      return `${key}: ${issue.message.startsWith("is required") ? issue.message : "is required"} (got unset)`;
+    }
     // A secret, or a URL that may carry a password, is never echoed back.
     const shown = SECRET_NAME.test(key) ? "[redacted]" : JSON.stringify(issue.input);
     return `${key}: ${issue.message} (got ${shown})`;

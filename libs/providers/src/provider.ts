@@ -32,5 +32,10 @@ export interface Provider {
   /** Stable provider name, e.g. "sendgrid"; stored with provider ids for receipt matching. */
   readonly name: string;
   readonly channel: Channel;
+  /**
+   * A send repeated for the same notification has no further effect (our own inbox stores one
+   * item per notification): a send whose outcome is unknown is made again instead of unsettled.
+   */
+  readonly idempotent?: boolean;
   send(message: OutboundMessage): Promise<SendResult>;
 }

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { delimiter, join } from "node:path";
+import { isProcessOf, processAlive, readPidFile, stopProcess } from "./pids.js";
 
 /** Whether something accepts TCP connections at host:port. */
 export function tcpAnswers(host: string, port: number, timeoutMs = 500): Promise<boolean> {
@@ -35,44 +36,68 @@ export function findNatsServer(explicit?: string): string | null {
 }
 
 export const NATS_INSTALL_HELP =
-  "No nats-server was found and none answers at NATS_URL. Install one (Debian/Ubuntu: `sudo apt-get install nats-server`; " +
+  "No nats-server was found, and NATS_URL is not set. Install one (Debian/Ubuntu: `sudo apt-get install nats-server`; " +
   "macOS: `brew install nats-server`; or `go install github.com/nats-io/nats-server/v2@latest`), " +
-  "or point NATS_URL at a running server with JetStream enabled (`nats-server -js`), or set NATS_SERVER_BIN to the binary.";
+  "or set NATS_SERVER_BIN to the binary, or point NATS_URL at a running server with JetStream enabled (`nats-server -js`).";
 
 export interface LocalNats {
   url: string;
-  started: boolean;
+  port: number;
+  pid: number;
   stop(): Promise<void>;
 }
 
+/** The store of the stack's own nats-server under the data folder. */
+export const natsStoreDir = (dataDir: string) => join(dataDir, "nats");
+
 /**
- * Uses the NATS server at `url` when one answers; otherwise starts a local nats-server with
- * JetStream, its store under `dataDir`, on the same host and port.
+ * The stack's own nats-server with JetStream: loopback, the given port, its store under the data
+ * folder. A server of an earlier run still holding the store (its supervisor was killed) is
+ * stopped first: two servers on one store would corrupt it.
  */
-export async function ensureNats(url: string, dataDir: string, binary?: string): Promise<LocalNats> {
-  const parsed = new URL(url.split(",")[0] as string);
-  const host = parsed.hostname || "127.0.0.1";
-  const port = Number(parsed.port || 4222);
-  if (await tcpAnswers(host, port)) return { url, started: false, stop: async () => {} };
-  const bin = findNatsServer(binary);
+export async function startLocalNats(options: {
+  dataDir: string;
+  port: number;
+  binary?: string;
+  logFile: string;
+}): Promise<LocalNats> {
+  const bin = findNatsServer(options.binary);
   if (!bin) throw new Error(NATS_INSTALL_HELP);
-  mkdirSync(dataDir, { recursive: true });
-  const child: ChildProcess = spawn(bin, ["-a", host, "-p", String(port), "-js", "-sd", dataDir], { stdio: "ignore" });
+  const store = natsStoreDir(options.dataDir);
+  mkdirSync(store, { recursive: true });
+  const pidFile = join(store, "nats-server.pid");
+  const earlier = readPidFile(pidFile);
+  if (earlier !== null && processAlive(earlier) && isProcessOf(earlier, "nats-server", store)) {
+    await stopProcess(earlier, "SIGTERM", 10_000);
+  }
+  const host = "127.0.0.1";
+  const child: ChildProcess = spawn(
+    bin,
+    ["-a", host, "-p", String(options.port), "-js", "-sd", store, "-P", pidFile, "-l", options.logFile],
+    { stdio: "ignore" },
+  );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const deadline = Date.now() + 10_000;
-  while (!(await tcpAnswers(host, port))) {
-    if (child.exitCode !== null)
-      throw new Error(`nats-server exited with code ${child.exitCode}; is port ${port} free?`);
-    if (Date.now() > deadline) throw new Error("nats-server did not start within 10 s");
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  child.once("error", () => {});
+  const deadline = Date.now() + 15_000;
+  while (!(await tcpAnswers(host, options.port))) {
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`nats-server exited with code ${child.exitCode}; see ${options.logFile}`);
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`nats-server did not start within 15 s; see ${options.logFile}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return {
-    url: `nats://${host}:${port}`,
-    started: true,
+    url: `nats://${host}:${options.port}`,
+    port: options.port,
+    pid: child.pid as number,
     async stop() {
-      if (child.exitCode !== null) return;
+      if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
       await exited;
+      clearTimeout(timer);
     },
   };
 }

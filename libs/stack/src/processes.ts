@@ -15,7 +15,7 @@ export interface AppProcess {
 export function spawnApp(
   name: AppName,
   env: Record<string, string>,
-  onLine: (app: AppName, line: string) => void = () => {},
+  onLine: (source: string, line: string) => void = () => {},
 ): AppProcess {
   const child = spawn(process.execPath, [appEntry(name)], {
     cwd: ROOT,

@@ -1,43 +1,70 @@
-import { generateKeyPairSync, randomBytes } from "node:crypto";
+import { type ChildProcess, spawn } from "node:child_process";
+import { createPrivateKey, generateKeyPairSync } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { hashKey } from "@notify/core";
 import { createDb, type DeviceToken, runMigrations, seedApiKey, seedContact, seedTemplate } from "@notify/db";
-import { generateVapidKeys, startPlivoSandbox, startPushSandbox, startSendgridSandbox } from "@notify/providers";
-import { ensureNats, type LocalNats } from "./nats-server.js";
-import { APPS, type AppName } from "./paths.js";
-import { type EmbeddedPostgres, startEmbeddedPostgres } from "./pglite.js";
+import {
+  createSandboxTls,
+  generateVapidKeys,
+  type SandboxTls,
+  startPlivoSandbox,
+  startPushSandbox,
+  startSendgridSandbox,
+} from "@notify/providers";
+import type { InfraReady, InfraRequest } from "./infra-cli.js";
+import { tcpAnswers } from "./nats-server.js";
+import { APPS, type AppName, ROOT } from "./paths.js";
+import { isProcessOf, processAlive, readPidFile } from "./pids.js";
 import { type AppProcess, spawnApp, waitReady } from "./processes.js";
+import {
+  loadState,
+  rememberedPort,
+  removeStackEnv,
+  type StackState,
+  saveState,
+  sharedNamespace,
+  storedSecret,
+  writeStackEnv,
+} from "./state.js";
 
 export interface StackOptions {
-  /** Folder for embedded data (PGlite, nats-server store, the development key). */
+  /** Folder for the stack's own data (Postgres cluster, nats-server store, sandboxes, dev key). */
   dataDir: string;
-  /** Postgres to use; when unset, embedded PGlite is started. */
+  /** Postgres to use; when unset, the embedded PostgreSQL under dataDir is started. */
   databaseUrl?: string;
-  /** NATS to use; a local nats-server is started when nothing answers there. */
-  natsUrl: string;
+  /** NATS to use (under a namespace of this data folder's own); when unset, the stack runs its own nats-server. */
+  natsUrl?: string;
   natsServerBin?: string;
+  /** Prefix of streams, subjects and buckets; by default none on the stack's own server, one per data folder on a shared one. */
   namespace?: string;
   partitions?: number;
   /**
    * Port of ingest; the others follow (processor +1, workers +2, receipts +3, the SendGrid
-   * sandbox +10, the Plivo sandbox +11, the push sandbox +12).
+   * sandbox +10, the Plivo sandbox +11, the push sandbox +12). 0: every port is picked free on
+   * first start and kept for the next ones.
    */
   basePort: number;
-  pglitePort?: number;
   /** Explicit ports (tests pick free ones); unset apps follow basePort, unset sandboxes pick a free port. */
   ports?: Partial<Record<AppName | SandboxName, number>>;
   logLevel?: string;
-  /** Extra environment for every app. */
-  env?: Record<string, string>;
+  /**
+   * The user's environment (the shell's and `.env`): passed to every app, so any setting reaches
+   * it. A channel given real provider credentials here uses the real provider; the others use
+   * their sandboxes.
+   */
+  env?: Record<string, string | undefined>;
   /** Apps to run (default: all four). */
   apps?: readonly AppName[];
-  onLine?: (app: AppName, line: string) => void;
+  onLine?: (source: string, line: string) => void;
   /** Create the development key, sample template and sample user when missing. */
   seed?: boolean;
 }
 
 type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox";
+const CHANNELS = ["email", "sms", "push"] as const;
+type ProviderChannel = (typeof CHANNELS)[number];
 
 export interface Stack {
   baseUrl: string;
@@ -45,12 +72,21 @@ export interface Stack {
   sandboxUrl: string;
   /** Every provider sandbox; each lists what it received under /sandbox/messages. */
   sandboxes: { sendgrid: string; plivo: string; push: string };
+  /** Per channel: the real provider (named) or "sandbox". */
+  providers: Record<ProviderChannel, string>;
+  /** The PEM file of the push sandbox's CA (`curl --cacert`). */
+  pushCaFile: string;
   databaseUrl: string;
   natsUrl: string;
+  namespace: string;
+  /** Whether Postgres and NATS are the stack's own (embedded) servers. */
+  embedded: { postgres: boolean; nats: boolean };
   /** The development API key (plaintext), when seeded. */
   apiKey: string | null;
   apps: Map<AppName, AppProcess>;
   ports: Record<AppName | SandboxName, number>;
+  /** The environment every app gets (without its PORT): what `turbo dev` starts the apps with. */
+  appEnv: Record<string, string>;
   stop(): Promise<void>;
 }
 
@@ -76,108 +112,150 @@ const SANDBOX_SENDGRID_KEY = "SG.sandbox";
 const SANDBOX_PLIVO = { authId: "MASANDBOX000000000000", authToken: "plivo-sandbox-token", from: "+14155550100" };
 
 /**
- * Brings the whole service up on one machine: Postgres (the given one, or embedded PGlite),
- * NATS (the given one, or a local nats-server), migrations, the SendGrid sandbox, the four
- * apps, and, with `seed`, a development key, a sample template and a sample user.
+ * Which channels the user gave real provider credentials: those use the real provider, every
+ * other one its sandbox. An explicit *_PROVIDER setting wins.
+ */
+export function realProviders(env: Record<string, string | undefined>): Record<ProviderChannel, string | null> {
+  const pick = (setting: string | undefined, real: string, configured: boolean) =>
+    setting === real || (setting === undefined && configured) ? real : setting === "off" ? "off" : null;
+  return {
+    email: pick(env.EMAIL_PROVIDER, "sendgrid", env.SENDGRID_API_KEY !== undefined),
+    sms: pick(env.SMS_PROVIDER, "plivo", env.PLIVO_AUTH_ID !== undefined && env.PLIVO_AUTH_TOKEN !== undefined),
+    push: pick(env.PUSH_PROVIDER, "webpush", env.VAPID_PRIVATE_KEY !== undefined),
+  };
+}
+
+/**
+ * Brings the whole service up on one machine: Postgres (the given one, or the embedded
+ * PostgreSQL), NATS (the given one, or the stack's own nats-server), migrations, the provider
+ * sandboxes, the four apps, and, with `seed`, a development key, a sample template and a user.
  */
 export async function startStack(options: StackOptions): Promise<Stack> {
   mkdirSync(options.dataDir, { recursive: true });
+  const state = loadState(options.dataDir);
   const cleanups: Array<() => Promise<unknown>> = [];
   const stopAll = async () => {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    cleanups.length = 0;
   };
+  const onLine = options.onLine ?? (() => {});
   try {
-    let pg: EmbeddedPostgres | undefined;
-    if (!options.databaseUrl) {
-      pg = await startEmbeddedPostgres(join(options.dataDir, "pglite"), options.pglitePort ?? options.basePort + 32);
-      cleanups.push(() => (pg as EmbeddedPostgres).stop());
-    }
-    const databaseUrl = options.databaseUrl ?? (pg as EmbeddedPostgres).url;
-    const nats: LocalNats = await ensureNats(options.natsUrl, join(options.dataDir, "nats"), options.natsServerBin);
-    cleanups.push(() => nats.stop());
+    const ports = await choosePorts(options, state);
+    const infra = await startInfra(
+      {
+        dataDir: options.dataDir,
+        ...(options.databaseUrl ? {} : { postgresPort: await rememberedPort(state, "postgres") }),
+        ...(options.natsUrl ? {} : { natsPort: await rememberedPort(state, "nats") }),
+        ...(options.natsServerBin ? { natsServerBin: options.natsServerBin } : {}),
+      },
+      onLine,
+    );
+    if (infra) cleanups.push(() => infra.stop());
+    const databaseUrl = options.databaseUrl ?? (infra?.ready.databaseUrl as string);
+    const natsUrl = options.natsUrl ?? (infra?.ready.natsUrl as string);
+    if (options.natsUrl) await requireNats(options.natsUrl);
+    const namespace = options.namespace ?? (options.natsUrl ? sharedNamespace(state) : "");
+    saveState(options.dataDir, state);
 
     await runMigrations(databaseUrl);
     let apiKey: string | null = null;
     if (options.seed) apiKey = await seedDevelopment(databaseUrl, options.dataDir);
 
-    const ports = {
-      ingest: options.basePort,
-      processor: options.basePort + 1,
-      workers: options.basePort + 2,
-      receipts: options.basePort + 3,
-      sandbox: options.basePort + 10,
-      ...options.ports,
-    };
-    // Tests that pick their ports leave the sandboxes they do not name on free ones, never on
-    // basePort + n, which another test's free port may be.
-    const sandboxPort = (name: "plivoSandbox" | "pushSandbox", offset: number) =>
-      options.ports?.[name] ?? (options.ports ? 0 : options.basePort + offset);
+    const userEnv = options.env ?? {};
+    const real = realProviders(userEnv);
     const receiptsUrl = `http://127.0.0.1:${ports.receipts}`;
-    const webhookKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+    const sandboxDir = join(options.dataDir, "sandbox");
+    mkdirSync(sandboxDir, { recursive: true });
+    const webhookKey = createPrivateKey(
+      storedSecret(sandboxDir, "sendgrid-webhook-key.pem", () =>
+        generateKeyPairSync("ec", { namedCurve: "prime256v1" })
+          .privateKey.export({ format: "pem", type: "pkcs8" })
+          .toString(),
+      ).concat("\n"),
+    );
     const sandbox = await startSendgridSandbox({
       port: ports.sandbox,
       host: "127.0.0.1",
       apiKey: SANDBOX_SENDGRID_KEY,
       eventWebhookUrl: `${receiptsUrl}/webhooks/sendgrid`,
-      webhookPrivateKey: webhookKeys.privateKey,
+      webhookPrivateKey: webhookKey,
+      ...({ journal: join(sandboxDir, "sendgrid.jsonl") } as object),
     });
     cleanups.push(() => sandbox.close());
     const plivo = await startPlivoSandbox({
       ...SANDBOX_PLIVO,
-      port: sandboxPort("plivoSandbox", 11),
+      port: ports.plivoSandbox,
       host: "127.0.0.1",
+      ...({ journal: join(sandboxDir, "plivo.jsonl") } as object),
     });
     cleanups.push(() => plivo.close());
-    const vapid = generateVapidKeys();
+    const vapid = JSON.parse(storedSecret(sandboxDir, "vapid.json", () => JSON.stringify(generateVapidKeys()))) as {
+      publicKey: string;
+      privateKey: string;
+    };
     const push = await startPushSandbox({
-      port: sandboxPort("pushSandbox", 12),
+      port: ports.pushSandbox,
       host: "127.0.0.1",
       vapidPublicKey: vapid.publicKey,
+      tls: JSON.parse(
+        storedSecret(sandboxDir, "push-tls.json", () => JSON.stringify(createSandboxTls())),
+      ) as SandboxTls,
+      ...({ journal: join(sandboxDir, "push.jsonl") } as object),
     });
     cleanups.push(() => push.close());
     const caFile = join(options.dataDir, "push-sandbox-ca.pem");
     writeFileSync(caFile, push.ca);
-    // The push sandbox keeps subscriptions in memory: the sample user gets a fresh one per start.
-    if (options.seed) {
+    if (options.seed && real.push === null) {
       const { id: _id, ...subscription } = push.subscribe();
       await seedPushSubscription(databaseUrl, subscription);
     }
 
+    const sandboxEnv: Record<ProviderChannel, Record<string, string>> = {
+      email: {
+        EMAIL_PROVIDER: "sandbox",
+        SENDGRID_API_KEY: SANDBOX_SENDGRID_KEY,
+        SENDGRID_BASE_URL: sandbox.url,
+        SENDGRID_WEBHOOK_PUBLIC_KEY: sandbox.webhookPublicKey,
+      },
+      sms: {
+        SMS_PROVIDER: "sandbox",
+        PLIVO_AUTH_ID: SANDBOX_PLIVO.authId,
+        PLIVO_AUTH_TOKEN: SANDBOX_PLIVO.authToken,
+        PLIVO_BASE_URL: plivo.url,
+        SMS_FROM: SANDBOX_PLIVO.from,
+        PLIVO_REPORT_URL: `${receiptsUrl}/webhooks/plivo`,
+      },
+      push: {
+        PUSH_PROVIDER: "sandbox",
+        VAPID_SUBJECT: "mailto:dev@notify.localhost",
+        VAPID_PUBLIC_KEY: vapid.publicKey,
+        VAPID_PRIVATE_KEY: vapid.privateKey,
+        PUSH_ALLOWED_HOSTS: "127.0.0.1,localhost",
+        PUSH_ALLOW_PRIVATE_NETWORKS: "true",
+        PUSH_CA_FILE: caFile,
+      },
+    };
+    const defined = Object.fromEntries(
+      Object.entries(userEnv).filter((entry): entry is [string, string] => entry[1] !== undefined),
+    );
     const common: Record<string, string> = {
-      DATABASE_URL: databaseUrl,
-      CURSOR_SECRET: developmentCursorSecret(options.dataDir),
-      ARCHIVE_DIR: join(options.dataDir, "archive"),
-      NATS_URL: nats.url,
-      NATS_NAMESPACE: options.namespace ?? "",
+      // Defaults the user's environment may override.
       LANE_PARTITIONS: String(options.partitions ?? 16),
       LOG_LEVEL: options.logLevel ?? "info",
       HOST: "127.0.0.1",
-      // Workers: every channel through its sandbox (libs/providers channelProviderEnv).
-      EMAIL_PROVIDER: "sandbox",
-      SENDGRID_API_KEY: SANDBOX_SENDGRID_KEY,
-      SENDGRID_BASE_URL: sandbox.url,
-      SMS_PROVIDER: "sandbox",
-      PLIVO_AUTH_ID: SANDBOX_PLIVO.authId,
-      PLIVO_AUTH_TOKEN: SANDBOX_PLIVO.authToken,
-      PLIVO_BASE_URL: plivo.url,
-      SMS_FROM: SANDBOX_PLIVO.from,
-      PLIVO_REPORT_URL: `${receiptsUrl}/webhooks/plivo`,
-      PUSH_PROVIDER: "sandbox",
-      VAPID_SUBJECT: "mailto:dev@notify.localhost",
-      VAPID_PUBLIC_KEY: vapid.publicKey,
-      VAPID_PRIVATE_KEY: vapid.privateKey,
-      PUSH_ALLOWED_HOSTS: "127.0.0.1,localhost",
-      PUSH_ALLOW_PRIVATE_NETWORKS: "true",
-      PUSH_CA_FILE: caFile,
-      // Receipts: what verifies the sandboxes' signed receipts.
-      SENDGRID_WEBHOOK_PUBLIC_KEY: sandbox.webhookPublicKey,
-      // PGlite serves one query at a time: small pools avoid queueing behind each other.
-      ...(pg ? { DB_POOL_SIZE: "4" } : {}),
-      ...options.env,
+      ARCHIVE_DIR: join(options.dataDir, "archive"),
+      ...defined,
+      // Ingest refuses to start without it; kept in the data folder so cursors survive restarts.
+      CURSOR_SECRET: defined.CURSOR_SECRET ?? storedSecret(options.dataDir, "cursor-secret"),
+      ...Object.assign({}, ...CHANNELS.filter((channel) => real[channel] === null).map((c) => sandboxEnv[c])),
+      // What the stack itself decided.
+      DATABASE_URL: databaseUrl,
+      NATS_URL: natsUrl,
+      NATS_NAMESPACE: namespace,
     };
     const apps = new Map<AppName, AppProcess>();
     for (const name of options.apps ?? APPS) {
-      const proc = spawnApp(name, { ...common, PORT: String(ports[name]) }, options.onLine);
+      const proc = spawnApp(name, { ...common, PORT: String(ports[name]) }, onLine);
       apps.set(name, proc);
       cleanups.push(() => proc.stop());
     }
@@ -186,21 +264,129 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         waitReady(`http://127.0.0.1:${ports[proc.name]}/readyz`, 60_000, () => proc.child.exitCode === null),
       ),
     );
+    const baseUrl = `http://127.0.0.1:${ports.ingest}`;
+    writeStackEnv(options.dataDir, {
+      DATABASE_URL: databaseUrl,
+      NATS_URL: natsUrl,
+      NATS_NAMESPACE: namespace,
+      LANE_PARTITIONS: common.LANE_PARTITIONS as string,
+      NOTIFY_BASE_URL: baseUrl,
+    });
+    cleanups.unshift(async () => removeStackEnv(options.dataDir));
     return {
-      baseUrl: `http://127.0.0.1:${ports.ingest}`,
+      baseUrl,
       sandboxUrl: sandbox.url,
       sandboxes: { sendgrid: sandbox.url, plivo: plivo.url, push: push.url },
+      providers: {
+        email: real.email ?? "sandbox",
+        sms: real.sms ?? "sandbox",
+        push: real.push ?? "sandbox",
+      },
+      pushCaFile: caFile,
       databaseUrl,
-      natsUrl: nats.url,
+      natsUrl,
+      namespace,
+      embedded: { postgres: !options.databaseUrl, nats: !options.natsUrl },
       apiKey,
       apps,
       ports: { ...ports, plivoSandbox: plivo.port, pushSandbox: push.port },
+      appEnv: common,
       stop: stopAll,
     };
   } catch (error) {
     await stopAll();
     throw error;
   }
+}
+
+/**
+ * The ports of the apps and sandboxes. Given explicitly, or from basePort; with basePort 0,
+ * remembered from the last start (the push subscriptions and queued work point at the sandboxes).
+ */
+async function choosePorts(options: StackOptions, state: StackState): Promise<Record<AppName | SandboxName, number>> {
+  const offsets: Record<AppName | SandboxName, number> = {
+    ingest: 0,
+    processor: 1,
+    workers: 2,
+    receipts: 3,
+    sandbox: 10,
+    plivoSandbox: 11,
+    pushSandbox: 12,
+  };
+  const ports = {} as Record<AppName | SandboxName, number>;
+  for (const [name, offset] of Object.entries(offsets) as Array<[AppName | SandboxName, number]>) {
+    const explicit = options.ports?.[name];
+    if (explicit !== undefined) ports[name] = explicit;
+    // Tests that pick their ports leave the sandboxes they do not name on free ones.
+    else if (options.ports || options.basePort === 0) ports[name] = await rememberedPort(state, name);
+    else ports[name] = options.basePort + offset;
+  }
+  return ports;
+}
+
+async function requireNats(url: string): Promise<void> {
+  const first = new URL((url.split(",")[0] as string).trim());
+  if (!(await tcpAnswers(first.hostname || "127.0.0.1", Number(first.port || 4222), 2000))) {
+    throw new Error(`nothing answers at NATS_URL (${url}); start that server, or unset NATS_URL to run one here`);
+  }
+}
+
+interface Infra {
+  ready: InfraReady;
+  stop(): Promise<void>;
+}
+
+const INFRA_ENTRY = join(ROOT, "libs", "stack", "dist", "infra-cli.js");
+
+/**
+ * Starts the supervisor of the embedded Postgres and nats-server (libs/stack infra-cli) in a
+ * process group of its own, after stopping one that an earlier, killed run left behind.
+ */
+async function startInfra(
+  request: InfraRequest,
+  onLine: (source: string, line: string) => void,
+): Promise<Infra | null> {
+  if (request.postgresPort === undefined && request.natsPort === undefined) return null;
+  // A supervisor outlives its parent only while it stops its servers: give it time, but a
+  // live one after that belongs to a stack still running on this folder.
+  const pidFile = join(request.dataDir, "infra.pid");
+  for (let waited = 0; ; waited += 100) {
+    const earlier = readPidFile(pidFile);
+    if (earlier === null || !processAlive(earlier) || !isProcessOf(earlier, "node", "infra-cli")) break;
+    if (waited >= 15_000) {
+      throw new Error(
+        `another notify stack is running on ${request.dataDir} (supervisor pid ${earlier}); stop it first, or set DATA_DIR to another folder`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const child: ChildProcess = spawn(process.execPath, [INFRA_ENTRY, JSON.stringify(request)], {
+    cwd: ROOT,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+  });
+  for (const stream of [child.stdout, child.stderr]) {
+    if (stream) createInterface({ input: stream }).on("line", (line) => onLine("stack", line));
+  }
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const ready = await new Promise<InfraReady>((resolve, reject) => {
+    child.on("message", (message: { ready?: InfraReady; error?: string }) => {
+      if (message.ready) resolve(message.ready);
+      else if (message.error) reject(new Error(message.error));
+    });
+    child.once("exit", (code) => reject(new Error(`the Postgres/NATS supervisor exited (code ${code})`)));
+  });
+  return {
+    ready,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      if (child.connected) child.send("stop");
+      else child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
 }
 
 /**
@@ -225,19 +411,6 @@ async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<st
   } finally {
     await database.close();
   }
-}
-
-/**
- * Ingest refuses to start without CURSOR_SECRET; the stack keeps one in the data folder, like the
- * development key, so list cursors keep working across restarts.
- */
-function developmentCursorSecret(dataDir: string): string {
-  const file = join(dataDir, "cursor-secret");
-  const stored = existsSync(file) ? readFileSync(file, "utf8").trim() : "";
-  if (stored.length >= 32) return stored;
-  const secret = randomBytes(32).toString("base64url");
-  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
-  return secret;
 }
 
 async function seedPushSubscription(databaseUrl: string, subscription: DeviceToken): Promise<void> {

@@ -156,6 +156,8 @@ async function resume(ctx: Context, seen: GuardEntry): Promise<Disposition> {
           { retryInMs: deps.claimTtlMs - age + jitter(1000) },
         );
       }
+      // A provider that ignores a repeated send (the in-app inbox) is simply asked again.
+      if (deps.gate.provider.idempotent) return await retake(ctx, seen);
       const reason = `worker ${guard.worker ?? "?"} stopped after the provider call began; the provider may have accepted`;
       const unknown: GuardValue = { ...guard, state: "unknown", at: Date.now(), reason };
       if (!(await claimGuard(deps.guard, ctx.key, seen, unknown))) return { retryInMs: 1000 + jitter(1000) };
@@ -169,6 +171,24 @@ async function resume(ctx: Context, seen: GuardEntry): Promise<Disposition> {
       return done(ctx, "unsettled", { reason }, { ack: true });
     }
   }
+}
+
+/** Takes over a dead worker's claim on an idempotent provider and sends again. */
+async function retake(ctx: Context, seen: GuardEntry): Promise<Disposition> {
+  const { deps, item } = ctx;
+  const claim = await claimGuard(deps.guard, ctx.key, seen, {
+    ...seen.value,
+    state: "sending",
+    at: Date.now(),
+    worker: deps.worker,
+  });
+  if (!claim) return { retryInMs: 1000 + jitter(1000) };
+  const settled = new Set([...(seen.value.settled ?? []), ...(seen.value.accepted ?? []).map((a) => a.key)]);
+  return send(
+    ctx,
+    claim,
+    addressesOf(item).filter((a) => !settled.has(a.key)),
+  );
 }
 
 async function send(ctx: Context, claim: GuardEntry, addresses: Address[]): Promise<Disposition> {

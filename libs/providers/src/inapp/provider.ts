@@ -21,5 +21,5 @@ export function createInAppProvider(config: InAppConfig): Provider {
       return { outcome: "transient", reason: `inbox unavailable: ${(error as Error).message}` };
     }
   };
-  return { name: "inapp", channel: "in_app", send };
+  return { name: "inapp", channel: "in_app", idempotent: true, send };
 }

@@ -1,0 +1,79 @@
+import { join, relative } from "node:path";
+import type { Stack } from "./stack.js";
+import { stackEnvFile } from "./state.js";
+
+const LEVELS: Record<number, string> = { 10: "trace", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal" };
+
+/** One log line of an app (pino JSON) as a person reads it: `[ingest   ] 12:00:00.000 info  msg {...}`. */
+export function formatLine(source: string, line: string): string {
+  let text = line;
+  try {
+    const {
+      level,
+      time,
+      msg,
+      app: _a,
+      name: _n,
+      pid: _p,
+      hostname: _h,
+      ...rest
+    } = JSON.parse(line) as Record<string, unknown>;
+    const extra = Object.keys(rest).length ? ` ${JSON.stringify(rest)}` : "";
+    text = `${String(time ?? "").slice(11, 23)} ${(LEVELS[level as number] ?? String(level)).padEnd(5)} ${String(msg)}${extra}`;
+  } catch {}
+  return `[${source.padEnd(9)}] ${text}\n`;
+}
+
+/** What `npm start` and `turbo dev` print once the stack is up: every command a newcomer needs. */
+export function banner(stack: Stack, dataDir: string): string {
+  const here = (path: string) => {
+    const rel = relative(process.cwd(), path);
+    return rel.startsWith("..") ? path : rel;
+  };
+  const key = stack.apiKey ?? "<your API key>";
+  const body = JSON.stringify({
+    user_id: "user-123",
+    category: "account",
+    template_id: "welcome",
+    data: { name: "Ada" },
+    priority: "transactional",
+    channels: ["email", "sms", "push", "in_app"],
+  });
+  const provider = (channel: "email" | "sms" | "push", url: string, extra = "") =>
+    stack.providers[channel] === "sandbox"
+      ? `sandbox    curl -sS ${extra}${url}/sandbox/messages`
+      : `${stack.providers[channel]} (the real provider, from your settings)`;
+  return `
+notify is running.
+  API:        ${stack.baseUrl}/api/v1   (health: ${stack.baseUrl}/readyz, API docs: ${stack.baseUrl}/api/v1/docs)
+  Postgres:   ${stack.embedded.postgres ? `embedded PostgreSQL, data in ${here(join(dataDir, "postgres"))}` : "DATABASE_URL"}
+  NATS:       ${stack.embedded.nats ? `own nats-server at ${stack.natsUrl}, store in ${here(join(dataDir, "nats"))}` : `NATS_URL, namespace "${stack.namespace}"`}
+  Dev key:    ${key}   (admin scope; kept in ${here(join(dataDir, "dev-api-key"))})
+
+Channels (and what each provider received):
+  email  ${provider("email", stack.sandboxes.sendgrid)}
+  sms    ${provider("sms", stack.sandboxes.plivo)}
+  push   ${provider("push", stack.sandboxes.push, `--cacert ${here(stack.pushCaFile)} `)}
+  in_app our own inbox (below)
+
+Send a notification on all four channels:
+  curl -sS -X POST ${stack.baseUrl}/api/v1/notifications \\
+    -H 'Authorization: Bearer ${key}' \\
+    -H "Idempotency-Key: $(node -e 'console.log(crypto.randomUUID())')" \\
+    -H 'Content-Type: application/json' \\
+    -d '${body}'
+
+Its status (the notification_id from the answer):
+  curl -sS ${stack.baseUrl}/api/v1/notifications/<notification_id> -H 'Authorization: Bearer ${key}'
+
+The user's in-app inbox: mint a token for user-123, then list it, or stream it (SSE):
+  TOKEN=$(curl -sS -X POST ${stack.baseUrl}/api/v1/users/user-123/inbox-tokens -H 'Authorization: Bearer ${key}' | node -pe 'JSON.parse(require("fs").readFileSync(0)).token')
+  curl -sS ${stack.baseUrl}/api/v1/inbox -H "X-Inbox-Token: $TOKEN"
+  curl -sS -N ${stack.baseUrl}/api/v1/inbox/stream -H "X-Inbox-Token: $TOKEN"
+
+The notify CLI (it reads ${here(stackEnvFile(dataDir))}):
+  npx notify dlq list      npx notify keys list      npx notify help
+
+Ctrl-C stops everything.
+`;
+}

