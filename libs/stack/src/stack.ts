@@ -271,6 +271,10 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       NATS_NAMESPACE: namespace,
       LANE_PARTITIONS: common.LANE_PARTITIONS as string,
       NOTIFY_BASE_URL: baseUrl,
+      SENDGRID_SANDBOX_URL: sandbox.url,
+      PLIVO_SANDBOX_URL: plivo.url,
+      PUSH_SANDBOX_URL: push.url,
+      PUSH_SANDBOX_CA: caFile,
     });
     cleanups.unshift(async () => removeStackEnv(options.dataDir));
     return {

@@ -1,18 +1,17 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import postgres from "postgres";
-import t from "tap";
 import {
   devKey,
   errorLines,
-  getWithCa,
   killEverything,
   npmStart,
   postNotification,
+  receivedByProviders,
   serversAlive,
   stackEnv,
-} from "./support.js";
+} from "@notify/testing";
+import t from "tap";
 
 // The embedded default under a power cut: `npm start` on a fresh data folder with neither
 // DATABASE_URL nor NATS_URL, 300 notifications over all four channels and both lanes, the whole
@@ -104,35 +103,7 @@ while (open.length > 0 && Date.now() < deadline) {
 views = new Map([...views]);
 t.same(open, [], "every notification reached a settled status");
 
-// What each provider received, by (notification, channel).
-const received = new Map<string, number>();
-const count = (id: string | undefined, channel: string) => {
-  if (id === undefined) return;
-  const k = `${id}:${channel}`;
-  received.set(k, (received.get(k) ?? 0) + 1);
-};
-const sendgrid = (await (await fetch(`${sandboxUrl("email")}/sandbox/messages`)).json()) as {
-  data: Array<{ custom_args: Record<string, string> }>;
-};
-for (const mail of sendgrid.data) count(mail.custom_args.notification_id, "email");
-const plivo = (await (await fetch(`${sandboxUrl("sms")}/sandbox/messages`)).json()) as {
-  data: Array<{ url: string | null }>;
-};
-for (const sms of plivo.data)
-  count(sms.url ? (new URL(sms.url).searchParams.get("notification_id") ?? undefined) : undefined, "sms");
-const push = (await getWithCa(
-  `${sandboxUrl("push")}/sandbox/messages`,
-  readFileSync(join(dataDir, "push-sandbox-ca.pem"), "utf8"),
-)) as {
-  data: Array<{ payload: string }>;
-};
-for (const message of push.data)
-  count((JSON.parse(message.payload) as { notification_id?: string }).notification_id, "push");
-const sql = postgres(env.DATABASE_URL as string, { max: 1, onnotice: () => {} });
-for (const row of await sql<{ notification_id: string }[]>`select notification_id from inbox_items`) {
-  count(row.notification_id, "in_app");
-}
-await sql.end();
+const received = await receivedByProviders(dataDir);
 
 const duplicates: string[] = [];
 const missing: string[] = [];
@@ -153,10 +124,3 @@ t.ok(
   `outcome unknown only for sends cut off mid-call by the kill (${unknown.length}): ${unknown.join(", ")}`,
 );
 t.same(errorLines([...first.output, ...second.output]), [], "no error-level log line");
-
-function sandboxUrl(channel: "email" | "sms" | "push"): string {
-  const line = second.output.find((l) => l.trimStart().startsWith(`${channel} `) && l.includes("/sandbox/messages"));
-  const match = /(https?:\/\/[^\s]+)\/sandbox\/messages/.exec(line ?? "");
-  if (!match?.[1]) throw new Error(`no ${channel} sandbox in the banner`);
-  return match[1];
-}

@@ -132,6 +132,7 @@ export async function freePort(): Promise<number> {
   });
 }
 export * from "./bus.js";
+export * from "./embedded.js";
 export * from "./logger.js";
 export * from "./stack.js";
 export * from "./tcp-proxy.js";

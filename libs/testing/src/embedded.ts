@@ -1,9 +1,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
 import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/stack";
+import postgres from "postgres";
+
+// The embedded default as a user runs it (`npm start` in a shell), for the tests and the soak
+// run that hold it to its promises.
 
 /**
  * `npm start` as a newcomer runs it, in a process group of its own so that a test can kill the
@@ -126,3 +130,75 @@ export async function postNotification(baseUrl: string, key: string, body: unkno
 
 /** Log lines of the stack at error level or worse (as npm start prints them). */
 export const errorLines = (output: string[]) => output.filter((line) => /^\[[a-z ]+\] \S+ (error|fatal)\b/.test(line));
+
+/**
+ * How many times each provider received each (notification, channel), keyed
+ * `<notification id>:<channel>`: read from the sandboxes' own listings (SendGrid's custom_args,
+ * the Plivo report URL, the decrypted push payload) and, for in-app, from the inbox.
+ */
+export async function receivedByProviders(dataDir: string): Promise<Map<string, number>> {
+  const env = stackEnv(dataDir);
+  const received = new Map<string, number>();
+  const count = (id: string | null | undefined, channel: string) => {
+    if (!id) return;
+    const key = `${id}:${channel}`;
+    received.set(key, (received.get(key) ?? 0) + 1);
+  };
+  const sendgrid = (await (await fetch(`${env.SENDGRID_SANDBOX_URL}/sandbox/messages`)).json()) as {
+    data: Array<{ custom_args: Record<string, string> }>;
+  };
+  for (const mail of sendgrid.data) count(mail.custom_args.notification_id, "email");
+  const plivo = (await (await fetch(`${env.PLIVO_SANDBOX_URL}/sandbox/messages`)).json()) as {
+    data: Array<{ url: string | null }>;
+  };
+  for (const sms of plivo.data) count(sms.url ? new URL(sms.url).searchParams.get("notification_id") : null, "sms");
+  const push = (await getWithCa(
+    `${env.PUSH_SANDBOX_URL}/sandbox/messages`,
+    readFileSync(env.PUSH_SANDBOX_CA as string, "utf8"),
+  )) as { data: Array<{ payload: string }> };
+  for (const message of push.data) {
+    count((JSON.parse(message.payload) as { notification_id?: string }).notification_id, "push");
+  }
+  const sql = postgres(env.DATABASE_URL as string, { max: 1, onnotice: () => {} });
+  try {
+    for (const row of await sql<{ notification_id: string }[]>`select notification_id from inbox_items`) {
+      count(row.notification_id, "in_app");
+    }
+  } finally {
+    await sql.end();
+  }
+  return received;
+}
+
+/**
+ * Resident memory (kB) of every process of a running stack, by role: npm start itself (with the
+ * sandboxes), each app, the supervisor, nats-server and PostgreSQL (all its processes). Linux only.
+ */
+export function stackMemory(dataDir: string): Record<string, number> {
+  const rss: Record<string, number> = {};
+  const add = (role: string, kb: number) => {
+    rss[role] = (rss[role] ?? 0) + kb;
+  };
+  const postmaster = readPidFile(join(dataDir, "postgres", "postmaster.pid"));
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let cmdline: string;
+    let status: string;
+    try {
+      cmdline = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0").join(" ");
+      status = readFileSync(`/proc/${entry}/status`, "utf8");
+    } catch {
+      continue;
+    }
+    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    const pid = Number(entry);
+    const app = /apps\/(ingest|processor|workers|receipts)\/dist\/main\.js/.exec(cmdline)?.[1];
+    if (app && cmdline.includes(ROOT)) add(app, kb);
+    else if (cmdline.includes("libs/stack/dist/cli.js")) add("npm start (sandboxes)", kb);
+    else if (cmdline.includes("infra-cli.js") && cmdline.includes(dataDir)) add("supervisor", kb);
+    else if (cmdline.includes("nats-server") && cmdline.includes(dataDir)) add("nats-server", kb);
+    else if (postmaster !== null && (pid === postmaster || ppid === postmaster)) add("postgres", kb);
+  }
+  return rss;
+}
