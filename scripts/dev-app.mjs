@@ -6,7 +6,9 @@
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { formatLine } from "@notify/stack";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const app = basename(process.cwd());
@@ -46,8 +48,12 @@ while (!settings) {
 }
 
 const child = spawn(process.execPath, ["--watch", "--conditions=@notify/source", "--import", "tsx", "src/main.ts"], {
-  stdio: "inherit",
+  stdio: ["inherit", "pipe", "pipe"],
   env: { ...process.env, ...settings.env, PORT: String(settings.ports[app]) },
 });
+// The app logs JSON (pino); the task shows its lines as a person reads them, as npm start does.
+for (const stream of [child.stdout, child.stderr]) {
+  createInterface({ input: stream }).on("line", (line) => process.stdout.write(formatLine(app, line)));
+}
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal));
 child.on("exit", (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
