@@ -57,3 +57,19 @@ export function readPidFile(file: string): number | null {
     return null;
   }
 }
+
+/**
+ * Whether the process that started `pid` still runs (Linux /proc): an orphan is handed to init
+ * (or a subreaper), so its parent is pid 1 or not the process it was. Elsewhere: assumed alive.
+ */
+export function parentAlive(pid: number): boolean {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    if (ppid <= 1) return false;
+    const parent = readFileSync(`/proc/${ppid}/cmdline`, "utf8");
+    return parent.includes("libs/stack/");
+  } catch {
+    return existsSync("/proc/self/status") ? false : true;
+  }
+}

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createPrivateKey, generateKeyPairSync } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { hashKey } from "@notify/core";
@@ -16,7 +16,7 @@ import {
 import type { InfraReady, InfraRequest } from "./infra-cli.js";
 import { tcpAnswers } from "./nats-server.js";
 import { APPS, type AppName, ROOT } from "./paths.js";
-import { isProcessOf, processAlive, readPidFile } from "./pids.js";
+import { isProcessOf, parentAlive, processAlive, readPidFile } from "./pids.js";
 import { type AppProcess, spawnApp, waitReady } from "./processes.js";
 import {
   loadState,
@@ -132,12 +132,14 @@ export function realProviders(env: Record<string, string | undefined>): Record<P
  */
 export async function startStack(options: StackOptions): Promise<Stack> {
   mkdirSync(options.dataDir, { recursive: true });
+  lockDataDir(options.dataDir);
   const state = loadState(options.dataDir);
   const cleanups: Array<() => Promise<unknown>> = [];
   const stopAll = async () => {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
     cleanups.length = 0;
   };
+  cleanups.push(async () => rmSync(join(options.dataDir, "stack.pid"), { force: true }));
   const onLine = options.onLine ?? (() => {});
   try {
     const ports = await choosePorts(options, state);
@@ -304,6 +306,21 @@ export async function startStack(options: StackOptions): Promise<Stack> {
 }
 
 /**
+ * One stack per data folder (its cluster, store, sandbox journals and remembered ports): the
+ * folder holds the pid of the process running it, and a second one refuses to start.
+ */
+function lockDataDir(dataDir: string): void {
+  const file = join(dataDir, "stack.pid");
+  const holder = readPidFile(file);
+  if (holder !== null && holder !== process.pid && processAlive(holder) && isProcessOf(holder, "node", "")) {
+    throw new Error(
+      `another notify stack is running on ${dataDir} (pid ${holder}); stop it first, or set DATA_DIR to another folder`,
+    );
+  }
+  writeFileSync(file, `${process.pid}\n`);
+}
+
+/**
  * The ports of the apps and sandboxes. Given explicitly, or from basePort; with basePort 0,
  * remembered from the last start (the push subscriptions and queued work point at the sandboxes).
  */
@@ -351,13 +368,13 @@ async function startInfra(
   onLine: (source: string, line: string) => void,
 ): Promise<Infra | null> {
   if (request.postgresPort === undefined && request.natsPort === undefined) return null;
-  // A supervisor outlives its parent only while it stops its servers: give it time, but a
-  // live one after that belongs to a stack still running on this folder.
+  // A supervisor outlives its parent only while it stops its servers: it is waited for. One
+  // whose parent lives belongs to a stack still running on this folder.
   const pidFile = join(request.dataDir, "infra.pid");
   for (let waited = 0; ; waited += 100) {
     const earlier = readPidFile(pidFile);
     if (earlier === null || !processAlive(earlier) || !isProcessOf(earlier, "node", "infra-cli")) break;
-    if (waited >= 15_000) {
+    if (waited >= 30_000 || parentAlive(earlier)) {
       throw new Error(
         `another notify stack is running on ${request.dataDir} (supervisor pid ${earlier}); stop it first, or set DATA_DIR to another folder`,
       );

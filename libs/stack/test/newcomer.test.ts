@@ -1,0 +1,172 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { ROOT } from "@notify/stack";
+import {
+  devKey,
+  eventually,
+  getWithCa,
+  npmStart,
+  postNotification,
+  serversAlive,
+  stackEnv,
+  TEST_NATS_URL,
+} from "@notify/testing";
+import t from "tap";
+
+// A newcomer's first hour on the embedded default: `npm start` with no configuration, then the
+// commands its banner prints, the notify CLI with no environment, a second start on a folder in
+// use, npm start killed on its own (the servers must not outlive it), and two stacks on one
+// shared NATS that never meet.
+const run = promisify(execFile);
+const folders: string[] = [];
+const runs: Array<ReturnType<typeof npmStart>> = [];
+const folder = () => {
+  const dir = mkdtempSync(join(tmpdir(), "notify-newcomer-"));
+  folders.push(dir);
+  return dir;
+};
+t.teardown(async () => {
+  for (const started of runs) {
+    try {
+      process.kill(-(started.child.pid as number), "SIGTERM");
+    } catch {}
+    await started.exited;
+  }
+  for (const dir of folders) {
+    await eventually(async () => (serversAlive(dir) ? undefined : true), 20_000, "the servers to stop").catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+const start = (dataDir: string, env: Record<string, string> = {}) => {
+  const started = npmStart(dataDir, env);
+  runs.push(started);
+  return started;
+};
+
+const dataDir = folder();
+const first = start(dataDir);
+await first.running;
+const env = stackEnv(dataDir);
+const key = devKey(dataDir);
+const auth = { authorization: `Bearer ${key}` };
+const banner = first.output.join("\n");
+
+t.test("the banner prints every command a newcomer needs, with the real addresses", async (t) => {
+  t.match(banner, `curl -sS -X POST ${env.NOTIFY_BASE_URL}/api/v1/notifications`);
+  t.match(banner, `Authorization: Bearer ${key}`);
+  t.match(banner, "embedded PostgreSQL");
+  t.match(banner, /own nats-server at nats:\/\/127\.0\.0\.1:\d+/);
+  t.notMatch(banner, ":4222", "never someone else's NATS");
+  t.match(banner, `curl -sS ${env.SENDGRID_SANDBOX_URL}/sandbox/messages`);
+  t.match(banner, `--cacert ${env.PUSH_SANDBOX_CA} ${env.PUSH_SANDBOX_URL}/sandbox/messages`);
+  t.match(banner, "/inbox-tokens");
+  t.match(banner, "npx notify dlq list");
+});
+
+t.test("the printed curl delivers on all four channels; each sandbox shows what it received", async (t) => {
+  const id = await postNotification(env.NOTIFY_BASE_URL as string, key, {
+    user_id: "user-123",
+    category: "account",
+    template_id: "welcome",
+    data: { name: "Ada" },
+    priority: "transactional",
+    channels: ["email", "sms", "push", "in_app"],
+  });
+  const view = await eventually(async () => {
+    const body = (await (
+      await fetch(`${env.NOTIFY_BASE_URL}/api/v1/notifications/${id}`, { headers: auth })
+    ).json()) as {
+      status: string;
+      channels: Record<string, { status: string }>;
+    };
+    return Object.values(body.channels).filter((c) => c.status === "delivered").length === 4 ? body : undefined;
+  }, 30_000);
+  t.equal(view.status, "completed");
+  const mails = (await (await fetch(`${env.SENDGRID_SANDBOX_URL}/sandbox/messages`)).json()) as { data: unknown[] };
+  t.ok(mails.data.length >= 1, "SendGrid's sandbox lists the email");
+  const pushes = (await getWithCa(
+    `${env.PUSH_SANDBOX_URL}/sandbox/messages`,
+    readFileSync(env.PUSH_SANDBOX_CA as string, "utf8"),
+  )) as { data: Array<{ payload: string }> };
+  t.ok(
+    pushes.data.some((m) => m.payload.includes(id)),
+    "the push sandbox shows the decrypted push, with the printed --cacert",
+  );
+
+  // The in-app inbox, as the banner shows it: mint a token with the key, then list with the token.
+  const minted = (await (
+    await fetch(`${env.NOTIFY_BASE_URL}/api/v1/users/user-123/inbox-tokens`, { method: "POST", headers: auth })
+  ).json()) as { token: string };
+  const inbox = await fetch(`${env.NOTIFY_BASE_URL}/api/v1/inbox`, { headers: { "x-inbox-token": minted.token } });
+  t.equal(inbox.status, 200);
+  t.match(await inbox.text(), id, "the inbox lists the notification");
+});
+
+t.test("the notify CLI works next to npm start with no environment at all", async (t) => {
+  const cli = join(ROOT, "node_modules", ".bin", "notify");
+  const { stdout } = await run(cli, ["keys", "list"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir },
+  });
+  t.match(stdout, "development key");
+  const dlq = await run(cli, ["dlq", "list"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir } });
+  t.match(dlq.stdout, /no dead letters|SEQ/);
+});
+
+t.test("a second npm start on a folder in use refuses with a clear message", async (t) => {
+  const second = start(dataDir);
+  await t.rejects(second.running, /another notify stack is running on/);
+});
+
+t.test("npm start killed on its own leaves no server behind", async (t) => {
+  process.kill(-(first.child.pid as number), "SIGKILL");
+  await first.exited;
+  await eventually(async () => (serversAlive(dataDir) ? undefined : true), 20_000, "Postgres and NATS to stop");
+  t.pass("the supervisor stopped Postgres and nats-server once npm start was gone");
+});
+
+t.test("with NATS_URL, each data folder keeps to a namespace of its own on the shared server", async (t) => {
+  const [a, b] = [folder(), folder()];
+  const stackA = start(a, { NATS_URL: TEST_NATS_URL });
+  const stackB = start(b, { NATS_URL: TEST_NATS_URL });
+  await Promise.all([stackA.running, stackB.running]);
+  const [envA, envB] = [stackEnv(a), stackEnv(b)];
+  t.match(envA.NATS_NAMESPACE, /^notify[0-9a-f]{8}$/);
+  t.not(envA.NATS_NAMESPACE, envB.NATS_NAMESPACE, "two stacks, two namespaces");
+  t.equal(envA.NATS_URL, TEST_NATS_URL);
+  for (const [dir, e] of [
+    [a, envA],
+    [b, envB],
+  ] as const) {
+    const id = await postNotification(e.NOTIFY_BASE_URL as string, devKey(dir), {
+      user_id: "user-123",
+      category: "account",
+      template_id: "welcome",
+      data: { name: "Ada" },
+      priority: "transactional",
+      channels: ["email"],
+    });
+    await eventually(async () => {
+      const response = await fetch(`${e.NOTIFY_BASE_URL}/api/v1/notifications/${id}`, {
+        headers: { authorization: `Bearer ${devKey(dir)}` },
+      });
+      const body = (await response.json()) as { channels: Record<string, { status: string }> };
+      return body.channels.email?.status === "delivered" ? true : undefined;
+    }, 30_000);
+  }
+  const mailsA = (await (await fetch(`${envA.SENDGRID_SANDBOX_URL}/sandbox/messages`)).json()) as { data: unknown[] };
+  t.equal(mailsA.data.length, 1, "each stack delivered its own notification, and only its own");
+  // Clean the shared server's streams of both namespaces.
+  for (const [started, ns] of [
+    [stackA, envA.NATS_NAMESPACE],
+    [stackB, envB.NATS_NAMESPACE],
+  ] as const) {
+    process.kill(-(started.child.pid as number), "SIGTERM");
+    await started.exited;
+    const { deleteNamespace } = await import("@notify/testing");
+    await deleteNamespace(ns as string);
+  }
+});
