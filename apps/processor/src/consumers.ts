@@ -70,6 +70,7 @@ export async function startConsumers(deps: ProcessorDeps): Promise<ConsumerRunne
           },
           onError: (error, msg) =>
             lane.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
+          onLost: (error) => lane.log.error({ err: error, partition }, "lost the lane consumer; getting it back"),
         }),
       );
     }

@@ -1,4 +1,4 @@
-import { applyTopology, connectBus, loadTopologyFile } from "@notify/bus";
+import { applyTopology, type ConsumerRunner, connectBus, loadTopologyFile } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown } from "@notify/http";
@@ -30,6 +30,7 @@ await applyTopology(bus, topology);
 const prefsBucket = topology.kv.find((b) => b.bucket === "notify_prefs");
 
 let stopping = false;
+const runners: ConsumerRunner[] = [];
 const app = newApp(log);
 mountHealth(
   app,
@@ -37,6 +38,7 @@ mountHealth(
     postgres: () => database.ping(),
     postgres_transactional: () => transactionalDatabase.ping(),
     nats: () => bus.isConnected(),
+    consumers: () => runners.length > 0 && runners.every((r) => r.healthy()),
   },
   () => stopping,
 );
@@ -54,7 +56,7 @@ const deps = {
   partitionConcurrency: config.PARTITION_CONCURRENCY,
   preferenceTtlMs: (prefsBucket?.ttl_seconds ?? 5) * 1000,
 };
-const runners = await startConsumers(deps);
+runners.push(...(await startConsumers(deps)));
 const scheduler = startScheduler(await laneDeps(deps, "promotional"), { intervalMs: config.DEFERRED_POLL_INTERVAL_MS });
 // Broadcasts are promotional: the expander shares the promotional lane's pool.
 const expander = startExpander(

@@ -20,6 +20,8 @@ export interface Pool {
 
 export interface Delivery {
   pools: Pool[];
+  /** Every pool is pulling from its consumer (readiness). */
+  healthy(): boolean;
   /** Stops pulling, sends waiting for a token back to the queue, finishes the calls in flight. */
   stop(): Promise<void>;
 }
@@ -59,6 +61,7 @@ export async function startConsumers(deps: ConsumersDeps): Promise<Delivery> {
   }
   return {
     pools,
+    healthy: () => runners.every((r) => r.healthy()),
     async stop() {
       for (const gate of deps.gates) gate.limiter.close();
       await Promise.all(runners.map((r) => r.stop()));
@@ -103,6 +106,8 @@ async function startPool(deps: ConsumersDeps, gate: ProviderGate, pool: Pool): P
     },
     onError: (error, msg) =>
       log.error({ err: error, ...labels, subject: msg.subject, seq: msg.seq }, "delivery failed; will retry"),
+    onLost: (error) =>
+      log.error({ err: error, ...labels, durable: pool.durable }, "lost the work consumer; getting it back"),
   });
 }
 

@@ -85,6 +85,8 @@ const app = createApp({
     postgres: () => databases.promotional.ping(),
     postgres_transactional: () => databases.transactional.ping(),
     nats: () => bus.isConnected(),
+    // Not ready until the pools pull (reading `delivery` before then throws: a failed check).
+    consumers: () => delivery.healthy(),
   },
   isStopping: () => stopping,
 });

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   AckPolicy,
   DiscardPolicy,
@@ -217,25 +218,44 @@ export interface ConsumerRunnerOptions {
   keyOf?: (msg: JsMsg) => string;
   handle(msg: JsMsg): Promise<Disposition>;
   onError(error: unknown, msg: JsMsg): void;
+  /** The consumer was lost, or could not be put back yet (logged by the app; the runner keeps trying). */
+  onLost?(error: unknown): void;
 }
 
 export interface ConsumerRunner {
   /** Stops pulling, then waits for the messages in hand to finish. */
   stop(): Promise<void>;
   inFlight(): number;
+  /** False while the runner has lost its consumer and is getting it back: readiness says so. */
+  healthy(): boolean;
 }
 
 /** Backoff for handler crashes: exponential with full jitter, capped, never a bare nak. */
 export const crashBackoffMs = (deliveryCount: number) =>
   Math.round(Math.random() * Math.min(30_000, 250 * 2 ** Math.min(deliveryCount, 10)));
 
+/**
+ * Pulls from a durable consumer and settles every message through `handle`, at most
+ * `concurrency` at once and in order per key. The client keeps pulling through outages; when the
+ * consumer (or its stream) is gone, deleted by hand or lost by the server, the runner reports
+ * itself unhealthy, puts the declared topology back, and is healthy again once the consumer
+ * answers: it never idles while readiness says all is well.
+ */
 export async function runConsumer(options: ConsumerRunnerOptions): Promise<ConsumerRunner> {
-  const consumer = await options.bus.js.consumers.get(options.stream, options.durable);
-  const messages = await consumer.consume({ max_messages: Math.max(options.concurrency * 2, 16) });
+  const pull = async () => {
+    const consumer = await options.bus.js.consumers.get(options.stream, options.durable);
+    return consumer.consume({ max_messages: Math.max(options.concurrency * 2, 16) });
+  };
+  let messages = await pull();
   const chains = new Map<string, Promise<void>>();
   const inFlight = new Set<Promise<void>>();
   let slots = options.concurrency;
   let wake: (() => void) | undefined;
+  let healthy = true;
+  let recovering: Promise<void> | undefined;
+  const stopped = new AbortController();
+  const pause = (failures: number) =>
+    sleep(Math.min(10_000, 500 * 2 ** failures), undefined, { signal: stopped.signal }).catch(() => {});
 
   const settle = async (msg: JsMsg) => {
     let disposition: Disposition;
@@ -250,8 +270,44 @@ export async function runConsumer(options: ConsumerRunnerOptions): Promise<Consu
     else msg.term(disposition.terminate);
   };
 
-  const loop = (async () => {
-    for await (const msg of messages) {
+  const lost = (error: unknown) => {
+    if (healthy) options.onLost?.(error);
+    healthy = false;
+  };
+
+  // The declared topology is put back until the consumer answers; then the pull starts afresh
+  // (the old one would only notice at its next expiry, up to 30 s later).
+  const recover = () => {
+    recovering ??= (async () => {
+      for (let failures = 0; !stopped.signal.aborted; failures++) {
+        try {
+          await applyTopology(options.bus);
+          await options.bus.jsm.consumers.info(options.stream, options.durable);
+          await messages.close();
+          return;
+        } catch (error) {
+          options.onLost?.(error);
+        }
+        await pause(failures);
+      }
+    })().finally(() => {
+      recovering = undefined;
+    });
+  };
+
+  const watch = (current: typeof messages) => {
+    void (async () => {
+      for await (const status of current.status()) {
+        if (["consumer_deleted", "consumer_not_found", "stream_not_found"].includes(status.type)) {
+          lost(new Error(`${options.stream}/${options.durable}: ${status.type}`));
+          recover();
+        }
+      }
+    })().catch(() => {});
+  };
+
+  const drain = async (current: typeof messages) => {
+    for await (const msg of current) {
       while (slots === 0) await new Promise<void>((resolve) => (wake = resolve));
       slots--;
       const key = options.keyOf?.(msg);
@@ -268,14 +324,43 @@ export async function runConsumer(options: ConsumerRunnerOptions): Promise<Consu
       inFlight.add(task);
       if (key !== undefined) chains.set(key, task);
     }
+  };
+
+  const loop = (async () => {
+    watch(messages);
+    while (!stopped.signal.aborted) {
+      try {
+        await drain(messages);
+      } catch (error) {
+        lost(error);
+      }
+      if (stopped.signal.aborted) return;
+      // Ended without stop(): closed by a recovery, or lost in a way the client gave up on.
+      if (!recovering && healthy) lost(new Error(`the pull from ${options.stream}/${options.durable} ended`));
+      for (let failures = 0; !stopped.signal.aborted; failures++) {
+        try {
+          messages = await pull();
+          watch(messages);
+          healthy = true;
+          break;
+        } catch (error) {
+          lost(error);
+          recover();
+          await pause(failures);
+        }
+      }
+    }
   })();
 
   return {
     inFlight: () => inFlight.size,
+    healthy: () => healthy,
     async stop() {
+      stopped.abort();
       await messages.close();
       wake?.();
       await loop.catch(() => {});
+      await recovering;
       await Promise.allSettled([...inFlight]);
     },
   };
