@@ -95,7 +95,7 @@ t.test("authentication and scopes", async (t) => {
   await expectProblem(t, bearer, 404, "not_found");
 });
 
-t.test("one client never reads another client's notification", async (t) => {
+t.test("one client never reads another client's notification; not routed yet, it reads accepted", async (t) => {
   const created = (await (await post(valid)).json()) as { notification_id: string };
   const own = await app.request(`/api/v1/notifications/${created.notification_id}`, {
     headers: { "x-api-key": ingestKey },
@@ -105,6 +105,7 @@ t.test("one client never reads another client's notification", async (t) => {
     notification_id: created.notification_id,
     user_id: "u1",
     category: "orders",
+    status: "accepted",
     channels: {},
   });
   const foreign = await app.request(`/api/v1/notifications/${created.notification_id}`, {

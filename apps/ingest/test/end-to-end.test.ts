@@ -13,7 +13,7 @@ const post = (body: unknown, key = randomUUID()) =>
     body: JSON.stringify(body),
   });
 
-t.test("a notification is delivered by email and GET reports it with the provider id", async (t) => {
+t.test("a notification is delivered by email and GET reports it completed, with the provider id", async (t) => {
   const response = await post({
     user_id: "user-123",
     category: "account",
@@ -31,6 +31,7 @@ t.test("a notification is delivered by email and GET reports it with the provide
     async () => {
       const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${accepted.notification_id}`, { headers: auth });
       const body = (await r.json()) as {
+        status: string;
         channels: Record<string, { status: string; provider_id: string | null; ts: string }>;
       };
       return body.channels.email?.status === "delivered" ? body : undefined;
@@ -55,6 +56,7 @@ t.test("a notification is delivered by email and GET reports it with the provide
   ).data;
   t.equal(mails.length, 1, "exactly one send reached the provider");
   const mail = mails[0];
+  t.equal(view.status, "completed", "its only channel delivered: the notification reads completed");
   t.equal(view.channels.email?.provider_id, mail?.message_id, "provider id is SendGrid's X-Message-Id");
   t.equal(mail?.to[0]?.email, "user-123@example.com");
   t.equal(mail?.subject, "Welcome, Ada <3!", "subject rendered from the stored template");

@@ -103,6 +103,60 @@ t.test("newest first, paged by cursor, with per-channel results and the document
   t.equal((await list("u-order", { unknown: "1" })).status, 400);
 });
 
+t.test("each item's status is derived from its channels, as in GET /notifications/{id}", async (t) => {
+  const channels: Array<[string, Array<[string, string]>]> = [
+    ["accepted", []],
+    [
+      "processing",
+      [
+        ["email", "delivered"],
+        ["sms", "retrying"],
+      ],
+    ],
+    [
+      "unsettled",
+      [
+        ["email", "unsettled"],
+        ["sms", "failed"],
+      ],
+    ],
+    [
+      "completed",
+      [
+        ["email", "delivered"],
+        ["sms", "suppressed"],
+      ],
+    ],
+    [
+      "partially_failed",
+      [
+        ["email", "bounced"],
+        ["push", "delivered"],
+      ],
+    ],
+    [
+      "failed",
+      [
+        ["email", "failed"],
+        ["sms", "suppressed"],
+      ],
+    ],
+    ["suppressed", [["email", "suppressed"]]],
+  ];
+  const ids = await insert(channels.map(() => ({ userId: "u-status" })));
+  const rows = channels.flatMap(([, list], i) => list.map(([channel, status]) => ({ id: ids[i], channel, status })));
+  await database.sql`insert into notification_channels (notification_id, channel, status)
+    select * from unnest(${rows.map((r) => r.id as string)}::text[], ${rows.map((r) => r.channel)}::text[],
+      ${rows.map((r) => r.status)}::text[])`;
+  const byId = new Map((await all("u-status")).map((n) => [n.notification_id, n]));
+  for (const [i, [expected, list]] of channels.entries()) {
+    const view = byId.get(ids[i] as string);
+    t.equal(view?.status, expected, list.map(([c, s]) => `${c} ${s}`).join(", ") || "no channels");
+    const one = await app.request(`/api/v1/notifications/${ids[i]}`, { headers: { "x-api-key": reader } });
+    t.equal(((await one.json()) as NotificationStatusView).status, expected, "the same in GET /notifications/{id}");
+  }
+});
+
 t.test("filters by category, channel status and time range", async (t) => {
   const [a, b, c] = await insert([
     { userId: "u-filter", category: "orders", createdAt: "2026-02-01T00:00:00Z" },

@@ -1,3 +1,4 @@
+import { NOTIFICATION_STATUS_DESCRIPTIONS, NOTIFICATION_STATUSES } from "@notify/core";
 import { seedApiKey } from "@notify/db";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import t from "tap";
@@ -55,6 +56,25 @@ t.test("request schemas are the handlers' own: a documented enum is what validat
     body: JSON.stringify({ user_id: "u", category: "c", template_id: "t", data: {}, priority: "urgent" }),
   });
   t.equal(refused.status, 400);
+});
+
+t.test("a notification's status is documented as the closed enum, each value explained", async (t) => {
+  const get = doc.paths["/api/v1/notifications/{id}"]?.get as unknown as {
+    responses: Record<string, { content: Record<string, { schema: { properties: Record<string, unknown> } }> }>;
+  };
+  const status = get.responses["200"]?.content["application/json"]?.schema.properties.status as {
+    enum: string[];
+    description: string;
+    "x-enum-descriptions": string[];
+  };
+  t.same(status.enum, [...NOTIFICATION_STATUSES]);
+  t.same(
+    status["x-enum-descriptions"],
+    NOTIFICATION_STATUSES.map((s) => NOTIFICATION_STATUS_DESCRIPTIONS[s]),
+  );
+  for (const value of NOTIFICATION_STATUSES) t.match(status.description, `\`${value}\`: `);
+  const list = JSON.stringify(doc.paths["/api/v1/users/{id}/notifications"]?.get);
+  t.match(list, /"enum":\["accepted","processing"/, "the list's items carry the same enum");
 });
 
 t.test("a readable, self-contained docs page", async (t) => {

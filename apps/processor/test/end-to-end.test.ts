@@ -24,12 +24,15 @@ type Channels = Record<
   string,
   { status: string; reason: string | null; provider_id: string | null; next_attempt_at: string | null }
 >;
+/** The notification's top-level status and its channels, once routed (and `done`). */
 const settled = (id: string, expected: number, done: (c: Channels) => boolean = () => true) =>
   eventually(
     async () => {
       const { body } = await call("GET", `/notifications/${id}`);
       const channels = body.channels as Channels;
-      return Object.keys(channels).length === expected && done(channels) ? channels : undefined;
+      return Object.keys(channels).length === expected && done(channels)
+        ? { status: body.status as string, channels }
+        : undefined;
     },
     20_000,
     `notification ${id} routed`,
@@ -78,7 +81,7 @@ t.test("setup through the API: a template, contacts, preferences", async (t) => 
   t.equal((await call("PUT", "/users/capped/preferences", { rate_cap_per_day: 1 })).status, 200);
 });
 
-t.test("every decision shows in the notification's per-channel status", async (t) => {
+t.test("every decision shows in the notification's per-channel status, and sums up in its status", async (t) => {
   const base = { user_id: "night", template_id: "offer", data: { name: "Zoé" } };
   const orders = await notify({ ...base, category: "orders", priority: "transactional", channels: ["email", "sms"] });
   const deals = await notify({ ...base, category: "deals", priority: "promotional" });
@@ -90,24 +93,37 @@ t.test("every decision shows in the notification's per-channel status", async (t
   t.match(
     await settled(orders, 2, delivered),
     {
-      email: { status: "delivered", provider_id: String, next_attempt_at: null },
-      sms: { status: "suppressed", reason: "opted_out" },
+      status: "completed",
+      channels: {
+        email: { status: "delivered", provider_id: String, next_attempt_at: null },
+        sms: { status: "suppressed", reason: "opted_out" },
+      },
     },
     "transactional inside quiet hours: sent; the opted-out channel is not",
   );
   t.match(
     await settled(deals, 2),
     {
-      email: { status: "deferred", reason: "quiet_hours", next_attempt_at: quietEnd.toISOString() },
-      sms: { status: "suppressed", reason: "opted_out" },
+      status: "processing",
+      channels: {
+        email: { status: "deferred", reason: "quiet_hours", next_attempt_at: quietEnd.toISOString() },
+        sms: { status: "suppressed", reason: "opted_out" },
+      },
     },
     "promotional inside quiet hours: deferred to the window's end",
   );
-  t.match(await settled(digest, 1), { email: { status: "suppressed", reason: "category_opted_out" } });
-  t.match(await settled(flash, 1), { email: { status: "suppressed", reason: "quiet_hours" } }, "a drop category");
+  t.match(await settled(digest, 1), {
+    status: "suppressed",
+    channels: { email: { status: "suppressed", reason: "category_opted_out" } },
+  });
+  t.match(
+    await settled(flash, 1),
+    { status: "suppressed", channels: { email: { status: "suppressed", reason: "quiet_hours" } } },
+    "a drop category",
+  );
   t.match(
     await settled(security, 2, (c) => delivered(c) && c.sms?.status === "delivered"),
-    { email: { status: "delivered" }, sms: { status: "delivered" } },
+    { status: "completed", channels: { email: { status: "delivered" }, sms: { status: "delivered" } } },
     "a critical category overrides every preference",
   );
 
@@ -129,6 +145,12 @@ t.test("the daily cap: the first promotional is delivered, the next suppressed",
   };
   const first = await notify({ ...base, channels: ["email"] });
   const second = await notify({ ...base, channels: ["email"] });
-  t.match(await settled(first, 1, (c) => c.email?.status === "delivered"), { email: { status: "delivered" } });
-  t.match(await settled(second, 1), { email: { status: "suppressed", reason: "rate_cap" } });
+  t.match(await settled(first, 1, (c) => c.email?.status === "delivered"), {
+    status: "completed",
+    channels: { email: { status: "delivered" } },
+  });
+  t.match(await settled(second, 1), {
+    status: "suppressed",
+    channels: { email: { status: "suppressed", reason: "rate_cap" } },
+  });
 });

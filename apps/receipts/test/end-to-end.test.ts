@@ -28,6 +28,11 @@ const channel = (id: string, name: string, status: string) =>
     `${name} ${status}`,
   );
 
+/** The notification's top-level status, as GET /notifications/{id} shows it. */
+const statusOf = async (id: string) =>
+  ((await (await fetch(`${stack.baseUrl}/api/v1/notifications/${id}`, { headers: auth })).json()) as { status: string })
+    .status;
+
 t.test("an email delivered through the pipeline bounces on the provider's signed receipt", async (t) => {
   const response = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
     method: "POST",
@@ -45,6 +50,7 @@ t.test("an email delivered through the pipeline bounces on the provider's signed
   const { notification_id: id } = (await response.json()) as { notification_id: string };
   const delivered = await channel(id, "email", "delivered");
   if (delivered.provider_id === null) throw new Error("no provider id");
+  t.equal(await statusOf(id), "completed", "its only channel delivered");
 
   // The sandbox's own processed and delivered events reached receipts and were verified.
   const posts = await eventually(async () => {
@@ -68,6 +74,7 @@ t.test("an email delivered through the pipeline bounces on the provider's signed
   const bounced = await channel(id, "email", "bounced");
   t.match(bounced.reason, /^hard bounce: 5\.1\.1 550/);
   t.equal(bounced.provider_id, delivered.provider_id);
+  t.equal(await statusOf(id), "failed", "its only channel bounced: completed became failed");
 });
 
 t.test("one notification on all four channels is delivered on all four, then its email bounces", async (t) => {
@@ -92,6 +99,7 @@ t.test("one notification on all four channels is delivered on all four, then its
     ),
   );
   for (const [name, result] of Object.entries(results)) t.ok(result.provider_id, `${name} has a provider id`);
+  t.equal(await statusOf(id), "completed", "delivered on all four");
 
   const sms = (await (await fetch(`${stack.sandboxes.plivo}/sandbox/messages`)).json()) as {
     data: Array<{ message_uuid: string; text: string }>;
@@ -127,6 +135,7 @@ t.test("one notification on all four channels is delivered on all four, then its
   t.equal(bounce.status, 200);
   await channel(id, "email", "bounced");
   const view = (await (await fetch(`${stack.baseUrl}/api/v1/notifications/${id}`, { headers: auth })).json()) as {
+    status: string;
     channels: Record<string, ChannelView>;
   };
   t.same(
@@ -134,4 +143,5 @@ t.test("one notification on all four channels is delivered on all four, then its
     { email: "bounced", sms: "delivered", push: "delivered", in_app: "delivered" },
     "only the email moved",
   );
+  t.equal(view.status, "partially_failed", "three delivered, one bounced");
 });

@@ -2,6 +2,7 @@ import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type ChannelStatus, notificationStatus } from "@notify/core";
 import { storeInboxItem } from "@notify/db";
 import {
   ChannelProvidersConfig,
@@ -121,6 +122,11 @@ t.test(
         ["push", "delivered"],
         ["sms", "delivered"],
       ],
+    );
+    t.equal(
+      notificationStatus(rows.map((r) => r.status as ChannelStatus)),
+      "partially_failed",
+      "the notification's status, as GET /notifications/{id} derives it: three delivered, one bounced",
     );
     // A report that arrived before its send was recorded is applied by the receipts sweep.
     const applied = await eventually(

@@ -8,6 +8,7 @@ export * from "./ids.js";
 export * from "./leaky-bucket.js";
 export * from "./locale.js";
 export * from "./notification.js";
+export * from "./notification-status.js";
 export * from "./partition.js";
 export * from "./policy.js";
 export * from "./preferences.js";

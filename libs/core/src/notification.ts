@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import { CHANNELS, type Channel, PRIORITIES, type Priority } from "./channels.js";
+import type { NotificationStatus } from "./notification-status.js";
 import type { ChannelStatus } from "./status.js";
 
 const id = (what: string) =>
@@ -75,7 +76,8 @@ export interface NotificationView {
   category: string;
   template_id: string;
   priority: Priority;
-  status: "accepted";
+  /** Derived from the channels by `notificationStatus` (notification-status.ts). */
+  status: NotificationStatus;
   created_at: string;
   channels: Partial<Record<Channel, ChannelResult>>;
 }

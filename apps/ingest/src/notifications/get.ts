@@ -4,6 +4,7 @@ import {
   type ChannelResult,
   type ChannelStatus,
   type NotificationView,
+  notificationStatus,
   type Priority,
 } from "@notify/core";
 import type { Database } from "@notify/db";
@@ -21,6 +22,12 @@ export interface NotificationStatusView extends Omit<NotificationView, "channels
 }
 
 const WAITING: readonly ChannelStatus[] = ["deferred", "retrying", "parked"];
+
+/** Sets the top-level status from the channels it shows, so the two can never disagree. */
+export function withStatus(view: NotificationStatusView): NotificationStatusView {
+  view.status = notificationStatus(Object.values(view.channels).map((channel) => channel.status));
+  return view;
+}
 
 /** GET /api/v1/notifications/{id}: one client never sees another client's notifications. */
 export async function getNotification(
@@ -73,5 +80,5 @@ export async function getNotification(
       next_attempt_at: row.next_attempt_at && WAITING.includes(row.status) ? row.next_attempt_at.toISOString() : null,
     };
   }
-  return view;
+  return withStatus(view);
 }

@@ -1,7 +1,7 @@
 import { type Channel, type ChannelStatus, decodeCursor, encodeCursor, type Priority } from "@notify/core";
 import type { Database } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
-import type { NotificationStatusView } from "./get.js";
+import { type NotificationStatusView, withStatus } from "./get.js";
 import type { ListNotificationsQuery } from "./list-schemas.js";
 
 export interface NotificationPage {
@@ -122,7 +122,7 @@ export async function listUserNotifications(
     const last = page.at(-1);
     const hasMore = rows.length > query.limit;
     return {
-      data: [...views.values()],
+      data: [...views.values()].map(withStatus),
       next_cursor:
         hasMore && last ? encodeCursor(cursorSecret, context, { micros: BigInt(last.micros), id: last.id }) : null,
       has_more: hasMore,

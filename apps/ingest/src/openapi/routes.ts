@@ -1,4 +1,12 @@
-import { CHANNEL_STATUSES, CHANNELS, NotificationRequest, PRIORITIES, SCOPES } from "@notify/core";
+import {
+  CHANNEL_STATUSES,
+  CHANNELS,
+  NOTIFICATION_STATUS_DESCRIPTIONS,
+  NOTIFICATION_STATUSES,
+  NotificationRequest,
+  PRIORITIES,
+  SCOPES,
+} from "@notify/core";
 import * as v from "valibot";
 import { CreateKeyRequest, ListKeysQuery, RotateKeyRequest } from "../keys/schemas.js";
 import { ContactsRequest, ContactsResponse, PreferencesRequest, PreferencesResponse } from "../preferences/schemas.js";
@@ -19,13 +27,26 @@ const ChannelResult = v.object({
   next_attempt_at: v.nullable(Timestamp),
 });
 
+/** The top-level status: an enum, each value explained (x-enum-descriptions, in enum order). */
+const NotificationStatus = v.pipe(
+  v.picklist(NOTIFICATION_STATUSES),
+  v.metadata({
+    description: `Derived from the channels' statuses, exactly one applies: ${NOTIFICATION_STATUSES.map(
+      (status) => `\`${status}\`: ${NOTIFICATION_STATUS_DESCRIPTIONS[status]}`,
+    ).join(
+      "; ",
+    )}. Only a bounce receipt still changes completed, partially_failed or failed (a delivered channel may bounce later).`,
+    "x-enum-descriptions": NOTIFICATION_STATUSES.map((status) => NOTIFICATION_STATUS_DESCRIPTIONS[status]),
+  }),
+);
+
 export const NotificationView = v.object({
   notification_id: v.string(),
   user_id: v.string(),
   category: v.string(),
   template_id: v.string(),
   priority: v.picklist(PRIORITIES),
-  status: v.literal("accepted"),
+  status: NotificationStatus,
   created_at: Timestamp,
   channels: v.record(v.picklist(CHANNELS), ChannelResult),
 });
@@ -99,6 +120,8 @@ export const NOTIFICATION_ROUTES: RouteDoc[] = [
     method: "get",
     path: "/notifications/{id}",
     summary: "Read a notification's status",
+    description:
+      "`status` sums the channels up (accepted, processing, unsettled, completed, partially_failed, failed, suppressed; see its schema); `channels` has each channel's own status, reason and provider id.",
     tag: "Notifications",
     scope: "read",
     responses: {
