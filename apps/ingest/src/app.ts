@@ -6,7 +6,7 @@ import type { IngestDeps } from "./deps.js";
 import { mountOpenApi } from "./openapi/index.js";
 import { mountAudiences } from "./routes/audiences.js";
 import { mountBroadcasts } from "./routes/broadcasts.js";
-import { mountInbox } from "./routes/inbox.js";
+import { INBOX_PATH, mountInbox } from "./routes/inbox.js";
 import { mountKeys } from "./routes/keys.js";
 import { mountLists } from "./routes/lists.js";
 import { mountNotifications } from "./routes/notifications.js";
@@ -16,6 +16,8 @@ import { mountUsers } from "./routes/users.js";
 
 export type { IngestDeps } from "./deps.js";
 
+const API = "/api/v1";
+
 export function createApp(deps: IngestDeps) {
   const app = newApp(deps.log);
   mountHealth(app, { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() }, deps.isStopping);
@@ -23,7 +25,12 @@ export function createApp(deps: IngestDeps) {
   // Every route of the public API lives under the version prefix (spec: Versioning).
   const v1 = new Hono<AuthEnv>();
   v1.use(versionLifecycle("v1", deps.lifecycle ?? {}));
-  v1.use(authenticate(deps.lookupKey, deps.rateLimiter ?? createRateLimiter({ perSecond: 1000, burst: 2000 })));
+  // The inbox routes take a user's inbox token instead: no API key is looked up there.
+  const inbox = `${API}${INBOX_PATH}`;
+  const inboxRoutes = (path: string) => path === inbox || path.startsWith(`${inbox}/`);
+  v1.use(
+    authenticate(deps.lookupKey, deps.rateLimiter ?? createRateLimiter({ perSecond: 1000, burst: 2000 }), inboxRoutes),
+  );
   mountNotifications(v1, deps);
   mountKeys(v1, deps);
   mountPreferences(v1, deps);
@@ -34,6 +41,6 @@ export function createApp(deps: IngestDeps) {
   mountAudiences(v1, deps);
   mountBroadcasts(v1, deps);
   mountOpenApi(v1);
-  app.route("/api/v1", v1);
+  app.route(API, v1);
   return app;
 }

@@ -4,6 +4,7 @@ import { type AppEnv, responseHeaders } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
 import { asDependencyError } from "../dependency.js";
 import { hasScope, type Principal } from "./api-keys.js";
+import { credentialInQuery, INBOX_TOKEN_HEADER, isInboxToken } from "./credentials.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 
 export interface AuthEnv extends AppEnv {
@@ -11,8 +12,6 @@ export interface AuthEnv extends AppEnv {
 }
 
 const REALM = 'Bearer realm="notify"';
-/** Query parameters that would carry a credential: refused, because URLs end up in logs. */
-const CREDENTIAL_PARAMS = ["api_key", "apikey", "api-key", "key", "token", "access_token", "x-api-key"];
 
 const challenge = (error?: string, extra = "") => (error ? `${REALM}, error="${error}"${extra}` : REALM);
 
@@ -22,8 +21,7 @@ const challenge = (error?: string, extra = "") => (error ? `${REALM}, error="${e
  * the request carries none.
  */
 function presentedKey(c: Context): string | undefined {
-  const query = c.req.url.includes("?") ? new URL(c.req.url).searchParams : undefined;
-  if (query && CREDENTIAL_PARAMS.some((name) => query.has(name))) {
+  if (credentialInQuery(c)) {
     throw new AppError(
       "invalid_request",
       "API keys are not accepted in the query string; send X-API-Key or Authorization: Bearer",
@@ -51,18 +49,30 @@ function presentedKey(c: Context): string | undefined {
   return header?.trim() || undefined;
 }
 
+const API_KEY_WANTED = "this route needs an API key (X-API-Key or Authorization: Bearer)";
+
 /**
- * Runs on every /api/v1 request: identifies the client when a key is presented, refuses an
- * unknown or revoked one, and applies the key's leaky bucket (429 with Retry-After and the
- * RateLimit headers). Routes then state the scope they need with `requireScope`.
+ * Runs on every /api/v1 request but the ones `inboxTokenRoutes` names (they take a user's inbox
+ * token instead and answer an API key themselves): identifies the client when a key is
+ * presented, refuses an unknown or revoked one, and applies the key's leaky bucket (429 with
+ * Retry-After and the RateLimit headers). Routes then state the scope they need with `requireScope`.
  */
 export function authenticate(
   lookup: (key: string) => Promise<Principal | null>,
   limiter: RateLimiter,
+  inboxTokenRoutes: (path: string) => boolean = () => false,
 ): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
+    if (inboxTokenRoutes(c.req.path)) return next();
     const key = presentedKey(c);
     if (key === undefined) return next();
+    if (isInboxToken(key)) {
+      throw new AppError(
+        "invalid_api_key",
+        `the credential sent is an inbox token, which opens only the /api/v1/inbox routes (in X-Inbox-Token); ${API_KEY_WANTED}`,
+        { context: { wwwAuthenticate: challenge("invalid_token") } },
+      );
+    }
     const principal = await lookup(key).catch((error: unknown) => {
       throw asDependencyError(error, "postgres");
     });
@@ -86,9 +96,12 @@ export function requireScope(scope: Scope): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     const principal = c.get("principal") as Principal | undefined;
     if (!principal) {
-      throw new AppError("unauthenticated", "an API key is required (X-API-Key or Authorization: Bearer)", {
-        context: { wwwAuthenticate: challenge() },
-      });
+      // RFC 6750 3.1: a request with no credential of this scheme gets a bare challenge.
+      const detail =
+        c.req.header(INBOX_TOKEN_HEADER) === undefined
+          ? "an API key is required (X-API-Key or Authorization: Bearer)"
+          : `${API_KEY_WANTED}; an inbox token (X-Inbox-Token) opens only the /api/v1/inbox routes`;
+      throw new AppError("unauthenticated", detail, { context: { wwwAuthenticate: challenge() } });
     }
     if (!hasScope(principal, scope)) {
       throw new AppError("insufficient_scope", `this operation needs the "${scope}" scope`, {

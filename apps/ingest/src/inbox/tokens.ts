@@ -1,11 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { AppError, hashKey } from "@notify/core";
 import type { Database } from "@notify/db";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import {
+  credentialInQuery,
+  INBOX_TOKEN_HEADER,
+  INBOX_TOKEN_PREFIX,
+  INBOX_TOKEN_ROUTE,
+  isInboxToken,
+} from "../auth/credentials.js";
 import type { AuthEnv } from "../auth/middleware.js";
-
-/** The header a user's client sends its inbox token in (Authorization carries API keys). */
-export const INBOX_TOKEN_HEADER = "x-inbox-token";
 
 export interface IssuedInboxToken {
   token: string;
@@ -18,7 +22,7 @@ export async function issueInboxToken(
   database: Database,
   input: { userId: string; clientId: string; ttlSeconds: number },
 ): Promise<IssuedInboxToken> {
-  const token = `ntu_${randomBytes(32).toString("base64url")}`;
+  const token = `${INBOX_TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
   const expiresAt = new Date(Date.now() + input.ttlSeconds * 1000);
   await database.sql`insert into inbox_tokens (token_hash, user_id, client_id, expires_at)
     values (${hashKey(token)}, ${input.userId}, ${input.clientId}, ${expiresAt})`;
@@ -31,15 +35,42 @@ export interface InboxEnv extends AuthEnv {
 
 const CHALLENGE = 'InboxToken realm="notify-inbox"';
 
-/** The user a valid, unexpired inbox token names; every inbox query is confined to that user. */
+/**
+ * Why a request without X-Inbox-Token is refused, naming what it sent instead: these routes are
+ * where a client holding the wrong credential (the backend's API key, or the token in the API
+ * key's header) ends up first.
+ */
+function missingToken(c: Context): AppError {
+  const authorization = c.req.header("authorization");
+  const apiKeyHeader = c.req.header("x-api-key");
+  const sent = authorization === undefined ? apiKeyHeader?.trim() : /^Bearer\s+(\S+)/i.exec(authorization)?.[1];
+  const where = authorization === undefined ? "X-API-Key" : "Authorization";
+  const mint = `the user's backend mints one with its API key: ${INBOX_TOKEN_ROUTE}`;
+  let detail = `an inbox token is required in the X-Inbox-Token header; ${mint}`;
+  if (sent !== undefined && isInboxToken(sent)) {
+    detail = `the inbox token goes in the X-Inbox-Token header, not in ${where}`;
+  } else if (authorization !== undefined || apiKeyHeader !== undefined) {
+    detail = `this route takes a user's inbox token in the X-Inbox-Token header, not an API key; ${mint}`;
+  }
+  // RFC 6750 3.1: a request with no credential of this scheme gets a bare challenge.
+  return new AppError("unauthenticated", detail, { context: { wwwAuthenticate: CHALLENGE } });
+}
+
+/**
+ * The user a valid, unexpired inbox token names; every inbox query is confined to that user.
+ * No API key is looked at on these routes (`authenticate` leaves them alone).
+ */
 export function requireInboxToken(database: Database): MiddlewareHandler<InboxEnv> {
   return async (c, next) => {
-    const token = c.req.header(INBOX_TOKEN_HEADER)?.trim();
-    if (!token) {
-      throw new AppError("unauthenticated", "an inbox token is required (X-Inbox-Token)", {
-        context: { wwwAuthenticate: CHALLENGE },
-      });
+    if (credentialInQuery(c)) {
+      throw new AppError(
+        "invalid_request",
+        "an inbox token is not accepted in the URL; send it in the X-Inbox-Token header (URLs end up in logs)",
+        { context: { wwwAuthenticate: `${CHALLENGE}, error="invalid_request"` } },
+      );
     }
+    const token = c.req.header(INBOX_TOKEN_HEADER)?.trim();
+    if (!token) throw missingToken(c);
     const [row] = await database.sql<{ user_id: string }[]>`
       select user_id from inbox_tokens where token_hash = ${hashKey(token)} and expires_at > now()`;
     if (row === undefined) {

@@ -93,7 +93,9 @@ function responses(route: RouteDoc): Json {
             ),
           }
         : {}),
-      ...(response.schema ? { content: { "application/json": { schema: schemaOf(response.schema) } } } : {}),
+      ...(response.schema
+        ? { content: { [response.contentType ?? "application/json"]: { schema: schemaOf(response.schema) } } }
+        : {}),
     };
   }
   const codes: ErrorCode[] = [

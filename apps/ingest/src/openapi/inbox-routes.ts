@@ -12,8 +12,12 @@ import type { RouteDoc } from "./registry.js";
 const inboxToken = {
   name: "X-Inbox-Token",
   required: true,
-  description: "The user's token from POST /users/{id}/inbox-tokens; no API key is needed (or used) here.",
+  description:
+    "The user's token from POST /users/{id}/inbox-tokens; no API key is needed (or used) here, and the token is refused in the URL.",
 };
+
+/** What the inbox routes answer the wrong credential with (a token in the URL, an API key, none). */
+const INBOX_AUTH_PROBLEMS = ["invalid_request", "unauthenticated"] as const;
 
 /** The in-app gateway: token issuing (API key) and the user-facing inbox and stream (inbox token). */
 export const INBOX_ROUTES: RouteDoc[] = [
@@ -46,7 +50,7 @@ export const INBOX_ROUTES: RouteDoc[] = [
     query: InboxQuery,
     headers: [inboxToken],
     responses: { 200: { description: "One page", schema: InboxPage } },
-    problems: ["validation_failed"],
+    problems: ["validation_failed", ...INBOX_AUTH_PROBLEMS],
   },
   {
     method: "patch",
@@ -58,7 +62,14 @@ export const INBOX_ROUTES: RouteDoc[] = [
     body: InboxItemUpdate,
     headers: [inboxToken],
     responses: { 200: { description: "The item", schema: InboxItemSchema } },
-    problems: ["validation_failed", "malformed_json", "unsupported_media_type", "payload_too_large", "not_found"],
+    problems: [
+      "validation_failed",
+      "malformed_json",
+      "unsupported_media_type",
+      "payload_too_large",
+      "not_found",
+      ...INBOX_AUTH_PROBLEMS,
+    ],
   },
   {
     method: "get",
@@ -76,7 +87,7 @@ export const INBOX_ROUTES: RouteDoc[] = [
         description: "Resume after this item id (EventSource sends it on reconnect).",
       },
     ],
-    responses: { 200: { description: "An event stream", schema: v.string() } },
-    problems: ["validation_failed"],
+    responses: { 200: { description: "An event stream", schema: v.string(), contentType: "text/event-stream" } },
+    problems: ["validation_failed", ...INBOX_AUTH_PROBLEMS],
   },
 ];

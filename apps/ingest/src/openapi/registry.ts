@@ -7,6 +7,8 @@ type Schema = v.GenericSchema;
 export interface ResponseDoc {
   description: string;
   schema?: Schema;
+  /** application/json unless given. */
+  contentType?: string;
   headers?: Record<string, string>;
 }
 

@@ -16,6 +16,9 @@ import { parseUserIdParam } from "../preferences/schemas.js";
 const POLL_MS = 5000;
 const BATCH = 100;
 
+/** Where the user-facing routes live under /api/v1: they take an inbox token, not an API key. */
+export const INBOX_PATH = "/inbox";
+
 /**
  * The in-app gateway: an upstream service issues a per-user token with its API key; the user's
  * client then reads its inbox, sets read/seen/archived, and streams new items over SSE with
@@ -44,7 +47,7 @@ export function mountInbox(
     return c.json(issued, 201);
   });
 
-  inbox.get("/inbox", user, async (c) => {
+  inbox.get(INBOX_PATH, user, async (c) => {
     const userId = c.get("inboxUser");
     const query = validate(InboxQuery, c.req.query());
     const before = query.cursor === undefined ? null : decodeCursor(query.cursor, userId, query.filter);
@@ -57,7 +60,7 @@ export function mountInbox(
     });
   });
 
-  inbox.patch("/inbox/:itemId", limitBody(deps.maxBodyBytes), user, async (c) => {
+  inbox.patch(`${INBOX_PATH}/:itemId`, limitBody(deps.maxBodyBytes), user, async (c) => {
     const raw = c.req.param("itemId");
     const id = /^\d{1,18}$/.test(raw) ? Number(raw) : null;
     const change = validate(InboxItemUpdate, await readJson(c));
@@ -67,7 +70,7 @@ export function mountInbox(
     return c.json(item);
   });
 
-  inbox.get("/inbox/stream", user, async (c) => {
+  inbox.get(`${INBOX_PATH}/stream`, user, async (c) => {
     const userId = c.get("inboxUser");
     const lastEventId = c.req.header("last-event-id")?.trim();
     if (lastEventId !== undefined && lastEventId !== "" && !/^\d{1,18}$/.test(lastEventId)) {
@@ -78,6 +81,8 @@ export function mountInbox(
     // A fresh stream starts at what is new; the inbox list has everything before it.
     let after = lastEventId ? Number(lastEventId) : await latestInboxId(database, userId);
     const log = c.get("log");
+    // nginx would otherwise buffer the stream and hold events back.
+    c.header("x-accel-buffering", "no");
     return streamSSE(
       c,
       async (stream) => {
