@@ -39,10 +39,11 @@ export function banner(stack: Stack, dataDir: string): string {
     priority: "transactional",
     channels: ["email", "sms", "push", "in_app"],
   });
-  const provider = (channel: "email" | "sms" | "push", url: string, extra = "") =>
-    stack.providers[channel] === "sandbox"
-      ? `sandbox    curl -sS ${extra}${url}/sandbox/messages`
-      : `${stack.providers[channel]} (the real provider, from your settings)`;
+  const provider = (channel: "email" | "sms" | "push", url: string, extra = "") => {
+    const name = stack.providers[channel];
+    if (name === "sandbox") return `sandbox    curl -sS ${extra}${url}/sandbox/messages`;
+    return name === "off" ? "off (your settings)" : `${name} (the real provider, from your settings)`;
+  };
   return `
 notify is running.
   API:        ${stack.baseUrl}/api/v1   (health: ${stack.baseUrl}/readyz, API docs: ${stack.baseUrl}/api/v1/docs)

@@ -126,6 +126,25 @@ export function realProviders(env: Record<string, string | undefined>): Record<P
 }
 
 /**
+ * The environment of every app: the stack's defaults, then the user's own settings (shell and
+ * .env) over them, then the sandbox settings of each channel the user gave no real provider,
+ * then what the stack decided (where Postgres and NATS are).
+ */
+export function appEnvironment(input: {
+  user: Record<string, string | undefined>;
+  defaults: Record<string, string>;
+  sandboxes: Record<ProviderChannel, Record<string, string>>;
+  decided: Record<string, string>;
+}): Record<string, string> {
+  const real = realProviders(input.user);
+  const user = Object.fromEntries(
+    Object.entries(input.user).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
+  const sandboxes = CHANNELS.filter((channel) => real[channel] === null).map((channel) => input.sandboxes[channel]);
+  return Object.assign({}, input.defaults, user, ...sandboxes, input.decided);
+}
+
+/**
  * Brings the whole service up on one machine: Postgres (the given one, or the embedded
  * PostgreSQL), NATS (the given one, or the stack's own nats-server), migrations, the provider
  * sandboxes, the four apps, and, with `seed`, a development key, a sample template and a user.
@@ -237,24 +256,19 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         PUSH_CA_FILE: caFile,
       },
     };
-    const defined = Object.fromEntries(
-      Object.entries(userEnv).filter((entry): entry is [string, string] => entry[1] !== undefined),
-    );
-    const common: Record<string, string> = {
-      // Defaults the user's environment may override.
-      LANE_PARTITIONS: String(options.partitions ?? 16),
-      LOG_LEVEL: options.logLevel ?? "info",
-      HOST: "127.0.0.1",
-      ARCHIVE_DIR: join(options.dataDir, "archive"),
-      ...defined,
-      // Ingest refuses to start without it; kept in the data folder so cursors survive restarts.
-      CURSOR_SECRET: defined.CURSOR_SECRET ?? storedSecret(options.dataDir, "cursor-secret"),
-      ...Object.assign({}, ...CHANNELS.filter((channel) => real[channel] === null).map((c) => sandboxEnv[c])),
-      // What the stack itself decided.
-      DATABASE_URL: databaseUrl,
-      NATS_URL: natsUrl,
-      NATS_NAMESPACE: namespace,
-    };
+    const common = appEnvironment({
+      user: userEnv,
+      defaults: {
+        LANE_PARTITIONS: String(options.partitions ?? 16),
+        LOG_LEVEL: options.logLevel ?? "info",
+        HOST: "127.0.0.1",
+        ARCHIVE_DIR: join(options.dataDir, "archive"),
+        // Ingest refuses to start without it; kept in the data folder so cursors survive restarts.
+        CURSOR_SECRET: userEnv.CURSOR_SECRET ?? storedSecret(options.dataDir, "cursor-secret"),
+      },
+      sandboxes: sandboxEnv,
+      decided: { DATABASE_URL: databaseUrl, NATS_URL: natsUrl, NATS_NAMESPACE: namespace },
+    });
     const apps = new Map<AppName, AppProcess>();
     for (const name of options.apps ?? APPS) {
       const proc = spawnApp(name, { ...common, PORT: String(ports[name]) }, onLine);
