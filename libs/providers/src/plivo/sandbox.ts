@@ -2,6 +2,8 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypt
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
+import { createCallbackPoster, postStatus } from "../callbacks.js";
+import { openJournal } from "../journal.js";
 import { serveApp } from "../serve.js";
 import { plivoSignatureV2, plivoSignatureV3 } from "./signature.js";
 
@@ -52,17 +54,43 @@ export interface PlivoSandboxOptions {
   authToken: string;
   /** Wait before posting each report; receipts then often arrive before the send is recorded. */
   reportDelayMs?: number;
+  /**
+   * A JSON Lines file (created 0600 with its folder) that makes the sandbox durable: accepted
+   * messages are written to it before the answer and read back at start, and each delivery
+   * report is posted until the receiver answers 2xx, across restarts. In memory when unset.
+   */
+  journal?: string;
 }
+
+/**
+ * The journal's lines. `message`: one accepted message and the parameters of the delivery
+ * reports planned for it, in order (`sent`, then the final status; none without a `url`);
+ * `acked`: the report with that Status was answered 2xx; `clear`: the messages before it were
+ * forgotten (reset, DELETE).
+ */
+export type PlivoJournalEntry =
+  | { type: "message"; message: PlivoSandboxMessage; reports: Array<Record<string, string>> }
+  | { type: "acked"; message_uuid: string; status: string }
+  | { type: "clear" };
 
 export interface PlivoSandbox {
   /** Serves Plivo's `/v1/Account/{auth_id}/Message/` plus the `/sandbox/*` control routes. */
   readonly app: Hono;
   messages(): PlivoSandboxMessage[];
   reports(): PlivoSandboxReport[];
-  /** Resolves once every report scheduled so far has been posted (or given up on). */
+  /**
+   * Resolves once every report scheduled so far has been posted (or given up on). With a
+   * journal, nothing is given up on: once every report was answered 2xx, or stop().
+   */
   settled(): Promise<void>;
+  /** Forgets messages (durably, with a journal) and reports, and clears every fault. */
   reset(): void;
   fault(fault: PlivoSandboxFault): void;
+  /**
+   * Ends the retries of unacknowledged reports (the journal has them for the next start) and
+   * waits for posts under way. Without a journal posts are not stopped, as before.
+   */
+  stop(): Promise<void>;
 }
 
 export interface RunningPlivoSandbox extends PlivoSandbox {
@@ -83,6 +111,24 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
   let reports: PlivoSandboxReport[] = [];
   let faults: Array<{ fault: PlivoSandboxFault; remaining: number }> = [];
   const inFlight = new Set<Promise<void>>();
+  const journal = options.journal === undefined ? undefined : openJournal<PlivoJournalEntry>(options.journal);
+  const poster = createCallbackPoster(journal !== undefined);
+  // Reports from earlier runs no receiver has acknowledged yet, by message.
+  const unacknowledged = new Map<string, { message: PlivoSandboxMessage; reports: Array<Record<string, string>> }>();
+  for (const entry of journal?.entries ?? []) {
+    if (entry.type === "message") {
+      messages.push(entry.message);
+      if (entry.reports.length > 0) unacknowledged.set(entry.message.message_uuid, entry);
+    } else if (entry.type === "acked") {
+      const pending = unacknowledged.get(entry.message_uuid);
+      if (pending === undefined) continue;
+      const reports = pending.reports.filter((params) => params.Status !== entry.status);
+      if (reports.length === 0) unacknowledged.delete(entry.message_uuid);
+      else unacknowledged.set(entry.message_uuid, { ...pending, reports });
+    } else if (entry.type === "clear") {
+      messages = [];
+    }
+  }
 
   const addFault = (input: PlivoSandboxFault): void => {
     const fault = v.parse(PlivoSandboxFault, input);
@@ -97,43 +143,48 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
     return active.fault;
   };
 
-  const postReport = async (url: string, params: Record<string, string>): Promise<void> => {
+  /**
+   * Plivo retries a callback that failed. In memory, three tries a second apart are enough
+   * locally; with a journal, until acknowledged, then the journal says so. False when stopped.
+   */
+  const postReport = async (message: PlivoSandboxMessage, url: string, params: Record<string, string>) => {
     if (options.reportDelayMs) await sleep(options.reportDelayMs, undefined, { ref: false });
     const form: Record<string, string[]> = Object.fromEntries(Object.entries(params).map(([k, value]) => [k, [value]]));
-    const nonce = randomBytes(12).toString("hex");
-    const headers = {
-      "content-type": "application/x-www-form-urlencoded",
-      "x-plivo-signature-v2": plivoSignatureV2(options.authToken, url, nonce),
-      "x-plivo-signature-v2-nonce": nonce,
-      "x-plivo-signature-v3": plivoSignatureV3(options.authToken, "POST", url, form, nonce),
-      "x-plivo-signature-v3-nonce": nonce,
-    };
-    // Plivo retries a callback that failed; three tries a second apart are enough locally.
-    let answer = 0;
-    for (let attempt = 0; attempt < 3 && (answer === 0 || answer >= 500); attempt++) {
-      if (attempt > 0) await sleep(1000, undefined, { ref: false });
-      answer = await fetch(url, { method: "POST", headers, body: new URLSearchParams(params) })
-        .then(async (res) => {
-          await res.arrayBuffer();
-          return res.status;
-        })
-        .catch(() => 0);
-    }
+    const answer = await poster.post((signal) => {
+      const nonce = randomBytes(12).toString("hex");
+      const headers = {
+        "content-type": "application/x-www-form-urlencoded",
+        "x-plivo-signature-v2": plivoSignatureV2(options.authToken, url, nonce),
+        "x-plivo-signature-v2-nonce": nonce,
+        "x-plivo-signature-v3": plivoSignatureV3(options.authToken, "POST", url, form, nonce),
+        "x-plivo-signature-v3-nonce": nonce,
+      };
+      return postStatus(url, { headers, body: new URLSearchParams(params), signal });
+    });
+    if (answer === undefined) return false;
+    journal?.append({ type: "acked", message_uuid: message.message_uuid, status: params.Status ?? "" });
     reports.push({ url, params, answer });
+    return true;
   };
 
-  const scheduleReports = (message: PlivoSandboxMessage, fault: PlivoSandboxFault | undefined): void => {
-    const { url } = message;
-    if (url === null) return;
+  /** The reports a carrier would send for this message: `sent`, then the final status. */
+  const planReports = (message: PlivoSandboxMessage, fault: PlivoSandboxFault | undefined) => {
+    if (message.url === null) return [];
     const base = { MessageUUID: message.message_uuid, From: message.src, To: message.dst, Units: "1" };
     const final = fault?.report_status ?? "delivered";
     const finalParams: Record<string, string> =
       final === "delivered"
         ? { ...base, Status: final }
         : { ...base, Status: final, ErrorCode: fault?.error_code ?? "30" };
+    return [{ ...base, Status: "sent" }, finalParams];
+  };
+
+  // One after the other, as a carrier reports states in order.
+  const scheduleReports = (message: PlivoSandboxMessage, planned: Array<Record<string, string>>): void => {
+    const { url } = message;
+    if (url === null || planned.length === 0) return;
     const task = (async () => {
-      await postReport(url, { ...base, Status: "sent" });
-      await postReport(url, finalParams);
+      for (const params of planned) if (!(await postReport(message, url, params))) return;
     })();
     inFlight.add(task);
     void task.finally(() => inFlight.delete(task));
@@ -186,10 +237,21 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
       url: typeof url === "string" ? url : null,
       received_at: new Date().toISOString(),
     };
+    const planned = planReports(message, fault);
+    // Written before the answer: a message the sender was told was queued is never forgotten.
+    journal?.append({ type: "message", message, reports: planned });
     messages.push(message);
-    scheduleReports(message, fault);
+    scheduleReports(message, planned);
     return c.json({ api_id: randomUUID(), message: "message(s) queued", message_uuid: [message.message_uuid] }, 202);
   };
+
+  const forgetMessages = (): void => {
+    journal?.append({ type: "clear" });
+    messages = [];
+  };
+
+  // Unacknowledged reports from earlier runs: posted again, as Plivo retries its callbacks.
+  for (const { message, reports: planned } of unacknowledged.values()) scheduleReports(message, planned);
 
   const app = new Hono();
   app.post("/v1/Account/:authId/Message/", send);
@@ -199,7 +261,7 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
   });
   app.get("/sandbox/reports", (c) => c.json({ data: reports }));
   app.delete("/sandbox/messages", (c) => {
-    messages = [];
+    forgetMessages();
     reports = [];
     return c.body(null, 204);
   });
@@ -222,11 +284,16 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
       while (inFlight.size > 0) await Promise.all([...inFlight]);
     },
     reset: () => {
-      messages = [];
+      forgetMessages();
       reports = [];
       faults = [];
     },
     fault: addFault,
+    stop: async () => {
+      if (journal === undefined) return;
+      poster.stop();
+      while (inFlight.size > 0) await Promise.all([...inFlight]);
+    },
   };
 }
 
@@ -235,6 +302,21 @@ export async function startPlivoSandbox(
 ): Promise<RunningPlivoSandbox> {
   const sandbox = createPlivoSandbox(options);
   const host = options.host ?? "127.0.0.1";
-  const served = await serveApp(sandbox.app, { host, ...(options.port === undefined ? {} : { port: options.port }) });
-  return { ...sandbox, url: `http://${host}:${served.port}`, port: served.port, close: served.close };
+  const served = await serveApp(sandbox.app, {
+    host,
+    ...(options.port === undefined ? {} : { port: options.port }),
+  }).catch(async (error: unknown) => {
+    // A journal's re-posts have started: they must not outlive a sandbox that never listened.
+    await sandbox.stop();
+    throw error;
+  });
+  return {
+    ...sandbox,
+    url: `http://${host}:${served.port}`,
+    port: served.port,
+    close: async () => {
+      await served.close();
+      await sandbox.stop();
+    },
+  };
 }

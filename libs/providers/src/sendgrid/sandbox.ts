@@ -12,6 +12,8 @@ import { serve } from "@hono/node-server";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import * as v from "valibot";
+import { createCallbackPoster, postStatus } from "../callbacks.js";
+import { openJournal } from "../journal.js";
 import { SENDGRID_SIGNATURE_HEADER, SENDGRID_TIMESTAMP_HEADER, signSendgridEvents } from "./event-webhook.js";
 import { type MailAddress, type MailContent, parseMailSend, type SendgridErrorDetail } from "./mail-send.js";
 
@@ -61,7 +63,23 @@ export interface SendgridSandboxOptions {
   eventWebhookUrl?: string;
   /** The EC P-256 key events are signed with; a fresh one when unset. */
   webhookPrivateKey?: KeyObject;
+  /**
+   * A JSON Lines file (created 0600 with its folder) that makes the sandbox durable: accepted
+   * mail is written to it before the answer and read back at start, and each request's events
+   * are posted until the receiver answers 2xx, across restarts. In memory when unset.
+   */
+  journal?: string;
 }
+
+/**
+ * The journal's lines. `mail`: one accepted request, its personalizations and the events
+ * planned for them (their sg_event_ids are reused on every re-post); `acked`: that request's
+ * events were answered 2xx; `clear`: the mail before it was forgotten (reset, DELETE).
+ */
+export type SendgridJournalEntry =
+  | { type: "mail"; message_id: string; mails: SandboxMail[]; events: SendgridEvent[] }
+  | { type: "acked"; message_id: string }
+  | { type: "clear" };
 
 /** One Event Webhook post the sandbox made, and what the receiver answered (0: unreachable). */
 export interface SandboxEventPost {
@@ -98,11 +116,19 @@ export interface SendgridSandbox {
   eventPosts(): SandboxEventPost[];
   /** Posts events for accepted mail, as SendGrid would; resolves once the receiver answered. */
   report(request: SandboxEventRequest): Promise<SandboxEventPost | undefined>;
-  /** Resolves once every event scheduled so far has been posted (or given up on). */
+  /**
+   * Resolves once every event scheduled so far has been posted (or given up on). With a
+   * journal, nothing is given up on: once every request's events were answered 2xx, or stop().
+   */
   settled(): Promise<void>;
-  /** Forgets accepted mail and clears every fault. */
+  /** Forgets accepted mail (durably, with a journal) and clears every fault. */
   reset(): void;
   fault(fault: SandboxFault): void;
+  /**
+   * Ends the retries of unacknowledged events (the journal has them for the next start) and
+   * waits for posts under way. Without a journal posts are not stopped, as before.
+   */
+  stop(): Promise<void>;
 }
 
 export interface StartSendgridSandboxOptions extends SendgridSandboxOptions {
@@ -170,6 +196,22 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
   let faults: ActiveFault[] = [];
   let eventPosts: SandboxEventPost[] = [];
   const inFlight = new Set<Promise<unknown>>();
+  const journal = options.journal === undefined ? undefined : openJournal<SendgridJournalEntry>(options.journal);
+  // Events posted by report() are not journaled: they answer their caller once, as before.
+  const inMemory = createCallbackPoster(false);
+  const durable = createCallbackPoster(true);
+  // Requests of earlier runs (by X-Message-Id) whose events no receiver has acknowledged yet.
+  const unacknowledged = new Map<string, SendgridEvent[]>();
+  for (const entry of journal?.entries ?? []) {
+    if (entry.type === "mail") {
+      mails.push(...entry.mails);
+      if (entry.events.length > 0) unacknowledged.set(entry.message_id, entry.events);
+    } else if (entry.type === "acked") {
+      unacknowledged.delete(entry.message_id);
+    } else if (entry.type === "clear") {
+      mails = [];
+    }
+  }
   const privateKey = options.webhookPrivateKey ?? generateKeyPairSync("ec", { namedCurve: "prime256v1" }).privateKey;
   const webhookPublicKey = createPublicKey(privateKey).export({ format: "der", type: "spki" }).toString("base64");
 
@@ -193,27 +235,26 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
       }),
     );
 
-  const postEvents = async (events: SendgridEvent[]): Promise<SandboxEventPost | undefined> => {
+  /**
+   * SendGrid retries failed posts for 24 h. In memory, three tries a second apart are enough
+   * locally; with a journal (`messageId` set), until acknowledged, then the journal says so.
+   */
+  const postEvents = async (events: SendgridEvent[], messageId?: string): Promise<SandboxEventPost | undefined> => {
     const url = options.eventWebhookUrl;
     if (url === undefined || events.length === 0) return undefined;
     const body = Buffer.from(JSON.stringify(events));
-    const timestamp = String(Math.floor(Date.now() / 1000));
-    const headers = {
-      "content-type": "application/json",
-      [SENDGRID_SIGNATURE_HEADER]: signSendgridEvents(privateKey, timestamp, body),
-      [SENDGRID_TIMESTAMP_HEADER]: timestamp,
-    };
-    // SendGrid retries failed posts for 24 h; three tries a second apart are enough locally.
-    let answer = 0;
-    for (let attempt = 0; attempt < 3 && (answer === 0 || answer >= 500); attempt++) {
-      if (attempt > 0) await sleep(1000, undefined, { ref: false });
-      answer = await fetch(url, { method: "POST", headers, body })
-        .then(async (res) => {
-          await res.arrayBuffer();
-          return res.status;
-        })
-        .catch(() => 0);
-    }
+    const answer = await (messageId === undefined ? inMemory : durable).post((signal) => {
+      // Signed per try: a receiver may refuse stale timestamps.
+      const timestamp = String(Math.floor(Date.now() / 1000));
+      const headers = {
+        "content-type": "application/json",
+        [SENDGRID_SIGNATURE_HEADER]: signSendgridEvents(privateKey, timestamp, body),
+        [SENDGRID_TIMESTAMP_HEADER]: timestamp,
+      };
+      return postStatus(url, { headers, body, signal });
+    });
+    if (answer === undefined) return undefined;
+    if (messageId !== undefined) journal?.append({ type: "acked", message_id: messageId });
     const post = { events, answer };
     eventPosts.push(post);
     return post;
@@ -294,12 +335,23 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
         received_at: receivedAt,
       });
     }
+    const kinds = fault?.event === undefined ? ["processed", "delivered"] : ["processed", fault.event];
+    const events = options.eventWebhookUrl === undefined ? [] : accepted.flatMap((m) => buildEvents(m, kinds));
+    // Written before the answer: mail the sender was told was accepted is never forgotten.
+    journal?.append({ type: "mail", message_id: messageId, mails: accepted, events });
     mails.push(...accepted);
     // After the answer, as at SendGrid: events usually reach receipts before the worker records the send.
-    const kinds = fault?.event === undefined ? ["processed", "delivered"] : ["processed", fault.event];
-    setImmediate(() => void track(postEvents(accepted.flatMap((m) => buildEvents(m, kinds)))));
+    setImmediate(() => void track(postEvents(events, journal === undefined ? undefined : messageId)));
     return c.body(null, 202, { "X-Message-Id": messageId });
   };
+
+  const forgetMail = (): void => {
+    journal?.append({ type: "clear" });
+    mails = [];
+  };
+
+  // Unacknowledged events from earlier runs: posted again with their ids, as SendGrid retries.
+  for (const [messageId, events] of unacknowledged) void track(postEvents(events, messageId));
 
   const app = new Hono();
   app.post(
@@ -323,7 +375,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     return c.json({ data });
   });
   app.delete("/sandbox/messages", (c) => {
-    mails = [];
+    forgetMail();
     return c.body(null, 204);
   });
 
@@ -367,11 +419,16 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
       while (inFlight.size > 0) await Promise.all([...inFlight]);
     },
     reset: () => {
-      mails = [];
+      forgetMail();
       faults = [];
       eventPosts = [];
     },
     fault: addFault,
+    stop: async () => {
+      if (journal === undefined) return;
+      durable.stop();
+      while (inFlight.size > 0) await Promise.all([...inFlight]);
+    },
   };
 }
 
@@ -381,6 +438,7 @@ export async function startSendgridSandbox(options: StartSendgridSandboxOptions 
     ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
     ...(options.eventWebhookUrl === undefined ? {} : { eventWebhookUrl: options.eventWebhookUrl }),
     ...(options.webhookPrivateKey === undefined ? {} : { webhookPrivateKey: options.webhookPrivateKey }),
+    ...(options.journal === undefined ? {} : { journal: options.journal }),
   });
   const host = options.host ?? "127.0.0.1";
   const { server, port } = await new Promise<{ server: ReturnType<typeof serve>; port: number }>((resolve, reject) => {
@@ -388,16 +446,22 @@ export async function startSendgridSandbox(options: StartSendgridSandboxOptions 
       resolve({ server, port: info.port }),
     );
     server.once("error", reject);
+  }).catch(async (error: unknown) => {
+    // A journal's re-posts have started: they must not outlive a sandbox that never listened.
+    await sandbox.stop();
+    throw error;
   });
   return {
     ...sandbox,
     url: `http://${host}:${port}`,
     port,
-    close: () =>
-      new Promise<void>((resolve, reject) => {
+    close: async () => {
+      await new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));
         // Held (delayed) requests would otherwise keep close() waiting for their sockets.
         if ("closeAllConnections" in server) server.closeAllConnections();
-      }),
+      });
+      await sandbox.stop();
+    },
   };
 }

@@ -2,6 +2,7 @@ import { createDecipheriv, createECDH, createPublicKey, hkdfSync, randomBytes, r
 import { setTimeout as sleep } from "node:timers/promises";
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
+import { openJournal } from "../journal.js";
 import { serveApp } from "../serve.js";
 import { createSandboxTls, type SandboxTls } from "./certificates.js";
 import type { PushSubscription } from "./provider.js";
@@ -42,7 +43,25 @@ export interface PushSandboxOptions {
   vapidPublicKey?: string;
   /** The server certificate and its CA; a fresh pair when unset. */
   tls?: SandboxTls;
+  /**
+   * A JSON Lines file (created 0600 with its folder) that makes the sandbox durable: accepted
+   * pushes are written to it before the answer, and subscriptions (with their private keys)
+   * when made or removed; all are read back at start, so `${url}/push/${id}` endpoints keep
+   * working after a restart on the same port (and TLS material). In memory when unset.
+   */
+  journal?: string;
 }
+
+/**
+ * The journal's lines. `subscribe`: a subscription and the browser's secrets, base64url (the
+ * P-256 private key, the auth secret); `unsubscribe`: it was removed; `message`: one accepted
+ * push; `clear`: the messages before it were forgotten (reset, DELETE).
+ */
+export type PushJournalEntry =
+  | { type: "subscribe"; id: string; private_key: string; auth: string }
+  | { type: "unsubscribe"; id: string }
+  | { type: "message"; message: PushSandboxMessage }
+  | { type: "clear" };
 
 export interface RunningPushSandbox {
   /** Origin of the push service, e.g. https://127.0.0.1:54321 */
@@ -56,6 +75,7 @@ export interface RunningPushSandbox {
   unsubscribe(id: string): void;
   messages(): PushSandboxMessage[];
   fault(fault: PushSandboxFault): void;
+  /** Forgets messages (durably, with a journal) and clears every fault; subscriptions stay. */
   reset(): void;
   close(): Promise<void>;
 }
@@ -139,6 +159,20 @@ export async function startPushSandbox(
   let messages: PushSandboxMessage[] = [];
   let faults: Array<{ fault: PushSandboxFault; remaining: number }> = [];
   let origin = "";
+  const journal = options.journal === undefined ? undefined : openJournal<PushJournalEntry>(options.journal);
+  for (const entry of journal?.entries ?? []) {
+    if (entry.type === "subscribe") {
+      const ecdh = createECDH("prime256v1");
+      ecdh.setPrivateKey(Buffer.from(entry.private_key, "base64url"));
+      subscribers.set(entry.id, { ecdh, publicKey: ecdh.getPublicKey(), auth: Buffer.from(entry.auth, "base64url") });
+    } else if (entry.type === "unsubscribe") {
+      subscribers.delete(entry.id);
+    } else if (entry.type === "message") {
+      messages.push(entry.message);
+    } else if (entry.type === "clear") {
+      messages = [];
+    }
+  }
 
   const addFault = (input: PushSandboxFault): void => {
     const fault = v.parse(PushSandboxFault, input);
@@ -187,9 +221,8 @@ export async function startPushSandbox(
     } catch {
       return problem(c, 400, "payload does not decrypt");
     }
-    const messageId = randomUUID();
-    messages.push({
-      message_id: messageId,
+    const message: PushSandboxMessage = {
+      message_id: randomUUID(),
       subscription_id: id,
       payload,
       ttl: Number(ttl),
@@ -197,8 +230,11 @@ export async function startPushSandbox(
       topic,
       vapid,
       received_at: new Date().toISOString(),
-    });
-    return c.body(null, 201, { Location: `${origin}/message/${messageId}`, TTL: ttl });
+    };
+    // Written before the answer: a push the sender was told was accepted is never forgotten.
+    journal?.append({ type: "message", message });
+    messages.push(message);
+    return c.body(null, 201, { Location: `${origin}/message/${message.message_id}`, TTL: ttl });
   };
 
   const subscribe = (): PushSubscription & { id: string } => {
@@ -206,6 +242,12 @@ export async function startPushSandbox(
     const publicKey = ecdh.generateKeys();
     const auth = randomBytes(16);
     const id = randomUUID();
+    journal?.append({
+      type: "subscribe",
+      id,
+      private_key: ecdh.getPrivateKey().toString("base64url"),
+      auth: auth.toString("base64url"),
+    });
     subscribers.set(id, { ecdh, publicKey, auth });
     return {
       id,
@@ -214,11 +256,21 @@ export async function startPushSandbox(
     };
   };
 
+  const unsubscribe = (id: string): void => {
+    if (subscribers.has(id)) journal?.append({ type: "unsubscribe", id });
+    subscribers.delete(id);
+  };
+
+  const forgetMessages = (): void => {
+    journal?.append({ type: "clear" });
+    messages = [];
+  };
+
   const app = new Hono();
   app.post("/push/:id", push);
   app.post("/sandbox/subscriptions", (c) => c.json(subscribe(), 201));
   app.delete("/sandbox/subscriptions/:id", (c) => {
-    subscribers.delete(c.req.param("id"));
+    unsubscribe(c.req.param("id"));
     return c.body(null, 204);
   });
   app.get("/sandbox/messages", (c) => {
@@ -226,7 +278,7 @@ export async function startPushSandbox(
     return c.json({ data: messages.filter((m) => subscription === undefined || m.subscription_id === subscription) });
   });
   app.delete("/sandbox/messages", (c) => {
-    messages = [];
+    forgetMessages();
     return c.body(null, 204);
   });
   app.get("/sandbox/ca.pem", (c) => c.body(tls.ca, 200, { "content-type": "application/x-pem-file" }));
@@ -252,13 +304,11 @@ export async function startPushSandbox(
     port: served.port,
     ca: tls.ca,
     subscribe,
-    unsubscribe: (id) => {
-      subscribers.delete(id);
-    },
+    unsubscribe,
     messages: () => [...messages],
     fault: addFault,
     reset: () => {
-      messages = [];
+      forgetMessages();
       faults = [];
     },
     close: served.close,
