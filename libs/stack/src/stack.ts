@@ -65,6 +65,11 @@ export interface StackOptions {
 type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox";
 const CHANNELS = ["email", "sms", "push"] as const;
 type ProviderChannel = (typeof CHANNELS)[number];
+const PROVIDER_SETTING: Record<ProviderChannel, string> = {
+  email: "EMAIL_PROVIDER",
+  sms: "SMS_PROVIDER",
+  push: "PUSH_PROVIDER",
+};
 
 export interface Stack {
   baseUrl: string;
@@ -141,7 +146,12 @@ export function appEnvironment(input: {
     Object.entries(input.user).filter((entry): entry is [string, string] => entry[1] !== undefined),
   );
   const sandboxes = CHANNELS.filter((channel) => real[channel] === null).map((channel) => input.sandboxes[channel]);
-  return Object.assign({}, input.defaults, user, ...sandboxes, input.decided);
+  // The workers leave a channel off unless told which provider: credentials alone say "real".
+  const chosen = CHANNELS.flatMap((channel) => {
+    const name = real[channel];
+    return name !== null && name !== "off" ? [{ [PROVIDER_SETTING[channel]]: name }] : [];
+  });
+  return Object.assign({}, input.defaults, user, ...chosen, ...sandboxes, input.decided);
 }
 
 /**
@@ -200,14 +210,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apiKey: SANDBOX_SENDGRID_KEY,
       eventWebhookUrl: `${receiptsUrl}/webhooks/sendgrid`,
       webhookPrivateKey: webhookKey,
-      ...({ journal: join(sandboxDir, "sendgrid.jsonl") } as object),
+      journal: join(sandboxDir, "sendgrid.jsonl"),
     });
     cleanups.push(() => sandbox.close());
     const plivo = await startPlivoSandbox({
       ...SANDBOX_PLIVO,
       port: ports.plivoSandbox,
       host: "127.0.0.1",
-      ...({ journal: join(sandboxDir, "plivo.jsonl") } as object),
+      journal: join(sandboxDir, "plivo.jsonl"),
     });
     cleanups.push(() => plivo.close());
     const vapid = JSON.parse(storedSecret(sandboxDir, "vapid.json", () => JSON.stringify(generateVapidKeys()))) as {
@@ -221,14 +231,17 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       tls: JSON.parse(
         storedSecret(sandboxDir, "push-tls.json", () => JSON.stringify(createSandboxTls())),
       ) as SandboxTls,
-      ...({ journal: join(sandboxDir, "push.jsonl") } as object),
+      journal: join(sandboxDir, "push.jsonl"),
     });
     cleanups.push(() => push.close());
     const caFile = join(options.dataDir, "push-sandbox-ca.pem");
     writeFileSync(caFile, push.ca);
-    if (options.seed && real.push === null) {
+    // The sample user's browser: subscribed once; the sandbox's journal keeps it across restarts.
+    if (options.seed && real.push === null && !state.sampleSubscription?.startsWith(`${push.url}/`)) {
       const { id: _id, ...subscription } = push.subscribe();
       await seedPushSubscription(databaseUrl, subscription);
+      state.sampleSubscription = subscription.endpoint;
+      saveState(options.dataDir, state);
     }
 
     const sandboxEnv: Record<ProviderChannel, Record<string, string>> = {

@@ -11,6 +11,8 @@ import { join } from "node:path";
 export interface StackState {
   ports: Record<string, number>;
   namespace?: string;
+  /** The push endpoint the sample user was given (subscribed on the first start only). */
+  sampleSubscription?: string;
 }
 
 const stateFile = (dataDir: string) => join(dataDir, "stack.json");
@@ -18,7 +20,11 @@ const stateFile = (dataDir: string) => join(dataDir, "stack.json");
 export function loadState(dataDir: string): StackState {
   try {
     const parsed = JSON.parse(readFileSync(stateFile(dataDir), "utf8")) as Partial<StackState>;
-    return { ports: { ...(parsed.ports ?? {}) }, ...(parsed.namespace ? { namespace: parsed.namespace } : {}) };
+    return {
+      ports: { ...(parsed.ports ?? {}) },
+      ...(parsed.namespace ? { namespace: parsed.namespace } : {}),
+      ...(parsed.sampleSubscription ? { sampleSubscription: parsed.sampleSubscription } : {}),
+    };
   } catch {
     return { ports: {} };
   }
