@@ -17,6 +17,7 @@ export interface AppEnv {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 const NUL_IN_URL = /%00/i;
+const HEALTH_PATHS = new Set(["/healthz", "/readyz"]);
 
 /**
  * A Hono app with the house conventions: a request id (echoed in X-Request-Id), a child
@@ -34,7 +35,9 @@ export function newApp(log: Logger): Hono<AppEnv> {
     await responseHeaders(c, next, { "x-request-id": requestId });
     const status = c.res.status;
     const line = { method: c.req.method, path: c.req.path, status, ms: Math.round(performance.now() - started) };
-    if (status >= 500) c.get("log").error(line, "request");
+    // A readiness probe answering 503 (starting, stopping, a dependency down) is its job, not a
+    // failure: what made it unready is logged where it happened.
+    if (status >= 500 && !HEALTH_PATHS.has(c.req.path)) c.get("log").error(line, "request");
     else c.get("log").debug(line, "request");
   });
   // A NUL can reach no column (Postgres text refuses it): refused here for every route, path

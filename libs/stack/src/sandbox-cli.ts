@@ -1,11 +1,17 @@
 import { createPrivateKey } from "node:crypto";
-import { writeFileSync } from "node:fs";
-import { startPlivoSandbox, startPushSandbox, startSendgridSandbox } from "@notify/providers";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { type SandboxTls, startPlivoSandbox, startPushSandbox, startSendgridSandbox } from "@notify/providers";
 
-// The provider sandboxes on their own (compose's `sandbox` service): SendGrid always, Plivo and
-// Web Push when their ports are set.
+// The provider sandboxes in a process of their own: compose's `sandbox` service, and `npm start`'s
+// (apart from the stack's own process, so their answers never wait behind its log printing).
+// SendGrid always; Plivo and Web Push when their ports are set. With SANDBOX_JOURNAL_DIR, what
+// they receive, their push subscriptions and their unanswered receipts survive a restart.
+// Started with an IPC channel (npm start), it reports { ready: { sendgrid, plivo, push } } and
+// exits when its parent goes.
 const env = process.env;
 const host = env.HOST ?? "0.0.0.0";
+const journal = (name: string) => (env.SANDBOX_JOURNAL_DIR ? { journal: join(env.SANDBOX_JOURNAL_DIR, name) } : {});
 const sendgrid = await startSendgridSandbox({
   port: Number(env.PORT ?? 3010),
   host,
@@ -13,11 +19,13 @@ const sendgrid = await startSendgridSandbox({
   ...(env.SANDBOX_EVENT_WEBHOOK_URL ? { eventWebhookUrl: env.SANDBOX_EVENT_WEBHOOK_URL } : {}),
   // A fixed key lets receipts' SENDGRID_WEBHOOK_PUBLIC_KEY survive a sandbox restart.
   ...(env.SANDBOX_WEBHOOK_PRIVATE_KEY ? { webhookPrivateKey: createPrivateKey(env.SANDBOX_WEBHOOK_PRIVATE_KEY) } : {}),
+  ...journal("sendgrid.jsonl"),
 });
 process.stdout.write(
   `SendGrid sandbox listening at ${sendgrid.url}; events signed for key ${sendgrid.webhookPublicKey}\n`,
 );
 const closers = [() => sendgrid.close()];
+const ready: Record<string, string> = { sendgrid: sendgrid.url };
 
 if (env.PLIVO_SANDBOX_PORT) {
   const plivo = await startPlivoSandbox({
@@ -25,9 +33,11 @@ if (env.PLIVO_SANDBOX_PORT) {
     host,
     authId: env.PLIVO_AUTH_ID ?? "MASANDBOX000000000000",
     authToken: env.PLIVO_AUTH_TOKEN ?? "plivo-sandbox-token",
+    ...journal("plivo.jsonl"),
   });
   process.stdout.write(`Plivo sandbox listening at ${plivo.url}\n`);
   closers.push(() => plivo.close());
+  ready.plivo = plivo.url;
 }
 
 if (env.PUSH_SANDBOX_PORT) {
@@ -35,12 +45,20 @@ if (env.PUSH_SANDBOX_PORT) {
     port: Number(env.PUSH_SANDBOX_PORT),
     host,
     ...(env.VAPID_PUBLIC_KEY ? { vapidPublicKey: env.VAPID_PUBLIC_KEY } : {}),
+    // The same certificate across restarts: senders keep trusting the CA they were given.
+    ...(env.PUSH_TLS_FILE ? { tls: JSON.parse(readFileSync(env.PUSH_TLS_FILE, "utf8")) as SandboxTls } : {}),
+    ...journal("push.jsonl"),
   });
   if (env.PUSH_CA_FILE) writeFileSync(env.PUSH_CA_FILE, push.ca);
   process.stdout.write(`Web Push sandbox listening at ${push.url} (CA at ${push.url}/sandbox/ca.pem)\n`);
   closers.push(() => push.close());
+  ready.push = push.url;
 }
 
 const stop = () => void Promise.all(closers.map((close) => close())).then(() => process.exit(0));
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);
+if (process.send) {
+  process.send({ ready });
+  process.on("disconnect", stop);
+}

@@ -1,18 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { createPrivateKey, generateKeyPairSync } from "node:crypto";
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request as httpsRequest } from "node:https";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { hashKey } from "@notify/core";
 import { createDb, type DeviceToken, runMigrations, seedApiKey, seedContact, seedTemplate } from "@notify/db";
-import {
-  createSandboxTls,
-  generateVapidKeys,
-  type SandboxTls,
-  startPlivoSandbox,
-  startPushSandbox,
-  startSendgridSandbox,
-} from "@notify/providers";
+import { createSandboxTls, generateVapidKeys } from "@notify/providers";
 import type { InfraReady, InfraRequest } from "./infra-cli.js";
 import { tcpAnswers } from "./nats-server.js";
 import { APPS, type AppName, ROOT } from "./paths.js";
@@ -195,50 +189,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const userEnv = options.env ?? {};
     const real = realProviders(userEnv);
     const receiptsUrl = `http://127.0.0.1:${ports.receipts}`;
-    const sandboxDir = join(options.dataDir, "sandbox");
-    mkdirSync(sandboxDir, { recursive: true });
-    const webhookKey = createPrivateKey(
-      storedSecret(sandboxDir, "sendgrid-webhook-key.pem", () =>
-        generateKeyPairSync("ec", { namedCurve: "prime256v1" })
-          .privateKey.export({ format: "pem", type: "pkcs8" })
-          .toString(),
-      ).concat("\n"),
-    );
-    const sandbox = await startSendgridSandbox({
-      port: ports.sandbox,
-      host: "127.0.0.1",
-      apiKey: SANDBOX_SENDGRID_KEY,
-      eventWebhookUrl: `${receiptsUrl}/webhooks/sendgrid`,
-      webhookPrivateKey: webhookKey,
-      journal: join(sandboxDir, "sendgrid.jsonl"),
-    });
-    cleanups.push(() => sandbox.close());
-    const plivo = await startPlivoSandbox({
-      ...SANDBOX_PLIVO,
-      port: ports.plivoSandbox,
-      host: "127.0.0.1",
-      journal: join(sandboxDir, "plivo.jsonl"),
-    });
-    cleanups.push(() => plivo.close());
-    const vapid = JSON.parse(storedSecret(sandboxDir, "vapid.json", () => JSON.stringify(generateVapidKeys()))) as {
-      publicKey: string;
-      privateKey: string;
-    };
-    const push = await startPushSandbox({
-      port: ports.pushSandbox,
-      host: "127.0.0.1",
-      vapidPublicKey: vapid.publicKey,
-      tls: JSON.parse(
-        storedSecret(sandboxDir, "push-tls.json", () => JSON.stringify(createSandboxTls())),
-      ) as SandboxTls,
-      journal: join(sandboxDir, "push.jsonl"),
-    });
-    cleanups.push(() => push.close());
-    const caFile = join(options.dataDir, "push-sandbox-ca.pem");
-    writeFileSync(caFile, push.ca);
+    const sandboxes = await startSandboxes(options.dataDir, ports, receiptsUrl, onLine);
+    cleanups.push(() => sandboxes.stop());
+    const { sendgrid, plivo, push, vapid, caFile } = sandboxes;
     // The sample user's browser: subscribed once; the sandbox's journal keeps it across restarts.
     if (options.seed && real.push === null && !state.sampleSubscription?.startsWith(`${push.url}/`)) {
-      const { id: _id, ...subscription } = push.subscribe();
+      const { id: _id, ...subscription } = await pushSubscribe(push.url, caFile);
       await seedPushSubscription(databaseUrl, subscription);
       state.sampleSubscription = subscription.endpoint;
       saveState(options.dataDir, state);
@@ -248,8 +204,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       email: {
         EMAIL_PROVIDER: "sandbox",
         SENDGRID_API_KEY: SANDBOX_SENDGRID_KEY,
-        SENDGRID_BASE_URL: sandbox.url,
-        SENDGRID_WEBHOOK_PUBLIC_KEY: sandbox.webhookPublicKey,
+        SENDGRID_BASE_URL: sendgrid.url,
+        SENDGRID_WEBHOOK_PUBLIC_KEY: sendgrid.webhookPublicKey,
       },
       sms: {
         SMS_PROVIDER: "sandbox",
@@ -300,7 +256,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       NATS_NAMESPACE: namespace,
       LANE_PARTITIONS: common.LANE_PARTITIONS as string,
       NOTIFY_BASE_URL: baseUrl,
-      SENDGRID_SANDBOX_URL: sandbox.url,
+      SENDGRID_SANDBOX_URL: sendgrid.url,
       PLIVO_SANDBOX_URL: plivo.url,
       PUSH_SANDBOX_URL: push.url,
       PUSH_SANDBOX_CA: caFile,
@@ -308,8 +264,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     cleanups.unshift(async () => removeStackEnv(options.dataDir));
     return {
       baseUrl,
-      sandboxUrl: sandbox.url,
-      sandboxes: { sendgrid: sandbox.url, plivo: plivo.url, push: push.url },
+      sandboxUrl: sendgrid.url,
+      sandboxes: { sendgrid: sendgrid.url, plivo: plivo.url, push: push.url },
       providers: {
         email: real.email ?? "sandbox",
         sms: real.sms ?? "sandbox",
@@ -330,6 +286,114 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     await stopAll();
     throw error;
   }
+}
+
+interface Sandboxes {
+  sendgrid: { url: string; port: number; webhookPublicKey: string };
+  plivo: { url: string; port: number };
+  push: { url: string; port: number };
+  vapid: { publicKey: string; privateKey: string };
+  caFile: string;
+  stop(): Promise<void>;
+}
+
+const SANDBOX_ENTRY = join(ROOT, "libs", "stack", "dist", "sandbox-cli.js");
+
+/**
+ * The provider sandboxes (libs/stack sandbox-cli) in a process of their own, with their keys,
+ * certificate and journals under `<dataDir>/sandbox`, so that what they received, their push
+ * subscriptions and their unanswered receipts survive a restart.
+ */
+async function startSandboxes(
+  dataDir: string,
+  ports: Record<SandboxName, number>,
+  receiptsUrl: string,
+  onLine: (source: string, line: string) => void,
+): Promise<Sandboxes> {
+  const dir = join(dataDir, "sandbox");
+  mkdirSync(dir, { recursive: true });
+  const webhookKey = storedSecret(dir, "sendgrid-webhook-key.pem", () =>
+    generateKeyPairSync("ec", { namedCurve: "prime256v1" })
+      .privateKey.export({ format: "pem", type: "pkcs8" })
+      .toString(),
+  );
+  const webhookPublicKey = createPublicKey(createPrivateKey(`${webhookKey}\n`))
+    .export({ format: "der", type: "spki" })
+    .toString("base64");
+  const vapid = JSON.parse(storedSecret(dir, "vapid.json", () => JSON.stringify(generateVapidKeys()))) as {
+    publicKey: string;
+    privateKey: string;
+  };
+  storedSecret(dir, "push-tls.json", () => JSON.stringify(createSandboxTls()));
+  const caFile = join(dataDir, "push-sandbox-ca.pem");
+  const child = spawn(process.execPath, [SANDBOX_ENTRY], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOST: "127.0.0.1",
+      PORT: String(ports.sandbox),
+      SANDBOX_API_KEY: SANDBOX_SENDGRID_KEY,
+      SANDBOX_EVENT_WEBHOOK_URL: `${receiptsUrl}/webhooks/sendgrid`,
+      SANDBOX_WEBHOOK_PRIVATE_KEY: `${webhookKey}\n`,
+      PLIVO_SANDBOX_PORT: String(ports.plivoSandbox),
+      PLIVO_AUTH_ID: SANDBOX_PLIVO.authId,
+      PLIVO_AUTH_TOKEN: SANDBOX_PLIVO.authToken,
+      PUSH_SANDBOX_PORT: String(ports.pushSandbox),
+      VAPID_PUBLIC_KEY: vapid.publicKey,
+      PUSH_TLS_FILE: join(dir, "push-tls.json"),
+      PUSH_CA_FILE: caFile,
+      SANDBOX_JOURNAL_DIR: dir,
+    },
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+  });
+  for (const stream of [child.stdout, child.stderr]) {
+    if (stream) createInterface({ input: stream }).on("line", (line) => onLine("sandboxes", line));
+  }
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const ready = await new Promise<Record<string, string>>((resolve, reject) => {
+    child.on("message", (message: { ready?: Record<string, string> }) => {
+      if (message.ready) resolve(message.ready);
+    });
+    child.once("exit", (code) =>
+      reject(new Error(`the provider sandboxes exited (code ${code}); are their ports free?`)),
+    );
+  });
+  const at = (url: string | undefined) => ({ url: url as string, port: Number(new URL(url as string).port) });
+  return {
+    sendgrid: { ...at(ready.sendgrid), webhookPublicKey },
+    plivo: at(ready.plivo),
+    push: at(ready.push),
+    vapid,
+    caFile,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A browser's push subscription, made at the push sandbox (which keeps its private keys). */
+function pushSubscribe(origin: string, caFile: string): Promise<DeviceToken & { id: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(`${origin}/sandbox/subscriptions`, { method: "POST", ca: readFileSync(caFile) }, (res) => {
+      let body = "";
+      res.on("data", (chunk) => {
+        body += chunk;
+      });
+      res.on("end", () => {
+        try {
+          resolve(JSON.parse(body) as DeviceToken & { id: string });
+        } catch (error) {
+          reject(error);
+        }
+      });
+    });
+    req.on("error", reject);
+    req.end();
+  });
 }
 
 /**
