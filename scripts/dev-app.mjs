@@ -8,7 +8,6 @@ import { existsSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { formatLine } from "@notify/stack";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const app = basename(process.cwd());
@@ -47,6 +46,8 @@ while (!settings) {
   settings = read();
 }
 
+// Imported only now: on a fresh clone the dev stack's task has just built it.
+const { formatLine } = await import("@notify/stack");
 const child = spawn(process.execPath, ["--watch", "--conditions=@notify/source", "--import", "tsx", "src/main.ts"], {
   stdio: ["inherit", "pipe", "pipe"],
   env: { ...process.env, ...settings.env, PORT: String(settings.ports[app]) },

@@ -1,3 +1,4 @@
+export * from "./banner.js";
 export * from "./nats-server.js";
 export * from "./paths.js";
 export * from "./pids.js";

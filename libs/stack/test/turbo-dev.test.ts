@@ -1,0 +1,74 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ROOT } from "@notify/stack";
+import { devKey, eventually, postNotification, serversAlive, stackEnv } from "@notify/testing";
+import t from "tap";
+
+// `turbo dev` from the repository, as the user's card says: the dev stack (embedded Postgres,
+// nats-server, sandboxes, migrations, seed) and the four apps from source under node --watch,
+// on the same kind of data folder as npm start, with no environment but PATH and HOME.
+const dataDir = mkdtempSync(join(tmpdir(), "notify-dev-"));
+const turbo = spawn(join(ROOT, "node_modules", ".bin", "turbo"), ["run", "dev", "--ui=stream"], {
+  cwd: ROOT,
+  detached: true,
+  env: {
+    PATH: process.env.PATH ?? "",
+    HOME: process.env.HOME ?? "",
+    DATA_DIR: dataDir,
+    PORT: "0",
+    TURBO_TELEMETRY_DISABLED: "1",
+    DO_NOT_TRACK: "1",
+  },
+  stdio: ["ignore", "pipe", "pipe"],
+});
+const output: string[] = [];
+for (const stream of [turbo.stdout, turbo.stderr]) stream?.on("data", (chunk) => output.push(String(chunk)));
+const exited = new Promise<void>((resolve) => turbo.once("exit", () => resolve()));
+t.teardown(async () => {
+  try {
+    process.kill(-(turbo.pid as number), "SIGKILL");
+  } catch {}
+  await eventually(async () => (serversAlive(dataDir) ? undefined : true), 20_000, "servers to stop").catch(() => {});
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+t.test("turbo dev runs every app from source on the embedded stack, and Ctrl-C stops it all", async (t) => {
+  const settings = await eventually(
+    async () => JSON.parse(readFileSync(join(dataDir, "dev.json"), "utf8")) as { ports: Record<string, number> },
+    120_000,
+    `the dev stack to come up:\n${output.join("").slice(-2000)}`,
+  );
+  for (const [app, port] of Object.entries(settings.ports)) {
+    await eventually(
+      async () => ((await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok ? true : undefined),
+      120_000,
+      `${app} to be ready:\n${output.join("").slice(-2000)}`,
+    );
+  }
+  const env = stackEnv(dataDir);
+  const key = devKey(dataDir);
+  const id = await postNotification(env.NOTIFY_BASE_URL as string, key, {
+    user_id: "user-123",
+    category: "account",
+    template_id: "welcome",
+    data: { name: "Ada" },
+    priority: "transactional",
+    channels: ["email", "sms", "push", "in_app"],
+  });
+  const view = await eventually(async () => {
+    const response = await fetch(`${env.NOTIFY_BASE_URL}/api/v1/notifications/${id}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const body = (await response.json()) as { status: string };
+    return body.status === "processing" || body.status === "accepted" ? undefined : body;
+  }, 30_000);
+  t.equal(view.status, "completed", "delivered on all four channels");
+  t.match(output.join(""), /\[ingest\s*\] \S+ info\s+ingest listening/, "app lines are printed for people");
+
+  process.kill(-(turbo.pid as number), "SIGINT");
+  await exited;
+  await eventually(async () => (serversAlive(dataDir) ? undefined : true), 30_000, "Postgres and NATS to stop");
+  t.pass("Ctrl-C stopped the apps, then Postgres and nats-server");
+});
