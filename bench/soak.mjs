@@ -1,7 +1,7 @@
 // npm run soak: the embedded default (`npm start` with neither DATABASE_URL nor NATS_URL) under a
 // steady load of mixed notifications for a long while, as a newcomer's laptop would run it
 // overnight. Prints what was sent, what settled, what was lost or received twice by a provider,
-// the error-level log lines, and the resident memory of every process, sampled during the run.
+// the error-level log lines, and the memory of every process (proportional set size), sampled during the run.
 //   SOAK_SECONDS (600), SOAK_RATE notifications/s (100), SOAK_USERS (20), DATA_DIR (a fresh one)
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -52,7 +52,9 @@ let behind = 0;
 const peakRss = {};
 const started = Date.now();
 const sample = () => {
-  for (const [role, kb] of Object.entries(stackMemory(dataDir))) peakRss[role] = Math.max(peakRss[role] ?? 0, kb);
+  for (const [role, kb] of Object.entries(stackMemory(dataDir))) {
+    peakRss[role] = { rss: Math.max(peakRss[role]?.rss ?? 0, kb.rss), pss: Math.max(peakRss[role]?.pss ?? 0, kb.pss) };
+  }
 };
 const sampler = setInterval(sample, 5000);
 let n = 0;
@@ -137,8 +139,13 @@ soak summary (${seconds} s at ${rate}/s offered, ${userCount} users, mixed chann
   unsettled channels  ${unsettled}
   error log lines     ${errors.length}${errors.length ? `\n    ${errors.slice(0, 10).join("\n    ")}` : ""}
 
-  resident memory (MB)   peak    end
-${rows.map((role) => `  ${role.padEnd(22)} ${((peakRss[role] ?? 0) / 1024).toFixed(0).padStart(5)}  ${((endRss[role] ?? 0) / 1024).toFixed(0).padStart(5)}`).join("\n")}
+  memory (MB)            RSS peak   RSS end   PSS peak   PSS end
+${rows
+  .map((role) => {
+    const mb = (kb) => ((kb ?? 0) / 1024).toFixed(0).padStart(8);
+    return `  ${role.padEnd(22)} ${mb(peakRss[role]?.rss)}  ${mb(endRss[role]?.rss)}  ${mb(peakRss[role]?.pss)}  ${mb(endRss[role]?.pss)}`;
+  })
+  .join("\n")}
 `);
 process.exit(lost || duplicated || errors.length || open.length ? 1 : 0);
 

@@ -171,13 +171,17 @@ export async function receivedByProviders(dataDir: string): Promise<Map<string, 
 }
 
 /**
- * Resident memory (kB) of every process of a running stack, by role: npm start itself (with the
- * sandboxes), each app, the supervisor, nats-server and PostgreSQL (all its processes). Linux only.
+ * Memory (kB) of every process of a running stack, by role: npm start, the sandboxes, each app,
+ * the supervisor, nats-server and PostgreSQL (all its processes). The resident set size, and the
+ * proportional set size (shared pages, like PostgreSQL's shared buffers, counted once across
+ * the processes that share them) where the kernel gives it. Linux only.
  */
-export function stackMemory(dataDir: string): Record<string, number> {
-  const rss: Record<string, number> = {};
-  const add = (role: string, kb: number) => {
-    rss[role] = (rss[role] ?? 0) + kb;
+export function stackMemory(dataDir: string): Record<string, { rss: number; pss: number }> {
+  const memory: Record<string, { rss: number; pss: number }> = {};
+  const add = (role: string, kb: { rss: number; pss: number }) => {
+    const sum = (memory[role] ??= { rss: 0, pss: 0 });
+    sum.rss += kb.rss;
+    sum.pss += kb.pss;
   };
   const postmaster = readPidFile(join(dataDir, "postgres", "postmaster.pid"));
   for (const entry of readdirSync("/proc")) {
@@ -190,15 +194,21 @@ export function stackMemory(dataDir: string): Record<string, number> {
     } catch {
       continue;
     }
-    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    const rss = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    let pss = rss;
+    try {
+      pss = Number(/Pss:\s+(\d+)/.exec(readFileSync(`/proc/${entry}/smaps_rollup`, "utf8"))?.[1] ?? rss);
+    } catch {}
+    const kb = { rss, pss };
     const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1] ?? 0);
     const pid = Number(entry);
     const app = /apps\/(ingest|processor|workers|receipts)\/dist\/main\.js/.exec(cmdline)?.[1];
     if (app && cmdline.includes(ROOT)) add(app, kb);
-    else if (cmdline.includes("libs/stack/dist/cli.js")) add("npm start (sandboxes)", kb);
+    else if (cmdline.includes("libs/stack/dist/cli.js")) add("npm start", kb);
+    else if (cmdline.includes("libs/stack/dist/sandbox-cli.js")) add("sandboxes", kb);
     else if (cmdline.includes("infra-cli.js") && cmdline.includes(dataDir)) add("supervisor", kb);
     else if (cmdline.includes("nats-server") && cmdline.includes(dataDir)) add("nats-server", kb);
     else if (postmaster !== null && (pid === postmaster || ppid === postmaster)) add("postgres", kb);
   }
-  return rss;
+  return memory;
 }
