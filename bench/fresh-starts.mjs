@@ -3,7 +3,7 @@
 // curl, its status until every channel is delivered, Ctrl-C. Prints each start's time to the
 // banner and to delivery, and fails if any start fails. No dependencies: it runs before install.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,6 +14,8 @@ const results = [];
 
 for (let run = 1; run <= runs; run++) {
   const dir = mkdtempSync(join(tmpdir(), "notify-fresh-"));
+  // A clone is 0755 like any other; mkdtemp makes 0700, which the postgres user could not enter.
+  chmodSync(dir, 0o755);
   execFileSync("git", ["clone", "--quiet", root, dir]);
   const started = Date.now();
   const child = spawn("npm", ["start"], {

