@@ -26,7 +26,8 @@ for (let run = 1; run <= runs; run++) {
   });
   let output = "";
   for (const stream of [child.stdout, child.stderr]) stream.on("data", (chunk) => (output += chunk));
-  const exited = new Promise((resolve) => child.once("exit", (code) => resolve(code)));
+  // npm itself ends by the SIGINT it was sent, as in a terminal; what counts is that the stack stopped.
+  const exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal)));
   let outcome;
   try {
     await until(
@@ -71,7 +72,23 @@ for (let run = 1; run <= runs; run++) {
     process.kill(-child.pid, "SIGINT");
   } catch {}
   const code = await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve("timeout"), 60_000))]);
-  if (code !== 0 && outcome.ok) outcome = { run, ok: false, error: `npm start exited with ${code} after Ctrl-C` };
+  const left = () => {
+    try {
+      const pid = Number(readFileSync(join(dir, ".data", "infra.pid"), "utf8"));
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  await until(
+    () => !left(),
+    30_000,
+    () => "",
+  ).catch(() => {});
+  if ((code !== 0 && code !== "SIGINT") || left() || !output.includes("stopping...")) {
+    if (outcome.ok) outcome = { run, ok: false, error: `after Ctrl-C: exit ${code}, servers still running: ${left()}` };
+  }
   results.push(outcome);
   console.log(
     outcome.ok
