@@ -3,7 +3,7 @@
 // for a failing file, each failed assertion (name, source, diff or error) and the comments and
 // log lines that file printed; at the end one summary line and the slowest files. Plain lines
 // only, no cursor movement, so a terminal and a CI log read the same. tap's own reporters
-// either print every file's comments (--comments: the whole-stack tests' app logs, thousands of
+// either print every file's comments (--comments, including the whole-stack tests' app log
 // lines) or none, and redraw a progress area that piles up in a log.
 // Also a filter: `node scripts/tap-reporter.mjs < run.tap` reports a saved raw TAP stream.
 import { Transform } from "node:stream";
@@ -148,7 +148,7 @@ export default class Reporter extends Transform {
     this.push(
       `\n${bold("test files:")} ${parts.join(", ")} of ${this.#files.length}  ${dim(seconds(Date.now() - this.#started))}\n`,
     );
-    if (slowest.length) this.push(dim(`slowest: ${slowest.join(", ")}\n`));
+    if (slowest.length) this.push(dim(`slowest (time inside the file): ${slowest.join(", ")}\n`));
     for (const f of failed) this.push(`${red("failed:")} ${f.name}\n`);
   }
 
