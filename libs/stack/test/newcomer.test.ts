@@ -121,12 +121,15 @@ t.test("a second npm start on a folder in use refuses with a clear message", asy
   await t.rejects(second.running, /another notify stack is running on/);
 });
 
-t.test("run as root inside a folder the postgres user cannot enter, it says so and how to fix it", async (t) => {
-  if (process.getuid?.() !== 0) return t.skip("only root's server runs as another user");
-  const locked = folder();
-  const started = start(join(locked, "data"));
-  await t.rejects(started.running, /cannot enter .*chmod o\+x/s);
-});
+t.test(
+  "run as root inside a folder the postgres user cannot enter, it says so and how to fix it",
+  { skip: process.getuid?.() !== 0 && "only as root does the server run as another user" },
+  async (t) => {
+    const locked = folder();
+    const started = start(join(locked, "data"));
+    await t.rejects(started.running, /cannot enter .*chmod o\+x/s);
+  },
+);
 
 t.test("npm start killed on its own leaves no server behind", async (t) => {
   process.kill(-(first.child.pid as number), "SIGKILL");

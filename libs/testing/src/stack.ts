@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type StackOptions, startStack } from "@notify/stack";
@@ -7,6 +7,7 @@ import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "./index.
 interface TestContext {
   teardown(fn: () => unknown): void;
   comment(...message: unknown[]): void;
+  passing(): boolean;
 }
 
 /**
@@ -25,6 +26,17 @@ export async function startTestStack(t: TestContext, options: Partial<StackOptio
     sandbox: await freePort(),
   };
   const dataDir = mkdtempSync(join(tmpdir(), "notify-stack-"));
+  // The apps' lines go to a file, and into the report only when the file fails (its last 200).
+  const logFile = join(dataDir, "apps.log");
+  const out = createWriteStream(logFile);
+  const recent: string[] = [];
+  // Registered before the stop: teardowns run last first, so the shutdown lines are included.
+  t.teardown(() => {
+    out.end();
+    if (t.passing()) return rmSync(dataDir, { recursive: true, force: true });
+    t.comment(`app logs: ${logFile}`);
+    for (const line of recent) t.comment(line);
+  });
   const stack = await startStack({
     dataDir,
     databaseUrl: url,
@@ -35,7 +47,11 @@ export async function startTestStack(t: TestContext, options: Partial<StackOptio
     ports,
     logLevel: "warn",
     seed: true,
-    onLine: (app, line) => t.comment(`[${app}] ${line}`),
+    onLine: (app, line) => {
+      out.write(`[${app}] ${line}\n`);
+      recent.push(`[${app}] ${line}`);
+      if (recent.length > 200) recent.shift();
+    },
     ...options,
   });
   t.teardown(() => stack.stop());
