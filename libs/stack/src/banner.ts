@@ -1,5 +1,5 @@
 import { join, relative } from "node:path";
-import type { Stack } from "./stack.js";
+import { SAMPLE_NOTIFICATION, type Stack } from "./stack.js";
 import { stackEnvFile } from "./state.js";
 
 const LEVELS: Record<number, string> = { 10: "trace", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal" };
@@ -31,14 +31,7 @@ export function banner(stack: Stack, dataDir: string): string {
     return rel.startsWith("..") ? path : rel;
   };
   const key = stack.apiKey ?? "<your API key>";
-  const body = JSON.stringify({
-    user_id: "user-123",
-    category: "account",
-    template_id: "welcome",
-    data: { name: "Ada" },
-    priority: "transactional",
-    channels: ["email", "sms", "push", "in_app"],
-  });
+  const body = JSON.stringify(SAMPLE_NOTIFICATION);
   const provider = (channel: "email" | "sms" | "push", url: string, extra = "") => {
     const name = stack.providers[channel];
     if (name === "sandbox") return `sandbox    curl -sS ${extra}${url}/sandbox/messages`;

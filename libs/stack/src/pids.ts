@@ -70,6 +70,6 @@ export function parentAlive(pid: number): boolean {
     const parent = readFileSync(`/proc/${ppid}/cmdline`, "utf8");
     return parent.includes("libs/stack/");
   } catch {
-    return existsSync("/proc/self/status") ? false : true;
+    return !existsSync("/proc/self/status");
   }
 }

@@ -31,14 +31,57 @@ export function spawnApp(
     child,
     exited,
     async stop(graceMs = 15_000) {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
-      const code = await exited;
-      clearTimeout(timer);
-      return code;
+      await stopChild(child, exited, () => child.kill("SIGTERM"), graceMs);
+      return child.exitCode;
     },
   };
+}
+
+/** Asks a child to stop (`ask`), waits for it to exit, and kills it after the grace period. */
+export async function stopChild(
+  child: ChildProcess,
+  exited: Promise<unknown>,
+  ask: () => void,
+  graceMs: number,
+): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  ask();
+  const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/**
+ * A helper process of the stack (a built entry of libs/stack with an IPC channel): its lines go
+ * to `onLine` under `source`; it answers `{ ready }` once up or `{ error }`, and is a child whose
+ * exit before that fails the start.
+ */
+export async function spawnHelper<T>(options: {
+  entry: string;
+  args?: string[];
+  env?: Record<string, string>;
+  detached?: boolean;
+  source: string;
+  onLine: (source: string, line: string) => void;
+}): Promise<{ ready: T; child: ChildProcess; exited: Promise<void> }> {
+  const child = spawn(process.execPath, [options.entry, ...(options.args ?? [])], {
+    cwd: ROOT,
+    detached: options.detached ?? false,
+    ...(options.env ? { env: options.env } : {}),
+    stdio: ["ignore", "pipe", "pipe", "ipc"],
+  });
+  for (const stream of [child.stdout, child.stderr]) {
+    if (stream) createInterface({ input: stream }).on("line", (line) => options.onLine(options.source, line));
+  }
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const ready = await new Promise<T>((resolve, reject) => {
+    child.on("message", (message: { ready?: T; error?: string }) => {
+      if (message.ready) resolve(message.ready);
+      else if (message.error) reject(new Error(message.error));
+    });
+    child.once("exit", (code) => reject(new Error(`${options.source} exited during start (code ${code})`)));
+  });
+  return { ready, child, exited };
 }
 
 /** Polls an HTTP readiness endpoint until it answers 200, or throws after the timeout. */

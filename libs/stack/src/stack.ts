@@ -1,9 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { createPrivateKey, createPublicKey, generateKeyPairSync } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpsRequest } from "node:https";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { hashKey } from "@notify/core";
 import { createDb, type DeviceToken, runMigrations, seedApiKey, seedContact, seedTemplate } from "@notify/db";
 import { createSandboxTls, generateVapidKeys } from "@notify/providers";
@@ -11,7 +9,7 @@ import type { InfraReady, InfraRequest } from "./infra-cli.js";
 import { tcpAnswers } from "./nats-server.js";
 import { APPS, type AppName, ROOT } from "./paths.js";
 import { isProcessOf, parentAlive, processAlive, readPidFile } from "./pids.js";
-import { type AppProcess, spawnApp, waitReady } from "./processes.js";
+import { type AppProcess, spawnApp, spawnHelper, stopChild, waitReady } from "./processes.js";
 import {
   loadState,
   rememberedPort,
@@ -103,6 +101,15 @@ export const SAMPLE_TEMPLATE = {
     { channel: "push", locale: "en", subject: "Welcome", body: "Hello <%= it.name %>!" },
     { channel: "in_app", locale: "en", subject: "Welcome", body: "Hello <%= it.name %>, thanks for joining." },
   ],
+};
+/** The notification the start banner's curl sends: the sample user, all four channels. */
+export const SAMPLE_NOTIFICATION = {
+  user_id: "user-123",
+  category: "account",
+  template_id: "welcome",
+  data: { name: "Ada" },
+  priority: "transactional",
+  channels: ["email", "sms", "push", "in_app"],
 };
 export const SAMPLE_USER = { userId: "user-123", email: "user-123@example.com", phone: "+14155550123" };
 
@@ -326,8 +333,10 @@ async function startSandboxes(
   };
   storedSecret(dir, "push-tls.json", () => JSON.stringify(createSandboxTls()));
   const caFile = join(dataDir, "push-sandbox-ca.pem");
-  const child = spawn(process.execPath, [SANDBOX_ENTRY], {
-    cwd: ROOT,
+  const { ready, child, exited } = await spawnHelper<Record<string, string>>({
+    entry: SANDBOX_ENTRY,
+    source: "sandboxes",
+    onLine,
     env: {
       PATH: process.env.PATH ?? "",
       HOST: "127.0.0.1",
@@ -344,19 +353,6 @@ async function startSandboxes(
       PUSH_CA_FILE: caFile,
       SANDBOX_JOURNAL_DIR: dir,
     },
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
-  });
-  for (const stream of [child.stdout, child.stderr]) {
-    if (stream) createInterface({ input: stream }).on("line", (line) => onLine("sandboxes", line));
-  }
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const ready = await new Promise<Record<string, string>>((resolve, reject) => {
-    child.on("message", (message: { ready?: Record<string, string> }) => {
-      if (message.ready) resolve(message.ready);
-    });
-    child.once("exit", (code) =>
-      reject(new Error(`the provider sandboxes exited (code ${code}); are their ports free?`)),
-    );
   });
   const at = (url: string | undefined) => ({ url: url as string, port: Number(new URL(url as string).port) });
   return {
@@ -365,13 +361,7 @@ async function startSandboxes(
     push: at(ready.push),
     vapid,
     caFile,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-      await exited;
-      clearTimeout(timer);
-    },
+    stop: () => stopChild(child, exited, () => child.kill("SIGTERM"), 10_000),
   };
 }
 
@@ -472,32 +462,16 @@ async function startInfra(
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  const child: ChildProcess = spawn(process.execPath, [INFRA_ENTRY, JSON.stringify(request)], {
-    cwd: ROOT,
+  const { ready, child, exited } = await spawnHelper<InfraReady>({
+    entry: INFRA_ENTRY,
+    args: [JSON.stringify(request)],
     detached: true,
-    stdio: ["ignore", "pipe", "pipe", "ipc"],
-  });
-  for (const stream of [child.stdout, child.stderr]) {
-    if (stream) createInterface({ input: stream }).on("line", (line) => onLine("stack", line));
-  }
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const ready = await new Promise<InfraReady>((resolve, reject) => {
-    child.on("message", (message: { ready?: InfraReady; error?: string }) => {
-      if (message.ready) resolve(message.ready);
-      else if (message.error) reject(new Error(message.error));
-    });
-    child.once("exit", (code) => reject(new Error(`the Postgres/NATS supervisor exited (code ${code})`)));
+    source: "stack",
+    onLine,
   });
   return {
     ready,
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      if (child.connected) child.send("stop");
-      else child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-      await exited;
-      clearTimeout(timer);
-    },
+    stop: () => stopChild(child, exited, () => (child.connected ? child.send("stop") : child.kill("SIGTERM")), 60_000),
   };
 }
 

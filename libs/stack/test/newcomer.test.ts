@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { ROOT } from "@notify/stack";
+import { ROOT, SAMPLE_NOTIFICATION } from "@notify/stack";
 import {
   devKey,
   eventually,
@@ -11,6 +11,7 @@ import {
   npmStart,
   postNotification,
   serversAlive,
+  settledView,
   stackEnv,
   TEST_NATS_URL,
 } from "@notify/testing";
@@ -67,24 +68,10 @@ t.test("the banner prints every command a newcomer needs, with the real addresse
 });
 
 t.test("the printed curl delivers on all four channels; each sandbox shows what it received", async (t) => {
-  const id = await postNotification(env.NOTIFY_BASE_URL as string, key, {
-    user_id: "user-123",
-    category: "account",
-    template_id: "welcome",
-    data: { name: "Ada" },
-    priority: "transactional",
-    channels: ["email", "sms", "push", "in_app"],
-  });
-  const view = await eventually(async () => {
-    const body = (await (
-      await fetch(`${env.NOTIFY_BASE_URL}/api/v1/notifications/${id}`, { headers: auth })
-    ).json()) as {
-      status: string;
-      channels: Record<string, { status: string }>;
-    };
-    return Object.values(body.channels).filter((c) => c.status === "delivered").length === 4 ? body : undefined;
-  }, 30_000);
+  const id = await postNotification(env.NOTIFY_BASE_URL as string, key, SAMPLE_NOTIFICATION);
+  const view = await settledView(env.NOTIFY_BASE_URL as string, key, id);
   t.equal(view.status, "completed");
+  t.equal(Object.values(view.channels).filter((c) => c.status === "delivered").length, 4, "on all four channels");
   const mails = (await (await fetch(`${env.SENDGRID_SANDBOX_URL}/sandbox/messages`)).json()) as { data: unknown[] };
   t.ok(mails.data.length >= 1, "SendGrid's sandbox lists the email");
   const pushes = (await getWithCa(
@@ -152,20 +139,10 @@ t.test("with NATS_URL, each data folder keeps to a namespace of its own on the s
     [b, envB],
   ] as const) {
     const id = await postNotification(e.NOTIFY_BASE_URL as string, devKey(dir), {
-      user_id: "user-123",
-      category: "account",
-      template_id: "welcome",
-      data: { name: "Ada" },
-      priority: "transactional",
+      ...SAMPLE_NOTIFICATION,
       channels: ["email"],
     });
-    await eventually(async () => {
-      const response = await fetch(`${e.NOTIFY_BASE_URL}/api/v1/notifications/${id}`, {
-        headers: { authorization: `Bearer ${devKey(dir)}` },
-      });
-      const body = (await response.json()) as { channels: Record<string, { status: string }> };
-      return body.channels.email?.status === "delivered" ? true : undefined;
-    }, 30_000);
+    t.equal((await settledView(e.NOTIFY_BASE_URL as string, devKey(dir), id)).status, "completed");
   }
   const mailsA = (await (await fetch(`${envA.SENDGRID_SANDBOX_URL}/sandbox/messages`)).json()) as { data: unknown[] };
   t.equal(mailsA.data.length, 1, "each stack delivered its own notification, and only its own");

@@ -2,8 +2,8 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT } from "@notify/stack";
-import { devKey, eventually, postNotification, serversAlive, stackEnv } from "@notify/testing";
+import { ROOT, SAMPLE_NOTIFICATION } from "@notify/stack";
+import { devKey, eventually, postNotification, serversAlive, settledView, stackEnv } from "@notify/testing";
 import t from "tap";
 
 // `turbo dev` from the repository, as the user's card says: the dev stack (embedded Postgres,
@@ -49,21 +49,8 @@ t.test("turbo dev runs every app from source on the embedded stack, and Ctrl-C s
   }
   const env = stackEnv(dataDir);
   const key = devKey(dataDir);
-  const id = await postNotification(env.NOTIFY_BASE_URL as string, key, {
-    user_id: "user-123",
-    category: "account",
-    template_id: "welcome",
-    data: { name: "Ada" },
-    priority: "transactional",
-    channels: ["email", "sms", "push", "in_app"],
-  });
-  const view = await eventually(async () => {
-    const response = await fetch(`${env.NOTIFY_BASE_URL}/api/v1/notifications/${id}`, {
-      headers: { authorization: `Bearer ${key}` },
-    });
-    const body = (await response.json()) as { status: string };
-    return body.status === "processing" || body.status === "accepted" ? undefined : body;
-  }, 30_000);
+  const id = await postNotification(env.NOTIFY_BASE_URL as string, key, SAMPLE_NOTIFICATION);
+  const view = await settledView(env.NOTIFY_BASE_URL as string, key, id);
   t.equal(view.status, "completed", "delivered on all four channels");
   t.match(output.join(""), /\[ingest\s*\] \S+ info\s+ingest listening/, "app lines are printed for people");
 

@@ -212,3 +212,30 @@ export function stackMemory(dataDir: string): Record<string, { rss: number; pss:
   }
   return memory;
 }
+
+export interface NotificationView {
+  status: string;
+  channels: Record<string, { status: string; reason: string | null }>;
+}
+
+/** A notification's view once it has settled (no longer accepted or processing). */
+export async function settledView(
+  baseUrl: string,
+  key: string,
+  id: string,
+  timeoutMs = 30_000,
+): Promise<NotificationView> {
+  const deadline = Date.now() + timeoutMs;
+  let view: NotificationView | undefined;
+  while (Date.now() < deadline) {
+    const response = await fetch(`${baseUrl}/api/v1/notifications/${id}`, {
+      headers: { authorization: `Bearer ${key}` },
+    }).catch(() => null);
+    if (response?.ok) {
+      view = (await response.json()) as NotificationView;
+      if (view.status !== "accepted" && view.status !== "processing") return view;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`notification ${id} still ${view?.status ?? "unknown"} after ${timeoutMs} ms`);
+}

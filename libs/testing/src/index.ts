@@ -120,17 +120,7 @@ export async function settled(database: Database, notificationId: string, timeou
 }
 
 /** A free TCP port on loopback. */
-export async function freePort(): Promise<number> {
-  const { createServer } = await import("node:net");
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
-}
+export { freePort } from "@notify/stack";
 export * from "./bus.js";
 export * from "./embedded.js";
 export * from "./logger.js";
