@@ -1,20 +1,11 @@
-import { AppError } from "@notify/core";
+import type { AppError } from "@notify/core";
+import { toAppError } from "@notify/http";
 
 /**
- * Turns a failure to reach Postgres or NATS into a retryable 503. A Postgres error with a
- * SQLSTATE outside the connection classes is a bug or a constraint, not an outage: it stays
- * a 500 so it is noticed.
+ * Turns a failure of a Postgres or NATS call into the AppError it answers as. The decision is
+ * libs/http's `toAppError`, the one every app's onError makes: an unreachable, overloaded or
+ * timed-out dependency is a retryable 503; a Postgres error outside the transient SQLSTATEs, or
+ * anything that is not a dependency failure at all, is a bug and stays a 500 so it is noticed.
+ * Call sites keep it where they need the AppError itself (to log it, or to reject a batch).
  */
-export function asDependencyError(error: unknown, what: "postgres" | "nats"): AppError {
-  if (error instanceof AppError) return error;
-  // Only a PostgresError carries a SQLSTATE; a system error code (EPIPE, ECONNRESET) is an outage.
-  const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown };
-  const sqlState = name === "PostgresError" && typeof code === "string" ? code : undefined;
-  const outage = sqlState === undefined || /^(08|53|57|58)/.test(sqlState);
-  return outage
-    ? new AppError("dependency_unavailable", `${what} is unavailable`, {
-        cause: error,
-        context: { retryAfterSeconds: 1 },
-      })
-    : new AppError("internal", `${what} error`, { cause: error });
-}
+export const asDependencyError = (error: unknown, _dependency: "postgres" | "nats"): AppError => toAppError(error);

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Bus } from "@notify/bus";
+import { type Bus, PublishRejectedError, PublishTimeoutError } from "@notify/bus";
 import { AppError, type NotificationRequest } from "@notify/core";
 import { captureLogger, eventually, freshBus, freshDatabase, inOutbox } from "@notify/testing";
 import t from "tap";
@@ -21,7 +21,7 @@ const bus: Bus = {
   ...realBus,
   async publish(subject, payload, msgId) {
     const outcome = outcomes.get((payload as { user_id: string }).user_id) ?? "ok";
-    if (outcome === "ambiguous") throw Object.assign(new Error("no ack"), { name: "TimeoutError" });
+    if (outcome === "ambiguous") throw new PublishTimeoutError("no JetStream ack in time");
     if (outcome === "definite-while-swept") {
       // Another process's recovery sweep holds the batch's outbox row at this moment.
       const lock = await sql.reserve();
@@ -29,7 +29,7 @@ const bus: Bus = {
       await lock`begin`;
       await lock`select id from publish_outbox for update`;
     }
-    if (outcome !== "ok") throw Object.assign(new Error("no responders"), { name: "NoRespondersError" });
+    if (outcome !== "ok") throw new PublishRejectedError(503, "No Responders");
     return realBus.publish(subject, payload, msgId);
   },
 };

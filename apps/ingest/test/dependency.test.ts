@@ -1,7 +1,8 @@
+import { PublishRejectedError, PublishTimeoutError } from "@notify/bus";
 import t from "tap";
 import { asDependencyError } from "../src/dependency.js";
 
-t.test("connection failures are outages (503); a Postgres error outside the connection classes is a 500", async (t) => {
+t.test("connection failures are outages (503); a Postgres error outside the transient classes is a 500", async (t) => {
   const system = (code: string) => Object.assign(new Error(code), { code });
   const pg = (code: string) => Object.assign(new Error(code), { name: "PostgresError", code });
   for (const error of [
@@ -9,13 +10,22 @@ t.test("connection failures are outages (503); a Postgres error outside the conn
     system("ECONNRESET"),
     system("ECONNREFUSED"),
     system("CONNECTION_CLOSED"),
-    new Error("x"),
     pg("08006"),
     pg("57P01"),
     pg("53300"),
+    pg("40001"),
   ]) {
-    t.equal(asDependencyError(error, "postgres").status, 503, `${(error as { code?: string }).code ?? error.message}`);
+    const answer = asDependencyError(error, "postgres");
+    t.equal(answer.status, 503, error.message);
+    t.equal(answer.context?.retryAfterSeconds, 1, "with Retry-After");
   }
-  for (const error of [pg("23505"), pg("42P01"), pg("22P02")])
-    t.equal(asDependencyError(error, "postgres").status, 500, error.message);
+  for (const error of [pg("23505"), pg("42P01"), pg("22P02"), new Error("x"), new TypeError("x")])
+    t.equal(asDependencyError(error, "postgres").status, 500, `${error.name} ${error.message}`);
+});
+
+t.test("the bus's own publish errors: no ack in time and a 503 answer are outages, a refusal is not", async (t) => {
+  t.equal(asDependencyError(new PublishTimeoutError("no JetStream ack within 3000 ms"), "nats").status, 503);
+  t.equal(asDependencyError(new PublishRejectedError(503, "No Responders"), "nats").status, 503);
+  t.equal(asDependencyError(new PublishRejectedError(400, "bad request", 10003), "nats").status, 500);
+  t.equal(new PublishTimeoutError("no ack").name, "TimeoutError", "what the ingestor treats as an unknown outcome");
 });

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Bus } from "@notify/bus";
+import { type Bus, PublishRejectedError, PublishTimeoutError } from "@notify/bus";
 import type { LaneMessage } from "@notify/core";
 import { seedApiKey, seedTemplate } from "@notify/db";
 import { captureLogger, eventually, freshBus, freshDatabase, inOutbox, settled, streamCount } from "@notify/testing";
@@ -18,8 +18,8 @@ const bus: Bus = {
   async publish(subject, payload, msgId) {
     const mode = failNext;
     failNext = null;
-    if (mode === "ambiguous") throw Object.assign(new Error("timeout"), { name: "TimeoutError" });
-    if (mode === "definite") throw Object.assign(new Error("no responders"), { name: "NoRespondersError" });
+    if (mode === "ambiguous") throw new PublishTimeoutError("no JetStream ack in time");
+    if (mode === "definite") throw new PublishRejectedError(503, "No Responders");
     return realBus.publish(subject, payload, msgId);
   },
 };

@@ -1,18 +1,37 @@
-import { createInbox, headers, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import { JetStreamApiError } from "@nats-io/jetstream";
+import { createInbox, headers, type NatsConnection, type Subscription, TimeoutError } from "@nats-io/transport-node";
 
 export interface PubAck {
   seq: number;
   duplicate: boolean;
 }
 
-/** A JetStream publish whose outcome is unknown (no ack in time): it may still have landed. */
-export class PublishTimeoutError extends Error {
-  override name = "TimeoutError";
+/**
+ * A JetStream publish whose outcome is unknown (no ack in time): it may still have landed. It is
+ * the client's own TimeoutError, so whoever classifies errors (libs/http) knows it as NATS's.
+ */
+export class PublishTimeoutError extends TimeoutError {
+  constructor(message: string) {
+    super();
+    this.message = message;
+  }
 }
 
-/** JetStream refused the message, or nothing captures the subject: it was not stored. */
+/**
+ * JetStream refused the message, or nothing captures the subject: it was not stored. `status`
+ * is the server's HTTP-like code (503: no stream captures the subject, or JetStream is
+ * unavailable); the `cause` carries the answer as the client's JetStreamApiError.
+ */
 export class PublishRejectedError extends Error {
   override name = "PublishRejectedError";
+  readonly status: number;
+
+  constructor(status: number, description: string, errCode = 0) {
+    super(`${status} ${description}`, {
+      cause: new JetStreamApiError({ code: status, err_code: errCode, description }),
+    });
+    this.status = status;
+  }
 }
 
 /**
@@ -36,16 +55,19 @@ export function createPublisher(nc: NatsConnection, timeoutMs: number) {
       pending.delete(token);
       if (msg.headers?.hasError) {
         // 503: no stream captures the subject (the server's "no responders").
-        waiter.reject(new PublishRejectedError(`${msg.headers.code} ${msg.headers.description}`));
+        waiter.reject(new PublishRejectedError(msg.headers.code, msg.headers.description));
         return;
       }
       const body = JSON.parse(decoder.decode(msg.data)) as {
         seq?: number;
         duplicate?: boolean;
-        error?: { code: number; description: string };
+        error?: { code: number; err_code?: number; description: string };
       };
-      if (body.error) waiter.reject(new PublishRejectedError(`${body.error.code} ${body.error.description}`));
-      else waiter.resolve({ seq: body.seq ?? 0, duplicate: body.duplicate === true });
+      if (body.error) {
+        waiter.reject(new PublishRejectedError(body.error.code, body.error.description, body.error.err_code));
+      } else {
+        waiter.resolve({ seq: body.seq ?? 0, duplicate: body.duplicate === true });
+      }
     },
   });
 

@@ -1,12 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { type ServerType, serve } from "@hono/node-server";
-import { AppError, isAppError } from "@notify/core";
+import { AppError } from "@notify/core";
 import type { Logger } from "@notify/log";
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
+import { toAppError } from "./dependency.js";
 import { responseHeaders } from "./headers.js";
 import { problemResponse, toProblem } from "./problem.js";
 import { type RequestLogger, requestLogger } from "./request-logger.js";
 
+export * from "./dependency.js";
 export * from "./headers.js";
 export * from "./problem.js";
 export * from "./request-logger.js";
@@ -50,26 +52,52 @@ export function newApp(log: Logger): Hono<AppEnv> {
     }
     return next();
   });
-  app.onError((error, c) => {
-    const appError = isAppError(error) ? error : new AppError("internal", "unexpected error", { cause: error });
-    if (appError.status >= 500) {
-      (c.get("log") ?? log).error({ err: error, code: appError.code }, "request failed");
+  // Hono hands only Error instances to onError; anything else thrown (a string, null, a Proxy)
+  // would escape as a bare 500 without a body, so it is answered here the same way.
+  app.use(async (c, next) => {
+    try {
+      await next();
+    } catch (thrown) {
+      return answerError(thrown, c, log);
     }
-    const headers: Record<string, string> = {};
-    const retryAfter = appError.context?.retryAfterSeconds;
-    if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
-    const challenge = appError.context?.wwwAuthenticate;
-    if (typeof challenge === "string") headers["www-authenticate"] = challenge;
-    const extra = appError.context?.headers;
-    if (extra && typeof extra === "object") Object.assign(headers, extra);
-    return problemResponse(toProblem(appError, c.get("requestId"), c.req.path), headers);
   });
+  app.onError((error, c) => answerError(error, c, log));
   app.notFound((c) =>
     problemResponse(
       toProblem(new AppError("not_found", `no route for ${c.req.method} ${c.req.path}`), c.get("requestId")),
     ),
   );
   return app;
+}
+
+/**
+ * The one answer to a thrown value, for every app: toAppError (dependency.ts) decides, so a
+ * route that forgets to wrap a query still answers an outage with 503 and Retry-After, and a
+ * bug is still a 500, logged with its cause; neither body carries internals.
+ */
+function answerError(error: unknown, c: Context<AppEnv>, log: Logger): Response {
+  const appError = toAppError(error);
+  if (appError.status >= 500) {
+    const requestLog = c.get("log") ?? log;
+    const line = { err: error, code: appError.code, dependency: appError.context?.dependency };
+    try {
+      if (appError.code === "dependency_unavailable") requestLog.warn(line, "request failed: dependency unavailable");
+      else requestLog.error(line, "request failed");
+    } catch {
+      // A thrown value the serializer cannot read must not turn the answer into a crash.
+      requestLog.error({ code: appError.code }, "request failed (the thrown value could not be logged)");
+    }
+  }
+  const requestId = c.get("requestId");
+  // Set here too: the request id middleware re-applies its header only for what Hono calls an error.
+  const headers: Record<string, string> = requestId ? { "x-request-id": requestId } : {};
+  const retryAfter = appError.context?.retryAfterSeconds;
+  if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);
+  const challenge = appError.context?.wwwAuthenticate;
+  if (typeof challenge === "string") headers["www-authenticate"] = challenge;
+  const extra = appError.context?.headers;
+  if (extra && typeof extra === "object") Object.assign(headers, extra);
+  return problemResponse(toProblem(appError, requestId, c.req.path), headers);
 }
 
 export interface HealthChecks {

@@ -50,7 +50,7 @@ export const INBOX_ROUTES: RouteDoc[] = [
     query: InboxQuery,
     headers: [inboxToken],
     responses: { 200: { description: "One page", schema: InboxPage } },
-    problems: ["validation_failed", ...INBOX_AUTH_PROBLEMS],
+    problems: ["validation_failed", ...INBOX_AUTH_PROBLEMS, "dependency_unavailable"],
   },
   {
     method: "patch",
@@ -69,6 +69,7 @@ export const INBOX_ROUTES: RouteDoc[] = [
       "payload_too_large",
       "not_found",
       ...INBOX_AUTH_PROBLEMS,
+      "dependency_unavailable",
     ],
   },
   {
@@ -88,6 +89,6 @@ export const INBOX_ROUTES: RouteDoc[] = [
       },
     ],
     responses: { 200: { description: "An event stream", schema: v.string(), contentType: "text/event-stream" } },
-    problems: ["validation_failed", ...INBOX_AUTH_PROBLEMS],
+    problems: ["validation_failed", ...INBOX_AUTH_PROBLEMS, "dependency_unavailable"],
   },
 ];

@@ -1,0 +1,175 @@
+import { createHmac, generateKeyPairSync, randomUUID, sign } from "node:crypto";
+import { connectBus } from "@notify/bus";
+import { createDb } from "@notify/db";
+import {
+  captureLogger,
+  eventually,
+  freshDatabase,
+  freshNamespace,
+  startTcpProxy,
+  type TcpProxy,
+  TEST_NATS_URL,
+} from "@notify/testing";
+import t from "tap";
+import { createApp } from "../src/app.js";
+
+// Receipts' half of "a transient database or NATS error on any route answers 503 problem+json
+// with Retry-After, never 500": a 503 also tells SendGrid and Plivo to post the receipt again
+// later, where a 500 would look like our bug. Every route the app serves (app.routes, so a new
+// webhook is called too) gets a correctly signed report: first with both servers up, where it
+// must succeed, then with Postgres cut, then with NATS cut.
+
+const { url } = await freshDatabase(t);
+const pgTarget = new URL(url);
+const pgProxy = await startTcpProxy({ host: pgTarget.hostname, port: Number(pgTarget.port || 5432) });
+t.teardown(() => pgProxy.close());
+const proxiedUrl = new URL(url);
+proxiedUrl.port = String(pgProxy.port);
+// A short reconnect delay keeps the file quick (postgres.js otherwise backs off up to 20 s).
+const database = createDb({ url: proxiedUrl.toString(), max: 2, reconnectDelaySeconds: 0.05 });
+t.teardown(() => database.close());
+
+const natsTarget = new URL(TEST_NATS_URL);
+const natsProxy = await startTcpProxy({ host: natsTarget.hostname, port: Number(natsTarget.port || 4222) });
+t.teardown(() => natsProxy.close());
+const bus = await connectBus({
+  servers: natsProxy.url("nats"),
+  name: "notify-test-receipts-outage",
+  namespace: freshNamespace(t),
+  partitions: 1,
+});
+t.teardown(() => bus.close());
+
+const PLIVO_TOKEN = "plivo-outage-token";
+const sendgridKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+const app = createApp({
+  database,
+  bus,
+  log: captureLogger("receipts").log,
+  isStopping: () => false,
+  plivoAuthToken: PLIVO_TOKEN,
+  sendgridPublicKey: sendgridKeys.publicKey.export({ format: "der", type: "spki" }).toString("base64"),
+});
+const ORIGIN = "http://receipts.test";
+
+/** A delivery report as Plivo signs it (V3: URL, sorted parameters, nonce). */
+function plivoReport(): RequestInit {
+  const params = { MessageUUID: randomUUID(), Status: "delivered", To: "+447700900123" };
+  const nonce = randomUUID();
+  const sorted = Object.entries(params)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => k + v)
+    .join("");
+  const signature = createHmac("sha256", PLIVO_TOKEN)
+    .update(`${ORIGIN}/webhooks/plivo?${sorted}.${nonce}`)
+    .digest("base64");
+  return {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      "x-plivo-signature-v3": signature,
+      "x-plivo-signature-v3-nonce": nonce,
+    },
+    body: new URLSearchParams(params).toString(),
+  };
+}
+
+/** An Event Webhook batch as SendGrid signs it (ECDSA over timestamp + body). */
+function sendgridBatch(): RequestInit {
+  const body = JSON.stringify([
+    { email: "ada@example.com", event: "delivered", sg_event_id: randomUUID(), sg_message_id: `${randomUUID()}.x` },
+  ]);
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  return {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-twilio-email-event-webhook-signature": sign(
+        "sha256",
+        Buffer.from(timestamp + body),
+        sendgridKeys.privateKey,
+      ).toString("base64"),
+      "x-twilio-email-event-webhook-timestamp": timestamp,
+    },
+    body,
+  };
+}
+
+/** What each route is sent; a route not named here is sent a bare GET or POST. */
+const REQUESTS: Record<string, () => RequestInit> = {
+  "POST /webhooks/plivo": plivoReport,
+  "POST /webhooks/sendgrid": sendgridBatch,
+};
+const routes = [...new Set(app.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path}`))];
+
+interface Answer {
+  route: string;
+  status: number;
+  type: string | null;
+  retryAfter: string | null;
+  body: Record<string, unknown> | null;
+}
+const callEvery = () =>
+  Promise.all(
+    routes.map(async (route): Promise<Answer> => {
+      const [method, path] = route.split(" ") as [string, string];
+      const response = await app.request(`${ORIGIN}${path}`, REQUESTS[route]?.() ?? { method });
+      const type = response.headers.get("content-type");
+      const text = await response.text();
+      const body = type?.includes("json") && text !== "" ? (JSON.parse(text) as Record<string, unknown>) : null;
+      return { route, status: response.status, type, retryAfter: response.headers.get("retry-after"), body };
+    }),
+  );
+const describe = (a: Answer) => `${a.route}: ${a.status} ${a.type} ${JSON.stringify(a.body)}`;
+const isOutageAnswer = (a: Answer) =>
+  a.status === 503 &&
+  a.type === "application/problem+json" &&
+  a.body?.code === "dependency_unavailable" &&
+  /^\d+$/.test(a.retryAfter ?? "");
+
+async function whileCut(proxy: TcpProxy, check: "postgres" | "nats", work: () => Promise<void>) {
+  await proxy.cut();
+  try {
+    await eventually(
+      async () => {
+        const r = await app.request("/readyz");
+        const body = (await r.json()) as { checks: Record<string, boolean> };
+        return r.status === 503 && body.checks[check] === false ? true : undefined;
+      },
+      10_000,
+      `receipts to notice ${check} is gone`,
+    );
+    await work();
+  } finally {
+    await proxy.restore();
+  }
+}
+
+t.test("with both servers up, every signed report is taken", async (t) => {
+  t.ok(routes.includes("POST /webhooks/plivo") && routes.includes("POST /webhooks/sendgrid"), "both webhooks");
+  for (const a of await callEvery()) t.ok(a.status >= 200 && a.status < 300, describe(a));
+});
+
+t.test("with Postgres cut, every webhook answers 503 problem+json with Retry-After, never 500", async (t) => {
+  await whileCut(pgProxy, "postgres", async () => {
+    for (const a of await callEvery()) {
+      if (a.route === "GET /readyz") t.match(a, { status: 503, body: { checks: { postgres: false } } }, describe(a));
+      else if (a.route === "GET /healthz") t.equal(a.status, 200, describe(a));
+      else t.ok(isOutageAnswer(a), describe(a));
+    }
+  });
+  await eventually(
+    async () => ((await callEvery()).every((a) => a.status < 300) ? true : undefined),
+    30_000,
+    "receipts to take reports again",
+  );
+});
+
+t.test("with NATS cut, only readiness notices: no route needs it, none answers 500", async (t) => {
+  await whileCut(natsProxy, "nats", async () => {
+    for (const a of await callEvery()) {
+      if (a.route === "GET /readyz") t.match(a, { status: 503, body: { checks: { nats: false } } }, describe(a));
+      else t.ok(a.status < 500 || isOutageAnswer(a), describe(a));
+    }
+  });
+});
