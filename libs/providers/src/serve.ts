@@ -31,6 +31,7 @@ export async function serveApp(
     server.once("error", reject);
   });
   const closable = server as Server | Http2Server | Http2SecureServer;
+  keepConnections(closable as Server);
   return {
     port,
     close: () =>
@@ -40,4 +41,14 @@ export async function serveApp(
         if ("closeAllConnections" in closable) closable.closeAllConnections();
       }),
   };
+}
+
+/**
+ * Idle keep-alive connections are kept for 65 s, as providers' front ends do (Node's own 5 s
+ * equals its client's idle timeout: a request sent on a connection the server is closing at that
+ * instant meets ECONNRESET, which a sender must take as "maybe sent").
+ */
+export function keepConnections(server: Server): void {
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
 }

@@ -6,7 +6,7 @@ import {
   randomBytes,
   timingSafeEqual,
 } from "node:crypto";
-import { STATUS_CODES } from "node:http";
+import { type Server, STATUS_CODES } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { serve } from "@hono/node-server";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
@@ -14,6 +14,7 @@ import { bodyLimit } from "hono/body-limit";
 import * as v from "valibot";
 import { createCallbackPoster, postStatus } from "../callbacks.js";
 import { openJournal } from "../journal.js";
+import { keepConnections } from "../serve.js";
 import { SENDGRID_SIGNATURE_HEADER, SENDGRID_TIMESTAMP_HEADER, signSendgridEvents } from "./event-webhook.js";
 import { type MailAddress, type MailContent, parseMailSend, type SendgridErrorDetail } from "./mail-send.js";
 
@@ -451,6 +452,7 @@ export async function startSendgridSandbox(options: StartSendgridSandboxOptions 
     await sandbox.stop();
     throw error;
   });
+  keepConnections(server as Server);
   return {
     ...sandbox,
     url: `http://${host}:${port}`,
