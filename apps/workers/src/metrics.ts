@@ -1,6 +1,6 @@
 import { DURATION_BUCKETS, type MetricsRegistry } from "@notify/http";
 
-/** The delivery series of a worker process (README, Operating it: metrics). */
+/** The delivery series of a worker process (docs/operations.md: Metrics). */
 export function createDeliveryMetrics(registry: MetricsRegistry) {
   return {
     queueDepth: registry.gauge(

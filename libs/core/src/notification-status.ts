@@ -15,7 +15,7 @@ export const NOTIFICATION_STATUSES = [
 ] as const;
 export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
 
-/** One line per status, each complete on its own (exactly one holds), for the API document and the README. */
+/** One line per status, each complete on its own (exactly one holds), for the API document and docs/architecture.md. */
 export const NOTIFICATION_STATUS_DESCRIPTIONS: Record<NotificationStatus, string> = {
   accepted: "stored and queued, not routed yet: no channel has a status",
   processing: "at least one channel is waiting: pending, deferred, retrying or parked",

@@ -17,7 +17,7 @@ export function rateLimitHeaders(decision: BucketDecision, limits: BucketLimits)
 /**
  * One leaky bucket per API key, in this process. With several ingest processes each keeps its
  * own buckets, so a key's effective limit is the configured one times the number of processes
- * behind the load balancer (README: Rate limits).
+ * behind the load balancer (docs/api.md: Rate limits).
  */
 export function createRateLimiter(defaults: BucketLimits, now: () => number = Date.now): RateLimiter {
   const buckets = new Map<string, number>();
