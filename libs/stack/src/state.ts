@@ -50,16 +50,17 @@ export function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A port the system picks as free on loopback. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0));
-    });
-  });
+/**
+ * A free port on loopback, picked at random below the kernel's ephemeral range (32768 and up on
+ * Linux): a port the system hands out as free is also what it hands to the next outgoing
+ * connection of any process, which may take it before the caller listens on it.
+ */
+export async function freePort(): Promise<number> {
+  for (let tries = 0; tries < 100; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await portFree(port)) return port;
+  }
+  throw new Error("no free port between 20000 and 32000 on 127.0.0.1");
 }
 
 /** The port remembered under `name` when it is still free, otherwise a new free one (remembered). */

@@ -53,6 +53,9 @@ export async function startTestStack(t: TestContext, options: Partial<StackOptio
       if (recent.length > 200) recent.shift();
     },
     ...options,
+  }).catch((error: Error) => {
+    // A stack that never came up fails the file before any teardown could show why.
+    throw new Error(`${error.message}\nlast app lines:\n${recent.slice(-40).join("\n")}`);
   });
   t.teardown(() => stack.stop());
   return { stack, ports, dataDir, auth: { authorization: `Bearer ${stack.apiKey}` } };
