@@ -179,9 +179,8 @@ export async function receivedByProviders(dataDir: string): Promise<Map<string, 
 export function stackMemory(dataDir: string): Record<string, { rss: number; pss: number }> {
   const memory: Record<string, { rss: number; pss: number }> = {};
   const add = (role: string, kb: { rss: number; pss: number }) => {
-    const sum = (memory[role] ??= { rss: 0, pss: 0 });
-    sum.rss += kb.rss;
-    sum.pss += kb.pss;
+    const sum = memory[role] ?? { rss: 0, pss: 0 };
+    memory[role] = { rss: sum.rss + kb.rss, pss: sum.pss + kb.pss };
   };
   const postmaster = readPidFile(join(dataDir, "postgres", "postmaster.pid"));
   for (const entry of readdirSync("/proc")) {
