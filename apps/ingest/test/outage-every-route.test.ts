@@ -1,14 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { applyTopology, connectBus } from "@notify/bus";
-import { createDb, seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
+import { applyTopology } from "@notify/bus";
+import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
 import {
   captureLogger,
   eventually,
   freshDatabase,
   freshNamespace,
-  startTcpProxy,
-  type TcpProxy,
-  TEST_NATS_URL,
+  proxiedDependencies,
+  whileCut,
 } from "@notify/testing";
 import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
@@ -25,27 +24,18 @@ import { ingestApp } from "./support.js";
 // Postgres cut, then with NATS cut.
 
 const { url, database } = await freshDatabase(t);
-const pgTarget = new URL(url);
-const pgProxy = await startTcpProxy({ host: pgTarget.hostname, port: Number(pgTarget.port || 5432) });
-t.teardown(() => pgProxy.close());
-const proxiedUrl = new URL(url);
-proxiedUrl.port = String(pgProxy.port);
-// postgres.js fails one queued query per reconnect attempt and backs off up to 20 s between
-// attempts; a short delay keeps this file quick without changing what each request answers.
-const proxiedDatabase = createDb({ url: proxiedUrl.toString(), max: 4, reconnectDelaySeconds: 0.05 });
-t.teardown(() => proxiedDatabase.close());
-
-const natsTarget = new URL(TEST_NATS_URL);
-const natsProxy = await startTcpProxy({ host: natsTarget.hostname, port: Number(natsTarget.port || 4222) });
-t.teardown(() => natsProxy.close());
-const bus = await connectBus({
-  servers: natsProxy.url("nats"),
-  name: "notify-test-outage",
+const {
+  database: proxiedDatabase,
+  bus,
+  postgres: pgProxy,
+  nats: natsProxy,
+} = await proxiedDependencies(t, {
+  url,
   namespace: freshNamespace(t),
   partitions: 2,
+  poolSize: 4,
   publishTimeoutMs: 1000,
 });
-t.teardown(() => bus.close());
 await applyTopology(bus);
 
 // The key and template caches are warm, as in production (AUTH_CACHE_TTL_SECONDS, the 5 s
@@ -253,23 +243,6 @@ const documents503 = (route: string) => {
 };
 
 /** Runs `work` while the proxy is cut and the app's readiness shows it, then restores it. */
-async function whileCut(proxy: TcpProxy, check: "postgres" | "nats", work: () => Promise<void>) {
-  await proxy.cut();
-  try {
-    await eventually(
-      async () => {
-        const r = await app.request("/readyz");
-        const body = (await r.json()) as { checks: Record<string, boolean> };
-        return r.status === 503 && body.checks[check] === false ? true : undefined;
-      },
-      10_000,
-      `the app to notice ${check} is gone`,
-    );
-    await work();
-  } finally {
-    await proxy.restore();
-  }
-}
 
 t.test("every route is called, and every documented operation is a route", async (t) => {
   const documented = API_ROUTES.map((r) => `${r.method.toUpperCase()} /api/v1${r.path.replace(/\{(\w+)\}/g, ":$1")}`);
@@ -294,7 +267,7 @@ t.test("with Postgres cut, every route answers 503 problem+json with Retry-After
   // requests below cannot open one, as no connection can be made.
   await ingestor.drain();
   const f = await fixtures();
-  await whileCut(pgProxy, "postgres", async () => {
+  await whileCut(app, pgProxy, "postgres", async () => {
     for (const a of await callEvery(f)) {
       if (a.route === "GET /readyz") {
         t.match(a, { status: 503, body: { status: "not_ready", checks: { postgres: false } } }, describe(a));
@@ -317,7 +290,7 @@ t.test(
   "with NATS cut, the routes that use it answer 503 problem+json with Retry-After; none answers 500",
   async (t) => {
     const f = await fixtures();
-    await whileCut(natsProxy, "nats", async () => {
+    await whileCut(app, natsProxy, "nats", async () => {
       for (const a of await callEvery(f)) {
         if (a.route === "GET /readyz") {
           t.match(a, { status: 503, body: { status: "not_ready", checks: { nats: false } } }, describe(a));

@@ -1,14 +1,11 @@
 import { createHmac, generateKeyPairSync, randomUUID, sign } from "node:crypto";
-import { connectBus } from "@notify/bus";
-import { createDb } from "@notify/db";
 import {
   captureLogger,
   eventually,
   freshDatabase,
   freshNamespace,
-  startTcpProxy,
-  type TcpProxy,
-  TEST_NATS_URL,
+  proxiedDependencies,
+  whileCut,
 } from "@notify/testing";
 import t from "tap";
 import { createApp } from "../src/app.js";
@@ -20,25 +17,12 @@ import { createApp } from "../src/app.js";
 // must succeed, then with Postgres cut, then with NATS cut.
 
 const { url } = await freshDatabase(t);
-const pgTarget = new URL(url);
-const pgProxy = await startTcpProxy({ host: pgTarget.hostname, port: Number(pgTarget.port || 5432) });
-t.teardown(() => pgProxy.close());
-const proxiedUrl = new URL(url);
-proxiedUrl.port = String(pgProxy.port);
-// A short reconnect delay keeps the file quick (postgres.js otherwise backs off up to 20 s).
-const database = createDb({ url: proxiedUrl.toString(), max: 2, reconnectDelaySeconds: 0.05 });
-t.teardown(() => database.close());
-
-const natsTarget = new URL(TEST_NATS_URL);
-const natsProxy = await startTcpProxy({ host: natsTarget.hostname, port: Number(natsTarget.port || 4222) });
-t.teardown(() => natsProxy.close());
-const bus = await connectBus({
-  servers: natsProxy.url("nats"),
-  name: "notify-test-receipts-outage",
-  namespace: freshNamespace(t),
-  partitions: 1,
-});
-t.teardown(() => bus.close());
+const {
+  database,
+  bus,
+  postgres: pgProxy,
+  nats: natsProxy,
+} = await proxiedDependencies(t, { url, namespace: freshNamespace(t), partitions: 1, poolSize: 2 });
 
 const PLIVO_TOKEN = "plivo-outage-token";
 const sendgridKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
@@ -127,31 +111,13 @@ const isOutageAnswer = (a: Answer) =>
   a.body?.code === "dependency_unavailable" &&
   /^\d+$/.test(a.retryAfter ?? "");
 
-async function whileCut(proxy: TcpProxy, check: "postgres" | "nats", work: () => Promise<void>) {
-  await proxy.cut();
-  try {
-    await eventually(
-      async () => {
-        const r = await app.request("/readyz");
-        const body = (await r.json()) as { checks: Record<string, boolean> };
-        return r.status === 503 && body.checks[check] === false ? true : undefined;
-      },
-      10_000,
-      `receipts to notice ${check} is gone`,
-    );
-    await work();
-  } finally {
-    await proxy.restore();
-  }
-}
-
 t.test("with both servers up, every signed report is taken", async (t) => {
   t.ok(routes.includes("POST /webhooks/plivo") && routes.includes("POST /webhooks/sendgrid"), "both webhooks");
   for (const a of await callEvery()) t.ok(a.status >= 200 && a.status < 300, describe(a));
 });
 
 t.test("with Postgres cut, every webhook answers 503 problem+json with Retry-After, never 500", async (t) => {
-  await whileCut(pgProxy, "postgres", async () => {
+  await whileCut(app, pgProxy, "postgres", async () => {
     for (const a of await callEvery()) {
       if (a.route === "GET /readyz") t.match(a, { status: 503, body: { checks: { postgres: false } } }, describe(a));
       else if (a.route === "GET /healthz") t.equal(a.status, 200, describe(a));
@@ -166,7 +132,7 @@ t.test("with Postgres cut, every webhook answers 503 problem+json with Retry-Aft
 });
 
 t.test("with NATS cut, only readiness notices: no route needs it, none answers 500", async (t) => {
-  await whileCut(natsProxy, "nats", async () => {
+  await whileCut(app, natsProxy, "nats", async () => {
     for (const a of await callEvery()) {
       if (a.route === "GET /readyz") t.match(a, { status: 503, body: { checks: { nats: false } } }, describe(a));
       else t.ok(a.status < 500 || isOutageAnswer(a), describe(a));

@@ -124,5 +124,6 @@ export { freePort } from "@notify/stack";
 export * from "./bus.js";
 export * from "./embedded.js";
 export * from "./logger.js";
+export * from "./outage.js";
 export * from "./stack.js";
 export * from "./tcp-proxy.js";
