@@ -32,6 +32,8 @@ t.test("a worker killed between the provider's acceptance and the status write n
     15_000,
     "the worker claimed the guard and is calling the provider",
   );
+  // The guard is claimed just before the request leaves: kill only once the sandbox holds it.
+  await eventually(async () => (sandbox.holding() > 0 ? true : undefined), 10_000, "the sandbox holds the send");
   first.proc.child.kill("SIGKILL");
   t.equal(await first.proc.exited, null, "killed, not exited");
   const sent = () => sandbox.messages().filter((m) => m.custom_args.notification_id === item.notification_id).length;

@@ -125,6 +125,8 @@ export interface SendgridSandbox {
   /** Forgets accepted mail (durably, with a journal) and clears every fault. */
   reset(): void;
   fault(fault: SandboxFault): void;
+  /** Sends a `delay_ms` fault is holding right now: they have reached the sandbox, unanswered. */
+  holding(): number;
   /**
    * Ends the retries of unacknowledged events (the journal has them for the next start) and
    * waits for posts under way. Without a journal posts are not stopped, as before.
@@ -197,6 +199,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
   let faults: ActiveFault[] = [];
   let eventPosts: SandboxEventPost[] = [];
   const inFlight = new Set<Promise<unknown>>();
+  let holding = 0;
   const journal = options.journal === undefined ? undefined : openJournal<SendgridJournalEntry>(options.journal);
   // Events posted by report() are not journaled: they answer their caller once, as before.
   const inMemory = createCallbackPoster(false);
@@ -313,7 +316,14 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     const recipients = mail.personalizations.flatMap((p) => p.to.map((a) => a.email.toLowerCase()));
     const fault = takeFault(recipients);
     // Unref'd so a request held past the end of a test never keeps the process alive.
-    if (fault?.delay_ms !== undefined) await sleep(fault.delay_ms, undefined, { ref: false });
+    if (fault?.delay_ms !== undefined) {
+      holding += 1;
+      try {
+        await sleep(fault.delay_ms, undefined, { ref: false });
+      } finally {
+        holding -= 1;
+      }
+    }
     if (fault?.status !== undefined) {
       const retryAfter = fault.retry_after_seconds;
       return statusError(fault.status, retryAfter === undefined ? undefined : { "Retry-After": String(retryAfter) });
@@ -425,6 +435,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
       eventPosts = [];
     },
     fault: addFault,
+    holding: () => holding,
     stop: async () => {
       if (journal === undefined) return;
       durable.stop();
