@@ -19,9 +19,10 @@ if (major < 20 || (major === 20 && minor < 12)) {
 const marker = join(root, "node_modules", ".package-lock.json");
 const lock = join(root, "package-lock.json");
 if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
-  // `npm install` rather than `npm ci`: npm 11's ci refuses lock files that lack the
-  // optional per-platform binaries (biome, turbo) of other platforms. The lock still pins versions.
-  console.log("Installing dependencies (npm install)...");
-  run(npm, ["install", "--no-audit", "--no-fund"]);
+  // A fresh clone installs exactly the lock (npm ci); a lock changed under an existing
+  // node_modules (a pull) is applied with npm install, which keeps what is installed.
+  const fresh = !existsSync(marker);
+  console.log(`Installing dependencies (npm ${fresh ? "ci" : "install"})...`);
+  run(npm, [fresh ? "ci" : "install", "--no-audit", "--no-fund"]);
 }
 run(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-b"]);
