@@ -164,10 +164,7 @@ export async function revokeKey(database: Database, id: string): Promise<ApiKeyR
 
 /** An API key that authenticates now: never revoked, or in a rotation grace period. */
 export type ActiveApiKey = Omit<
-  RowPick<
-    typeof apiKeys,
-    "id" | "client_id" | "scopes" | "revoked_at" | "rate_limit_burst" | "rate_limit_per_second"
-  >,
+  RowPick<typeof apiKeys, "id" | "client_id" | "scopes" | "revoked_at" | "rate_limit_burst" | "rate_limit_per_second">,
   "scopes"
 > & { scopes: Scope[] };
 

@@ -64,6 +64,6 @@ export * from "./inbox.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export * from "./notifications/index.js";
 export * from "./preferences.js";
+export type { Row, RowPick } from "./rows.js";
 export * from "./seed.js";
 export * from "./templates.js";
-export type { Row, RowPick } from "./rows.js";

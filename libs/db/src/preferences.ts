@@ -9,7 +9,13 @@ import type { userContacts, userPreferences } from "./schema/index.js";
 export type PreferencesRow = Omit<
   RowPick<
     typeof userPreferences,
-    "channel_optout" | "category_optout" | "quiet_hours" | "rate_cap_per_day" | "device_tokens" | "locale" | "updated_at"
+    | "channel_optout"
+    | "category_optout"
+    | "quiet_hours"
+    | "rate_cap_per_day"
+    | "device_tokens"
+    | "locale"
+    | "updated_at"
   >,
   "channel_optout"
 > & { channel_optout: Channel[] };

@@ -36,7 +36,10 @@ type Tx = Parameters<Parameters<Sql["begin"]>[1]>[0];
 
 type VersionRow = RowPick<typeof templateVersions, "version" | "params" | "created_at"> &
   RowPick<typeof templates, "latest_version" | "default_locale">;
-type VariantRow = Omit<RowPick<typeof templateVariants, "channel" | "locale" | "subject" | "body_template">, "channel"> & {
+type VariantRow = Omit<
+  RowPick<typeof templateVariants, "channel" | "locale" | "subject" | "body_template">,
+  "channel"
+> & {
   channel: Channel;
 };
 
@@ -60,7 +63,12 @@ async function readVersion(
     latest_version: row.latest_version,
     default_locale: row.default_locale,
     params: row.params,
-    variants: variants.map(({ channel, locale, subject, body_template }) => ({ channel, locale, subject, body_template })),
+    variants: variants.map(({ channel, locale, subject, body_template }) => ({
+      channel,
+      locale,
+      subject,
+      body_template,
+    })),
     created_at: row.created_at.toISOString(),
   };
 }
@@ -133,15 +141,18 @@ export async function listTemplateSummaries(
 ): Promise<{ data: TemplateSummaryRecord[]; total_count: number }> {
   const { sql } = database;
   const rows = await sql<
-    Array<RowPick<typeof templates, "id" | "latest_version" | "default_locale" | "created_at" | "updated_at"> & {
-      total: number;
-    }>
+    Array<
+      RowPick<typeof templates, "id" | "latest_version" | "default_locale" | "created_at" | "updated_at"> & {
+        total: number;
+      }
+    >
   >`
     select id, latest_version, default_locale, created_at, updated_at, count(*) over ()::int as total
     from templates
     order by id limit ${page.pageSize} offset ${(page.page - 1) * page.pageSize}`;
   // A page past the end has no row to carry the window count.
-  const total = rows[0]?.total ?? Number((await sql<{ n: number }[]>`select count(*)::int as n from templates`)[0]?.n ?? 0);
+  const total =
+    rows[0]?.total ?? Number((await sql<{ n: number }[]>`select count(*)::int as n from templates`)[0]?.n ?? 0);
   return {
     data: rows.map((r) => ({
       template_id: r.id,

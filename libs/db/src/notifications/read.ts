@@ -1,4 +1,4 @@
-import type { Channel, ChannelResult, ChannelStatus, Priority } from "@notify/core";
+import type { Channel, ChannelResult, ChannelStatus, KeysetPosition, Priority } from "@notify/core";
 import type { Database } from "../index.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels, notifications } from "../schema/index.js";
@@ -73,15 +73,14 @@ export async function readNotification(
   const record = toRecord(first);
   for (const row of rows) {
     if (row.channel === null || row.status === null || row.updated_at === null) continue;
-    record.channels[row.channel] = toResult({ ...row, channel: row.channel, status: row.status, updated_at: row.updated_at });
+    record.channels[row.channel] = toResult({
+      ...row,
+      channel: row.channel,
+      status: row.status,
+      updated_at: row.updated_at,
+    });
   }
   return record;
-}
-
-/** Where a page of a user's notifications ends: created_at in microseconds, then id. */
-export interface NotificationKeyset {
-  micros: bigint;
-  id: string;
 }
 
 export interface UserNotificationsQuery {
@@ -92,8 +91,8 @@ export interface UserNotificationsQuery {
   status?: ChannelStatus;
   since?: Date;
   until?: Date;
-  /** Continue after this notification (the last of the previous page). */
-  after: NotificationKeyset | null;
+  /** Continue after this notification (created_at in microseconds, then id: the previous page's last). */
+  after: KeysetPosition | null;
   limit: number;
 }
 
@@ -104,7 +103,7 @@ export interface UserNotificationsQuery {
 export async function listUserNotificationRecords(
   database: Database,
   query: UserNotificationsQuery,
-): Promise<{ records: NotificationRecord[]; last: NotificationKeyset | null; hasMore: boolean }> {
+): Promise<{ records: NotificationRecord[]; last: KeysetPosition | null; hasMore: boolean }> {
   const { sql } = database;
   const { after } = query;
   // Microseconds, exactly: a Date keeps milliseconds, and rows stored in one group commit
