@@ -1,5 +1,5 @@
 import type { Channel } from "@notify/core";
-import type { Database } from "./index.js";
+import type { Database, Sql } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { userContacts, userPreferences } from "./schema/index.js";
 
@@ -37,12 +37,15 @@ export async function writePreferences(
   input: PreferencesInput,
 ): Promise<PreferencesRow> {
   const { sql } = database;
+  // The schema's JSON types are interfaces, which postgres.js's JSONValue (an index signature)
+  // does not accept though they are plain JSON.
+  const json = (value: object) => sql.json(value as Parameters<Sql["json"]>[0]);
   const [row] = await sql<PreferencesRow[]>`
     insert into user_preferences as p
       (user_id, channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, updated_at)
     values (${userId}, ${input.channel_optout}, ${input.category_optout},
-            ${input.quiet_hours ? sql.json(input.quiet_hours as never) : null}, ${input.rate_cap_per_day},
-            ${sql.json(input.device_tokens as never)}, ${input.locale}, now())
+            ${input.quiet_hours ? json(input.quiet_hours) : null}, ${input.rate_cap_per_day},
+            ${json(input.device_tokens)}, ${input.locale}, now())
     on conflict (user_id) do update set
       channel_optout = excluded.channel_optout, category_optout = excluded.category_optout,
       quiet_hours = excluded.quiet_hours, rate_cap_per_day = excluded.rate_cap_per_day,
