@@ -1,5 +1,7 @@
 import { generateKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
 import type { Database, Sql } from "./index.js";
+import type { RowPick } from "./rows.js";
+import type { apiKeys } from "./schema/index.js";
 
 /**
  * Issuing, listing, rotating and revoking API keys: the verbs shared by the admin API and the
@@ -156,4 +158,25 @@ export async function revokeKey(database: Database, id: string): Promise<ApiKeyR
       update api_keys set revoked_at = case when revoked_at <= now() then revoked_at else now() end
       where id = ${id} returning ${columns(database.sql)}`,
   );
+}
+
+// Authentication: the lookup behind every API request.
+
+/** An API key that authenticates now: never revoked, or in a rotation grace period. */
+export type ActiveApiKey = Omit<
+  RowPick<typeof apiKeys, "id" | "client_id" | "scopes" | "revoked_at" | "rate_limit_burst" | "rate_limit_per_second">,
+  "scopes"
+> & { scopes: Scope[] };
+
+/** The key with this SHA-256, if it authenticates now (by the database clock); null otherwise. */
+export async function findActiveKeyByHash(database: Database, keyHash: string): Promise<ActiveApiKey | null> {
+  const [row] = await database.sql<ActiveApiKey[]>`
+    select id, client_id, scopes, revoked_at, rate_limit_burst, rate_limit_per_second from api_keys
+    where key_hash = ${keyHash} and (revoked_at is null or revoked_at > now())`;
+  return row ?? null;
+}
+
+/** Records that the key was used now (last_used_at tells operators which keys are unused). */
+export async function touchKeyLastUsed(database: Database, keyId: string): Promise<void> {
+  await database.sql`update api_keys set last_used_at = now() where id = ${keyId}`;
 }

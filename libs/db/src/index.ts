@@ -1,4 +1,3 @@
-import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import * as schema from "./schema/index.js";
 
@@ -6,7 +5,6 @@ export * from "./api-keys.js";
 export * from "./audiences.js";
 export * from "./schema/index.js";
 export { schema };
-export type Db = PostgresJsDatabase<typeof schema>;
 export type Sql = postgres.Sql;
 
 export interface DbConfig {
@@ -23,9 +21,13 @@ export interface DbConfig {
   reconnectDelaySeconds?: number;
 }
 
+/**
+ * One postgres.js pool per process, and every query goes through it. drizzle defines the schema
+ * and the migrations but runs no queries: its postgres-js driver rewrites its client's type
+ * parsers and serializers (timestamps stay strings, JSON passes through unserialized), so the
+ * data layer queries through postgres.js with row types derived from the schema (rows.ts).
+ */
 export interface Database {
-  db: Db;
-  /** postgres.js for hot paths (multi-row inserts): drizzle costs ~30 ms per 1000-row insert. */
   sql: Sql;
   close(): Promise<void>;
   /** Readiness: a round trip to the server. */
@@ -42,16 +44,10 @@ export function createDb(config: DbConfig): Database {
     ...(delay === undefined ? {} : { backoff: () => delay }),
   };
   const sql = postgres(config.url, { ...options, max: config.max ?? 10 });
-  // drizzle rewires its client's type parsers and serializers (timestamps stay strings, JSON
-  // is passed through unserialized), so it gets a client of its own and raw queries keep
-  // postgres.js's defaults.
-  const drizzleClient = postgres(config.url, { ...options, max: Math.max(1, Math.ceil((config.max ?? 10) / 4)) });
-  const db = drizzle(drizzleClient, { schema });
   return {
-    db,
     sql,
     close: async () => {
-      await Promise.all([sql.end({ timeout: 5 }), drizzleClient.end({ timeout: 5 })]);
+      await sql.end({ timeout: 5 });
     },
     ping: async () => {
       try {
@@ -64,6 +60,10 @@ export function createDb(config: DbConfig): Database {
   };
 }
 export * from "./broadcasts.js";
+export * from "./inbox.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
-export * from "./seed.js";
+export * from "./notifications/index.js";
+export * from "./preferences.js";
 export type { Row, RowPick } from "./rows.js";
+export * from "./seed.js";
+export * from "./templates.js";

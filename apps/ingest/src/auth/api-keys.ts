@@ -1,5 +1,5 @@
 import { hashKey, type Scope } from "@notify/core";
-import type { Database } from "@notify/db";
+import { type Database, findActiveKeyByHash, touchKeyLastUsed } from "@notify/db";
 import type { Logger } from "@notify/log";
 
 export interface Principal {
@@ -32,7 +32,7 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     if (now - (touched.get(keyId) ?? Number.NEGATIVE_INFINITY) < TOUCH_INTERVAL_MS) return;
     if (touched.size > MAX_ENTRIES) touched.clear();
     touched.set(keyId, now);
-    database.sql`update api_keys set last_used_at = now() where id = ${keyId}`.catch((error: unknown) =>
+    touchKeyLastUsed(database, keyId).catch((error: unknown) =>
       log?.debug({ err: error, key_id: keyId }, "could not record API key use"),
     );
   };
@@ -45,18 +45,7 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     if (hit && hit.expires > now) {
       principal = hit.principal;
     } else {
-      const [row] = await database.sql<
-        {
-          id: string;
-          client_id: string;
-          scopes: Scope[];
-          revoked_at: Date | null;
-          rate_limit_burst: number | null;
-          rate_limit_per_second: number | null;
-        }[]
-      >`
-        select id, client_id, scopes, revoked_at, rate_limit_burst, rate_limit_per_second from api_keys
-        where key_hash = ${hash} and (revoked_at is null or revoked_at > now())`;
+      const row = await findActiveKeyByHash(database, hash);
       principal = row
         ? {
             keyId: row.id,

@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { AppError, newId } from "@notify/core";
-import type { Database } from "@notify/db";
+import { type Database, insertBroadcast } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
-import { canonicalJson } from "../notifications/create.js";
+import { canonicalJson } from "../notifications/canonical-json.js";
 import { checkTemplate, type TemplateInfo } from "../notifications/templates.js";
 import type { BroadcastRequest } from "./schemas.js";
 
@@ -24,30 +24,28 @@ export async function createBroadcast(
   const requestHash = createHash("sha256").update(canonicalJson(request)).digest("hex");
   try {
     const template = checkTemplate(await deps.templates(request.template_id), request.template_id, request.data);
-    const { sql } = deps.database;
-    const id = newId();
-    const [inserted] = await sql<{ id: string; total: number }[]>`
-      insert into broadcasts (id, client_id, dedup_key, request_hash, audience_id, category, template_id,
-        template_version, requested_channels, data, status, total)
-      select ${id}, ${input.clientId}, ${input.idempotencyKey}, ${requestHash}, a.id, ${request.category},
-        ${request.template_id}, ${template.version}, ${request.channels ?? null}::text[], ${sql.json(request.data as never)},
-        'expanding', (select count(*) from audience_members m where m.audience_id = a.id)
-      from audiences a where a.id = ${request.audience_id}
-      on conflict (client_id, dedup_key) do nothing
-      returning id, total::float8 as total`;
-    if (inserted) return { kind: "accepted", broadcastId: inserted.id, total: Number(inserted.total) };
-    const [existing] = await sql<{ id: string; request_hash: string; total: number; status: string }[]>`
-      select id, request_hash, total::float8 as total, status from broadcasts
-      where client_id = ${input.clientId} and dedup_key = ${input.idempotencyKey}`;
-    if (!existing) {
+    const stored = await insertBroadcast(deps.database, {
+      id: newId(),
+      clientId: input.clientId,
+      idempotencyKey: input.idempotencyKey,
+      requestHash,
+      audienceId: request.audience_id,
+      category: request.category,
+      templateId: request.template_id,
+      templateVersion: template.version,
+      channels: request.channels ?? null,
+      data: request.data,
+    });
+    if (stored.kind === "inserted") return { kind: "accepted", broadcastId: stored.id, total: stored.total };
+    if (stored.kind === "no_audience") {
       throw new AppError("validation_failed", `audience ${request.audience_id} does not exist`, {
         fields: [{ field: "audience_id", message: "unknown audience" }],
       });
     }
-    if (existing.request_hash !== requestHash) {
+    if (stored.requestHash !== requestHash) {
       throw new AppError("idempotency_key_reused", "this Idempotency-Key was used for another broadcast");
     }
-    return { kind: "replayed", broadcastId: existing.id, total: Number(existing.total), status: existing.status };
+    return { kind: "replayed", broadcastId: stored.id, total: stored.total, status: stored.status };
   } catch (error) {
     throw asDependencyError(error, "postgres");
   }

@@ -1,5 +1,5 @@
 import { AppError } from "@notify/core";
-import { type Database, readBroadcastProgress } from "@notify/db";
+import { cancelBroadcastExpansion, type Database, readBroadcastProgress } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
 import type { BroadcastView } from "./schemas.js";
 
@@ -26,8 +26,7 @@ export async function getBroadcast(database: Database, clientId: string, id: str
  */
 export async function cancelBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
   try {
-    await database.sql`update broadcasts set status = 'cancelled', finished_at = now(), updated_at = now()
-      where id = ${id} and client_id = ${clientId} and status = 'expanding'`;
+    await cancelBroadcastExpansion(database, clientId, id);
   } catch (error) {
     throw asDependencyError(error, "postgres");
   }

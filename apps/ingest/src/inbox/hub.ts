@@ -1,4 +1,4 @@
-import { type Database, INBOX_NOTIFY_CHANNEL } from "@notify/db";
+import { type Database, listenForInboxItems } from "@notify/db";
 import type { Logger } from "@notify/log";
 
 type Wake = () => void;
@@ -16,16 +16,14 @@ export function createInboxHub(database: Database, log: Logger): InboxHub {
   let listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
 
   const start = () => {
-    listening ??= database.sql
-      .listen(INBOX_NOTIFY_CHANNEL, (userId) => {
-        for (const wake of listeners.get(userId) ?? []) wake();
-      })
-      .catch((error: unknown) => {
-        // Streams still poll, so they only get slower; the next stream retries the LISTEN.
-        log.warn({ err: error }, "inbox LISTEN failed; streams fall back to polling");
-        listening = null;
-        return null;
-      });
+    listening ??= listenForInboxItems(database, (userId) => {
+      for (const wake of listeners.get(userId) ?? []) wake();
+    }).catch((error: unknown) => {
+      // Streams still poll, so they only get slower; the next stream retries the LISTEN.
+      log.warn({ err: error }, "inbox LISTEN failed; streams fall back to polling");
+      listening = null;
+      return null;
+    });
   };
 
   const stopWhenIdle = () => {

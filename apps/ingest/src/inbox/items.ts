@@ -1,107 +1,38 @@
-import type { Database } from "@notify/db";
+import {
+  type Database,
+  type InboxFilter,
+  type InboxItem,
+  latestInboxItemId,
+  listInboxItems,
+  listInboxItemsAfter,
+  setInboxItemState,
+} from "@notify/db";
 
-export const INBOX_FILTERS = ["inbox", "unread", "archived", "all"] as const;
-export type InboxFilter = (typeof INBOX_FILTERS)[number];
-
-export interface InboxItem {
-  id: string;
-  notification_id: string;
-  category: string;
-  title: string | null;
-  body: string;
-  created_at: string;
-  seen_at: string | null;
-  read_at: string | null;
-  archived_at: string | null;
-}
-
-interface Row {
-  id: string;
-  notification_id: string;
-  category: string;
-  title: string | null;
-  body: string;
-  created_at: Date;
-  seen_at: Date | null;
-  read_at: Date | null;
-  archived_at: Date | null;
-}
-
-export const toItem = (row: Row): InboxItem => ({
-  id: String(row.id),
-  notification_id: row.notification_id,
-  category: row.category,
-  title: row.title,
-  body: row.body,
-  created_at: row.created_at.toISOString(),
-  seen_at: row.seen_at?.toISOString() ?? null,
-  read_at: row.read_at?.toISOString() ?? null,
-  archived_at: row.archived_at?.toISOString() ?? null,
-});
-
-const COLUMNS = "id, notification_id, category, title, body, created_at, seen_at, read_at, archived_at";
+export { INBOX_FILTERS, type InboxFilter, type InboxItem } from "@notify/db";
 
 /** Newest first (the id is the unique total order); `beforeId` continues after a page. */
-export async function listInbox(
+export const listInbox = (
   database: Database,
   userId: string,
   filter: InboxFilter,
   limit: number,
   beforeId: number | null,
-): Promise<{ items: InboxItem[]; hasMore: boolean }> {
-  const { sql } = database;
-  const where = {
-    inbox: sql`and archived_at is null`,
-    unread: sql`and archived_at is null and read_at is null`,
-    archived: sql`and archived_at is not null`,
-    all: sql``,
-  }[filter];
-  const rows = await sql<Row[]>`
-    select ${sql.unsafe(COLUMNS)} from inbox_items
-    where user_id = ${userId} ${where} ${beforeId === null ? sql`` : sql`and id < ${beforeId}`}
-    order by id desc limit ${limit + 1}`;
-  return { items: rows.slice(0, limit).map(toItem), hasMore: rows.length > limit };
-}
+): Promise<{ items: InboxItem[]; hasMore: boolean }> => listInboxItems(database, userId, filter, limit, beforeId);
 
 /** Items after the one a stream sent last, oldest first: what a reconnecting client missed. */
-export async function inboxAfter(
-  database: Database,
-  userId: string,
-  afterId: number,
-  limit: number,
-): Promise<InboxItem[]> {
-  const rows = await database.sql<Row[]>`
-    select ${database.sql.unsafe(COLUMNS)} from inbox_items
-    where user_id = ${userId} and id > ${afterId} order by id limit ${limit}`;
-  return rows.map(toItem);
-}
+export const inboxAfter = (database: Database, userId: string, afterId: number, limit: number): Promise<InboxItem[]> =>
+  listInboxItemsAfter(database, userId, afterId, limit);
 
-export async function latestInboxId(database: Database, userId: string): Promise<number> {
-  const [row] = await database.sql<
-    { id: string | null }[]
-  >`select max(id) as id from inbox_items where user_id = ${userId}`;
-  return Number(row?.id ?? 0);
-}
+export const latestInboxId = (database: Database, userId: string): Promise<number> =>
+  latestInboxItemId(database, userId);
 
 /**
  * Sets or clears the user's states of one item. Seen and read are set once (the first time
  * counts) and cleared with false; null when the item is not this user's.
  */
-export async function updateInboxItem(
+export const updateInboxItem = (
   database: Database,
   userId: string,
   id: number,
   change: { seen?: boolean; read?: boolean; archived?: boolean },
-): Promise<InboxItem | null> {
-  const { sql } = database;
-  const state = (value: boolean | undefined, column: string) =>
-    value === undefined ? sql.unsafe(column) : value ? sql`coalesce(${sql.unsafe(column)}, now())` : sql`null`;
-  const [row] = await sql<Row[]>`
-    update inbox_items set
-      seen_at = ${state(change.seen, "seen_at")},
-      read_at = ${state(change.read, "read_at")},
-      archived_at = ${state(change.archived, "archived_at")}
-    where id = ${id} and user_id = ${userId}
-    returning ${sql.unsafe(COLUMNS)}`;
-  return row === undefined ? null : toItem(row);
-}
+): Promise<InboxItem | null> => setInboxItemState(database, userId, id, change);

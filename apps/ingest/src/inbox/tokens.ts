@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { AppError, hashKey } from "@notify/core";
-import type { Database } from "@notify/db";
+import { type Database, findInboxTokenUser, insertInboxToken } from "@notify/db";
 import type { Context, MiddlewareHandler } from "hono";
 import {
   credentialInQuery,
@@ -24,8 +24,12 @@ export async function issueInboxToken(
 ): Promise<IssuedInboxToken> {
   const token = `${INBOX_TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
   const expiresAt = new Date(Date.now() + input.ttlSeconds * 1000);
-  await database.sql`insert into inbox_tokens (token_hash, user_id, client_id, expires_at)
-    values (${hashKey(token)}, ${input.userId}, ${input.clientId}, ${expiresAt})`;
+  await insertInboxToken(database, {
+    tokenHash: hashKey(token),
+    userId: input.userId,
+    clientId: input.clientId,
+    expiresAt,
+  });
   return { token, user_id: input.userId, expires_at: expiresAt.toISOString() };
 }
 
@@ -71,15 +75,14 @@ export function requireInboxToken(database: Database): MiddlewareHandler<InboxEn
     }
     const token = c.req.header(INBOX_TOKEN_HEADER)?.trim();
     if (!token) throw missingToken(c);
-    const [row] = await database.sql<{ user_id: string }[]>`
-      select user_id from inbox_tokens where token_hash = ${hashKey(token)} and expires_at > now()`;
-    if (row === undefined) {
+    const userId = await findInboxTokenUser(database, hashKey(token));
+    if (userId === null) {
       throw new AppError("unauthenticated", "the inbox token is unknown or expired", {
         context: { wwwAuthenticate: `${CHALLENGE}, error="invalid_token"` },
       });
     }
-    c.set("inboxUser", row.user_id);
-    c.set("log", c.get("log").child({ user_id: row.user_id }));
+    c.set("inboxUser", userId);
+    c.set("log", c.get("log").child({ user_id: userId }));
     await next();
   };
 }

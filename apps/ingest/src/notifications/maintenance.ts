@@ -1,7 +1,7 @@
 import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
-import { DEDUP_WINDOW_HOURS } from "./create.js";
+import { DEDUP_WINDOW_HOURS } from "./idempotency.js";
 import { purgeExpiredKeys, recoverUnpublished } from "./recover.js";
 
 export interface Maintenance {

@@ -1,5 +1,5 @@
 import { AppError, missingParams } from "@notify/core";
-import type { Database } from "@notify/db";
+import { type Database, readLatestTemplateParams } from "@notify/db";
 
 export interface TemplateInfo {
   id: string;
@@ -17,11 +17,7 @@ export function createTemplateLookup(database: Database, ttlMs = 5000) {
     const now = Date.now();
     const hit = cache.get(templateId);
     if (hit && hit.expires > now) return hit.value;
-    const rows = await database.sql<{ version: number; params: string[] }[]>`
-      select v.version, v.params from templates t
-      join template_versions v on v.template_id = t.id and v.version = t.latest_version
-      where t.id = ${templateId}`;
-    const row = rows[0];
+    const row = await readLatestTemplateParams(database, templateId);
     const value = row ? { id: templateId, version: row.version, params: row.params } : null;
     if (cache.size > 10_000) cache.clear();
     cache.set(templateId, { value, expires: now + ttlMs });

@@ -1,5 +1,5 @@
 import { DEFAULT_PREFERENCES } from "@notify/core";
-import type { Database } from "@notify/db";
+import { type Database, type PreferencesRow, readPreferences } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
 import type { PreferencesResponse } from "./schemas.js";
 
@@ -7,16 +7,6 @@ export interface StoredPreferences {
   preferences: PreferencesResponse;
   /** When the document was last written; null for a user without one. */
   updatedAt: Date | null;
-}
-
-export interface PreferencesRow {
-  channel_optout: PreferencesResponse["channel_optout"];
-  category_optout: string[];
-  quiet_hours: PreferencesResponse["quiet_hours"];
-  rate_cap_per_day: number | null;
-  device_tokens: PreferencesResponse["device_tokens"];
-  locale: string | null;
-  updated_at: Date;
 }
 
 // jsonb keeps keys in its own order: answers list them as the API documents them.
@@ -43,10 +33,7 @@ export const toStoredPreferences = (userId: string, row: PreferencesRow | undefi
 /** GET /api/v1/users/{id}/preferences: the stored document, or the defaults for an unknown user. */
 export async function getPreferences(database: Database, userId: string): Promise<StoredPreferences> {
   try {
-    const [row] = await database.sql<PreferencesRow[]>`
-      select channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, updated_at
-      from user_preferences where user_id = ${userId}`;
-    return toStoredPreferences(userId, row);
+    return toStoredPreferences(userId, await readPreferences(database, userId));
   } catch (error) {
     throw asDependencyError(error, "postgres");
   }

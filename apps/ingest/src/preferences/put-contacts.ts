@@ -1,6 +1,6 @@
-import type { Database } from "@notify/db";
+import { type Database, writeContacts } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
-import { type ContactsRow, type StoredContacts, toStoredContacts } from "./get-contacts.js";
+import { type StoredContacts, toStoredContacts } from "./get-contacts.js";
 import type { ContactsRequest } from "./schemas.js";
 
 /**
@@ -9,11 +9,7 @@ import type { ContactsRequest } from "./schemas.js";
  */
 export async function putContacts(database: Database, userId: string, input: ContactsRequest): Promise<StoredContacts> {
   try {
-    const [row] = await database.sql<ContactsRow[]>`
-      insert into user_contacts (user_id, email, phone, updated_at) values (${userId}, ${input.email}, ${input.phone}, now())
-      on conflict (user_id) do update set email = excluded.email, phone = excluded.phone, updated_at = now()
-      returning email, phone, updated_at`;
-    return toStoredContacts(userId, row);
+    return toStoredContacts(userId, await writeContacts(database, userId, { email: input.email, phone: input.phone }));
   } catch (error) {
     throw asDependencyError(error, "postgres");
   }

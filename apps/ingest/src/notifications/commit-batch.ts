@@ -1,0 +1,63 @@
+import type { Bus } from "@notify/bus";
+import { acceptNotifications, type Database } from "@notify/db";
+import type { Logger } from "@notify/log";
+import { answerClaimedKeys, DEDUP_WINDOW_HOURS, type Pending } from "./idempotency.js";
+import { publishLanes, settleOutbox } from "./publish.js";
+import type { Settler } from "./settler.js";
+
+/**
+ * One group commit: stores the batch (claiming keys, inserting rows, listing them in the
+ * outbox, in one statement), publishes what was stored, settles the outbox, and only then
+ * answers each caller, so that a 503 client retrying at once finds its key released. Requests
+ * whose key was already claimed are answered from the existing record.
+ */
+export async function commitBatch(
+  deps: { database: Database; bus: Bus; log: Logger },
+  settler: Settler,
+  batch: Pending[],
+): Promise<void> {
+  // Two requests of one batch with the same key: the first claims it, the rest are in flight.
+  const seen = new Set<string>();
+  const first: Pending[] = [];
+  const duplicates: Pending[] = [];
+  for (const item of batch) {
+    const k = `${item.input.clientId}\u0000${item.input.idempotencyKey}`;
+    (seen.has(k) ? duplicates : first).push(item);
+    seen.add(k);
+  }
+
+  const { createdAt, outboxId } = await acceptNotifications(
+    deps.database,
+    first.map((p) => ({
+      id: p.message.notification_id,
+      client_id: p.input.clientId,
+      key: p.input.idempotencyKey,
+      request_hash: p.requestHash,
+      user_id: p.message.user_id,
+      category: p.message.category,
+      template_id: p.message.template_id,
+      template_version: p.message.template_version ?? null,
+      priority: p.message.priority,
+      channels: p.message.channels,
+      data: p.message.data,
+      partition: p.partition,
+    })),
+    DEDUP_WINDOW_HOURS,
+  );
+  const claimed = first.filter((p) => createdAt.has(p.message.notification_id));
+  const unclaimed = [...first.filter((p) => !createdAt.has(p.message.notification_id)), ...duplicates];
+
+  for (const item of claimed) {
+    item.message.created_at = (createdAt.get(item.message.notification_id) as Date).toISOString();
+  }
+  const outcome = await publishLanes(deps, claimed);
+  await settleOutbox(deps, settler, outboxId, claimed.length, outcome);
+
+  for (const { item, error } of outcome.failures) item.reject(error);
+  const ok = new Set(outcome.published);
+  for (const item of claimed) {
+    if (ok.has(item.message.notification_id))
+      item.resolve({ kind: "accepted", notificationId: item.message.notification_id });
+  }
+  if (unclaimed.length > 0) await answerClaimedKeys(deps.database, (id) => settler.has(id), unclaimed);
+}

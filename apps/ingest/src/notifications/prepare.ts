@@ -1,0 +1,60 @@
+import type { Bus } from "@notify/bus";
+import { AppError, type LaneMessage, type NotificationRequest, newId, partitionOf } from "@notify/core";
+import { asDependencyError } from "../dependency.js";
+import { requestHash } from "./canonical-json.js";
+import { checkTemplate, type TemplateInfo } from "./templates.js";
+
+export interface CreateInput {
+  clientId: string;
+  idempotencyKey: string;
+  request: NotificationRequest;
+}
+
+/** A request checked and turned into what the group commit stores and publishes. */
+export interface Prepared {
+  input: CreateInput;
+  /** Its `created_at` is filled in once the row is committed. */
+  message: LaneMessage;
+  requestHash: string;
+  partition: number;
+}
+
+/**
+ * Checks a request before it joins a batch: its template exists and its data has every declared
+ * parameter (400), and NATS is connected (503 at once rather than a row left for the sweep).
+ * Gives the notification its id, pins the template's current version and picks the lane
+ * partition from the user id.
+ */
+export async function prepareNotification(
+  deps: { bus: Bus; templates: (id: string) => Promise<TemplateInfo | null> },
+  input: CreateInput,
+): Promise<Prepared> {
+  const { request } = input;
+  const template = checkTemplate(
+    await deps.templates(request.template_id).catch((error: unknown) => {
+      throw asDependencyError(error, "postgres");
+    }),
+    request.template_id,
+    request.data,
+  );
+  if (!deps.bus.isConnected()) {
+    throw new AppError("dependency_unavailable", "nats is unavailable", { context: { retryAfterSeconds: 1 } });
+  }
+  return {
+    input,
+    message: {
+      notification_id: newId(),
+      client_id: input.clientId,
+      user_id: request.user_id,
+      category: request.category,
+      template_id: request.template_id,
+      template_version: template.version,
+      priority: request.priority,
+      channels: request.channels ?? null,
+      data: request.data,
+      created_at: "",
+    },
+    requestHash: requestHash(request),
+    partition: partitionOf(request.user_id, deps.bus.naming.partitions),
+  };
+}

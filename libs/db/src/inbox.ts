@@ -1,0 +1,131 @@
+import type { Database } from "./index.js";
+import type { Row } from "./rows.js";
+import { INBOX_NOTIFY_CHANNEL, type inboxItems } from "./schema/index.js";
+
+// The in-app inbox as its API reads it: per-user tokens, items and their states, and the
+// wake-ups of open streams.
+
+/** Stores an inbox token's SHA-256 for the user, valid until `expiresAt`. */
+export async function insertInboxToken(
+  database: Database,
+  token: { tokenHash: string; userId: string; clientId: string; expiresAt: Date },
+): Promise<void> {
+  await database.sql`insert into inbox_tokens (token_hash, user_id, client_id, expires_at)
+    values (${token.tokenHash}, ${token.userId}, ${token.clientId}, ${token.expiresAt})`;
+}
+
+/** The user an unexpired token with this SHA-256 names; null for an unknown or expired token. */
+export async function findInboxTokenUser(database: Database, tokenHash: string): Promise<string | null> {
+  const [row] = await database.sql<{ user_id: string }[]>`
+    select user_id from inbox_tokens where token_hash = ${tokenHash} and expires_at > now()`;
+  return row?.user_id ?? null;
+}
+
+export const INBOX_FILTERS = ["inbox", "unread", "archived", "all"] as const;
+export type InboxFilter = (typeof INBOX_FILTERS)[number];
+
+export interface InboxItem {
+  id: string;
+  notification_id: string;
+  category: string;
+  title: string | null;
+  body: string;
+  created_at: string;
+  seen_at: string | null;
+  read_at: string | null;
+  archived_at: string | null;
+}
+
+/** postgres.js returns the bigint id as text. */
+type ItemRow = Omit<Row<typeof inboxItems>, "id" | "user_id"> & { id: string };
+
+const toItem = (row: ItemRow): InboxItem => ({
+  id: String(row.id),
+  notification_id: row.notification_id,
+  category: row.category,
+  title: row.title,
+  body: row.body,
+  created_at: row.created_at.toISOString(),
+  seen_at: row.seen_at?.toISOString() ?? null,
+  read_at: row.read_at?.toISOString() ?? null,
+  archived_at: row.archived_at?.toISOString() ?? null,
+});
+
+const COLUMNS = "id, notification_id, category, title, body, created_at, seen_at, read_at, archived_at";
+
+/** Newest first (the id is the unique total order); `beforeId` continues after a page. */
+export async function listInboxItems(
+  database: Database,
+  userId: string,
+  filter: InboxFilter,
+  limit: number,
+  beforeId: number | null,
+): Promise<{ items: InboxItem[]; hasMore: boolean }> {
+  const { sql } = database;
+  const where = {
+    inbox: sql`and archived_at is null`,
+    unread: sql`and archived_at is null and read_at is null`,
+    archived: sql`and archived_at is not null`,
+    all: sql``,
+  }[filter];
+  const rows = await sql<ItemRow[]>`
+    select ${sql.unsafe(COLUMNS)} from inbox_items
+    where user_id = ${userId} ${where} ${beforeId === null ? sql`` : sql`and id < ${beforeId}`}
+    order by id desc limit ${limit + 1}`;
+  return { items: rows.slice(0, limit).map(toItem), hasMore: rows.length > limit };
+}
+
+/** Items after the one a stream sent last, oldest first: what a reconnecting client missed. */
+export async function listInboxItemsAfter(
+  database: Database,
+  userId: string,
+  afterId: number,
+  limit: number,
+): Promise<InboxItem[]> {
+  const rows = await database.sql<ItemRow[]>`
+    select ${database.sql.unsafe(COLUMNS)} from inbox_items
+    where user_id = ${userId} and id > ${afterId} order by id limit ${limit}`;
+  return rows.map(toItem);
+}
+
+/** The id of the user's newest item; 0 when there is none. */
+export async function latestInboxItemId(database: Database, userId: string): Promise<number> {
+  const [row] = await database.sql<
+    { id: string | null }[]
+  >`select max(id) as id from inbox_items where user_id = ${userId}`;
+  return Number(row?.id ?? 0);
+}
+
+/**
+ * Sets or clears the user's states of one item. Seen and read are set once (the first time
+ * counts) and cleared with false; null when the item is not this user's.
+ */
+export async function setInboxItemState(
+  database: Database,
+  userId: string,
+  id: number,
+  change: { seen?: boolean; read?: boolean; archived?: boolean },
+): Promise<InboxItem | null> {
+  const { sql } = database;
+  const state = (value: boolean | undefined, column: string) =>
+    value === undefined ? sql.unsafe(column) : value ? sql`coalesce(${sql.unsafe(column)}, now())` : sql`null`;
+  const [row] = await sql<ItemRow[]>`
+    update inbox_items set
+      seen_at = ${state(change.seen, "seen_at")},
+      read_at = ${state(change.read, "read_at")},
+      archived_at = ${state(change.archived, "archived_at")}
+    where id = ${id} and user_id = ${userId}
+    returning ${sql.unsafe(COLUMNS)}`;
+  return row === undefined ? null : toItem(row);
+}
+
+/**
+ * LISTENs for stored items (storeInboxItem notifies in the same statement as its insert) and
+ * calls `wake` with the user id of each; resolves once listening, with the way to stop.
+ */
+export async function listenForInboxItems(
+  database: Database,
+  wake: (userId: string) => void,
+): Promise<{ unlisten(): Promise<void> }> {
+  return database.sql.listen(INBOX_NOTIFY_CHANNEL, wake);
+}

@@ -1,0 +1,3 @@
+export * from "./accept.js";
+export * from "./outbox.js";
+export * from "./read.js";

@@ -1,0 +1,131 @@
+import type { Channel, LaneMessage, Priority } from "@notify/core";
+import type { Database } from "../index.js";
+import type { RowPick } from "../rows.js";
+import type { notifications, publishOutbox } from "../schema/index.js";
+
+/**
+ * Keeps only `ids` listed in a batch's outbox row: the rest of its notifications were
+ * published, and a retry of one of them must be a replay (200), in every process, not a 409.
+ */
+export async function narrowOutboxRow(database: Database, outboxId: string, ids: readonly string[]): Promise<void> {
+  await database.sql`update publish_outbox set notification_ids = ${ids as string[]}::text[] where id = ${outboxId}::bigint`;
+}
+
+/**
+ * Deletes notifications whose publish definitely failed, with their idempotency records (the
+ * key is free again), but only while holding the batch's outbox row: if the recovery sweep holds
+ * it, or already settled it, it may have published them, and they must stay. Answers how many
+ * were deleted.
+ */
+export async function removeUnpublished(database: Database, outboxId: string, ids: readonly string[]): Promise<number> {
+  const [row] = await database.sql<{ removed: number }[]>`
+    with batch as (select id from publish_outbox where id = ${outboxId}::bigint for update skip locked),
+    removed as (
+      delete from notifications where id = any(${ids as string[]}::text[]) and exists (select 1 from batch)
+      returning client_id, dedup_key
+    ),
+    released as (
+      delete from idempotency_keys k using removed r where k.client_id = r.client_id and k.key = r.dedup_key
+    )
+    select count(*)::int as removed from removed`;
+  return row?.removed ?? 0;
+}
+
+/**
+ * Deletes settled outbox rows without waiting for the WAL flush: a delete lost in a crash only
+ * makes the recovery sweep publish the batch again, which JetStream deduplicates by msg id, and
+ * the request's own commit stays the only one it waits for.
+ */
+export async function deleteSettledOutboxRows(database: Database, outboxIds: readonly string[]): Promise<void> {
+  await database.sql.begin(async (tx) => {
+    await tx`set local synchronous_commit = off`;
+    await tx`delete from publish_outbox where id = any(${outboxIds as string[]}::bigint[])`;
+  });
+}
+
+/** A notification the outbox still lists: its lane message and the partition it goes to. */
+export interface UnpublishedNotification {
+  message: LaneMessage;
+  partition: number;
+}
+
+type NotificationRow = Omit<
+  RowPick<
+    typeof notifications,
+    | "id"
+    | "client_id"
+    | "user_id"
+    | "category"
+    | "template_id"
+    | "template_version"
+    | "priority"
+    | "requested_channels"
+    | "data"
+    | "partition"
+    | "created_at"
+  >,
+  "priority" | "requested_channels" | "data"
+> & { priority: Priority; requested_channels: Channel[] | null; data: Record<string, unknown> };
+
+/** postgres.js returns bigint as text, so the id is read as text throughout. */
+type OutboxRow = Omit<RowPick<typeof publishOutbox, "id" | "notification_ids">, "id"> & { id: string };
+
+/**
+ * The recovery sweep over the outbox: takes batches older than `graceMs` (at most `maxIds`
+ * notifications), hands their notifications to `publish`, which answers the ids whose publish
+ * failed, and then deletes each batch row whose notifications were all published (or are gone)
+ * and narrows the others to those still to publish, so a failure never makes the next sweep
+ * publish the rest of its batch again. The rows stay locked (SKIP LOCKED) until then, so several
+ * processes sweep at once without publishing twice. Answers how many were published.
+ */
+export async function sweepPublishOutbox(
+  database: Database,
+  options: { graceMs: number; maxIds: number },
+  publish: (notifications: UnpublishedNotification[]) => Promise<ReadonlySet<string>>,
+): Promise<number> {
+  return database.sql.begin(async (tx) => {
+    const batches = await tx<OutboxRow[]>`
+      select id::text, notification_ids from publish_outbox
+      where created_at < now() - ${`${options.graceMs} milliseconds`}::interval
+      order by id limit 20 for update skip locked`;
+    const work: Array<{ id: string; taken: string[]; rest: string[] }> = [];
+    let budget = options.maxIds;
+    for (const batch of batches) {
+      if (budget <= 0) break;
+      const taken = batch.notification_ids.slice(0, budget);
+      work.push({ id: batch.id, taken, rest: batch.notification_ids.slice(taken.length) });
+      budget -= taken.length;
+    }
+    if (work.length === 0) return 0;
+    const rows = await tx<NotificationRow[]>`
+      select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at
+      from notifications where id = any(${work.flatMap((w) => w.taken)}::text[])
+      order by created_at, id`;
+    const failed = await publish(
+      rows.map((row) => ({
+        message: {
+          notification_id: row.id,
+          client_id: row.client_id,
+          user_id: row.user_id,
+          category: row.category,
+          template_id: row.template_id,
+          ...(row.template_version === null ? {} : { template_version: row.template_version }),
+          priority: row.priority,
+          channels: row.requested_channels,
+          data: row.data,
+          created_at: row.created_at.toISOString(),
+        },
+        partition: row.partition,
+      })),
+    );
+    const settled: string[] = [];
+    for (const w of work) {
+      const left = [...w.taken.filter((id) => failed.has(id)), ...w.rest];
+      if (left.length === 0) settled.push(w.id);
+      else if (left.length < w.taken.length + w.rest.length)
+        await tx`update publish_outbox set notification_ids = ${left}::text[] where id = ${w.id}::bigint`;
+    }
+    if (settled.length > 0) await tx`delete from publish_outbox where id = any(${settled}::bigint[])`;
+    return rows.filter((row) => !failed.has(row.id)).length;
+  });
+}

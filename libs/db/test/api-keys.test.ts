@@ -1,0 +1,45 @@
+import { hashKey } from "@notify/core";
+import { freshDatabase } from "@notify/testing";
+import t from "tap";
+import { createKey, findActiveKeyByHash, revokeKey, rotateKey, touchKeyLastUsed } from "../src/index.js";
+
+// The authentication lookup: a key authenticates until its revocation takes effect, by the
+// database clock, so a rotated key keeps working through its grace period and no longer.
+const { database } = await freshDatabase(t);
+
+t.test("active, in grace and revoked keys", async (t) => {
+  const issued = await createKey(database, {
+    clientId: "c1",
+    name: "backend",
+    scopes: ["ingest"],
+    rateLimit: { burst: 5, perSecond: 2 },
+  });
+  const found = await findActiveKeyByHash(database, hashKey(issued.key));
+  t.match(found, {
+    id: issued.id,
+    client_id: "c1",
+    scopes: ["ingest"],
+    revoked_at: null,
+    rate_limit_burst: 5,
+    rate_limit_per_second: 2,
+  });
+  t.equal(await findActiveKeyByHash(database, hashKey("ntk_unknown")), null);
+
+  const rotated = await rotateKey(database, issued.id, { graceSeconds: 3600 });
+  const inGrace = await findActiveKeyByHash(database, hashKey(issued.key));
+  t.ok(inGrace, "a rotated key still authenticates in its grace period");
+  t.ok(inGrace?.revoked_at instanceof Date && inGrace.revoked_at.getTime() > Date.now(), "with its end");
+  t.ok(await findActiveKeyByHash(database, hashKey(rotated?.key as string)), "so does its replacement");
+
+  await revokeKey(database, issued.id);
+  t.equal(await findActiveKeyByHash(database, hashKey(issued.key)), null, "revoked: no longer");
+});
+
+t.test("use is recorded", async (t) => {
+  const issued = await createKey(database, { clientId: "c2", name: "k", scopes: ["admin"] });
+  t.equal(issued.last_used_at, null);
+  await touchKeyLastUsed(database, issued.id);
+  const [row] = await database.sql<{ last_used_at: Date | null }[]>`
+    select last_used_at from api_keys where id = ${issued.id}`;
+  t.ok(row?.last_used_at instanceof Date);
+});

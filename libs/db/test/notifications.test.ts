@@ -1,0 +1,205 @@
+import { newId } from "@notify/core";
+import { freshDatabase } from "@notify/testing";
+import t from "tap";
+import {
+  type AcceptedRow,
+  acceptNotifications,
+  findIdempotencyRecords,
+  listUserNotificationRecords,
+  narrowOutboxRow,
+  purgeExpiredIdempotencyKeys,
+  readNotification,
+  removeUnpublished,
+  sweepPublishOutbox,
+} from "../src/index.js";
+
+// The group commit's statement and the outbox around it, against a real Postgres: the key is
+// claimed once per window, a compensating delete never races the recovery sweep, and the sweep
+// keeps exactly the notifications still to publish.
+const { database } = await freshDatabase(t);
+const { sql } = database;
+
+const row = (clientId: string, key: string, over: Partial<AcceptedRow> = {}): AcceptedRow => ({
+  id: newId(),
+  client_id: clientId,
+  key,
+  request_hash: `hash-${key}`,
+  user_id: "u1",
+  category: "security",
+  template_id: "welcome",
+  template_version: 1,
+  priority: "transactional",
+  channels: null,
+  data: { name: "Ada" },
+  partition: 0,
+  ...over,
+});
+
+const outboxIds = async (id: string) =>
+  (await sql<{ notification_ids: string[] }[]>`select notification_ids from publish_outbox where id = ${id}::bigint`)[0]
+    ?.notification_ids ?? null;
+
+t.test("a key is claimed once per window; a key past the window is taken over", async (t) => {
+  const first = row("c1", "k-once");
+  const accepted = await acceptNotifications(database, [first, row("c1", "k-other")], 24);
+  t.equal(accepted.createdAt.size, 2);
+  t.ok(accepted.outboxId);
+  t.same(new Set(await outboxIds(accepted.outboxId as string)), new Set([...accepted.createdAt.keys()]));
+
+  const again = await acceptNotifications(database, [row("c1", "k-once", { request_hash: "other" })], 24);
+  t.equal(again.createdAt.size, 0, "the key is held: nothing inserted");
+  t.equal(again.outboxId, null, "and no outbox row for an empty batch");
+  const [record] = await findIdempotencyRecords(database, [{ clientId: "c1", key: "k-once" }]);
+  t.equal(record?.notification_id, first.id);
+  t.equal(record?.request_hash, "hash-k-once", "the first request's hash is kept");
+  t.equal(record?.unpublished, true, "listed in the outbox: in flight");
+  t.same(await findIdempotencyRecords(database, [{ clientId: "c2", key: "k-once" }]), [], "keys are per client");
+
+  await sql`update idempotency_keys set created_at = now() - interval '25 hours' where key = 'k-once'`;
+  const later = row("c1", "k-once");
+  const takenOver = await acceptNotifications(database, [later], 24);
+  t.ok(takenOver.createdAt.has(later.id), "past the window the key is claimed afresh");
+  const [renewed] = await findIdempotencyRecords(database, [{ clientId: "c1", key: "k-once" }]);
+  t.equal(renewed?.notification_id, later.id);
+});
+
+t.test("the purge deletes only records past the window, a slice at a time", async (t) => {
+  await acceptNotifications(database, [row("c-purge", "p1"), row("c-purge", "p2"), row("c-purge", "p3")], 24);
+  await sql`update idempotency_keys set created_at = now() - interval '30 hours' where key in ('p1', 'p2')`;
+  t.equal(await purgeExpiredIdempotencyKeys(database, 24, 1), 1, "at most the limit");
+  t.equal(await purgeExpiredIdempotencyKeys(database, 24), 1);
+  t.equal(await purgeExpiredIdempotencyKeys(database, 24), 0);
+  const left = await findIdempotencyRecords(
+    database,
+    ["p1", "p2", "p3"].map((key) => ({ clientId: "c-purge", key })),
+  );
+  t.same(
+    left.map((r) => r.key),
+    ["p3"],
+  );
+});
+
+t.test("a failed publish is undone only while the batch's outbox row is not the sweep's", async (t) => {
+  const a = row("c3", "a");
+  const b = row("c3", "b");
+  const { outboxId } = await acceptNotifications(database, [a, b], 24);
+  const id = outboxId as string;
+
+  // The sweep holds the row (FOR UPDATE in its transaction): nothing is removed.
+  let release: () => void = () => {};
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let locked: () => void = () => {};
+  const isLocked = new Promise<void>((resolve) => {
+    locked = resolve;
+  });
+  const holder = sql.begin(async (tx) => {
+    await tx`select id from publish_outbox where id = ${id}::bigint for update`;
+    locked();
+    await held;
+  });
+  await isLocked;
+  t.equal(await removeUnpublished(database, id, [a.id]), 0, "held by the sweep: kept");
+  release();
+  await holder;
+  t.ok(await readNotification(database, "c3", a.id), "the row is still there");
+
+  t.equal(await removeUnpublished(database, id, [a.id]), 1, "not held: removed");
+  t.equal(await readNotification(database, "c3", a.id), null);
+  t.same(await findIdempotencyRecords(database, [{ clientId: "c3", key: "a" }]), [], "its key is released for a retry");
+  t.equal((await findIdempotencyRecords(database, [{ clientId: "c3", key: "b" }])).length, 1, "the other is kept");
+
+  await narrowOutboxRow(database, id, [b.id]);
+  t.same(await outboxIds(id), [b.id]);
+  await sql`delete from publish_outbox where id = ${id}::bigint`;
+  t.equal(await removeUnpublished(database, id, [b.id]), 0, "a settled batch is never undone");
+  t.ok(await readNotification(database, "c3", b.id));
+});
+
+t.test("the sweep publishes old batches within its budget and keeps what failed", async (t) => {
+  await sql`delete from publish_outbox`;
+  const rows = [row("c4", "s1"), row("c4", "s2"), row("c4", "s3", { template_version: null, channels: ["email"] })];
+  const { outboxId } = await acceptNotifications(database, rows, 24);
+  const id = outboxId as string;
+
+  let seen: string[] = [];
+  const publishNothing = async (ns: Array<{ message: { notification_id: string } }>) => {
+    seen = ns.map((n) => n.message.notification_id);
+    return new Set<string>();
+  };
+  t.equal(await sweepPublishOutbox(database, { graceMs: 60_000, maxIds: 10 }, publishNothing), 0, "too young");
+  t.same(seen, []);
+  await sql`update publish_outbox set created_at = now() - interval '1 minute' where id = ${id}::bigint`;
+
+  // Budget 2 of 3, and the first publish fails: the row keeps the failed one and the untaken one.
+  const [s1, , s3] = rows as [AcceptedRow, AcceptedRow, AcceptedRow];
+  const published = await sweepPublishOutbox(database, { graceMs: 1000, maxIds: 2 }, async (ns) => {
+    t.equal(ns.length, 2);
+    const first = ns[0]?.message;
+    t.equal(first?.client_id, "c4");
+    t.same(first?.data, { name: "Ada" });
+    t.match(first?.created_at, /Z$/);
+    return new Set([s1.id]);
+  });
+  t.equal(published, 1);
+  t.same(new Set(await outboxIds(id)), new Set([s1.id, s3.id]), "published ones leave the row");
+
+  const messages: Array<{ template_version?: number; channels: string[] | null }> = [];
+  t.equal(
+    await sweepPublishOutbox(database, { graceMs: 1000, maxIds: 10 }, async (ns) => {
+      for (const n of ns) messages.push(n.message);
+      return new Set();
+    }),
+    2,
+  );
+  t.equal(await outboxIds(id), null, "all published: the row is gone");
+  const last = messages.find((m) => m.channels !== null);
+  t.same(last?.channels, ["email"]);
+  t.notOk(last && "template_version" in last, "no template_version when none was recorded");
+});
+
+t.test("a notification reads with its channels, only for its own client", async (t) => {
+  const n = row("c5", "r1");
+  await acceptNotifications(database, [n], 24);
+  const bare = await readNotification(database, "c5", n.id);
+  t.same(bare?.channels, {}, "not routed yet: no channels");
+  t.equal(await readNotification(database, "another", n.id), null);
+  await sql`insert into notification_channels (notification_id, channel, status, next_attempt_at)
+    values (${n.id}, 'email', 'deferred', now() + interval '1 hour'),
+           (${n.id}, 'sms', 'sent', now() + interval '1 hour')`;
+  const read = await readNotification(database, "c5", n.id);
+  t.type(read?.channels.email?.next_attempt_at, "string", "a waiting channel shows when it is due");
+  t.equal(read?.channels.sms?.next_attempt_at, null, "a sent one does not");
+
+  const page = await listUserNotificationRecords(database, { clientId: "c5", userId: "u1", after: null, limit: 10 });
+  t.same(
+    page.records.map((r) => r.notification_id),
+    [n.id],
+  );
+  t.same(page.records[0]?.channels, read?.channels);
+  t.equal(page.hasMore, false);
+});
+
+t.test("the user's list is keyset-paged in (created_at desc, id) order at microsecond precision", async (t) => {
+  // One batch shares its created_at: the id breaks the tie.
+  const batch = [row("c6", "l1"), row("c6", "l2"), row("c6", "l3")];
+  await acceptNotifications(database, batch, 24);
+  const ids: string[] = [];
+  let after = null;
+  for (let i = 0; i < 5; i++) {
+    const page = await listUserNotificationRecords(database, { clientId: "c6", userId: "u1", after, limit: 2 });
+    ids.push(...page.records.map((r) => r.notification_id));
+    if (!page.hasMore) break;
+    after = page.last;
+  }
+  t.same(ids, batch.map((b) => b.id).sort(), "every row once, in id order within the commit");
+  const filtered = await listUserNotificationRecords(database, {
+    clientId: "c6",
+    userId: "u1",
+    status: "delivered",
+    after: null,
+    limit: 10,
+  });
+  t.same(filtered.records, [], "the status filter needs a channel in that status");
+});
