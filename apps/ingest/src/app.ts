@@ -3,9 +3,9 @@ import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import type { IngestDeps } from "./deps.js";
-import { mountOpenApi } from "./openapi/index.js";
 import { mountAudiences } from "./routes/audiences.js";
 import { mountBroadcasts } from "./routes/broadcasts.js";
+import { mountDocs } from "./routes/docs.js";
 import { INBOX_PATH, mountInbox } from "./routes/inbox.js";
 import { mountKeys } from "./routes/keys.js";
 import { mountLists } from "./routes/lists.js";
@@ -40,7 +40,7 @@ export function createApp(deps: IngestDeps) {
   mountLists(v1, deps);
   mountAudiences(v1, deps);
   mountBroadcasts(v1, deps);
-  mountOpenApi(v1);
+  mountDocs(v1, () => app as unknown as Hono<never>);
   app.route(API, v1);
   return app;
 }
