@@ -13,6 +13,9 @@ import * as v from "valibot";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getNotification } from "../notifications/get.js";
+import { listUserNotifications } from "../notifications/list.js";
+import { DEFAULT_LIMIT, ListNotificationsQuery, MAX_LIMIT } from "../notifications/list-schemas.js";
+import { parseUserIdParam } from "../preferences/schemas.js";
 import { contract, Timestamp } from "./contract.js";
 
 // Response shapes. Requests are described by the very schemas the handlers validate with.
@@ -49,6 +52,12 @@ export const NotificationView = v.object({
   status: NotificationStatus,
   created_at: Timestamp,
   channels: v.record(v.picklist(CHANNELS), ChannelResult),
+});
+
+const NotificationPage = v.object({
+  data: v.array(NotificationView),
+  next_cursor: v.nullable(v.string()),
+  has_more: v.boolean(),
 });
 
 /** Idempotency-Key (IETF draft): a Structured Field String; a bare token is accepted too. */
@@ -144,5 +153,27 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     }),
     requireScope("read"),
     async (c) => c.json(await getNotification(deps.database, c.get("principal").clientId, c.req.param("id"))),
+  );
+
+  // A user's notifications by keyset cursor: the list is user-facing and grows while it is read.
+  v1.get(
+    "/users/:id/notifications",
+    contract({
+      summary: "List a user's notifications",
+      description: `Newest first (created_at descending, then notification_id), only the calling client's notifications. Cursor pagination: limit ${DEFAULT_LIMIT} by default, larger values clamped to ${MAX_LIMIT}; pass next_cursor back unchanged as cursor, with the same filters, until has_more is false (next_cursor is then null). A cursor is opaque and signed: one that was changed, comes from an older encoding, other filters or another client is a 400 invalid_cursor. Filters: category, status (at least one channel in that status), since (created_at >= since) and until (created_at < until). A best-effort view, not a snapshot: notifications that arrive while paging show up on a later request from the start, never as a repeat or a gap.`,
+      tag: "Notifications",
+      scope: "read",
+      query: ListNotificationsQuery,
+      responses: { 200: { description: "One page", schema: NotificationPage } },
+      problems: ["validation_failed", "invalid_cursor"],
+    }),
+    requireScope("read"),
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      const query = validate(ListNotificationsQuery, c.req.query());
+      return c.json(
+        await listUserNotifications(deps.database, deps.cursorSecret, c.get("principal").clientId, userId, query),
+      );
+    },
   );
 }
