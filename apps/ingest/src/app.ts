@@ -40,7 +40,7 @@ export function createApp(deps: IngestDeps) {
   mountDeadLetters(v1, deps);
   mountAudiences(v1, deps);
   mountBroadcasts(v1, deps);
-  mountDocs(v1, () => app as unknown as Hono<never>);
+  mountDocs(v1, () => app);
   app.route(API, v1);
   return app;
 }

@@ -1,7 +1,7 @@
 import { ERROR_CODES, ERROR_TITLES, type ErrorCode, type Scope } from "@notify/core";
 import { PROBLEM_TYPE_BASE } from "@notify/http";
 import { toJsonSchema } from "@valibot/to-json-schema";
-import type { Hono, MiddlewareHandler } from "hono";
+import type { Env, Hono, MiddlewareHandler } from "hono";
 import { describeRoute, generateSpecs, resolver } from "hono-openapi";
 import * as v from "valibot";
 
@@ -200,8 +200,8 @@ const problemSchema = (): Json => ({
 });
 
 /** The OpenAPI 3.1 document of /api/v1, generated from the contracts on the app's routes. */
-export async function openApiDocument(
-  app: Hono<never>,
+export async function openApiDocument<E extends Env>(
+  app: Hono<E>,
   options: { version: string; serverUrl?: string },
 ): Promise<Json> {
   return (await generateSpecs(app as unknown as Hono, {

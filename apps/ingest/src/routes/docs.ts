@@ -1,4 +1,4 @@
-import type { Hono } from "hono";
+import type { Env, Hono } from "hono";
 import type { AuthEnv } from "../auth/middleware.js";
 import { contract, openApiDocument } from "./contract.js";
 import { renderDocsPage } from "./docs-page.js";
@@ -10,7 +10,7 @@ const CACHE = "public, max-age=300";
  * contracts on the routes of the whole app, which exists only once every route is mounted: so
  * on the first request, then kept (the routes never change after start-up).
  */
-export function mountDocs(v1: Hono<AuthEnv>, app: () => Hono<never>): void {
+export function mountDocs<E extends Env>(v1: Hono<AuthEnv>, app: () => Hono<E>): void {
   let built: Promise<{ json: string; page: string }> | undefined;
   const document = () => {
     built ??= openApiDocument(app(), { version: "1" }).then((doc) => ({
