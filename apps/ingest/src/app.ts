@@ -3,12 +3,12 @@ import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import type { IngestDeps } from "./deps.js";
-import { mountOpenApi } from "./openapi/index.js";
 import { mountAudiences } from "./routes/audiences.js";
 import { mountBroadcasts } from "./routes/broadcasts.js";
+import { mountDeadLetters } from "./routes/dead-letters.js";
+import { mountDocs } from "./routes/docs.js";
 import { INBOX_PATH, mountInbox } from "./routes/inbox.js";
 import { mountKeys } from "./routes/keys.js";
-import { mountLists } from "./routes/lists.js";
 import { mountNotifications } from "./routes/notifications.js";
 import { mountPreferences } from "./routes/preferences.js";
 import { mountTemplates } from "./routes/templates.js";
@@ -37,10 +37,10 @@ export function createApp(deps: IngestDeps) {
   mountTemplates(v1, deps);
   mountUsers(v1, deps);
   mountInbox(v1, deps);
-  mountLists(v1, deps);
+  mountDeadLetters(v1, deps);
   mountAudiences(v1, deps);
   mountBroadcasts(v1, deps);
-  mountOpenApi(v1);
+  mountDocs(v1, () => app);
   app.route(API, v1);
   return app;
 }

@@ -3,9 +3,13 @@ import type { Hono } from "hono";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import { createBroadcast } from "../broadcasts/create.js";
 import { cancelBroadcast, getBroadcast } from "../broadcasts/progress.js";
-import { BroadcastRequest } from "../broadcasts/schemas.js";
+import { BroadcastAccepted, BroadcastRequest, BroadcastView } from "../broadcasts/schemas.js";
 import type { IngestDeps } from "../deps.js";
+import { type Contract, contract } from "./contract.js";
 import { parseIdempotencyKey } from "./notifications.js";
+
+const broadcasts = (route: Omit<Contract, "tag" | "scope">) =>
+  contract({ ...route, tag: "Broadcasts", scope: "admin" });
 
 /**
  * Broadcasts (spec rule 11), scope `admin`: one request reaches a whole audience, so it takes
@@ -17,26 +21,88 @@ export function mountBroadcasts(
 ): void {
   const admin = requireScope("admin");
 
-  v1.post("/broadcasts", limitBody(deps.maxBodyBytes), admin, async (c) => {
-    const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
-    const request = validate(BroadcastRequest, await readJson(c));
-    const result = await createBroadcast(deps, { clientId: c.get("principal").clientId, idempotencyKey, request });
-    c.header("location", `/api/v1/broadcasts/${result.broadcastId}`);
-    if (result.kind === "replayed") {
-      c.header("idempotent-replayed", "true");
-      return c.json({ broadcast_id: result.broadcastId, status: result.status, total: result.total }, 200);
-    }
-    c.get("log").info({ broadcast_id: result.broadcastId, total: result.total }, "broadcast accepted");
-    return c.json({ broadcast_id: result.broadcastId, status: "expanding", total: result.total }, 202);
-  });
-
-  v1.get("/broadcasts/:id", admin, async (c) =>
-    c.json(await getBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"))),
+  v1.post(
+    "/broadcasts",
+    broadcasts({
+      summary: "Broadcast to an audience",
+      description:
+        "Always promotional. The processor expands it in batches into one notification per member (each with its own notification_id, preferences applied per recipient), resuming after a crash where it stopped: every member gets exactly one. Members added before the expansion reaches them are included.",
+      body: BroadcastRequest,
+      headers: [
+        {
+          name: "Idempotency-Key",
+          required: true,
+          description:
+            "Required; a repeat with the same body returns the same broadcast (200, Idempotent-Replayed), another body is a 422.",
+        },
+      ],
+      responses: {
+        202: {
+          description: "Accepted; expansion starts",
+          schema: BroadcastAccepted,
+          headers: { Location: "Its progress" },
+        },
+        200: {
+          description: "The Idempotency-Key was used with the same body: the existing broadcast",
+          schema: BroadcastAccepted,
+          headers: { "Idempotent-Replayed": "true" },
+        },
+      },
+      problems: [
+        "validation_failed",
+        "malformed_json",
+        "idempotency_key_missing",
+        "idempotency_key_invalid",
+        "idempotency_key_reused",
+        "unknown_template",
+        "template_data_invalid",
+        "payload_too_large",
+        "unsupported_media_type",
+      ],
+    }),
+    limitBody(deps.maxBodyBytes),
+    admin,
+    async (c) => {
+      const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
+      const request = validate(BroadcastRequest, await readJson(c));
+      const result = await createBroadcast(deps, { clientId: c.get("principal").clientId, idempotencyKey, request });
+      c.header("location", `/api/v1/broadcasts/${result.broadcastId}`);
+      if (result.kind === "replayed") {
+        c.header("idempotent-replayed", "true");
+        return c.json({ broadcast_id: result.broadcastId, status: result.status, total: result.total }, 200);
+      }
+      c.get("log").info({ broadcast_id: result.broadcastId, total: result.total }, "broadcast accepted");
+      return c.json({ broadcast_id: result.broadcastId, status: "expanding", total: result.total }, 202);
+    },
   );
 
-  v1.post("/broadcasts/:id/cancel", admin, async (c) => {
-    const view = await cancelBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"));
-    c.get("log").info({ broadcast_id: view.broadcast_id, expanded: view.expanded }, "broadcast cancelled");
-    return c.json(view);
-  });
+  v1.get(
+    "/broadcasts/:id",
+    broadcasts({
+      summary: "Read a broadcast's progress",
+      description:
+        "total (members when accepted), expanded (notifications created), and per recipient: delivered on at least one channel, failed (no delivery, a failed or bounced channel), suppressed (every channel suppressed).",
+      responses: { 200: { description: "Its progress", schema: BroadcastView } },
+      problems: ["not_found"],
+    }),
+    admin,
+    async (c) => c.json(await getBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"))),
+  );
+
+  v1.post(
+    "/broadcasts/:id/cancel",
+    broadcasts({
+      summary: "Cancel a broadcast",
+      description:
+        "Stops the expansion between two batches; recipients already expanded keep their notifications. Cancelling a finished broadcast changes nothing.",
+      responses: { 200: { description: "Its progress", schema: BroadcastView } },
+      problems: ["not_found"],
+    }),
+    admin,
+    async (c) => {
+      const view = await cancelBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"));
+      c.get("log").info({ broadcast_id: view.broadcast_id, expanded: view.expanded }, "broadcast cancelled");
+      return c.json(view);
+    },
+  );
 }

@@ -1,11 +1,36 @@
-import { AppError } from "@notify/core";
+import { AppError, SCOPES } from "@notify/core";
 import { createKey, getKey, listKeys, revokeKey, rotateKey } from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
+import * as v from "valibot";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { CreateKeyRequest, ListKeysQuery, RotateKeyRequest } from "../keys/schemas.js";
+import { type Contract, contract, Timestamp } from "./contract.js";
+
+const ApiKeyRecord = v.object({
+  id: v.string(),
+  client_id: v.string(),
+  name: v.string(),
+  prefix: v.string(),
+  scopes: v.array(v.picklist(SCOPES)),
+  rate_limit: v.nullable(v.object({ burst: v.number(), per_second: v.number() })),
+  status: v.picklist(["active", "grace", "revoked"]),
+  created_at: Timestamp,
+  revoked_at: v.nullable(Timestamp),
+  last_used_at: v.nullable(Timestamp),
+});
+const IssuedKey = v.object({ ...ApiKeyRecord.entries, key: v.string() });
+const RotatedKey = v.object({ ...IssuedKey.entries, previous: ApiKeyRecord });
+const KeyPage = v.object({
+  data: v.array(ApiKeyRecord),
+  page: v.number(),
+  page_size: v.number(),
+  total_count: v.number(),
+});
+
+const keys = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "API keys", scope: "admin" });
 
 const postgres = <T>(work: Promise<T>): Promise<T> =>
   work.catch((error: unknown) => {
@@ -26,61 +51,112 @@ async function readOptionalJson(c: Context): Promise<unknown> {
 export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   const admin = requireScope("admin");
 
-  v1.post("/keys", limitBody(deps.maxBodyBytes), admin, async (c) => {
-    const body = validate(CreateKeyRequest, await readJson(c));
-    const issued = await postgres(
-      createKey(deps.database, {
-        clientId: body.client_id,
-        name: body.name,
-        scopes: body.scopes,
-        rateLimit: body.rate_limit && { burst: body.rate_limit.burst, perSecond: body.rate_limit.per_second },
-      }),
-    );
-    c.get("log").info({ target_key_id: issued.id, target_client_id: issued.client_id }, "API key created");
-    c.header("cache-control", "no-store");
-    c.header("location", `/api/v1/keys/${issued.id}`);
-    return c.json(issued, 201);
-  });
+  v1.post(
+    "/keys",
+    keys({
+      summary: "Issue an API key",
+      description: "The plaintext key is in this answer only; the service stores its SHA-256.",
+      body: CreateKeyRequest,
+      responses: {
+        201: { description: "The new key, shown once", schema: IssuedKey, headers: { Location: "The key's URL" } },
+      },
+      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    admin,
+    async (c) => {
+      const body = validate(CreateKeyRequest, await readJson(c));
+      const issued = await postgres(
+        createKey(deps.database, {
+          clientId: body.client_id,
+          name: body.name,
+          scopes: body.scopes,
+          rateLimit: body.rate_limit && { burst: body.rate_limit.burst, perSecond: body.rate_limit.per_second },
+        }),
+      );
+      c.get("log").info({ target_key_id: issued.id, target_client_id: issued.client_id }, "API key created");
+      c.header("cache-control", "no-store");
+      c.header("location", `/api/v1/keys/${issued.id}`);
+      return c.json(issued, 201);
+    },
+  );
 
-  v1.get("/keys", admin, async (c) => {
-    const query = validate(ListKeysQuery, c.req.query());
-    const { data, total_count } = await postgres(
-      listKeys(deps.database, {
-        clientId: query.client_id,
-        includeRevoked: query.include_revoked,
-        page: query.page,
-        pageSize: query.page_size,
-      }),
-    );
-    return c.json({ data, page: query.page, page_size: query.page_size, total_count });
-  });
+  v1.get(
+    "/keys",
+    keys({
+      summary: "List API keys",
+      query: ListKeysQuery,
+      responses: { 200: { description: "A page of keys, newest first (offset pagination)", schema: KeyPage } },
+      problems: ["validation_failed"],
+    }),
+    admin,
+    async (c) => {
+      const query = validate(ListKeysQuery, c.req.query());
+      const { data, total_count } = await postgres(
+        listKeys(deps.database, {
+          clientId: query.client_id,
+          includeRevoked: query.include_revoked,
+          page: query.page,
+          pageSize: query.page_size,
+        }),
+      );
+      return c.json({ data, page: query.page, page_size: query.page_size, total_count });
+    },
+  );
 
-  v1.get("/keys/:id", admin, async (c) => {
-    const id = c.req.param("id");
-    const key = await postgres(getKey(deps.database, id));
-    if (!key) throw unknownKey(id);
-    return c.json(key);
-  });
+  v1.get(
+    "/keys/:id",
+    keys({
+      summary: "Read an API key",
+      responses: { 200: { description: "The key's record (never the key or its hash)", schema: ApiKeyRecord } },
+      problems: ["not_found"],
+    }),
+    admin,
+    async (c) => {
+      const id = c.req.param("id");
+      const key = await postgres(getKey(deps.database, id));
+      if (!key) throw unknownKey(id);
+      return c.json(key);
+    },
+  );
 
-  v1.post("/keys/:id/rotate", limitBody(deps.maxBodyBytes), admin, async (c) => {
-    const id = c.req.param("id");
-    const body = validate(RotateKeyRequest, await readOptionalJson(c));
-    const rotated = await postgres(rotateKey(deps.database, id, { graceSeconds: body.grace_seconds }));
-    if (!rotated) throw unknownKey(id);
-    c.get("log").info(
-      { target_key_id: rotated.id, replaced_key_id: id, replaced_until: rotated.previous.revoked_at },
-      "API key rotated",
-    );
-    c.header("cache-control", "no-store");
-    c.header("location", `/api/v1/keys/${rotated.id}`);
-    return c.json(rotated, 201);
-  });
+  v1.post(
+    "/keys/:id/rotate",
+    keys({
+      summary: "Rotate an API key",
+      description:
+        "Issues a replacement with the same client, scopes and limits; the old key works until the grace period ends.",
+      body: RotateKeyRequest,
+      responses: { 201: { description: "The new key, shown once, and the old key's record", schema: RotatedKey } },
+      problems: ["validation_failed", "malformed_json", "not_found", "payload_too_large", "unsupported_media_type"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    admin,
+    async (c) => {
+      const id = c.req.param("id");
+      const body = validate(RotateKeyRequest, await readOptionalJson(c));
+      const rotated = await postgres(rotateKey(deps.database, id, { graceSeconds: body.grace_seconds }));
+      if (!rotated) throw unknownKey(id);
+      c.get("log").info(
+        { target_key_id: rotated.id, replaced_key_id: id, replaced_until: rotated.previous.revoked_at },
+        "API key rotated",
+      );
+      c.header("cache-control", "no-store");
+      c.header("location", `/api/v1/keys/${rotated.id}`);
+      return c.json(rotated, 201);
+    },
+  );
 
-  v1.delete("/keys/:id", admin, async (c) => {
-    const id = c.req.param("id");
-    const revoked = await postgres(revokeKey(deps.database, id));
-    if (!revoked) throw unknownKey(id);
-    c.get("log").info({ target_key_id: id, target_client_id: revoked.client_id }, "API key revoked");
-    return c.body(null, 204);
-  });
+  v1.delete(
+    "/keys/:id",
+    keys({ summary: "Revoke an API key", responses: { 204: { description: "Revoked" } }, problems: ["not_found"] }),
+    admin,
+    async (c) => {
+      const id = c.req.param("id");
+      const revoked = await postgres(revokeKey(deps.database, id));
+      if (!revoked) throw unknownKey(id);
+      c.get("log").info({ target_key_id: id, target_client_id: revoked.client_id }, "API key revoked");
+      return c.body(null, 204);
+    },
+  );
 }

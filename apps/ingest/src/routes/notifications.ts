@@ -1,9 +1,64 @@
-import { AppError, NotificationRequest } from "@notify/core";
+import {
+  AppError,
+  CHANNEL_STATUSES,
+  CHANNELS,
+  NOTIFICATION_STATUS_DESCRIPTIONS,
+  NOTIFICATION_STATUSES,
+  NotificationRequest,
+  PRIORITIES,
+} from "@notify/core";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
+import * as v from "valibot";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getNotification } from "../notifications/get.js";
+import { listUserNotifications } from "../notifications/list.js";
+import { DEFAULT_LIMIT, ListNotificationsQuery, MAX_LIMIT } from "../notifications/list-schemas.js";
+import { parseUserIdParam } from "../preferences/schemas.js";
+import { contract, Timestamp } from "./contract.js";
+
+// Response shapes. Requests are described by the very schemas the handlers validate with.
+
+const Accepted = v.object({ notification_id: v.string(), status: v.literal("accepted") });
+
+const ChannelResult = v.object({
+  status: v.picklist(CHANNEL_STATUSES),
+  provider_id: v.nullable(v.string()),
+  reason: v.nullable(v.string()),
+  ts: Timestamp,
+  next_attempt_at: v.nullable(Timestamp),
+});
+
+/** The top-level status: an enum, each value explained (x-enum-descriptions, in enum order). */
+const NotificationStatus = v.pipe(
+  v.picklist(NOTIFICATION_STATUSES),
+  v.metadata({
+    description: `Derived from the channels' statuses, exactly one applies: ${NOTIFICATION_STATUSES.map(
+      (status) => `\`${status}\`: ${NOTIFICATION_STATUS_DESCRIPTIONS[status]}`,
+    ).join(
+      "; ",
+    )}. Only a bounce receipt still changes completed, partially_failed or failed (a delivered channel may bounce later).`,
+    "x-enum-descriptions": NOTIFICATION_STATUSES.map((status) => NOTIFICATION_STATUS_DESCRIPTIONS[status]),
+  }),
+);
+
+export const NotificationView = v.object({
+  notification_id: v.string(),
+  user_id: v.string(),
+  category: v.string(),
+  template_id: v.string(),
+  priority: v.picklist(PRIORITIES),
+  status: NotificationStatus,
+  created_at: Timestamp,
+  channels: v.record(v.picklist(CHANNELS), ChannelResult),
+});
+
+const NotificationPage = v.object({
+  data: v.array(NotificationView),
+  next_cursor: v.nullable(v.string()),
+  has_more: v.boolean(),
+});
 
 /** Idempotency-Key (IETF draft): a Structured Field String; a bare token is accepted too. */
 const IDEMPOTENCY_KEY = /^"?([\x21\x23-\x5b\x5d-\x7e]{1,255})"?$/;
@@ -25,19 +80,100 @@ export function parseIdempotencyKey(header: string | undefined): string {
 }
 
 export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
-  v1.post("/notifications", limitBody(deps.maxBodyBytes), requireScope("ingest"), async (c) => {
-    const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
-    const request = validate(NotificationRequest, await readJson(c));
-    const result = await deps.ingestor.create({ clientId: c.get("principal").clientId, idempotencyKey, request });
-    if (result.kind === "replayed") {
-      c.header("idempotent-replayed", "true");
-      return c.json({ notification_id: result.notificationId, status: "accepted" }, 200);
-    }
-    c.header("location", `/api/v1/notifications/${result.notificationId}`);
-    return c.json({ notification_id: result.notificationId, status: "accepted" }, 202);
-  });
+  v1.post(
+    "/notifications",
+    contract({
+      summary: "Send a notification",
+      description:
+        "Validates, stores and queues the notification; answers 202 only after it is committed and acknowledged by the queue. Delivery is asynchronous: read GET /notifications/{id} for per-channel results.",
+      tag: "Notifications",
+      scope: "ingest",
+      body: NotificationRequest,
+      headers: [
+        {
+          name: "Idempotency-Key",
+          required: true,
+          description:
+            "The upstream event id (a UUID); a repeat within 24 h returns the first result (IETF Idempotency-Key draft).",
+        },
+      ],
+      responses: {
+        202: {
+          description: "Accepted and durably queued",
+          schema: Accepted,
+          headers: { Location: "The notification's URL" },
+        },
+        200: {
+          description:
+            "The Idempotency-Key was seen within 24 h with the same body: the existing notification, nothing enqueued",
+          schema: Accepted,
+          headers: { "Idempotent-Replayed": "true" },
+        },
+      },
+      problems: [
+        "validation_failed",
+        "malformed_json",
+        "idempotency_key_missing",
+        "idempotency_key_invalid",
+        "unknown_template",
+        "template_data_invalid",
+        "idempotency_key_in_use",
+        "idempotency_key_reused",
+        "payload_too_large",
+        "unsupported_media_type",
+      ],
+    }),
+    limitBody(deps.maxBodyBytes),
+    requireScope("ingest"),
+    async (c) => {
+      const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
+      const request = validate(NotificationRequest, await readJson(c));
+      const result = await deps.ingestor.create({ clientId: c.get("principal").clientId, idempotencyKey, request });
+      if (result.kind === "replayed") {
+        c.header("idempotent-replayed", "true");
+        return c.json({ notification_id: result.notificationId, status: "accepted" }, 200);
+      }
+      c.header("location", `/api/v1/notifications/${result.notificationId}`);
+      return c.json({ notification_id: result.notificationId, status: "accepted" }, 202);
+    },
+  );
 
-  v1.get("/notifications/:id", requireScope("read"), async (c) =>
-    c.json(await getNotification(deps.database, c.get("principal").clientId, c.req.param("id"))),
+  v1.get(
+    "/notifications/:id",
+    contract({
+      summary: "Read a notification's status",
+      description:
+        "`status` sums the channels up (accepted, processing, unsettled, completed, partially_failed, failed, suppressed; see its schema); `channels` has each channel's own status, reason and provider id.",
+      tag: "Notifications",
+      scope: "read",
+      responses: {
+        200: { description: "The notification and its per-channel delivery results", schema: NotificationView },
+      },
+      problems: ["not_found"],
+    }),
+    requireScope("read"),
+    async (c) => c.json(await getNotification(deps.database, c.get("principal").clientId, c.req.param("id"))),
+  );
+
+  // A user's notifications by keyset cursor: the list is user-facing and grows while it is read.
+  v1.get(
+    "/users/:id/notifications",
+    contract({
+      summary: "List a user's notifications",
+      description: `Newest first (created_at descending, then notification_id), only the calling client's notifications. Cursor pagination: limit ${DEFAULT_LIMIT} by default, larger values clamped to ${MAX_LIMIT}; pass next_cursor back unchanged as cursor, with the same filters, until has_more is false (next_cursor is then null). A cursor is opaque and signed: one that was changed, comes from an older encoding, other filters or another client is a 400 invalid_cursor. Filters: category, status (at least one channel in that status), since (created_at >= since) and until (created_at < until). A best-effort view, not a snapshot: notifications that arrive while paging show up on a later request from the start, never as a repeat or a gap.`,
+      tag: "Notifications",
+      scope: "read",
+      query: ListNotificationsQuery,
+      responses: { 200: { description: "One page", schema: NotificationPage } },
+      problems: ["validation_failed", "invalid_cursor"],
+    }),
+    requireScope("read"),
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      const query = validate(ListNotificationsQuery, c.req.query());
+      return c.json(
+        await listUserNotifications(deps.database, deps.cursorSecret, c.get("principal").clientId, userId, query),
+      );
+    },
   );
 }

@@ -4,7 +4,8 @@ import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getPreferences, type StoredPreferences } from "../preferences/get-preferences.js";
 import { putPreferences } from "../preferences/put-preferences.js";
-import { checkBodyUserId, PreferencesRequest, parseUserIdParam } from "../preferences/schemas.js";
+import { checkBodyUserId, PreferencesRequest, PreferencesResponse, parseUserIdParam } from "../preferences/schemas.js";
+import { contract } from "./contract.js";
 
 const answer = (c: Context<AuthEnv>, stored: StoredPreferences) => {
   if (stored.updatedAt) c.header("last-modified", stored.updatedAt.toUTCString());
@@ -22,16 +23,47 @@ export function mountPreferences(
 ): void {
   const scope = requireScope("preferences");
 
-  v1.get("/users/:id/preferences", scope, async (c) =>
-    answer(c, await getPreferences(deps.database, parseUserIdParam(c.req.param("id")))),
+  v1.get(
+    "/users/:id/preferences",
+    contract({
+      summary: "Read a user's preferences",
+      description: "A user without a stored document gets the defaults (no opt-outs, no quiet hours, no cap).",
+      tag: "Users",
+      scope: "preferences",
+      responses: {
+        200: {
+          description: "The preferences document",
+          schema: PreferencesResponse,
+          headers: { "Last-Modified": "When it was last replaced" },
+        },
+      },
+      problems: ["validation_failed"],
+    }),
+    scope,
+    async (c) => answer(c, await getPreferences(deps.database, parseUserIdParam(c.req.param("id")))),
   );
 
-  v1.put("/users/:id/preferences", limitBody(deps.maxBodyBytes), scope, async (c) => {
-    const userId = parseUserIdParam(c.req.param("id"));
-    const input = validate(PreferencesRequest, await readJson(c));
-    checkBodyUserId(userId, input.user_id);
-    const stored = await putPreferences(deps.database, userId, input);
-    c.get("log").info({ user_id: userId }, "preferences replaced");
-    return answer(c, stored);
-  });
+  v1.put(
+    "/users/:id/preferences",
+    contract({
+      summary: "Replace a user's preferences",
+      description:
+        "Replaces the whole document. Quiet hours are HH:MM in an IANA time zone (a window may cross midnight); device tokens are Web Push subscriptions. The processor sees a change within 5 s.",
+      tag: "Users",
+      scope: "preferences",
+      body: PreferencesRequest,
+      responses: { 200: { description: "The stored document", schema: PreferencesResponse } },
+      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    scope,
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      const input = validate(PreferencesRequest, await readJson(c));
+      checkBodyUserId(userId, input.user_id);
+      const stored = await putPreferences(deps.database, userId, input);
+      c.get("log").info({ user_id: userId }, "preferences replaced");
+      return answer(c, stored);
+    },
+  );
 }

@@ -1,5 +1,6 @@
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
+import * as v from "valibot";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getTemplate } from "../templates/get-template.js";
@@ -11,7 +12,18 @@ import {
   parseTemplateIdParam,
   parseVersionParam,
   TemplateRequest,
+  TemplateResponse,
 } from "../templates/schemas.js";
+import { type Contract, contract } from "./contract.js";
+
+const TemplatePage = v.object({
+  data: v.array(TemplateResponse),
+  page: v.number(),
+  page_size: v.number(),
+  total_count: v.number(),
+});
+
+const templates = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Templates", scope: "admin" });
 
 /**
  * Templates, scope `admin`: an eta template is code that the processor runs, so only an
@@ -23,33 +35,81 @@ export function mountTemplates(
 ): void {
   const admin = requireScope("admin");
 
-  v1.get("/templates", admin, async (c) => {
-    const query = validate(ListTemplatesQuery, c.req.query());
-    const { data, total_count } = await listTemplates(deps.database, { page: query.page, pageSize: query.page_size });
-    return c.json({ data, page: query.page, page_size: query.page_size, total_count });
-  });
-
-  v1.get("/templates/:id", admin, async (c) =>
-    c.json(await getTemplate(deps.database, parseTemplateIdParam(c.req.param("id"), "read"), null)),
+  v1.get(
+    "/templates",
+    templates({
+      summary: "List templates",
+      query: ListTemplatesQuery,
+      responses: {
+        200: { description: "A page of templates at their latest version (offset pagination)", schema: TemplatePage },
+      },
+      problems: ["validation_failed"],
+    }),
+    admin,
+    async (c) => {
+      const query = validate(ListTemplatesQuery, c.req.query());
+      const { data, total_count } = await listTemplates(deps.database, { page: query.page, pageSize: query.page_size });
+      return c.json({ data, page: query.page, page_size: query.page_size, total_count });
+    },
   );
 
-  v1.get("/templates/:id/versions/:version", admin, async (c) => {
-    const id = parseTemplateIdParam(c.req.param("id"), "read");
-    return c.json(await getTemplate(deps.database, id, parseVersionParam(id, c.req.param("version"))));
-  });
+  v1.get(
+    "/templates/:id",
+    templates({
+      summary: "Read a template's latest version",
+      responses: { 200: { description: "The latest version", schema: TemplateResponse } },
+      problems: ["validation_failed", "not_found"],
+    }),
+    admin,
+    async (c) => c.json(await getTemplate(deps.database, parseTemplateIdParam(c.req.param("id"), "read"), null)),
+  );
 
-  v1.put("/templates/:id", limitBody(deps.maxBodyBytes), admin, async (c) => {
-    const id = parseTemplateIdParam(c.req.param("id"), "write");
-    const input = validate(TemplateRequest, await readJson(c));
-    checkBodyTemplateId(id, input.template_id);
-    const result = await putTemplate(deps.database, id, input);
-    const { version } = result.template;
-    if (result.kind === "unchanged") return c.json(result.template, 200);
-    c.get("log").info(
-      { template_id: id, version },
-      result.kind === "created" ? "template created" : "template versioned",
-    );
-    c.header("location", `/api/v1/templates/${encodeURIComponent(id)}/versions/${version}`);
-    return c.json(result.template, 201);
-  });
+  v1.get(
+    "/templates/:id/versions/:version",
+    templates({
+      summary: "Read one version of a template",
+      responses: { 200: { description: "That version", schema: TemplateResponse } },
+      problems: ["validation_failed", "not_found"],
+    }),
+    admin,
+    async (c) => {
+      const id = parseTemplateIdParam(c.req.param("id"), "read");
+      return c.json(await getTemplate(deps.database, id, parseVersionParam(id, c.req.param("version"))));
+    },
+  );
+
+  v1.put(
+    "/templates/:id",
+    templates({
+      summary: "Write a template's next version",
+      description:
+        "Versions are immutable: every change writes the next one, and identical content writes nothing. Bodies are eta templates (code), so only admin keys may write them; they must compile and declare their data parameters.",
+      body: TemplateRequest,
+      responses: {
+        201: {
+          description: "A new version was written",
+          schema: TemplateResponse,
+          headers: { Location: "The version's URL" },
+        },
+        200: { description: "The content equals the latest version: nothing written", schema: TemplateResponse },
+      },
+      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    admin,
+    async (c) => {
+      const id = parseTemplateIdParam(c.req.param("id"), "write");
+      const input = validate(TemplateRequest, await readJson(c));
+      checkBodyTemplateId(id, input.template_id);
+      const result = await putTemplate(deps.database, id, input);
+      const { version } = result.template;
+      if (result.kind === "unchanged") return c.json(result.template, 200);
+      c.get("log").info(
+        { template_id: id, version },
+        result.kind === "created" ? "template created" : "template versioned",
+      );
+      c.header("location", `/api/v1/templates/${encodeURIComponent(id)}/versions/${version}`);
+      return c.json(result.template, 201);
+    },
+  );
 }

@@ -4,7 +4,8 @@ import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getContacts, type StoredContacts } from "../preferences/get-contacts.js";
 import { putContacts } from "../preferences/put-contacts.js";
-import { ContactsRequest, checkBodyUserId, parseUserIdParam } from "../preferences/schemas.js";
+import { ContactsRequest, ContactsResponse, checkBodyUserId, parseUserIdParam } from "../preferences/schemas.js";
+import { contract } from "./contract.js";
 
 const answer = (c: Context<AuthEnv>, stored: StoredContacts) => {
   if (stored.updatedAt) c.header("last-modified", stored.updatedAt.toUTCString());
@@ -18,16 +19,39 @@ const answer = (c: Context<AuthEnv>, stored: StoredContacts) => {
 export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">): void {
   const scope = requireScope("preferences");
 
-  v1.get("/users/:id/contacts", scope, async (c) =>
-    answer(c, await getContacts(deps.database, parseUserIdParam(c.req.param("id")))),
+  v1.get(
+    "/users/:id/contacts",
+    contract({
+      summary: "Read a user's contact addresses",
+      tag: "Users",
+      scope: "preferences",
+      responses: { 200: { description: "Email address and phone number", schema: ContactsResponse } },
+      problems: ["validation_failed"],
+    }),
+    scope,
+    async (c) => answer(c, await getContacts(deps.database, parseUserIdParam(c.req.param("id")))),
   );
 
-  v1.put("/users/:id/contacts", limitBody(deps.maxBodyBytes), scope, async (c) => {
-    const userId = parseUserIdParam(c.req.param("id"));
-    const input = validate(ContactsRequest, await readJson(c));
-    checkBodyUserId(userId, input.user_id);
-    const stored = await putContacts(deps.database, userId, input);
-    c.get("log").info({ user_id: userId }, "contacts replaced");
-    return answer(c, stored);
-  });
+  v1.put(
+    "/users/:id/contacts",
+    contract({
+      summary: "Replace a user's contact addresses",
+      description: "The addresses the email and SMS channels deliver to; the phone number is E.164.",
+      tag: "Users",
+      scope: "preferences",
+      body: ContactsRequest,
+      responses: { 200: { description: "The stored addresses", schema: ContactsResponse } },
+      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    scope,
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      const input = validate(ContactsRequest, await readJson(c));
+      checkBodyUserId(userId, input.user_id);
+      const stored = await putContacts(deps.database, userId, input);
+      c.get("log").info({ user_id: userId }, "contacts replaced");
+      return answer(c, stored);
+    },
+  );
 }

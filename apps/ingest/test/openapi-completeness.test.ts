@@ -1,0 +1,366 @@
+import { randomUUID } from "node:crypto";
+import { connectBus } from "@notify/bus";
+import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
+import { PROBLEM_TYPE_BASE } from "@notify/http";
+import { freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import t from "tap";
+import { ingestApp } from "./support.js";
+
+// The OpenAPI document promises every status and problem code a route answers with. This file
+// drives each route through its success and failure paths, records what the app really
+// answered (method, route pattern, status, problem code and type) and checks each answer
+// against the document the app generates from its routes: an answer the route's description
+// lacks fails here, as does a route that is served but not described, or not driven at all.
+
+const { app, database, deps } = await ingestApp(t);
+const doc = (await (await app.request("/api/v1/openapi.json")).json()) as {
+  paths: Record<string, Record<string, { responses: Record<string, Response> }>>;
+};
+interface Response {
+  content?: Record<string, { schema?: { allOf?: Array<{ properties?: { code?: { enum?: string[] } } }> } }>;
+}
+
+/** Every route under /api/v1 the app serves, in OpenAPI spelling, with a matcher for its paths. */
+const served = [
+  ...new Set(
+    app.routes
+      .filter((r) => r.method !== "ALL" && r.path.startsWith("/api/v1/"))
+      .map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, "{$1}")}`),
+  ),
+].map((route) => {
+  const [method, pattern] = route.split(" ") as [string, string];
+  const segments = pattern.split("/");
+  return {
+    method,
+    pattern,
+    // A literal segment beats a parameter (/inbox/stream is not /inbox/{itemId}), as in the router.
+    literals: segments.filter((s) => !s.startsWith("{")).length,
+    regex: new RegExp(`^${segments.map((s) => (s.startsWith("{") ? "[^/]+" : s.replace(/\./g, "\\."))).join("/")}$`),
+  };
+});
+
+function routeOf(method: string, path: string): string {
+  const matches = served.filter((r) => r.method === method && r.regex.test(path));
+  matches.sort((a, b) => b.literals - a.literals);
+  const route = matches[0];
+  if (!route) throw new Error(`no route serves ${method} ${path}`);
+  return `${method} ${route.pattern}`;
+}
+
+interface Answer {
+  route: string;
+  status: number;
+  code: string | null;
+  type: string | null;
+}
+const answers: Answer[] = [];
+
+type Call = { key?: string | null; headers?: Record<string, string>; body?: string; contentType?: string };
+const json = (value: unknown) => JSON.stringify(value);
+
+/** One request to an app, recorded; answers the parsed JSON body (null for other bodies). */
+async function call(method: string, path: string, options: Call = {}, target = app) {
+  const { key = adminKey, body, contentType = "application/json" } = options;
+  const response = await target.request(`/api/v1${path}`, {
+    method,
+    headers: {
+      ...(key ? { "x-api-key": key } : {}),
+      ...(body === undefined ? {} : { "content-type": contentType }),
+      ...options.headers,
+    },
+    ...(body === undefined ? {} : { body }),
+  });
+  const type = response.headers.get("content-type") ?? "";
+  const parsed = type.includes("json") ? ((await response.json()) as Record<string, unknown>) : null;
+  if (parsed === null) await response.body?.cancel();
+  const url = new URL(`http://x/api/v1${path}`);
+  answers.push({
+    route: routeOf(method, url.pathname),
+    status: response.status,
+    code: type.startsWith("application/problem+json") ? String(parsed?.code) : null,
+    type: type.startsWith("application/problem+json") ? String(parsed?.type) : null,
+  });
+  return { status: response.status, body: parsed };
+}
+
+const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["admin"] });
+const ingestKey = await seedApiKey(database, { clientId: "shop", name: "ingest", scopes: ["ingest"] });
+const readKey = await seedApiKey(database, { clientId: "shop", name: "read", scopes: ["read"] });
+const prefsKey = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });
+await seedTemplate(database, {
+  id: "welcome",
+  params: ["name"],
+  variants: [{ channel: "email", locale: "en", subject: "Hi <%= it.name %>", body: "Hello <%= it.name %>" }],
+});
+const user = `user-${randomUUID().slice(0, 8)}`;
+const missing = randomUUID();
+const tooLarge = json({ name: "x".repeat(deps.maxBodyBytes + 1) });
+const notification = {
+  user_id: user,
+  category: "orders",
+  template_id: "welcome",
+  data: { name: "Ada" },
+  priority: "transactional",
+};
+
+/**
+ * The failures every authenticated route shares: no key, an unknown key, a key without the
+ * scope, a NUL in the URL (paths with a parameter only, where it reaches the handler).
+ */
+async function securityCases(method: string, path: string, wrongScopeKey: string) {
+  await call(method, path, { key: null });
+  await call(method, path, { key: "nk_live_not-a-key" });
+  await call(method, path, { key: wrongScopeKey });
+  await call(method, `${path}${path.includes("?") ? "&" : "?"}x=%00`);
+}
+
+/** Body failures of a JSON route: malformed, invalid, another media type, too large. */
+async function bodyCases(method: string, path: string, key: string, headers: Record<string, string> = {}) {
+  await call(method, path, { key, headers, body: "{" });
+  await call(method, path, { key, headers, body: json({ unexpected: [1] }) });
+  await call(method, path, { key, headers, body: "name=x", contentType: "text/plain" });
+  await call(method, path, { key, headers, body: tooLarge });
+}
+
+t.test("a scenario drives every route through its success and failure paths", async (t) => {
+  // Notifications
+  const idem = () => ({ "idempotency-key": randomUUID() });
+  const sameKey = idem();
+  const sent = await call("POST", "/notifications", { key: ingestKey, headers: sameKey, body: json(notification) });
+  t.equal(sent.status, 202);
+  await call("POST", "/notifications", { key: ingestKey, headers: sameKey, body: json(notification) });
+  await call("POST", "/notifications", {
+    key: ingestKey,
+    headers: sameKey,
+    body: json({ ...notification, category: "other" }),
+  });
+  // The same fresh key twice at once: one of them may find the other still in flight.
+  const racing = idem();
+  await Promise.all(
+    [1, 2].map(() => call("POST", "/notifications", { key: ingestKey, headers: racing, body: json(notification) })),
+  );
+  await call("POST", "/notifications", { key: ingestKey, body: json(notification) });
+  await call("POST", "/notifications", {
+    key: ingestKey,
+    headers: { "idempotency-key": '"' },
+    body: json(notification),
+  });
+  await call("POST", "/notifications", {
+    key: ingestKey,
+    headers: idem(),
+    body: json({ ...notification, template_id: "nope" }),
+  });
+  await call("POST", "/notifications", { key: ingestKey, headers: idem(), body: json({ ...notification, data: {} }) });
+  await bodyCases("POST", "/notifications", ingestKey, idem());
+  await securityCases("POST", "/notifications", readKey);
+  const notificationId = String(sent.body?.notification_id);
+  await call("GET", `/notifications/${notificationId}`, { key: readKey });
+  await call("GET", `/notifications/${missing}`, { key: readKey });
+  await securityCases("GET", `/notifications/${notificationId}`, ingestKey);
+
+  // Lists
+  await call("GET", `/users/${user}/notifications?limit=1`, { key: readKey });
+  await call("GET", `/users/${user}/notifications?cursor=forged`, { key: readKey });
+  await call("GET", `/users/${user}/notifications?status=nope`, { key: readKey });
+  await securityCases("GET", `/users/${user}/notifications`, ingestKey);
+  await call("GET", "/dead-letters");
+  await call("GET", "/dead-letters?page_size=nope");
+  await securityCases("GET", "/dead-letters", readKey);
+
+  // API keys
+  const issued = await call("POST", "/keys", { body: json({ client_id: "shop", name: "k", scopes: ["read"] }) });
+  t.equal(issued.status, 201);
+  const keyId = String(issued.body?.id);
+  await bodyCases("POST", "/keys", adminKey);
+  await securityCases("POST", "/keys", readKey);
+  await call("GET", "/keys?page=1");
+  await call("GET", "/keys?page=nope");
+  await securityCases("GET", "/keys", readKey);
+  await call("GET", `/keys/${keyId}`);
+  await call("GET", `/keys/${missing}`);
+  await securityCases("GET", `/keys/${keyId}`, readKey);
+  await call("POST", `/keys/${keyId}/rotate`, { body: json({ grace_seconds: 60 }) });
+  await call("POST", `/keys/${missing}/rotate`, { body: "{}" });
+  await bodyCases("POST", `/keys/${keyId}/rotate`, adminKey);
+  await securityCases("POST", `/keys/${keyId}/rotate`, readKey);
+  await call("DELETE", `/keys/${keyId}`);
+  await call("DELETE", `/keys/${missing}`);
+  await securityCases("DELETE", `/keys/${keyId}`, readKey);
+
+  // A key whose bucket holds one request: the second in a row is refused.
+  const limited = await call("POST", "/keys", {
+    body: json({ client_id: "shop", name: "slow", scopes: ["read"], rate_limit: { burst: 1, per_second: 1 } }),
+  });
+  const limitedKey = String(limited.body?.key);
+  await call("GET", `/notifications/${notificationId}`, { key: limitedKey });
+  await call("GET", `/notifications/${notificationId}`, { key: limitedKey });
+
+  // Preferences and contacts
+  for (const resource of ["preferences", "contacts"]) {
+    const path = `/users/${user}/${resource}`;
+    await call("GET", path, { key: prefsKey });
+    await call("GET", `/users/${"x".repeat(300)}/${resource}`, { key: prefsKey });
+    await securityCases("GET", path, readKey);
+    const body = resource === "preferences" ? { channel_optout: ["sms"], locale: "en" } : { email: "ada@example.com" };
+    await call("PUT", path, { key: prefsKey, body: json(body) });
+    await call("PUT", path, { key: prefsKey, body: json({ ...body, user_id: "someone-else" }) });
+    await bodyCases("PUT", path, prefsKey);
+    await securityCases("PUT", path, readKey);
+  }
+
+  // Templates
+  const template = {
+    params: ["name"],
+    variants: [{ channel: "email", locale: "en", subject: "Hey <%= it.name %>", body_template: "v2 <%= it.name %>" }],
+  };
+  await call("PUT", "/templates/welcome", { body: json(template) });
+  await call("PUT", "/templates/welcome", { body: json(template) });
+  await call("PUT", "/templates/welcome", { body: json({ ...template, template_id: "other" }) });
+  await bodyCases("PUT", "/templates/welcome", adminKey);
+  await securityCases("PUT", "/templates/welcome", readKey);
+  await call("GET", "/templates");
+  await call("GET", "/templates?page_size=nope");
+  await securityCases("GET", "/templates", readKey);
+  await call("GET", "/templates/welcome");
+  await call("GET", `/templates/${missing}`);
+  await call("GET", `/templates/${"x".repeat(300)}`);
+  await securityCases("GET", "/templates/welcome", readKey);
+  await call("GET", "/templates/welcome/versions/1");
+  await call("GET", "/templates/welcome/versions/99");
+  await call("GET", "/templates/welcome/versions/nope");
+  await securityCases("GET", "/templates/welcome/versions/1", readKey);
+
+  // Inbox: tokens by API key, the rest by inbox token
+  const tokenAnswer = await call("POST", `/users/${user}/inbox-tokens`, { key: prefsKey, body: "{}" });
+  t.equal(tokenAnswer.status, 201);
+  await call("POST", `/users/${user}/inbox-tokens`, { key: prefsKey, body: json({ ttl_seconds: 1 }) });
+  await bodyCases("POST", `/users/${user}/inbox-tokens`, prefsKey);
+  await securityCases("POST", `/users/${user}/inbox-tokens`, readKey);
+  const inbox = { "x-inbox-token": String(tokenAnswer.body?.token) };
+  const item = await storeInboxItem(database.sql, {
+    userId: user,
+    notificationId: notificationId,
+    category: "orders",
+    title: "Hi",
+    body: "Hello",
+  });
+  await call("GET", "/inbox", { key: null, headers: inbox });
+  await call("GET", "/inbox?cursor=forged", { key: null, headers: inbox });
+  await call("GET", "/inbox?filter=nope", { key: null, headers: inbox });
+  await call("GET", "/inbox", { key: null });
+  await call("GET", "/inbox", { key: adminKey });
+  await call("GET", `/inbox?token=${inbox["x-inbox-token"]}`, { key: null });
+  await call("GET", "/inbox", { key: null, headers: { "x-inbox-token": "forged" } });
+  await call("PATCH", `/inbox/${item}`, { key: null, headers: inbox, body: json({ read: true }) });
+  await call("PATCH", "/inbox/99999999", { key: null, headers: inbox, body: json({ read: true }) });
+  await call("PATCH", `/inbox/${item}`, { key: null, body: json({ read: true }) });
+  await bodyCases("PATCH", `/inbox/${item}`, "", inbox);
+  await call("GET", "/inbox/stream", { key: null, headers: inbox });
+  await call("GET", "/inbox/stream", { key: null, headers: { ...inbox, "last-event-id": "nope" } });
+  await call("GET", "/inbox/stream", { key: null });
+
+  // Audiences and broadcasts
+  const audience = await call("POST", "/audiences", { body: json({ name: "all" }) });
+  t.equal(audience.status, 201);
+  const audienceId = String(audience.body?.id);
+  await bodyCases("POST", "/audiences", adminKey);
+  await securityCases("POST", "/audiences", readKey);
+  await call("GET", "/audiences");
+  await call("GET", "/audiences?page=nope");
+  await securityCases("GET", "/audiences", readKey);
+  await call("GET", `/audiences/${audienceId}`);
+  await call("GET", `/audiences/${missing}`);
+  await securityCases("GET", `/audiences/${audienceId}`, readKey);
+  const ndjson = "application/x-ndjson";
+  const importPath = `/audiences/${audienceId}/members/import`;
+  await call("POST", importPath, { body: `"${user}"\n"bo"\n`, contentType: ndjson });
+  await call("POST", importPath, { body: "{bad\n", contentType: ndjson });
+  await call("POST", importPath, { body: "a,b", contentType: "text/plain" });
+  await call("POST", `/audiences/${missing}/members/import`, { body: `"${user}"\n`, contentType: ndjson });
+  await securityCases("POST", importPath, readKey);
+  const memberPath = `/audiences/${audienceId}/members/${user}`;
+  for (const method of ["PUT", "DELETE"]) {
+    await call(method, memberPath);
+    await call(method, `/audiences/${missing}/members/${user}`);
+    await call(method, `/audiences/${audienceId}/members/${"x".repeat(300)}`);
+    await securityCases(method, memberPath, readKey);
+  }
+  const broadcast = { audience_id: audienceId, category: "news", template_id: "welcome", data: { name: "Ada" } };
+  const bKey = idem();
+  const accepted = await call("POST", "/broadcasts", { headers: bKey, body: json(broadcast) });
+  t.equal(accepted.status, 202);
+  await call("POST", "/broadcasts", { headers: bKey, body: json(broadcast) });
+  await call("POST", "/broadcasts", { headers: bKey, body: json({ ...broadcast, category: "other" }) });
+  await call("POST", "/broadcasts", { body: json(broadcast) });
+  await call("POST", "/broadcasts", { headers: { "idempotency-key": '"' }, body: json(broadcast) });
+  await call("POST", "/broadcasts", { headers: idem(), body: json({ ...broadcast, template_id: "nope" }) });
+  await call("POST", "/broadcasts", { headers: idem(), body: json({ ...broadcast, data: {} }) });
+  await bodyCases("POST", "/broadcasts", adminKey, idem());
+  await securityCases("POST", "/broadcasts", readKey);
+  const broadcastId = String(accepted.body?.broadcast_id);
+  await call("GET", `/broadcasts/${broadcastId}`);
+  await call("GET", `/broadcasts/${missing}`);
+  await securityCases("GET", `/broadcasts/${broadcastId}`, readKey);
+  await call("POST", `/broadcasts/${broadcastId}/cancel`);
+  await call("POST", `/broadcasts/${missing}/cancel`);
+  await securityCases("POST", `/broadcasts/${broadcastId}/cancel`, readKey);
+
+  // The document itself
+  await call("GET", "/openapi.json", { key: null });
+  await call("GET", "/docs", { key: null });
+
+  // NATS gone: the routes that need it answer 503.
+  const closed = await connectBus({
+    servers: TEST_NATS_URL,
+    name: "closed",
+    namespace: freshNamespace(t),
+    partitions: 2,
+  });
+  await closed.close();
+  const { app: cut } = await ingestApp(t, { database, bus: closed });
+  await call("GET", "/dead-letters", {}, cut);
+  await call("POST", "/notifications", { key: ingestKey, headers: idem(), body: json(notification) }, cut);
+
+  // After the version's sunset every route answers 410.
+  const { app: sunset } = await ingestApp(t, { database, bus: deps.bus, lifecycle: { sunsetAt: new Date(0) } });
+  for (const route of served) await call(route.method, route.pattern.slice("/api/v1".length), {}, sunset);
+});
+
+const statuses = (route: string) => new Set(answers.filter((a) => a.route === route).map((a) => a.status));
+
+t.test("the scenario reached each kind of answer", async (t) => {
+  const seen = new Set(answers.map((a) => a.status));
+  for (const status of [200, 201, 202, 204, 400, 401, 403, 404, 410, 413, 415, 422, 429, 503]) {
+    t.ok(seen.has(status), `some route answered ${status}`);
+  }
+  for (const route of served) {
+    const key = `${route.method} ${route.pattern}`;
+    t.ok(
+      [...statuses(key)].some((s) => s < 300),
+      `${key} succeeded at least once`,
+    );
+  }
+});
+
+t.test("every route served is described, and every route was driven", async (t) => {
+  for (const route of served) {
+    t.ok(doc.paths[route.pattern]?.[route.method.toLowerCase()], `${route.method} ${route.pattern} is in the document`);
+    t.ok(statuses(`${route.method} ${route.pattern}`).size > 0, `${route.method} ${route.pattern} was driven`);
+  }
+});
+
+t.test("every answer is one its route's description lists", async (t) => {
+  const seen = new Set<string>();
+  for (const answer of answers) {
+    const label = `${answer.route} ${answer.status}${answer.code ? ` ${answer.code}` : ""}`;
+    if (seen.has(label)) continue;
+    seen.add(label);
+    const [method, pattern] = answer.route.split(" ") as [string, string];
+    const response = doc.paths[pattern]?.[method.toLowerCase()]?.responses[String(answer.status)];
+    t.ok(response, `${label}: the status is documented`);
+    if (answer.code === null) continue;
+    t.equal(answer.type, `${PROBLEM_TYPE_BASE}${answer.code}`, `${label}: the problem type names its code`);
+    const codes = response?.content?.["application/problem+json"]?.schema?.allOf?.[1]?.properties?.code?.enum ?? [];
+    t.ok(codes.includes(answer.code), `${label}: the problem code is documented`);
+  }
+});
