@@ -56,3 +56,31 @@ t.test("a bad line is refused by number", async (t) => {
   t.equal(parseMemberLine("user_id", "csv", 2), "user_id", "a header only on the first line");
   t.equal(parseMemberLine("  ", "csv", 3), null);
 });
+
+const quoted = (field: string) => `"${field.replaceAll('"', '""')}"`;
+
+t.test("CSV is read as RFC 4180: quoted line breaks, commas and quotes, a BOM, CRLF", async (t) => {
+  const text = `\ufeffuser_id,note\r\nplain,"a note\nover two lines, with ""quotes"""\r\n"q""uote,d",y\r\n\r\n  \r\nlast`;
+  t.same((await collect([text], "csv", 100)).flat(), ["plain", 'q"uote,d', "last"]);
+  await t.rejects(
+    collect(['a\n"multi\nline",x\n'], "csv"),
+    { message: /^line 3: user_id/ },
+    "a line break inside a user id is refused at its record",
+  );
+});
+
+t.test("any CSV whose other fields hold line breaks, commas and quotes yields its ids, however split", async (t) => {
+  const note = fc.string({ unit: fc.constantFrom("a", "é", ",", '"', "\n", "\r\n", " "), maxLength: 12 });
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.tuple(fc.stringMatching(/^[\x21-\x7e]{1,20}$/), note), { maxLength: 60 }),
+      fc.array(fc.nat()),
+      async (rows, cuts) => {
+        const text = rows.map(([id, n]) => `${quoted(id)},${quoted(n)}\r\n`).join("");
+        const ids = rows.map(([id]) => id).filter((id, i) => i > 0 || id !== "user_id");
+        t.same((await collect(split(new TextEncoder().encode(text), cuts), "csv")).flat(), ids);
+      },
+    ),
+    { numRuns: 200 },
+  );
+});
