@@ -73,9 +73,20 @@ t.test("sends through @sendgrid/mail and the sandbox keeps the mail", async (t) 
   t.same(mail.custom_args, { notification_id: msg.notificationId, channel: "email" });
   t.same(mail.categories, ["welcome"]);
   t.same(mail.content, [
-    { type: "text/plain", value: "Hello & welcome\nAda" },
+    { type: "text/plain", value: "Hello & welcome\n\nAda" },
     { type: "text/html", value: msg.body },
   ]);
+});
+
+t.test("the text part keeps links, lists and headings, and drops scripts and styles", async (t) => {
+  const body =
+    '<style>p{color:red}</style><h1>Your code</h1><p>Use <b>123456</b> or <a href="https://x.example/v?c=1">verify here</a>.</p>' +
+    "<ul><li>one</li><li>two</li></ul><script>alert(1)</script>";
+  t.equal((await provider().send(message({ body }))).outcome, "accepted");
+  t.same(sandbox.messages()[0]?.content?.[0], {
+    type: "text/plain",
+    value: "Your code\n\nUse 123456 or verify here [https://x.example/v?c=1].\n\n * one\n * two",
+  });
 });
 
 t.test("a body without text sends html only", async (t) => {

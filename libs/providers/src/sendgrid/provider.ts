@@ -1,5 +1,6 @@
 import { Client } from "@sendgrid/client";
 import { MailService } from "@sendgrid/mail";
+import { convert, type HtmlToTextOptions } from "html-to-text";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 
 export interface SendgridConfig {
@@ -66,20 +67,19 @@ function classifyResponse({ code: status, response }: SendgridResponseError): Se
   return { outcome: "permanent", reason, status };
 }
 
-const ENTITIES: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', "#39": "'", nbsp: " " };
+// html-to-text's defaults, except: no hard wrapping (mail clients wrap), images dropped rather
+// than shown as bare URLs, headings kept in their case, a link's URL only when it differs from its text.
+const TEXT_OPTIONS: HtmlToTextOptions = {
+  wordwrap: false,
+  selectors: [
+    { selector: "img", format: "skip" },
+    { selector: "a", options: { hideLinkHrefIfSameAsText: true } },
+    ...["h1", "h2", "h3", "h4", "h5", "h6"].map((selector) => ({ selector, options: { uppercase: false } })),
+  ],
+};
 
 /** A readable text/plain alternative: mail without one scores worse with spam filters. */
-function htmlToText(html: string): string {
-  return html
-    .replace(/<(style|script|head)\b[^>]*>[\s\S]*?<\/\1\s*>/gi, "")
-    .replace(/<br\s*\/?>|<\/(p|div|h[1-6]|li|tr|table)\s*>/gi, "\n")
-    .replace(/<[^>]*>/g, "")
-    .replace(/&(amp|lt|gt|quot|#39|nbsp);/g, (_, entity: string) => ENTITIES[entity] ?? "")
-    .replace(/[ \t]+/g, " ")
-    .replace(/ ?\n ?/g, "\n")
-    .replace(/\n{3,}/g, "\n\n")
-    .trim();
-}
+const htmlToText = (html: string): string => convert(html, TEXT_OPTIONS).trim();
 
 export function createSendgridProvider(config: SendgridConfig): Provider {
   const client = new Client();
