@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { hashKey } from "@notify/core";
-import { type ApiKeyRecord, type RotatedApiKey, rotateKey, seedApiKey } from "@notify/db";
+import { type ApiKeyRecord, createKey, type RotatedApiKey, revokeKey, rotateKey, seedApiKey } from "@notify/db";
 import { eventually } from "@notify/testing";
 import t, { type Test } from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
@@ -319,4 +319,16 @@ t.test("a cached key in its grace period stops working when the grace period end
   t.match(await lookup(key), { clientId: "shop", scopes: ["read"] });
   await sleep(1200);
   t.equal(await lookup(key), null, "the cache lifetime does not outlast the grace period");
+});
+
+t.test("a flood of unknown keys never evicts a cached valid key", async (t) => {
+  const lookup = createKeyLookup(database, 60_000);
+  const issued = await createKey(database, { clientId: "shop", name: "busy", scopes: ["read"] });
+  t.match(await lookup(issued.key), { clientId: "shop" });
+  // Revoked now: only the cache still knows the key, so a miss would answer null.
+  await revokeKey(database, issued.id);
+  let found = 0;
+  for (let i = 0; i < 10_050; i++) if ((await lookup(`nk_unknown_${i}`)) !== null) found++;
+  t.equal(found, 0, "unknown keys are unknown");
+  t.match(await lookup(issued.key), { clientId: "shop" }, "still served from the cache within its lifetime");
 });

@@ -1,6 +1,7 @@
 import { hashKey, type Scope } from "@notify/core";
 import { type Database, findActiveKeyByHash, touchKeyLastUsed } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { LRUCache } from "lru-cache";
 
 export interface Principal {
   keyId: string;
@@ -20,49 +21,52 @@ const MAX_ENTRIES = 10_000;
 
 /**
  * Looks a presented key up by hash, with a short cache: revocation reaches every process
- * within `ttlMs`. Unknown keys are cached too, so a flood of bad keys does not reach Postgres.
- * A key whose `revoked_at` lies ahead is in a rotation grace period and still authenticates.
+ * within `ttlMs`. Unknown keys are cached too, so a flood of bad keys does not reach Postgres,
+ * in a cache of their own: however many random keys arrive, they never evict a valid one.
+ * Both are bounded LRUs. A key whose `revoked_at` lies ahead is in a rotation grace period and
+ * still authenticates.
  */
 export function createKeyLookup(database: Database, ttlMs: number, log?: Logger) {
-  const cache = new Map<string, { principal: Principal | null; expires: number }>();
-  const touched = new Map<string, number>();
+  const known = new LRUCache<string, Principal>({ max: MAX_ENTRIES, ttl: ttlMs });
+  const unknown = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: ttlMs });
+  const touched = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: TOUCH_INTERVAL_MS });
 
   // Off the request path: a slow or failed write never delays or fails a request.
-  const touch = (keyId: string, now: number) => {
-    if (now - (touched.get(keyId) ?? Number.NEGATIVE_INFINITY) < TOUCH_INTERVAL_MS) return;
-    if (touched.size > MAX_ENTRIES) touched.clear();
-    touched.set(keyId, now);
+  const touch = (keyId: string) => {
+    if (touched.has(keyId)) return;
+    touched.set(keyId, true);
     touchKeyLastUsed(database, keyId).catch((error: unknown) =>
       log?.debug({ err: error, key_id: keyId }, "could not record API key use"),
     );
   };
 
-  return async (key: string): Promise<Principal | null> => {
-    const hash = hashKey(key);
-    const now = Date.now();
-    let principal: Principal | null;
-    const hit = cache.get(hash);
-    if (hit && hit.expires > now) {
-      principal = hit.principal;
-    } else {
-      const row = await findActiveKeyByHash(database, hash);
-      principal = row
-        ? {
-            keyId: row.id,
-            clientId: row.client_id,
-            scopes: row.scopes,
-            rateLimit:
-              row.rate_limit_burst !== null && row.rate_limit_per_second !== null
-                ? { burst: row.rate_limit_burst, perSecond: row.rate_limit_per_second }
-                : null,
-          }
-        : null;
-      if (cache.size > MAX_ENTRIES) cache.clear();
-      // A grace period ends on time, not up to a cache lifetime later.
-      const expires = Math.min(now + ttlMs, row?.revoked_at?.getTime() ?? Number.POSITIVE_INFINITY);
-      if (expires > now) cache.set(hash, { principal, expires });
+  const lookup = async (hash: string): Promise<Principal | null> => {
+    const hit = known.get(hash);
+    if (hit !== undefined) return hit;
+    if (unknown.has(hash)) return null;
+    const row = await findActiveKeyByHash(database, hash);
+    if (!row) {
+      unknown.set(hash, true);
+      return null;
     }
-    if (principal) touch(principal.keyId, now);
+    const principal: Principal = {
+      keyId: row.id,
+      clientId: row.client_id,
+      scopes: row.scopes,
+      rateLimit:
+        row.rate_limit_burst !== null && row.rate_limit_per_second !== null
+          ? { burst: row.rate_limit_burst, perSecond: row.rate_limit_per_second }
+          : null,
+    };
+    // A grace period ends on time, not up to a cache lifetime later.
+    const ttl = Math.min(ttlMs, (row.revoked_at?.getTime() ?? Number.POSITIVE_INFINITY) - Date.now());
+    if (ttl >= 1) known.set(hash, principal, { ttl });
+    return principal;
+  };
+
+  return async (key: string): Promise<Principal | null> => {
+    const principal = await lookup(hashKey(key));
+    if (principal) touch(principal.keyId);
     return principal;
   };
 }

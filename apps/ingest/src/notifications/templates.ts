@@ -1,5 +1,6 @@
 import { AppError, missingParams } from "@notify/core";
 import { type Database, readLatestTemplateParams } from "@notify/db";
+import { LRUCache } from "lru-cache";
 
 export interface TemplateInfo {
   id: string;
@@ -12,15 +13,14 @@ export interface TemplateInfo {
  * checks its data against them, and templates change rarely.
  */
 export function createTemplateLookup(database: Database, ttlMs = 5000) {
-  const cache = new Map<string, { value: TemplateInfo | null; expires: number }>();
+  // Bounded: template ids come from requests, and an unknown one is cached (as null) too.
+  const cache = new LRUCache<string, { value: TemplateInfo | null }>({ max: 10_000, ttl: ttlMs });
   return async (templateId: string): Promise<TemplateInfo | null> => {
-    const now = Date.now();
     const hit = cache.get(templateId);
-    if (hit && hit.expires > now) return hit.value;
+    if (hit !== undefined) return hit.value;
     const row = await readLatestTemplateParams(database, templateId);
     const value = row ? { id: templateId, version: row.version, params: row.params } : null;
-    if (cache.size > 10_000) cache.clear();
-    cache.set(templateId, { value, expires: now + ttlMs });
+    cache.set(templateId, { value });
     return value;
   };
 }
