@@ -27,8 +27,10 @@ const MAX_ENTRIES = 10_000;
  * still authenticates.
  */
 export function createKeyLookup(database: Database, ttlMs: number, log?: Logger) {
-  const known = new LRUCache<string, Principal>({ max: MAX_ENTRIES, ttl: ttlMs });
-  const unknown = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: ttlMs });
+  // lru-cache reads a ttl of 0 as "forever"; here it means no cache.
+  const cached = ttlMs > 0;
+  const known = new LRUCache<string, Principal>({ max: MAX_ENTRIES, ttl: Math.max(1, ttlMs) });
+  const unknown = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: Math.max(1, ttlMs) });
   const touched = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: TOUCH_INTERVAL_MS });
 
   // Off the request path: a slow or failed write never delays or fails a request.
@@ -41,12 +43,12 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
   };
 
   const lookup = async (hash: string): Promise<Principal | null> => {
-    const hit = known.get(hash);
+    const hit = cached ? known.get(hash) : undefined;
     if (hit !== undefined) return hit;
-    if (unknown.has(hash)) return null;
+    if (cached && unknown.has(hash)) return null;
     const row = await findActiveKeyByHash(database, hash);
     if (!row) {
-      unknown.set(hash, true);
+      if (cached) unknown.set(hash, true);
       return null;
     }
     const principal: Principal = {
@@ -60,7 +62,7 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     };
     // A grace period ends on time, not up to a cache lifetime later.
     const ttl = Math.min(ttlMs, (row.revoked_at?.getTime() ?? Number.POSITIVE_INFINITY) - Date.now());
-    if (ttl >= 1) known.set(hash, principal, { ttl });
+    if (cached && ttl >= 1) known.set(hash, principal, { ttl });
     return principal;
   };
 

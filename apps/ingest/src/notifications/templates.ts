@@ -14,13 +14,14 @@ export interface TemplateInfo {
  */
 export function createTemplateLookup(database: Database, ttlMs = 5000) {
   // Bounded: template ids come from requests, and an unknown one is cached (as null) too.
-  const cache = new LRUCache<string, { value: TemplateInfo | null }>({ max: 10_000, ttl: ttlMs });
+  const cache = new LRUCache<string, { value: TemplateInfo | null }>({ max: 10_000, ttl: Math.max(1, ttlMs) });
   return async (templateId: string): Promise<TemplateInfo | null> => {
-    const hit = cache.get(templateId);
+    const hit = ttlMs > 0 ? cache.get(templateId) : undefined;
     if (hit !== undefined) return hit.value;
     const row = await readLatestTemplateParams(database, templateId);
     const value = row ? { id: templateId, version: row.version, params: row.params } : null;
-    cache.set(templateId, { value });
+    // lru-cache reads a ttl of 0 as "forever"; here it means no cache.
+    if (ttlMs > 0) cache.set(templateId, { value });
     return value;
   };
 }
