@@ -64,6 +64,12 @@ export function createDb(config: DbConfig): Database {
   };
 }
 export * from "./broadcasts.js";
+export * from "./channel-results.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
-export * from "./seed.js";
+export * from "./profiles.js";
+export * from "./push-subscriptions.js";
+export * from "./receipts.js";
 export type { Row, RowPick } from "./rows.js";
+export * from "./seed.js";
+export * from "./templates-render.js";
+export * from "./timers.js";
