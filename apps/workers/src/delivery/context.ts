@@ -26,6 +26,7 @@ export interface DeliverDeps {
   worker: string;
 }
 
+/** One work item in hand: what each step of its delivery (send, park, resume, settle) reads. */
 export interface Context {
   deps: DeliverDeps;
   item: WorkItem;
@@ -40,7 +41,7 @@ export const jitter = (ms: number) => Math.floor(Math.random() * ms);
 
 export const parkDelay = (gate: ProviderGate) => gate.breaker.retryInMs() + 1000 + jitter(1000);
 
-/** The one log line and outcome count of a handled item (a wide event: STYLE). */
+/** The one log line and outcome count of a handled item (a wide event). */
 export function done(
   ctx: Context,
   status: ChannelStatus | "skipped",
