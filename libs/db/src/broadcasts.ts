@@ -1,4 +1,7 @@
+import { type Channel, newId, partitionOf } from "@notify/core";
 import type { Database } from "./index.js";
+import type { RowPick } from "./rows.js";
+import type { broadcasts } from "./schema/index.js";
 
 export interface BroadcastProgress {
   broadcast_id: string;
@@ -133,4 +136,93 @@ export async function insertBroadcast(database: Database, input: NewBroadcast): 
 export async function cancelBroadcastExpansion(database: Database, clientId: string, id: string): Promise<void> {
   await database.sql`update broadcasts set status = 'cancelled', finished_at = now(), updated_at = now()
     where id = ${id} and client_id = ${clientId} and status = 'expanding'`;
+}
+
+// ---- Expansion: the processor turns an expanding broadcast into notifications, batch by batch.
+
+/** A notification created for one audience member, as the lane message needs it. */
+export interface ExpandedRecipient {
+  notification_id: string;
+  user_id: string;
+  created_at: Date;
+}
+
+/** The broadcast a batch expanded, as its lane messages need it. */
+export type ExpandingBroadcast = Omit<
+  RowPick<
+    typeof broadcasts,
+    "id" | "client_id" | "category" | "template_id" | "template_version" | "requested_channels" | "data"
+  >,
+  "requested_channels" | "data"
+> & { requested_channels: Channel[] | null; data: Record<string, unknown> };
+
+export type ExpansionStep =
+  | { kind: "idle" }
+  | { kind: "finished"; broadcastId: string }
+  | { kind: "expanded"; broadcast: ExpandingBroadcast; recipients: ExpandedRecipient[]; outboxId: string | null };
+
+type BroadcastRow = ExpandingBroadcast & { audience_id: string; request_hash: string; cursor: string | null };
+
+/**
+ * Expands one batch of one broadcast. In a single transaction it takes the broadcast's row
+ * (SKIP LOCKED: several processors share broadcasts, never one batch), reads the next members
+ * after the stored cursor in user id order, inserts their notifications and recipient rows with
+ * one unnest statement each, lists the batch in publish_outbox and moves the cursor past it. A
+ * crash before the commit leaves nothing and the batch is done again; after it, the cursor says
+ * the batch is done: no member is skipped, none gets two (broadcast_recipients' key holds that
+ * too). A broadcast with no member left is marked expanded.
+ */
+export async function expandBroadcastBatch(
+  database: Database,
+  batchSize: number,
+  partitions: number,
+): Promise<ExpansionStep> {
+  const { sql } = database;
+  return sql.begin(async (tx): Promise<ExpansionStep> => {
+    const [broadcast] = await tx<BroadcastRow[]>`
+      select id, client_id, audience_id, category, template_id, template_version, requested_channels, data,
+        request_hash, cursor
+      from broadcasts where status = 'expanding' order by created_at limit 1 for update skip locked`;
+    if (!broadcast) return { kind: "idle" };
+    const members = await tx<{ user_id: string }[]>`
+      select user_id from audience_members
+      where audience_id = ${broadcast.audience_id} and user_id > ${broadcast.cursor ?? ""}
+      order by user_id limit ${batchSize}`;
+    if (members.length === 0) {
+      await tx`update broadcasts set status = 'expanded', finished_at = now(), updated_at = now() where id = ${broadcast.id}`;
+      return { kind: "finished", broadcastId: broadcast.id };
+    }
+    const userIds = members.map((m) => m.user_id);
+    const ids = userIds.map(() => newId());
+    const rows = await tx<ExpandedRecipient[]>`
+      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
+        requested_channels, data, dedup_key, request_hash, partition)
+      select id, ${broadcast.client_id}, user_id, ${broadcast.category}, ${broadcast.template_id},
+        ${broadcast.template_version}, 'promotional', ${broadcast.requested_channels}::text[],
+        ${sql.json(broadcast.data as never)}, ${`broadcast:${broadcast.id}:`} || user_id, ${broadcast.request_hash}, partition
+      from unnest(${ids}::text[], ${userIds}::text[], ${userIds.map((u) => partitionOf(u, partitions))}::int[])
+        as t(id, user_id, partition)
+      returning id as notification_id, user_id, created_at`;
+    await tx`insert into broadcast_recipients (broadcast_id, user_id, notification_id)
+      select ${broadcast.id}, user_id, id from unnest(${userIds}::text[], ${ids}::text[]) as t(user_id, id)`;
+    const [outbox] = await tx<{ id: string }[]>`
+      insert into publish_outbox (notification_ids) values (${ids}::text[]) returning id::text`;
+    await tx`update broadcasts set cursor = ${userIds.at(-1) as string}, expanded = expanded + ${userIds.length},
+      updated_at = now() where id = ${broadcast.id}`;
+    const expanding: ExpandingBroadcast = {
+      id: broadcast.id,
+      client_id: broadcast.client_id,
+      category: broadcast.category,
+      template_id: broadcast.template_id,
+      template_version: broadcast.template_version,
+      requested_channels: broadcast.requested_channels,
+      data: broadcast.data,
+    };
+    return { kind: "expanded", broadcast: expanding, recipients: [...rows], outboxId: outbox?.id ?? null };
+  });
+}
+
+/** Drops a batch's outbox entry once every one of its lane messages is published. */
+export async function settleBroadcastOutbox(database: Database, outboxId: string): Promise<void> {
+  await database.sql`delete from publish_outbox where id = ${outboxId}::bigint`;
 }

@@ -60,10 +60,16 @@ export function createDb(config: DbConfig): Database {
   };
 }
 export * from "./broadcasts.js";
+export * from "./channel-results.js";
 export * from "./inbox.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export * from "./notifications/index.js";
 export * from "./preferences.js";
+export * from "./profiles.js";
+export * from "./push-subscriptions.js";
+export * from "./receipts.js";
 export type { Row, RowPick } from "./rows.js";
 export * from "./seed.js";
 export * from "./templates.js";
+export * from "./templates-render.js";
+export * from "./timers.js";

@@ -1,3 +1,4 @@
+import { purgeCapCounts as purgeCounts } from "@notify/db";
 import { every } from "../periodic.js";
 import type { RouteDeps } from "../routing/plan.js";
 import { releaseDue } from "./release.js";
@@ -16,8 +17,7 @@ export interface Scheduler {
  */
 export async function purgeCapCounts(deps: Pick<RouteDeps, "database" | "now">): Promise<number> {
   const cutoff = new Date(deps.now().getTime() - 2 * DAY_MS).toISOString().slice(0, 10);
-  const result = await deps.database.sql`delete from promotional_daily_counts where day < ${cutoff}::date`;
-  return result.count;
+  return purgeCounts(deps.database, cutoff);
 }
 
 /**

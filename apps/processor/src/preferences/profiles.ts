@@ -1,6 +1,6 @@
 import type { KV } from "@notify/bus";
 import { isTimeZone, type PolicyPreferences, parseClock, type QuietHours } from "@notify/core";
-import type { Database, DeviceToken } from "@notify/db";
+import { type Database, type DeviceToken, type ProfileRow, readProfileRow } from "@notify/db";
 import type { Logger } from "@notify/log";
 
 /** What routing needs to know about a user: preferences and where each channel reaches them. */
@@ -14,17 +14,6 @@ export interface UserProfile {
 
 export interface ProfileSource {
   load(userId: string): Promise<UserProfile>;
-}
-
-interface ProfileRow {
-  email: string | null;
-  phone: string | null;
-  channel_optout: string[] | null;
-  category_optout: string[] | null;
-  quiet_hours: QuietHours | null;
-  rate_cap_per_day: number | null;
-  device_tokens: DeviceToken[] | null;
-  locale: string | null;
 }
 
 /** KV keys allow only a few characters; user ids are any printable ASCII. */
@@ -90,13 +79,7 @@ export function createProfileSource(deps: {
       const key = keyOf(userId);
       const cached = await fromCache(key);
       if (cached) return cached;
-      const [row] = await deps.database.sql<ProfileRow[]>`
-        select c.email, c.phone, p.channel_optout, p.category_optout, p.quiet_hours, p.rate_cap_per_day,
-               p.device_tokens, p.locale
-        from (select ${userId}::text as user_id) u
-        left join user_contacts c on c.user_id = u.user_id
-        left join user_preferences p on p.user_id = u.user_id`;
-      const profile = toProfile(row);
+      const profile = toProfile(await readProfileRow(deps.database, userId));
       if (deps.kv) await deps.kv.put(key, encoder.encode(JSON.stringify(profile))).catch((e) => warn(e, "write"));
       return profile;
     },

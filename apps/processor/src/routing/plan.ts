@@ -153,23 +153,3 @@ export const overCap = (planned: readonly Planned[]): Planned[] =>
   planned.map((p) =>
     p.status === "pending" ? { channel: p.channel, status: "suppressed", reason: "rate_cap", nextAttemptAt: null } : p,
   );
-
-/**
- * Takes one of the user's promotional sends of `day` if the cap allows: one conditional upsert,
- * so concurrent routings (several partitions' workers, several processors) can never go past
- * the cap, and the count survives restarts. Run it in the transaction that records the
- * channels, so a crash between the two neither loses nor double-counts a send.
- */
-export async function takeCapSlot(
-  sql: Parameters<Parameters<Database["sql"]["begin"]>[1]>[0],
-  userId: string,
-  day: string,
-  cap: number,
-): Promise<boolean> {
-  if (cap <= 0) return false;
-  const rows = await sql`
-    insert into promotional_daily_counts as c (user_id, day, count) values (${userId}, ${day}, 1)
-    on conflict (user_id, day) do update set count = c.count + 1 where c.count < ${cap}
-    returning count`;
-  return rows.length > 0;
-}

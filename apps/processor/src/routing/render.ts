@@ -1,5 +1,5 @@
 import { type Channel, isHtmlBody, localeFallbackChain, missingParams, templateEngineOptions } from "@notify/core";
-import type { Database } from "@notify/db";
+import { type Database, readLatestTemplateVersion, readTemplateVersionForRender } from "@notify/db";
 import { Eta } from "eta";
 
 /** Why a channel could not be rendered: shown as the reason of its `failed` status. */
@@ -59,23 +59,17 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
   async function latestVersion(templateId: string): Promise<number | null> {
     const hit = latest.get(templateId);
     if (hit && hit.expires > Date.now()) return hit.version;
-    const [row] = await database.sql<{ latest_version: number }[]>`
-      select latest_version from templates where id = ${templateId}`;
-    if (!row) return null;
+    const version = await readLatestTemplateVersion(database, templateId);
+    if (version === null) return null;
     if (latest.size >= maxVersions) latest.clear();
-    latest.set(templateId, { version: row.latest_version, expires: Date.now() + latestTtlMs });
-    return row.latest_version;
+    latest.set(templateId, { version, expires: Date.now() + latestTtlMs });
+    return version;
   }
 
   async function fetchVersion(templateId: string, version: number): Promise<Version | null> {
-    const [head] = await database.sql<{ params: string[]; default_locale: string }[]>`
-      select v.params, coalesce(v.default_locale, t.default_locale) as default_locale
-      from template_versions v join templates t on t.id = v.template_id
-      where v.template_id = ${templateId} and v.version = ${version}`;
+    const head = await readTemplateVersionForRender(database, templateId, version);
     if (!head) return null;
-    const rows = await database.sql<
-      { channel: Channel; locale: string; subject: string | null; body_template: string }[]
-    >`select channel, locale, subject, body_template from template_variants where template_id = ${templateId} and version = ${version}`;
+    const rows = head.variants;
     return {
       version,
       params: head.params,

@@ -1,6 +1,7 @@
-import { type Channel, capDay, countsTowardCap, type LaneMessage, type PolicyInput, type WorkItem } from "@notify/core";
+import { capDay, countsTowardCap, type LaneMessage, type PolicyInput, type WorkItem } from "@notify/core";
+import { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "@notify/db";
 import type { UserProfile } from "../preferences/profiles.js";
-import { buildItem, decideAndPlan, overCap, type Planned, type RouteDeps, takeCapSlot } from "./plan.js";
+import { buildItem, decideAndPlan, overCap, type Planned, type RouteDeps } from "./plan.js";
 
 export type RouteOutcome = "routed" | "duplicate" | "gone";
 
@@ -62,51 +63,19 @@ async function record(
   input: PolicyInput,
   decided: Planned[],
 ): Promise<{ first: boolean; planned: Planned[] }> {
-  const { sql } = deps.database;
-  const id = message.notification_id;
-  const channels = decided.map((p) => p.channel);
-  const statuses = decided.map((p) => p.status);
-  const reasons = decided.map((p) => p.reason) as string[];
-  const planned = decided.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
-  const deferredUntil = decided.find((p) => p.status === "deferred")?.nextAttemptAt.toISOString() ?? null;
   const cap = input.preferences.rateCapPerDay;
-
   const sending = decided.some((p) => p.status === "pending");
-
-  if (cap === null || !countsTowardCap(input, sending)) {
-    const [row] = await sql<{ inserted: number }[]>`
-      with inserted as (
-        insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
-        select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
-        where not exists (select 1 from notification_channels where notification_id = ${id})
-        on conflict (notification_id, channel) do nothing
-        returning channel
-      ), timer as (
-        insert into deferred_notifications (notification_id, user_id, due_at)
-        select ${id}, ${message.user_id}, ${deferredUntil}::timestamptz
-        where ${deferredUntil}::timestamptz is not null and exists (select 1 from inserted)
-        on conflict (notification_id) do nothing
-      )
-      select count(*)::int as inserted from inserted`;
-    return { first: (row?.inserted ?? 0) > 0, planned: decided };
-  }
-
-  return sql.begin(async (tx) => {
-    const inserted = await tx`
-      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
-      select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
-      where not exists (select 1 from notification_channels where notification_id = ${id})
-      on conflict (notification_id, channel) do nothing
-      returning channel`;
-    if (inserted.length === 0) return { first: false, planned: decided };
-    if (await takeCapSlot(tx, message.user_id, capDay(input.now, input.preferences), cap)) {
-      return { first: true, planned: decided };
-    }
-    await tx`
-      update notification_channels set status = 'suppressed', reason = 'rate_cap', updated_at = now()
-      where notification_id = ${id} and status = 'pending'`;
-    return { first: true, planned: overCap(decided) };
+  const { first, capped } = await recordRoutedChannels(deps.database, {
+    notificationId: message.notification_id,
+    userId: message.user_id,
+    channels: decided,
+    deferredUntil: decided.find((p) => p.status === "deferred")?.nextAttemptAt ?? null,
+    cap:
+      cap === null || !countsTowardCap(input, sending)
+        ? null
+        : { userId: message.user_id, day: capDay(input.now, input.preferences), cap },
   });
+  return { first, planned: capped ? overCap(decided) : decided };
 }
 
 const publish = (deps: RouteDeps, message: LaneMessage, items: readonly WorkItem[]) =>
@@ -131,17 +100,19 @@ async function publishPending(
   planned: readonly Planned[],
   profile: UserProfile,
 ): Promise<void> {
-  const pending = await deps.database.sql<{ channel: Channel }[]>`
-    select channel from notification_channels where notification_id = ${message.notification_id} and status = 'pending'`;
+  const pending = await listPendingChannels(deps.database, message.notification_id);
   const items: WorkItem[] = [];
-  for (const { channel } of pending) {
+  for (const channel of pending) {
     const mine = planned.find((p) => p.channel === channel);
     const outcome = mine?.status === "pending" ? mine : await buildItem(deps, message, profile, channel);
     if (outcome.status === "pending") items.push(outcome.item);
     else {
-      await deps.database.sql`
-        update notification_channels set status = ${outcome.status}, reason = ${outcome.reason}, updated_at = now()
-        where notification_id = ${message.notification_id} and channel = ${channel} and status = 'pending'`;
+      await settlePendingChannel(
+        deps.database,
+        { notification_id: message.notification_id, channel },
+        outcome.status,
+        outcome.reason,
+      );
     }
   }
   await publish(deps, message, items);

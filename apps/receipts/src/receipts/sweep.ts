@@ -1,6 +1,5 @@
-import type { Sql } from "@notify/db";
+import { applyPendingReceipts, type Sql } from "@notify/db";
 import type { Logger } from "@notify/log";
-import { applyPendingReceipts } from "./record.js";
 
 /** Retries receipts that arrived before their send was recorded, every `intervalMs`. */
 export function startReceiptSweep(sql: Sql, log: Logger, intervalMs: number): { stop(): Promise<void> } {

@@ -1,9 +1,8 @@
 import { AppError, type ChannelStatus } from "@notify/core";
-import type { Sql } from "@notify/db";
+import { recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, limitBody } from "@notify/http";
 import { formParams, verifyPlivoSignature } from "@notify/providers/plivo/signature";
 import type { Hono } from "hono";
-import { recordReceipts } from "../receipts/record.js";
 import { publicUrl } from "./signed-url.js";
 
 export interface PlivoWebhookDeps {

@@ -1,6 +1,6 @@
 import type { KeyObject } from "node:crypto";
 import { AppError, type ChannelStatus } from "@notify/core";
-import type { Sql } from "@notify/db";
+import { type Receipt, recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, limitBody } from "@notify/http";
 import {
   SENDGRID_SIGNATURE_HEADER,
@@ -8,7 +8,6 @@ import {
   verifySendgridSignature,
 } from "@notify/providers/sendgrid/event-webhook";
 import type { Hono } from "hono";
-import { type Receipt, recordReceipts } from "../receipts/record.js";
 
 export interface SendgridWebhookDeps {
   sql: Sql;

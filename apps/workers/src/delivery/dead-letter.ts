@@ -1,6 +1,6 @@
 import type { Bus } from "@notify/bus";
-import type { DeadLetter, DeadLetterAttempt, DeadLetterClass, DeadLetterNotification, WorkItem } from "@notify/core";
-import type { Sql } from "@notify/db";
+import type { DeadLetter, DeadLetterClass, WorkItem } from "@notify/core";
+import { readDeliveryHistory, type Sql } from "@notify/db";
 
 /**
  * Publishes a dead letter with its full context (spec rule 14): the original request from the
@@ -14,13 +14,7 @@ export async function publishDeadLetter(
   letter: { item: WorkItem; class: DeadLetterClass; reason: string; provider: string; attempts: number },
 ): Promise<void> {
   const { item } = letter;
-  const [notification] = await sql<DeadLetterNotification[]>`
-    select id as notification_id, client_id, user_id, category, template_id, template_version, priority,
-      requested_channels, data, dedup_key, created_at
-    from notifications where id = ${item.notification_id}`;
-  const history = await sql<DeadLetterAttempt[]>`
-    select attempt, outcome, provider_id, error, at from delivery_attempts
-    where notification_id = ${item.notification_id} and channel = ${item.channel} order by attempt`;
+  const { notification, history } = await readDeliveryHistory(sql, item);
   const body: DeadLetter = {
     version: 1,
     class: letter.class,
@@ -29,9 +23,9 @@ export async function publishDeadLetter(
     lane: item.priority,
     provider: letter.provider,
     attempts: letter.attempts,
-    notification: notification ?? null,
+    notification,
     item,
-    history: [...history],
+    history,
     dead_lettered_at: new Date().toISOString(),
   };
   await bus.publish(

@@ -1,11 +1,11 @@
-import type { Sql } from "@notify/db";
+import type { Sql } from "./index.js";
 
 /**
  * Removes a push subscription the push service reported gone (404/410: RFC 8030) from the
  * user's device tokens, so no later notification is sent to it. The processor's preference
  * cache picks the change up within its TTL. Answers whether a subscription was removed.
  */
-export async function removeSubscription(sql: Sql, userId: string, endpoint: string): Promise<boolean> {
+export async function removePushSubscription(sql: Sql, userId: string, endpoint: string): Promise<boolean> {
   const rows = await sql`
     update user_preferences set
       device_tokens = coalesce(

@@ -1,6 +1,6 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
-import type { Sql } from "@notify/db";
 import type { TransactionSql } from "postgres";
+import type { Sql } from "./index.js";
 
 /**
  * One provider event, mapped to what it means for a channel: `status` is the channel status it

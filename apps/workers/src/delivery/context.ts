@@ -1,0 +1,66 @@
+import type { Bus, Disposition, KV } from "@notify/bus";
+import type { ChannelStatus, WorkItem } from "@notify/core";
+import type { DeliveryChannelRow, Sql } from "@notify/db";
+import type { Logger } from "@notify/log";
+import type { DeliveryMetrics } from "../metrics.js";
+import type { ProviderGate } from "../providers/gate.js";
+
+export interface DeliverDeps {
+  /** Postgres of this item's lane: transactional has a pool of its own (invariant 4). */
+  sql: Sql;
+  bus: Bus;
+  guard: KV;
+  /** The provider of the pool's channel, behind its breaker and token buckets. */
+  gate: ProviderGate;
+  log: Logger;
+  metrics: DeliveryMetrics;
+  maxAttempts: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /**
+   * A claim still `sending` after this long belongs to a worker that died mid-send: longer
+   * than any provider call may take, plus the writes that follow it.
+   */
+  claimTtlMs: number;
+  /** host:pid, written into claims for operators. */
+  worker: string;
+}
+
+/** One work item in hand: what each step of its delivery (send, park, resume, settle) reads. */
+export interface Context {
+  deps: DeliverDeps;
+  item: WorkItem;
+  row: DeliveryChannelRow;
+  key: string;
+  log: Logger;
+  started: number;
+  waitedMs: number;
+}
+
+export const jitter = (ms: number) => Math.floor(Math.random() * ms);
+
+export const parkDelay = (gate: ProviderGate) => gate.breaker.retryInMs() + 1000 + jitter(1000);
+
+/** The one log line and outcome count of a handled item (a wide event). */
+export function done(
+  ctx: Context,
+  status: ChannelStatus | "skipped",
+  fields: Record<string, unknown>,
+  disposition: Disposition,
+): Disposition {
+  const { deps, item } = ctx;
+  deps.metrics.outcomes.inc({ channel: item.channel, lane: item.priority, status });
+  const line = {
+    ...fields,
+    status,
+    provider: deps.gate.provider.name,
+    waited_ms: Math.round(ctx.waitedMs),
+    ms: Math.round(performance.now() - ctx.started),
+  };
+  if (status === "delivered") ctx.log.info(line, "delivered");
+  else if (status === "skipped") ctx.log.debug(line, "claim held by another worker; looking again later");
+  // A parked item is looked at again every few seconds while the breaker stays open.
+  else if (status === "parked" && ctx.row.status === "parked") ctx.log.debug(line, "still parked");
+  else ctx.log.warn(line, status === "parked" ? "provider breaker open; parked" : `not delivered: ${status}`);
+  return disposition;
+}

@@ -1,0 +1,143 @@
+import type { Disposition } from "@notify/bus";
+import type { ChannelStatus } from "@notify/core";
+import { moveStatus, recordAttempt, removePushSubscription } from "@notify/db";
+import type { Address } from "./addresses.js";
+import { type Context, done, parkDelay } from "./context.js";
+import { type GuardEntry, settleGuard } from "./guard.js";
+import { type AddressResult, decide } from "./outcome.js";
+import { deadLetter, unsettle } from "./settle.js";
+
+export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]): Promise<Disposition> {
+  const { deps, item, row } = ctx;
+  const gate = deps.gate;
+  const results = await Promise.all(
+    addresses.map(async (address) => {
+      const result = await gate.send({
+        notificationId: item.notification_id,
+        channel: item.channel,
+        to: address.to,
+        subject: item.subject,
+        body: item.body,
+        category: item.category,
+        priority: item.priority,
+      });
+      return { key: address.key, address, result };
+    }),
+  );
+  await removeGoneSubscriptions(ctx, results);
+
+  const attempted = results.some(({ result }) => result.kind !== "skipped");
+  const attempt = attempted ? claim.value.attempt : row.attempts;
+  const decision = decide({
+    results,
+    earlierAccepted: claim.value.accepted ?? [],
+    attemptsUsed: attempt - row.attempts_before_replay,
+    maxAttempts: deps.maxAttempts,
+    retryBaseMs: deps.retryBaseMs,
+    retryMaxMs: deps.retryMaxMs,
+    parkMs: parkDelay(gate),
+  });
+  const base = { attempt, worker: deps.worker, at: Date.now() };
+  const provider = gate.provider.name;
+  const tried = { attempt, ...summarize(results) };
+
+  switch (decision.action) {
+    case "delivered": {
+      await settleGuard(deps.guard, ctx.key, { ...base, state: "sent", provider_id: decision.providerId });
+      await moveStatus(deps.sql, item, "delivered", {
+        provider,
+        providerId: decision.providerId,
+        reason: decision.reason,
+        attempts: attempt,
+        attempt: tried,
+      });
+      return done(
+        ctx,
+        "delivered",
+        { attempt, provider_id: decision.providerId, reason: decision.reason },
+        { ack: true },
+      );
+    }
+    case "retry":
+    case "park": {
+      // A definite refusal (or no call at all): the next attempt may claim the guard and send.
+      await settleGuard(deps.guard, ctx.key, {
+        ...base,
+        state: "failed",
+        reason: decision.reason,
+        accepted: decision.accepted,
+        settled: [...new Set([...(claim.value.settled ?? []), ...decision.settled])],
+      });
+      const status: ChannelStatus = decision.action === "retry" ? "retrying" : "parked";
+      if (attempted || row.status !== status) {
+        await moveStatus(deps.sql, item, status, {
+          reason: decision.reason,
+          attempts: attempt,
+          nextAttemptAt: new Date(Date.now() + decision.delayMs),
+          ...(attempted ? { attempt: tried } : {}),
+        });
+      }
+      if (decision.action === "retry") deps.metrics.retries.inc({ provider, channel: item.channel });
+      return done(
+        ctx,
+        status,
+        { attempt, reason: decision.reason, delay_ms: decision.delayMs },
+        {
+          retryInMs: decision.delayMs,
+        },
+      );
+    }
+    case "dead_letter": {
+      await settleGuard(deps.guard, ctx.key, {
+        ...base,
+        state: "dead",
+        class: decision.class,
+        reason: decision.reason,
+      });
+      // Recorded before the dead letter is published: the letter carries every attempt.
+      await recordAttempt(deps.sql, item, tried);
+      await deadLetter(ctx, decision.class, decision.reason, attempt);
+      return done(ctx, "failed", { attempt, class: decision.class, reason: decision.reason }, { ack: true });
+    }
+    case "unsettled": {
+      await settleGuard(deps.guard, ctx.key, { ...base, state: "unknown", reason: decision.reason });
+      await recordAttempt(deps.sql, item, tried);
+      await unsettle(ctx, decision.reason, attempt);
+      return done(ctx, "unsettled", { attempt, reason: decision.reason }, { ack: true });
+    }
+  }
+}
+
+/** Subscriptions the push service reported gone are removed from the user (RFC 8030). */
+async function removeGoneSubscriptions(
+  ctx: Context,
+  results: Array<{ address: Address; result: AddressResult }>,
+): Promise<void> {
+  for (const { address, result } of results) {
+    if (result.kind !== "gone" || address.endpoint === null) continue;
+    if (await removePushSubscription(ctx.deps.sql, ctx.item.user_id, address.endpoint)) {
+      ctx.deps.metrics.subscriptionsRemoved.inc();
+      ctx.log.info({ reason: result.reason }, "push subscription gone; removed from the user's device tokens");
+    }
+  }
+}
+
+/** One attempt's line in delivery_attempts: one address maps through; several are counted. */
+function summarize(results: Array<{ result: AddressResult }>): {
+  outcome: string;
+  providerId: string | null;
+  error: string | null;
+} {
+  const counts = new Map<string, number>();
+  for (const { result } of results) counts.set(result.kind, (counts.get(result.kind) ?? 0) + 1);
+  const accepted = results.find(({ result }) => result.kind === "accepted")?.result;
+  const errors = results.flatMap(({ result }) => ("reason" in result ? [result.reason] : []));
+  return {
+    outcome:
+      results.length === 1
+        ? (results[0] as { result: AddressResult }).result.kind
+        : [...counts].map(([k, n]) => `${k}:${n}`).join(","),
+    providerId: accepted?.kind === "accepted" ? accepted.providerId : null,
+    error: errors.length > 0 ? [...new Set(errors)].join("; ") : null,
+  };
+}

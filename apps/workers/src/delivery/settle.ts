@@ -1,0 +1,34 @@
+import type { DeadLetterClass } from "@notify/core";
+import { moveStatus } from "@notify/db";
+import type { Context } from "./context.js";
+import { publishDeadLetter } from "./dead-letter.js";
+
+/** A definite failure: dead-lettered with its history, and the channel failed. */
+export async function deadLetter(ctx: Context, cls: DeadLetterClass, reason: string, attempts: number): Promise<void> {
+  const { deps, item } = ctx;
+  await publishDeadLetter(deps.sql, deps.bus, {
+    item,
+    class: cls,
+    reason,
+    provider: deps.gate.provider.name,
+    attempts,
+  });
+  if (await moveStatus(deps.sql, item, "failed", { reason, attempts })) {
+    deps.metrics.deadLetters.inc({ channel: item.channel, class: cls });
+  }
+}
+
+/** The provider may have accepted: shown as unsettled for a receipt to settle, never resent. */
+export async function unsettle(ctx: Context, reason: string, attempts: number): Promise<void> {
+  const { deps, item } = ctx;
+  await publishDeadLetter(deps.sql, deps.bus, {
+    item,
+    class: "outcome_unknown",
+    reason,
+    provider: deps.gate.provider.name,
+    attempts,
+  });
+  if (await moveStatus(deps.sql, item, "unsettled", { reason, attempts })) {
+    deps.metrics.deadLetters.inc({ channel: item.channel, class: "outcome_unknown" });
+  }
+}

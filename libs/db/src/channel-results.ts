@@ -1,0 +1,221 @@
+import {
+  type Channel,
+  type ChannelStatus,
+  type DeadLetterAttempt,
+  type DeadLetterNotification,
+  statusesMovableTo,
+} from "@notify/core";
+import type { TransactionSql } from "postgres";
+import type { Database, Sql } from "./index.js";
+import type { RowPick } from "./rows.js";
+import type { notificationChannels } from "./schema/index.js";
+
+/** The channel of one notification, as a worker or the processor names it. */
+export interface ChannelRef {
+  notification_id: string;
+  channel: Channel;
+}
+
+/** One channel's outcome as routing decided it. */
+export interface RoutedChannel {
+  channel: Channel;
+  status: ChannelStatus;
+  reason: string | null;
+  nextAttemptAt: Date | null;
+}
+
+/** The daily promotional cap a routing counts against, when it does. */
+export interface CapSlot {
+  userId: string;
+  day: string;
+  cap: number;
+}
+
+/**
+ * Writes the channel outcomes of a routing, and the deferral timer with them, unless an earlier
+ * run did (even one that chose other channels: the user's reachable channels may have changed
+ * since). Without a cap to take this is one statement. With one it is a transaction: the cap
+ * slot is taken only by the run whose rows went in, and a crash undoes both; over the cap, the
+ * channels that would be sent are suppressed with reason rate_cap (`capped`).
+ */
+export async function recordRoutedChannels(
+  database: Database,
+  routing: {
+    notificationId: string;
+    userId: string;
+    channels: readonly RoutedChannel[];
+    deferredUntil: Date | null;
+    cap: CapSlot | null;
+  },
+): Promise<{ first: boolean; capped: boolean }> {
+  const { sql } = database;
+  const id = routing.notificationId;
+  const channels = routing.channels.map((p) => p.channel);
+  const statuses = routing.channels.map((p) => p.status);
+  const reasons = routing.channels.map((p) => p.reason) as string[];
+  const planned = routing.channels.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
+  const deferredUntil = routing.deferredUntil?.toISOString() ?? null;
+  const cap = routing.cap;
+
+  if (cap === null) {
+    const [row] = await sql<{ inserted: number }[]>`
+      with inserted as (
+        insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
+        select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
+        where not exists (select 1 from notification_channels where notification_id = ${id})
+        on conflict (notification_id, channel) do nothing
+        returning channel
+      ), timer as (
+        insert into deferred_notifications (notification_id, user_id, due_at)
+        select ${id}, ${routing.userId}, ${deferredUntil}::timestamptz
+        where ${deferredUntil}::timestamptz is not null and exists (select 1 from inserted)
+        on conflict (notification_id) do nothing
+      )
+      select count(*)::int as inserted from inserted`;
+    return { first: (row?.inserted ?? 0) > 0, capped: false };
+  }
+
+  return sql.begin(async (tx) => {
+    const inserted = await tx`
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
+      select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
+      where not exists (select 1 from notification_channels where notification_id = ${id})
+      on conflict (notification_id, channel) do nothing
+      returning channel`;
+    if (inserted.length === 0) return { first: false, capped: false };
+    if (await takeCapSlot(tx, cap)) return { first: true, capped: false };
+    await tx`
+      update notification_channels set status = 'suppressed', reason = 'rate_cap', updated_at = now()
+      where notification_id = ${id} and status = 'pending'`;
+    return { first: true, capped: true };
+  });
+}
+
+/** Channels of a notification still recorded as pending: what a redelivered routing publishes. */
+export async function listPendingChannels(database: Database, notificationId: string): Promise<Channel[]> {
+  const rows = await database.sql<RowPick<typeof notificationChannels, "channel">[]>`
+    select channel from notification_channels where notification_id = ${notificationId} and status = 'pending'`;
+  return rows.map((r) => r.channel as Channel);
+}
+
+/** Settles a channel that is still pending without sending it (suppressed or failed on a rerun). */
+export async function settlePendingChannel(
+  database: Database,
+  ref: ChannelRef,
+  status: ChannelStatus,
+  reason: string | null,
+): Promise<void> {
+  await database.sql`
+    update notification_channels set status = ${status}, reason = ${reason}, updated_at = now()
+    where notification_id = ${ref.notification_id} and channel = ${ref.channel} and status = 'pending'`;
+}
+
+/**
+ * Takes one of the user's promotional sends of `day` if the cap allows: one conditional upsert,
+ * so concurrent routings (several partitions' workers, several processors) can never go past
+ * the cap, and the count survives restarts. It runs in the transaction that records the
+ * channels, so a crash between the two neither loses nor double-counts a send.
+ */
+export async function takeCapSlot(sql: Sql | TransactionSql, slot: CapSlot): Promise<boolean> {
+  if (slot.cap <= 0) return false;
+  const rows = await sql`
+    insert into promotional_daily_counts as c (user_id, day, count) values (${slot.userId}, ${slot.day}, 1)
+    on conflict (user_id, day) do update set count = c.count + 1 where c.count < ${slot.cap}
+    returning count`;
+  return rows.length > 0;
+}
+
+/** Drops cap counters of days before `cutoff` (YYYY-MM-DD); answers how many went. */
+export async function purgeCapCounts(database: Database, cutoff: string): Promise<number> {
+  const result = await database.sql`delete from promotional_daily_counts where day < ${cutoff}::date`;
+  return result.count;
+}
+
+// ---- Worker side: the channel a work item names, its attempts and its status moves.
+
+export type DeliveryChannelRow = Omit<
+  RowPick<typeof notificationChannels, "status" | "attempts" | "attempts_before_replay">,
+  "status"
+> & { status: ChannelStatus };
+
+export async function loadChannel(sql: Sql, ref: ChannelRef): Promise<DeliveryChannelRow | undefined> {
+  const [row] = await sql<DeliveryChannelRow[]>`
+    select status, attempts, attempts_before_replay from notification_channels
+    where notification_id = ${ref.notification_id} and channel = ${ref.channel}`;
+  return row;
+}
+
+/** One provider attempt and what came of it: the history a dead letter carries. */
+export interface Attempt {
+  attempt: number;
+  outcome: string;
+  providerId: string | null;
+  error: string | null;
+}
+
+export interface StatusFields {
+  reason?: string | null;
+  provider?: string;
+  providerId?: string | null;
+  attempts?: number;
+  /** When a retrying or parked channel is looked at again. */
+  nextAttemptAt?: Date | null;
+  /** The attempt that led here, recorded in the same statement (whether or not the move happens). */
+  attempt?: Attempt;
+}
+
+/**
+ * Moves a channel forward only (libs/core status.ts) and logs the transition with its time and
+ * reason in `channel_status_events`, in one statement: a refused move logs nothing. Answers
+ * whether the move happened.
+ */
+export async function moveStatus(sql: Sql, ref: ChannelRef, to: ChannelStatus, fields: StatusFields): Promise<boolean> {
+  const a = fields.attempt;
+  const rows = await sql`
+    with tried as (
+      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider_id, error)
+      select ${ref.notification_id}, ${ref.channel}, ${a?.attempt ?? null}::int, ${a?.outcome ?? null}, ${a?.providerId ?? null}, ${a?.error ?? null}
+      where ${a !== undefined}
+      on conflict do nothing
+    ), moved as (
+      update notification_channels set
+        status = ${to},
+        reason = ${fields.reason ?? null},
+        provider = coalesce(${fields.providerId ? (fields.provider ?? null) : null}, provider),
+        provider_id = coalesce(${fields.providerId ?? null}, provider_id),
+        attempts = coalesce(${fields.attempts ?? null}, attempts),
+        next_attempt_at = ${fields.nextAttemptAt ?? null},
+        updated_at = now()
+      where notification_id = ${ref.notification_id} and channel = ${ref.channel}
+        and status = any(${statusesMovableTo(to)})
+      returning notification_id, channel, status, reason, attempts, provider_id, updated_at
+    )
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
+    select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved`;
+  return rows.count > 0;
+}
+
+export async function recordAttempt(sql: Sql, ref: ChannelRef, a: Attempt): Promise<void> {
+  await sql`
+    insert into delivery_attempts (notification_id, channel, attempt, outcome, provider_id, error)
+    values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.providerId}, ${a.error})
+    on conflict do nothing`;
+}
+
+/**
+ * What a dead letter carries besides the item: the original request from the notification log
+ * (null when it is gone) and every attempt of the channel, oldest first.
+ */
+export async function readDeliveryHistory(
+  sql: Sql,
+  ref: ChannelRef,
+): Promise<{ notification: DeadLetterNotification | null; history: DeadLetterAttempt[] }> {
+  const [notification] = await sql<DeadLetterNotification[]>`
+    select id as notification_id, client_id, user_id, category, template_id, template_version, priority,
+      requested_channels, data, dedup_key, created_at
+    from notifications where id = ${ref.notification_id}`;
+  const history = await sql<DeadLetterAttempt[]>`
+    select attempt, outcome, provider_id, error, at from delivery_attempts
+    where notification_id = ${ref.notification_id} and channel = ${ref.channel} order by attempt`;
+  return { notification: notification ?? null, history: [...history] };
+}

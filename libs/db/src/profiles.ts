@@ -1,0 +1,23 @@
+import type { Database } from "./index.js";
+import type { RowPick } from "./rows.js";
+import type { userContacts, userPreferences } from "./schema/index.js";
+
+type ProfileColumns = RowPick<typeof userContacts, "email" | "phone"> &
+  RowPick<
+    typeof userPreferences,
+    "channel_optout" | "category_optout" | "quiet_hours" | "rate_cap_per_day" | "device_tokens" | "locale"
+  >;
+
+/** What routing reads about a user: contacts and preferences, null where the user has no record. */
+export type ProfileRow = { [K in keyof ProfileColumns]: ProfileColumns[K] | null };
+
+/** One row whatever the user has: a user without contacts or preferences reads as all nulls. */
+export async function readProfileRow(database: Database, userId: string): Promise<ProfileRow> {
+  const [row] = await database.sql<ProfileRow[]>`
+    select c.email, c.phone, p.channel_optout, p.category_optout, p.quiet_hours, p.rate_cap_per_day,
+           p.device_tokens, p.locale
+    from (select ${userId}::text as user_id) u
+    left join user_contacts c on c.user_id = u.user_id
+    left join user_preferences p on p.user_id = u.user_id`;
+  return row as ProfileRow;
+}

@@ -1,0 +1,108 @@
+import type { Channel, ChannelStatus, Priority } from "@notify/core";
+import { type CapSlot, takeCapSlot } from "./channel-results.js";
+import type { Database } from "./index.js";
+import type { RowPick } from "./rows.js";
+import type { notifications } from "./schema/index.js";
+
+/** A deferred notification whose planned time has come, with its still-deferred channels. */
+export type DueDeferral = Omit<
+  RowPick<typeof notifications, "user_id" | "category" | "template_id" | "template_version" | "priority" | "data">,
+  "priority" | "data"
+> & { notification_id: string; priority: Priority; data: Record<string, unknown>; channels: Channel[] };
+
+/** Due deferrals, oldest first: read before the release transaction, as routing uses other connections. */
+export async function listDueDeferrals(database: Database, now: Date, limit: number): Promise<DueDeferral[]> {
+  return database.sql<DueDeferral[]>`
+    select d.notification_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.data,
+           array(select c.channel from notification_channels c
+                 where c.notification_id = d.notification_id and c.status = 'deferred' order by c.channel) as channels
+    from deferred_notifications d join notifications n on n.id = d.notification_id
+    where d.due_at <= ${now} order by d.due_at, d.notification_id limit ${limit}`;
+}
+
+/** A released channel that is not sent: its new status (suppressed, failed, or deferred again). */
+export interface ReleasedChannel {
+  notificationId: string;
+  channel: Channel;
+  status: ChannelStatus;
+  reason: string | null;
+  nextAttemptAt: Date | null;
+}
+
+/** What a release may do inside its transaction, on the rows it holds. */
+export interface DeferralRelease {
+  /** Due notifications this release holds the lock of. */
+  locked: ReadonlySet<string>;
+  /** Whether the channel is still deferred (an operator or worker may have moved it meanwhile). */
+  isDeferred(notificationId: string, channel: Channel): boolean;
+  takeCapSlot(slot: CapSlot): Promise<boolean>;
+  /** Settles released channels; only one still deferred moves (status only moves forward). */
+  settleChannels(updates: readonly ReleasedChannel[]): Promise<void>;
+  /** Moves the timers of notifications deferred again. */
+  redefer(timers: ReadonlyArray<{ notificationId: string; until: Date }>): Promise<void>;
+  /** Drops the timers of notifications fully released. */
+  finish(notificationIds: readonly string[]): Promise<void>;
+}
+
+/**
+ * Runs one release of `due` deferrals in a transaction. It takes the due rows FOR UPDATE SKIP
+ * LOCKED, so processors share the work and each row is settled by one of them, and their
+ * deferred channels FOR UPDATE; `release` then settles them and publishes before the commit, so
+ * a crash in between leaves the rows due and they are released again. Null when another
+ * release holds every row.
+ */
+export async function releaseDeferrals<T>(
+  database: Database,
+  due: readonly string[],
+  now: Date,
+  release: (ops: DeferralRelease) => Promise<T>,
+): Promise<T | null> {
+  const result = await database.sql.begin(async (tx) => {
+    const locked = new Set(
+      (
+        await tx<{ notification_id: string }[]>`
+          select notification_id from deferred_notifications
+          where notification_id = any(${due as string[]}) and due_at <= ${now}
+          for update skip locked`
+      ).map((r) => r.notification_id),
+    );
+    if (locked.size === 0) return null;
+    const stillDeferred = new Set(
+      (
+        await tx<{ notification_id: string; channel: Channel }[]>`
+          select notification_id, channel from notification_channels
+          where notification_id = any(${[...locked]}) and status = 'deferred'
+          for update`
+      ).map((r) => `${r.notification_id} ${r.channel}`),
+    );
+    return release({
+      locked,
+      isDeferred: (id, channel) => stillDeferred.has(`${id} ${channel}`),
+      takeCapSlot: (slot) => takeCapSlot(tx, slot),
+      async settleChannels(updates) {
+        if (updates.length === 0) return;
+        await tx`
+          update notification_channels c
+          set status = u.status, reason = u.reason, next_attempt_at = u.next_attempt_at, updated_at = now()
+          from unnest(${updates.map((u) => u.notificationId)}::text[], ${updates.map((u) => u.channel)}::text[],
+                      ${updates.map((u) => u.status)}::text[], ${updates.map((u) => u.reason) as string[]}::text[],
+                      ${updates.map((u) => u.nextAttemptAt?.toISOString() ?? null) as string[]}::timestamptz[])
+               as u(notification_id, channel, status, reason, next_attempt_at)
+          where c.notification_id = u.notification_id and c.channel = u.channel and c.status = 'deferred'`;
+      },
+      async redefer(timers) {
+        if (timers.length === 0) return;
+        await tx`
+          update deferred_notifications d set due_at = u.due_at
+          from unnest(${timers.map((r) => r.notificationId)}::text[], ${timers.map((r) => r.until.toISOString())}::timestamptz[])
+               as u(notification_id, due_at)
+          where d.notification_id = u.notification_id`;
+      },
+      async finish(ids) {
+        if (ids.length > 0)
+          await tx`delete from deferred_notifications where notification_id = any(${ids as string[]})`;
+      },
+    });
+  });
+  return result as T | null;
+}
