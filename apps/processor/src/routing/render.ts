@@ -1,6 +1,7 @@
 import { type Channel, isHtmlBody, localeFallbackChain, missingParams, templateEngineOptions } from "@notify/core";
 import { type Database, readLatestTemplateVersion, readTemplateVersionForRender } from "@notify/db";
 import { Eta } from "eta";
+import { LRUCache } from "lru-cache";
 
 /** Why a channel could not be rendered: shown as the reason of its `failed` status. */
 export type RenderFailure = "unknown_template" | "no_template_variant" | "template_data_invalid" | "render_failed";
@@ -38,7 +39,7 @@ interface Version {
 const variantKey = (channel: Channel, locale: string) => `${channel} ${locale.toLowerCase()}`;
 
 /**
- * Renders stored eta templates with the user's locale (spec rule 7). A template body is code
+ * Renders stored eta templates with the user's locale. A template body is code
  * (eta compiles it to JavaScript): each variant is compiled once, on first use, and kept, as
  * versions never change; renderString would recompile on every call. Data is checked against
  * the version's declared parameters first, because eta renders a missing one as "undefined".
@@ -48,8 +49,9 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
   const maxVersions = options.maxVersions ?? 1000;
   const engines = { html: new Eta(templateEngineOptions(true)), plain: new Eta(templateEngineOptions(false)) };
   // Promises, so that a burst of first renders of one version makes one query, not hundreds.
-  const versions = new Map<string, Promise<Version | null>>();
-  const latest = new Map<string, { version: number; expires: number }>();
+  // Bounded LRUs: template ids come from requests. lru-cache reads a ttl of 0 as "forever".
+  const versions = new LRUCache<string, Promise<Version | null>>({ max: maxVersions });
+  const latest = new LRUCache<string, { version: number }>({ max: maxVersions, ttl: Math.max(1, latestTtlMs) });
 
   const compile = (engine: Eta, source: string): Compiled => {
     const fn = engine.compile(source);
@@ -57,12 +59,11 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
   };
 
   async function latestVersion(templateId: string): Promise<number | null> {
-    const hit = latest.get(templateId);
-    if (hit && hit.expires > Date.now()) return hit.version;
+    const hit = latestTtlMs > 0 ? latest.get(templateId) : undefined;
+    if (hit !== undefined) return hit.version;
     const version = await readLatestTemplateVersion(database, templateId);
     if (version === null) return null;
-    if (latest.size >= maxVersions) latest.clear();
-    latest.set(templateId, { version, expires: Date.now() + latestTtlMs });
+    if (latestTtlMs > 0) latest.set(templateId, { version });
     return version;
   }
 
@@ -86,11 +87,7 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
   function loadVersion(templateId: string, version: number): Promise<Version | null> {
     const key = `${templateId}\u0000${version}`;
     const cached = versions.get(key);
-    if (cached) {
-      versions.delete(key);
-      versions.set(key, cached);
-      return cached;
-    }
+    if (cached) return cached;
     const loading = fetchVersion(templateId, version);
     versions.set(key, loading);
     // Only content is kept: a failed query or a version not (yet) written is asked again.
@@ -98,7 +95,6 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
       (found) => found === null && versions.delete(key),
       () => versions.delete(key),
     );
-    if (versions.size > maxVersions) versions.delete(versions.keys().next().value as string);
     return loading;
   }
 
