@@ -4,6 +4,8 @@ import * as schema from "./schema/index.js";
 
 export * from "./api-keys.js";
 export * from "./audiences.js";
+export * from "./dead-letters.js";
+export * from "./retention.js";
 export * from "./schema/index.js";
 export { schema };
 export type Db = PostgresJsDatabase<typeof schema>;
@@ -65,5 +67,5 @@ export function createDb(config: DbConfig): Database {
 }
 export * from "./broadcasts.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
-export * from "./seed.js";
 export type { Row, RowPick } from "./rows.js";
+export * from "./seed.js";
