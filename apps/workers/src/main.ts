@@ -1,6 +1,5 @@
 import { hostname } from "node:os";
-import { Kvm } from "@nats-io/kv";
-import { applyTopology, bucketName, connectBus } from "@notify/bus";
+import { applyTopology, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb, storeInboxItem } from "@notify/db";
 import { createMetrics, listen, onShutdown } from "@notify/http";
@@ -33,7 +32,7 @@ const bus = await connectBus({
 });
 await applyTopology(bus);
 const guard = await bus.kv("notify_send_guard");
-const rateKv = await new Kvm(bus.js).open(bucketName(bus.naming, "notify_rate"));
+const rateKv = await bus.kv("notify_rate");
 
 // A channel has a pool only when its provider is on; in-app delivers to our own inbox.
 const providers: Provider[] = Object.values(

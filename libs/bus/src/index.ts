@@ -27,7 +27,10 @@ import {
   type Topology,
 } from "./topology.js";
 
+export * from "./dead-letters.js";
+export * from "./errors.js";
 export * from "./publisher.js";
+export * from "./send-guard.js";
 export * from "./topology.js";
 export type { JsMsg, KV, NatsConnection };
 
@@ -54,7 +57,7 @@ export interface Bus {
     dlq(channel: Channel): string;
   };
   streams: { lane(priority: Priority): string; work: string; dlq: string };
-  kv(bucket: "notify_send_guard" | "notify_prefs"): Promise<KV>;
+  kv(bucket: "notify_send_guard" | "notify_prefs" | "notify_rate"): Promise<KV>;
   publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
   close(): Promise<void>;
 }

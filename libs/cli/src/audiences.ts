@@ -1,6 +1,6 @@
-import { createReadStream } from "node:fs";
-import { MEMBER_FORMATS, type MemberFormat, memberBatches, newId } from "@notify/core";
-import { type AudienceRecord, createAudience, getAudience, importAudienceMembers } from "@notify/db";
+import { MEMBER_FORMATS, type MemberFormat } from "@notify/core";
+import type { AudienceRecord } from "@notify/db";
+import { createEmptyAudience, findAudience, importMembersFromFile } from "@notify/ops";
 import { type Command, type CommandGroup, type Io, parseOptions, UsageError } from "./command.js";
 import { table } from "./table.js";
 
@@ -26,20 +26,19 @@ const create: Command = async (argv, io, deps) => {
   const { values } = parseOptions(argv, { name: { type: "string" }, json: { type: "boolean" } }, []);
   const name = values.name?.trim();
   if (!name || name.length > 200) throw new UsageError("--name is required (1-200 characters)");
-  const audience = await createAudience(deps.database, newId(), name);
+  const audience = await createEmptyAudience(deps.database, name);
   if (values.json) printJson(io, audience);
   else io.stdout.write(details(audience));
 };
 
 const show: Command = async (argv, io, deps) => {
   const { values, positionals } = parseOptions(argv, { json: { type: "boolean" } }, ["ID"]);
-  const audience = await getAudience(deps.database, positionals[0] as string);
-  if (!audience) throw new Error(`no audience ${positionals[0]}`);
+  const audience = await findAudience(deps.database, positionals[0] as string);
   if (values.json) printJson(io, audience);
   else io.stdout.write(details(audience));
 };
 
-/** Streams the file into the audience: one batch in memory, all or nothing (libs/db audiences.ts). */
+/** Streams the file into the audience (libs/ops audiences.ts), counting the members read on stderr. */
 const importMembers: Command = async (argv, io, deps) => {
   const { values, positionals } = parseOptions(argv, { format: { type: "string" }, json: { type: "boolean" } }, [
     "ID",
@@ -48,21 +47,17 @@ const importMembers: Command = async (argv, io, deps) => {
   const [id, file] = positionals as [string, string];
   const format = formatOf(file, values.format);
   let read = 0;
-  async function* progress() {
-    for await (const batch of memberBatches(createReadStream(file), format)) {
-      read += batch.length;
-      if (!values.json) io.stderr.write(`\r${read} members read`);
-      yield batch;
-    }
-  }
-  const result = await importAudienceMembers(deps.database, id, progress());
+  const summary = await importMembersFromFile(deps.database, id, file, format, (count) => {
+    read = count;
+    if (!values.json) io.stderr.write(`\r${read} members read`);
+  });
   if (!values.json && read > 0) io.stderr.write("\n");
-  if (!result) throw new Error(`no audience ${id}`);
-  const audience = await getAudience(deps.database, id);
-  const summary = { audience_id: id, ...result, member_count: audience?.member_count ?? 0 };
+  if (!summary) throw new Error(`no audience ${id}`);
   if (values.json) printJson(io, summary);
   else
-    io.stdout.write(`imported ${result.received} lines: ${result.added} new members, ${summary.member_count} in all\n`);
+    io.stdout.write(
+      `imported ${summary.received} lines: ${summary.added} new members, ${summary.member_count} in all\n`,
+    );
 };
 
 export const audiences: CommandGroup = {

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { type BroadcastProgress, readBroadcastProgress } from "@notify/db";
+import type { BroadcastProgress } from "@notify/db";
+import { broadcastProgress } from "@notify/ops";
 import { type Command, type CommandGroup, type Io, parseOptions, UsageError } from "./command.js";
 
 const WIDTH = 30;
@@ -13,11 +14,7 @@ export function progressLine(p: BroadcastProgress): string {
   return `[${bar}] ${percent} ${p.expanded}/${p.total} expanded · ${p.delivered} delivered · ${p.suppressed} suppressed · ${p.failed} failed · ${p.status}`;
 }
 
-async function read(deps: Parameters<Command>[2], id: string): Promise<BroadcastProgress> {
-  const progress = await readBroadcastProgress(deps.database, id);
-  if (!progress) throw new Error(`no broadcast ${id}`);
-  return progress;
-}
+const read = (deps: Parameters<Command>[2], id: string) => broadcastProgress(deps.database, id);
 
 const print = (io: Io, json: boolean | undefined, progress: BroadcastProgress) =>
   io.stdout.write(json ? `${JSON.stringify(progress)}\n` : `${progressLine(progress)}\n`);

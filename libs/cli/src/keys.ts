@@ -1,5 +1,6 @@
 import { SCOPES, type Scope } from "@notify/core";
-import { type ApiKeyRecord, createKey, type IssuedApiKey, listKeys, revokeKey, rotateKey } from "@notify/db";
+import type { ApiKeyRecord, IssuedApiKey } from "@notify/db";
+import { issueKey, listAllKeys, revokeKeyById, rotateKeyById } from "@notify/ops";
 import { type Command, type CommandGroup, type Io, parseOptions, UsageError } from "./command.js";
 import { parseGraceDuration } from "./duration.js";
 import { table } from "./table.js";
@@ -8,8 +9,6 @@ import { table } from "./table.js";
 const CLIENT_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/;
 const MAX_NAME = 128;
 const MAX_RATE = 1_000_000;
-/** Keys fetched per query when listing: the CLI prints every matching key. */
-const LIST_BATCH = 200;
 
 const ONCE =
   "notify: this is the only time the key is shown: store it now. A lost key cannot be recovered, only rotated.\n";
@@ -80,7 +79,7 @@ const create: Command = async (argv, io, deps) => {
   if ((burst === undefined) !== (perSecond === undefined)) {
     throw new UsageError("--rate-burst and --rate-per-second go together");
   }
-  const issued = await createKey(deps.database, {
+  const issued = await issueKey(deps.database, {
     clientId: values.client,
     name,
     scopes,
@@ -95,17 +94,7 @@ const list: Command = async (argv, io, deps) => {
     { client: { type: "string" }, all: { type: "boolean" }, json: { type: "boolean" } },
     [],
   );
-  const keys: ApiKeyRecord[] = [];
-  for (let page = 1; ; page++) {
-    const { data, total_count } = await listKeys(deps.database, {
-      clientId: values.client,
-      includeRevoked: values.all,
-      page,
-      pageSize: LIST_BATCH,
-    });
-    keys.push(...data);
-    if (data.length < LIST_BATCH || keys.length >= total_count) break;
-  }
+  const keys = await listAllKeys(deps.database, { clientId: values.client, includeRevoked: values.all });
   if (values.json) {
     printJson(io, { data: keys });
     return;
@@ -132,16 +121,14 @@ const rotate: Command = async (argv, io, deps) => {
   const { values, positionals } = parseOptions(argv, { grace: { type: "string" }, json: { type: "boolean" } }, ["ID"]);
   const id = positionals[0] as string;
   const graceSeconds = values.grace === undefined ? 0 : parseGraceDuration(values.grace);
-  const rotated = await rotateKey(deps.database, id, { graceSeconds });
-  if (!rotated) throw new Error(`no API key with id ${id}`);
+  const rotated = await rotateKeyById(deps.database, id, graceSeconds);
   printIssued(io, values.json, rotated, [["replaces", `${rotated.previous.id} (${statusText(rotated.previous)})`]]);
 };
 
 const revoke: Command = async (argv, io, deps) => {
   const { values, positionals } = parseOptions(argv, { json: { type: "boolean" } }, ["ID"]);
   const id = positionals[0] as string;
-  const revoked = await revokeKey(deps.database, id);
-  if (!revoked) throw new Error(`no API key with id ${id}`);
+  const revoked = await revokeKeyById(deps.database, id);
   if (values.json) {
     printJson(io, revoked);
     return;

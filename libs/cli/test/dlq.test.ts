@@ -3,11 +3,12 @@ import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import type { Channel, DeadLetter, DeadLetterClass, GuardValue, WorkItem } from "@notify/core";
+import { REPLAY_REASON } from "@notify/ops";
 import { freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
 import { run } from "../src/cli.js";
 import type { CliDeps } from "../src/command.js";
-import { parseTime, REPLAY_REASON } from "../src/dlq.js";
+import { parseTime } from "../src/dlq.js";
 
 // `notify dlq ...` in process against a fresh database and NATS namespace, and once as the built
 // executable. Dead letters are written here as the workers write them (their own tests cover

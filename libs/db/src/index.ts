@@ -3,6 +3,8 @@ import * as schema from "./schema/index.js";
 
 export * from "./api-keys.js";
 export * from "./audiences.js";
+export * from "./dead-letters.js";
+export * from "./retention.js";
 export * from "./schema/index.js";
 export { schema };
 export type Sql = postgres.Sql;

@@ -1,12 +1,4 @@
-import { JetStreamApiError } from "@nats-io/jetstream";
-import {
-  ClosedConnectionError,
-  ConnectionError,
-  DrainingConnectionError,
-  NoRespondersError,
-  RequestError,
-  TimeoutError,
-} from "@nats-io/nats-core";
+import { judgeNatsError } from "@notify/bus";
 import { AppError, isAppError } from "@notify/core";
 
 /**
@@ -65,21 +57,9 @@ function judge(error: object): Verdict {
     if (/^\d\d[0-9A-Z]{3}$/.test(code) && transientSqlState(code)) return "postgres";
     if (SYSTEM_CODES.has(code)) return "network";
   }
-  if (
-    error instanceof ConnectionError ||
-    error instanceof ClosedConnectionError ||
-    error instanceof DrainingConnectionError ||
-    error instanceof TimeoutError ||
-    error instanceof NoRespondersError
-  ) {
-    return "nats";
-  }
-  // Without a cause a RequestError is the client's own: "connection disconnected", "connection
-  // closed", "cancelled". With one, the cause says what went wrong (no responders, a permission).
-  if (error instanceof RequestError) return error.cause === undefined ? "nats" : "unknown";
-  // JetStream answered: 503 is its "no responders" / "temporarily unavailable"; anything else
-  // (stream not found, bad request) is a configuration or a bug that a retry does not fix.
-  if (error instanceof JetStreamApiError) return error.status === 503 ? "nats" : "bug";
+  // NATS's own errors are told apart in libs/bus, which alone knows the client's classes.
+  const nats = judgeNatsError(error);
+  if (nats !== "unknown") return nats === "outage" ? "nats" : "bug";
   return "unknown";
 }
 

@@ -1,5 +1,5 @@
 import type { Bus } from "@notify/bus";
-import { readDeadLetters } from "@notify/cli/dlq";
+import { readDeadLetters } from "@notify/ops";
 import { asDependencyError } from "../dependency.js";
 import type { DeadLetterSummary, ListDeadLettersQuery } from "./schemas.js";
 

@@ -1,6 +1,6 @@
-import { archiveAll } from "@notify/cli/retention";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { archiveAll } from "@notify/ops";
 import { every } from "../periodic.js";
 
 export interface RetentionJob {
@@ -10,7 +10,7 @@ export interface RetentionJob {
 
 /**
  * The scheduled side of retention: every `intervalMs` it archives what is past the window,
- * in short transactions (libs/cli retention.ts), the same work `notify retention run` does.
+ * in short transactions (libs/ops retention.ts), the same work `notify retention run` does.
  */
 export function startRetention(
   deps: { database: Database; log: Logger },

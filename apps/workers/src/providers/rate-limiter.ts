@@ -1,6 +1,5 @@
-import type { KV } from "@notify/bus";
+import { isWrongLastSequence, type KV } from "@notify/bus";
 import { type LaneBuckets, type LaneCounts, type LaneRates, type Priority, takeForLanes } from "@notify/core";
-import { isWrongLastSequence } from "../cas.js";
 
 export interface RateLimiter {
   /** Resolves once `count` sends of `lane` may go to the provider; with the time waited (ms). */

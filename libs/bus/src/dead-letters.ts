@@ -1,0 +1,54 @@
+import { DeliverPolicy } from "@nats-io/jetstream";
+import type { Channel, DeadLetter } from "@notify/core";
+import type { Bus } from "./index.js";
+import { subjectName } from "./topology.js";
+
+/** A dead letter as stored: its stream sequence and time, and the message. */
+export interface StoredLetter {
+  seq: number;
+  time: Date;
+  letter: DeadLetter;
+}
+
+/**
+ * Reads the dead-letter stream with an ordered consumer (ephemeral: it changes nothing on the
+ * server), from `since` on and for one channel's subject when asked. `keep` filters as the
+ * letters arrive, so only the kept ones are held in memory. Oldest first.
+ */
+export async function readDeadLetterStream(
+  bus: Bus,
+  options: { channel?: Channel; since?: Date; keep?: (letter: StoredLetter) => boolean },
+): Promise<StoredLetter[]> {
+  const subject = options.channel ? bus.subjects.dlq(options.channel) : subjectName(bus.naming, "notify.dlq.*");
+  const consumer = await bus.js.consumers.get(bus.streams.dlq, {
+    filter_subjects: subject,
+    ...(options.since
+      ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.since.toISOString() }
+      : { deliver_policy: DeliverPolicy.All }),
+  });
+  const letters: StoredLetter[] = [];
+  let left = (await consumer.info()).num_pending;
+  while (left > 0) {
+    const batch = await consumer.fetch({ max_messages: Math.min(left, 256), expires: 2000 });
+    let got = 0;
+    for await (const msg of batch) {
+      got++;
+      left = msg.info.pending;
+      const stored = {
+        seq: msg.seq,
+        time: new Date(Math.floor(msg.info.timestampNanos / 1e6)),
+        letter: msg.json<DeadLetter>(),
+      };
+      if (options.keep === undefined || options.keep(stored)) letters.push(stored);
+    }
+    if (got === 0) break;
+  }
+  return letters;
+}
+
+/** One dead letter by its stream sequence; null when there is none (never stored, or gone). */
+export async function getDeadLetter(bus: Bus, seq: number): Promise<StoredLetter | null> {
+  const message = await bus.jsm.streams.getMessage(bus.streams.dlq, { seq }).catch(() => null);
+  if (!message) return null;
+  return { seq, time: message.time, letter: message.json<DeadLetter>() };
+}

@@ -1,0 +1,42 @@
+import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
+import {
+  ClosedConnectionError,
+  ConnectionError,
+  DrainingConnectionError,
+  NoRespondersError,
+  RequestError,
+  TimeoutError,
+} from "@nats-io/transport-node";
+
+/** A KV compare-and-set lost the race: someone wrote the key since it was read. */
+export const isWrongLastSequence = (error: unknown): boolean =>
+  error instanceof JetStreamApiError &&
+  (error.code === JetStreamApiCodes.StreamWrongLastSequence ||
+    error.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown);
+
+/**
+ * What one error object (its cause aside) says about NATS: "outage" when the client or
+ * JetStream says NATS is out of reach, overloaded or timed out, so a retry may succeed; "bug"
+ * when JetStream answered with something a retry does not fix (stream not found, bad request);
+ * "unknown" when it is not NATS's error, or only its cause can tell. By class and stable code
+ * only, never by message text, so callers (libs/http's dependency classification) need not know
+ * the client's error classes.
+ */
+export function judgeNatsError(error: object): "outage" | "bug" | "unknown" {
+  if (
+    error instanceof ConnectionError ||
+    error instanceof ClosedConnectionError ||
+    error instanceof DrainingConnectionError ||
+    error instanceof TimeoutError ||
+    error instanceof NoRespondersError
+  ) {
+    return "outage";
+  }
+  // Without a cause a RequestError is the client's own: "connection disconnected", "connection
+  // closed", "cancelled". With one, the cause says what went wrong (no responders, a permission).
+  if (error instanceof RequestError) return error.cause === undefined ? "outage" : "unknown";
+  // JetStream answered: 503 is its "no responders" / "temporarily unavailable"; anything else
+  // (stream not found, bad request) is a configuration or a bug that a retry does not fix.
+  if (error instanceof JetStreamApiError) return error.status === 503 ? "outage" : "bug";
+  return "unknown";
+}

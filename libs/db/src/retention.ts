@@ -1,0 +1,79 @@
+import type { Database } from "./index.js";
+
+/**
+ * One archived notification, one NDJSON line: the row and everything that hangs off it, each
+ * as Postgres' own JSON of the row (`to_json`), so a restore maps it back with
+ * jsonb_populate_record and nothing is lost, timestamps to the microsecond included.
+ */
+export interface ArchiveRecord {
+  version: 1;
+  notification: { id: string; user_id: string; created_at: string } & Record<string, unknown>;
+  channels: Record<string, unknown>[];
+  status_events: Record<string, unknown>[];
+  attempts: Record<string, unknown>[];
+}
+
+/** A notification on its way out of the live log: its id, the month of its created_at, its ArchiveRecord as text. */
+export interface ArchiveLine {
+  id: string;
+  month: string;
+  line: string;
+}
+
+/**
+ * Takes one batch of notifications older than `days` out of the live log: selects them (their
+ * channels, history and attempts as one ArchiveRecord each), hands them to `keep`, and deletes
+ * them (the rest goes with them by cascade) in the same short transaction, so whatever `keep`
+ * wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it from blocking
+ * ingest or another archiver; a notification still waiting in the publish outbox stays.
+ * Answers how many were taken.
+ */
+export async function takeArchiveBatch(
+  database: Database,
+  options: { days: number; batchSize: number },
+  keep: (rows: ArchiveLine[]) => Promise<void>,
+): Promise<number> {
+  return database.sql.begin(async (tx) => {
+    const rows = await tx<ArchiveLine[]>`
+      select n.id, to_char(n.created_at at time zone 'UTC', 'YYYY-MM') as month,
+        json_build_object(
+          'version', 1,
+          'notification', to_json(n),
+          'channels', (select coalesce(json_agg(c), '[]') from notification_channels c where c.notification_id = n.id),
+          'status_events', (select coalesce(json_agg(e order by e.id), '[]') from channel_status_events e where e.notification_id = n.id),
+          'attempts', (select coalesce(json_agg(a), '[]') from delivery_attempts a where a.notification_id = n.id)
+        )::text as line
+      from notifications n
+      where n.created_at < now() - make_interval(days => ${options.days})
+        and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
+      limit ${options.batchSize}
+      for update of n skip locked`;
+    if (rows.length === 0) return 0;
+    await keep(rows);
+    await tx`delete from notifications where id = any(${rows.map((r) => r.id)}::text[])`;
+    return rows.length;
+  });
+}
+
+/**
+ * Puts one archived notification back into the live log with its channels, history and
+ * attempts, in one transaction. A notification already live is left alone (false), so a restore
+ * can be repeated.
+ */
+export async function restoreArchived(database: Database, record: ArchiveRecord): Promise<boolean> {
+  const json = database.sql.json;
+  return database.sql.begin(async (tx) => {
+    const [inserted] = await tx`insert into notifications
+      select * from jsonb_populate_record(null::notifications, ${json(record.notification as never)})
+      on conflict do nothing returning id`;
+    if (!inserted) return false;
+    await tx`insert into notification_channels
+      select * from jsonb_populate_recordset(null::notification_channels, ${json(record.channels as never)})`;
+    await tx`insert into channel_status_events overriding system value
+      select * from jsonb_populate_recordset(null::channel_status_events, ${json(record.status_events as never)})
+      on conflict do nothing`;
+    await tx`insert into delivery_attempts
+      select * from jsonb_populate_recordset(null::delivery_attempts, ${json(record.attempts as never)})`;
+    return true;
+  });
+}

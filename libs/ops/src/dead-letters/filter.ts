@@ -1,0 +1,34 @@
+import type { StoredLetter } from "@notify/bus";
+import { type Channel, type DeadLetter, guardKey } from "@notify/core";
+
+/** Which dead letters an operator means: every one given matches. */
+export interface DeadLetterFilters {
+  channel?: Channel;
+  /** A class exactly, or any part of the reason text (case-insensitive). */
+  reason?: string;
+  since?: Date;
+  until?: Date;
+  notification?: string;
+}
+
+/** A reason filter matches a class exactly, or any part of the reason text (case-insensitive). */
+export const reasonMatches = (letter: DeadLetter, reason: string) =>
+  letter.class === reason || letter.reason.toLowerCase().includes(reason.toLowerCase());
+
+/**
+ * The filters the stream read cannot apply itself (it starts at `since` and reads one channel's
+ * subject): the end of the window, the reason and the notification.
+ */
+export function matchesFilters(stored: StoredLetter, filters: DeadLetterFilters): boolean {
+  if (filters.until && stored.time > filters.until) return false;
+  if (filters.reason !== undefined && !reasonMatches(stored.letter, filters.reason)) return false;
+  if (filters.notification !== undefined && stored.letter.item.notification_id !== filters.notification) return false;
+  return true;
+}
+
+/** A channel dead-lettered more than once (replayed, failed again) counts by its latest letter. */
+export function latestPerChannel(letters: readonly StoredLetter[]): StoredLetter[] {
+  const latest = new Map<string, StoredLetter>();
+  for (const l of letters) latest.set(guardKey(l.letter.item.notification_id, l.letter.channel), l);
+  return [...latest.values()];
+}

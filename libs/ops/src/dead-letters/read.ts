@@ -1,0 +1,48 @@
+import { type Bus, getDeadLetter, readDeadLetterStream, type StoredLetter } from "@notify/bus";
+import { guardKey } from "@notify/core";
+import { type ChannelState, type Database, readChannelStates, readStatusEvents, type StatusEvent } from "@notify/db";
+import { type DeadLetterFilters, matchesFilters } from "./filter.js";
+
+/**
+ * The dead letters the filters select, oldest first, read without changing anything on the
+ * server (the stream is the record of dead letters).
+ */
+export function readDeadLetters(bus: Bus, filters: DeadLetterFilters): Promise<StoredLetter[]> {
+  return readDeadLetterStream(bus, {
+    ...(filters.channel ? { channel: filters.channel } : {}),
+    ...(filters.since ? { since: filters.since } : {}),
+    keep: (stored) => matchesFilters(stored, filters),
+  });
+}
+
+/** The state now of each letter's channel, by guardKey; none for a notification since gone. */
+export async function channelStates(
+  database: Database,
+  letters: readonly StoredLetter[],
+): Promise<Map<string, ChannelState>> {
+  const rows = await readChannelStates(
+    database,
+    letters.map((l) => ({ notificationId: l.letter.item.notification_id, channel: l.letter.channel })),
+  );
+  return new Map(rows.map((row) => [guardKey(row.notification_id, row.channel), row]));
+}
+
+/** The status of a letter's channel now: "gone" once its notification is. */
+export const statusNow = (states: Map<string, ChannelState>, l: StoredLetter) =>
+  states.get(guardKey(l.letter.item.notification_id, l.letter.channel))?.status ?? "gone";
+
+export interface DeadLetterDetail {
+  stored: StoredLetter;
+  /** Undefined once the notification is gone. */
+  state: ChannelState | undefined;
+  history: StatusEvent[];
+}
+
+/** One dead letter whole, with its channel's state and status history now. */
+export async function showDeadLetter(deps: { bus: Bus; database: Database }, seq: number): Promise<DeadLetterDetail> {
+  const stored = await getDeadLetter(deps.bus, seq);
+  if (!stored) throw new Error(`no dead letter with sequence ${seq}`);
+  const [state] = [...(await channelStates(deps.database, [stored])).values()];
+  const history = await readStatusEvents(deps.database, stored.letter.item.notification_id, stored.letter.channel);
+  return { stored, state, history };
+}

@@ -1,0 +1,222 @@
+import { randomUUID } from "node:crypto";
+import type { StoredLetter } from "@notify/bus";
+import { type Channel, type DeadLetter, type GuardValue, guardKey, type WorkItem } from "@notify/core";
+import { freshBus, freshDatabase } from "@notify/testing";
+import t from "tap";
+import {
+  channelStates,
+  latestPerChannel,
+  matchesFilters,
+  planReplay,
+  REPLAY_REASON,
+  readDeadLetters,
+  reasonMatches,
+  replay,
+  replayDeadLetters,
+  showDeadLetter,
+  statusNow,
+} from "../src/index.js";
+
+// The DLQ operations against a fresh database and NATS namespace; `notify dlq` (libs/cli) and
+// GET /api/v1/dead-letters print what these answer. Dead letters are written here the way the
+// workers write them.
+const { database } = await freshDatabase(t);
+const bus = await freshBus(t);
+const guard = await bus.kv("notify_send_guard");
+const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+
+async function deadLetter(
+  options: { channel?: Channel; reason?: string; cls?: DeadLetter["class"]; userId?: string } = {},
+): Promise<{ item: WorkItem; seq: number }> {
+  const id = randomUUID();
+  const channel = options.channel ?? "email";
+  const userId = options.userId ?? `user-${randomUUID()}`;
+  const cls = options.cls ?? "permanent";
+  const reason = options.reason ?? "sendgrid 400: Does not contain a valid address.";
+  await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${id}, 'shop', ${userId}, 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
+  await database.sql`insert into notification_channels (notification_id, channel, status, reason, attempts)
+    values (${id}, ${channel}, ${cls === "outcome_unknown" ? "unsettled" : "failed"}, ${reason}, 1)`;
+  const guardValue: GuardValue = { state: "dead", at: Date.now(), attempt: 1, class: cls, reason };
+  await guard.put(guardKey(id, channel), encode(guardValue));
+  const item: WorkItem = {
+    notification_id: id,
+    channel,
+    priority: "transactional",
+    user_id: userId,
+    category: "account",
+    to: "old@example.com",
+    subject: "Welcome",
+    body: "<p>Hello</p>",
+    attempt: 0,
+  };
+  const letter: DeadLetter = {
+    version: 1,
+    class: cls,
+    reason,
+    channel,
+    lane: "transactional",
+    provider: "sendgrid",
+    attempts: 1,
+    notification: null,
+    item,
+    history: [],
+    dead_lettered_at: new Date().toISOString(),
+  };
+  const { seq } = await bus.publish(bus.subjects.dlq(channel), letter, `${id}:${channel}:dlq:${randomUUID()}`);
+  return { item, seq };
+}
+
+const contact = (userId: string, email: string) =>
+  database.sql`insert into user_contacts (user_id, email) values (${userId}, ${email})
+    on conflict (user_id) do update set email = excluded.email`;
+const statusOf = async (item: WorkItem) =>
+  (
+    await database.sql<{ status: string; reason: string | null }[]>`
+      select status, reason from notification_channels
+      where notification_id = ${item.notification_id} and channel = ${item.channel}`
+  )[0];
+const workCount = async () => (await bus.jsm.streams.info(bus.streams.work)).state.messages;
+const deps = { database, bus, criticalCategories: ["security"] };
+
+t.test("filters: a reason is a class exactly or part of the text; until ends the window", async (t) => {
+  const letter: StoredLetter = {
+    seq: 1,
+    time: new Date(),
+    letter: { class: "permanent", reason: "Plivo 400: bad Number", item: { notification_id: "n1" } } as DeadLetter,
+  };
+  t.ok(reasonMatches(letter.letter, "permanent"));
+  t.ok(reasonMatches(letter.letter, "BAD number"), "case-insensitive part of the text");
+  t.notOk(reasonMatches(letter.letter, "retries_exhausted"));
+  t.ok(matchesFilters(letter, {}));
+  t.ok(matchesFilters(letter, { notification: "n1", reason: "plivo" }));
+  t.notOk(matchesFilters(letter, { notification: "n2" }));
+  t.notOk(matchesFilters(letter, { until: new Date(Date.now() - 60_000) }), "after the window");
+  t.ok(matchesFilters(letter, { until: new Date(Date.now() + 60_000) }));
+});
+
+t.test("readDeadLetters: oldest first, by channel, reason and notification", async (t) => {
+  const a = await deadLetter({ reason: "sendgrid 400: blocked" });
+  const b = await deadLetter({ channel: "sms", cls: "retries_exhausted", reason: "retries exhausted: plivo 503" });
+  const all = await readDeadLetters(bus, {});
+  t.same(
+    all.map((l) => l.seq),
+    [...all.map((l) => l.seq)].sort((x, y) => x - y),
+    "oldest first",
+  );
+  t.ok(all.some((l) => l.seq === a.seq) && all.some((l) => l.seq === b.seq));
+  t.same(
+    (await readDeadLetters(bus, { channel: "sms" })).map((l) => l.seq),
+    [b.seq],
+  );
+  t.same(
+    (await readDeadLetters(bus, { reason: "retries_exhausted" })).map((l) => l.seq),
+    [b.seq],
+  );
+  t.same(
+    (await readDeadLetters(bus, { notification: a.item.notification_id })).map((l) => l.seq),
+    [a.seq],
+  );
+  t.same(await readDeadLetters(bus, { since: new Date(Date.now() + 60_000) }), [], "nothing after now");
+  const states = await channelStates(database, all);
+  t.equal(statusNow(states, all.find((l) => l.seq === b.seq) as StoredLetter), "failed");
+  await database.sql`delete from notifications where id = ${a.item.notification_id}`;
+  const again = await channelStates(database, all);
+  t.equal(statusNow(again, all.find((l) => l.seq === a.seq) as StoredLetter), "gone", "its notification is gone");
+});
+
+t.test("showDeadLetter: the letter, its channel now and its status history; unknown seq fails", async (t) => {
+  const l = await deadLetter();
+  await database.sql`insert into channel_status_events (notification_id, channel, status, reason, attempt)
+    values (${l.item.notification_id}, 'email', 'failed', 'bounced', 1)`;
+  const detail = await showDeadLetter({ bus, database }, l.seq);
+  t.equal(detail.stored.letter.item.notification_id, l.item.notification_id);
+  t.match(detail.state, { status: "failed", attempts: 1 });
+  t.match(detail.history, [{ status: "failed", reason: "bounced", attempt: 1 }]);
+  await t.rejects(showDeadLetter({ bus, database }, 999_999), /no dead letter with sequence 999999/);
+});
+
+t.test("a channel dead-lettered twice is replayed once, from its latest letter", async (t) => {
+  const first = await deadLetter();
+  const second = await deadLetter();
+  const letters = await readDeadLetters(bus, {});
+  const twice = [...letters, { ...(letters.find((l) => l.seq === first.seq) as StoredLetter), seq: 10_000_000 }];
+  const latest = latestPerChannel(twice);
+  t.equal(latest.length, letters.length);
+  t.equal(latest.find((l) => l.letter.item.notification_id === first.item.notification_id)?.seq, 10_000_000);
+  t.ok(latest.some((l) => l.seq === second.seq));
+});
+
+t.test("replayDeadLetters: a dry run plans and changes nothing; a run republishes", async (t) => {
+  const l = await deadLetter();
+  await contact(l.item.user_id, "new@example.com");
+  const unreachable = await deadLetter();
+  const before = await workCount();
+  const dry = await replayDeadLetters(deps, {
+    seqs: [l.seq, unreachable.seq],
+    filters: {},
+    includeUnsettled: false,
+    dryRun: true,
+  });
+  t.match(dry, { selected: 2, replayed: 0, skipped: 1 });
+  t.match(dry.results, [
+    { seq: l.seq, result: "would replay to the user's new address", to: "new@example.com" },
+    { seq: unreachable.seq, result: "skipped: unreachable: the user has no email address now" },
+  ]);
+  t.equal(await workCount(), before, "nothing published");
+  t.match(await statusOf(l.item), { status: "failed" });
+
+  const progress: string[] = [];
+  const run = await replayDeadLetters(
+    deps,
+    { seqs: [l.seq], filters: {}, includeUnsettled: false, dryRun: false },
+    (done, total) => progress.push(`${done}/${total}`),
+  );
+  t.match(run, { selected: 1, replayed: 1, skipped: 0 });
+  t.same(progress, ["1/1"]);
+  t.equal(await workCount(), before + 1);
+  t.match(await statusOf(l.item), { status: "pending", reason: REPLAY_REASON });
+  t.match((await guard.get(guardKey(l.item.notification_id, "email")))?.json<GuardValue>(), { state: "failed" });
+});
+
+t.test("replay releases a held guard, and refuses once the provider accepted or the channel moved on", async (t) => {
+  const l = await deadLetter();
+  await contact(l.item.user_id, "x@example.com");
+  const [state] = [
+    ...(await channelStates(database, await readDeadLetters(bus, { notification: l.item.notification_id }))).values(),
+  ];
+  const context = { database, guard, criticalCategories: [], now: new Date() };
+  const plan = await planReplay(context, (await showDeadLetter({ bus, database }, l.seq)).stored.letter, state, false);
+  t.equal(plan.action, "replay");
+  if (plan.action !== "replay") return;
+
+  // A guard left unknown (or sending) is released so the next attempt may claim it.
+  const key = guardKey(l.item.notification_id, "email");
+  await guard.put(key, encode({ state: "unknown", at: Date.now(), attempt: 1, worker: "w" }));
+  t.equal(await replay({ database, bus, guard }, plan.item, false), null);
+  t.match((await guard.get(key))?.json<GuardValue>(), {
+    state: "failed",
+    reason: "released for a replay",
+    worker: "w",
+  });
+
+  const sent = await deadLetter();
+  await guard.put(guardKey(sent.item.notification_id, "email"), encode({ state: "sent", at: Date.now(), attempt: 1 }));
+  t.equal(
+    await replay({ database, bus, guard }, { ...sent.item, to: "y@example.com" }, false),
+    "the provider accepted it (send guard: sent)",
+  );
+
+  const moved = await deadLetter();
+  await database.sql`update notification_channels set status = 'delivered' where notification_id = ${moved.item.notification_id}`;
+  t.equal(await replay({ database, bus, guard }, moved.item, false), "the channel changed meanwhile");
+
+  const unsettled = await deadLetter({ cls: "outcome_unknown" });
+  t.equal(
+    await replay({ database, bus, guard }, unsettled.item, false),
+    "the channel changed meanwhile",
+    "an unsettled channel is not reset without includeUnsettled",
+  );
+  t.equal(await replay({ database, bus, guard }, unsettled.item, true), null);
+  t.equal(await replay({ database, bus, guard }, unsettled.item, true), null, "an interrupted replay resumes");
+});
