@@ -19,7 +19,7 @@ export type { IngestDeps } from "./deps.js";
 const API = "/api/v1";
 
 export function createApp(deps: IngestDeps) {
-  const app = newApp(deps.log);
+  const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountHealth(app, { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() }, deps.isStopping);
 
   // Every route of the public API lives under the version prefix (spec: Versioning).

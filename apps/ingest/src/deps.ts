@@ -1,6 +1,6 @@
 import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
-import type { VersionLifecycle } from "@notify/http";
+import type { MetricsRegistry, VersionLifecycle } from "@notify/http";
 import type { Logger } from "@notify/log";
 import type { Principal } from "./auth/api-keys.js";
 import type { RateLimiter } from "./auth/rate-limit.js";
@@ -9,6 +9,8 @@ import type { TemplateInfo } from "./notifications/templates.js";
 
 /** Everything the ingest routes need, built once in main.ts (tests build their own). */
 export interface IngestDeps {
+  /** Where the request-duration histogram goes; none in most tests. */
+  metrics?: MetricsRegistry;
   database: Database;
   bus: Bus;
   log: Logger;

@@ -28,7 +28,9 @@ await applyTopology(bus);
 const templates = createTemplateLookup(database);
 const ingestor = createIngestor({ database, bus, log, templates });
 let stopping = false;
+const metrics = createMetrics("ingest");
 const app = createApp({
+  metrics,
   database,
   bus,
   log,
@@ -45,7 +47,7 @@ const app = createApp({
   cursorSecret: config.CURSOR_SECRET,
   isStopping: () => stopping,
 });
-mountMetrics(app, createMetrics("ingest"));
+mountMetrics(app, metrics);
 const server = await listen(app, config.PORT, config.HOST);
 const maintenance = startMaintenance(
   { database, bus, log },

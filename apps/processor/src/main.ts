@@ -31,7 +31,8 @@ const prefsBucket = topology.kv.find((b) => b.bucket === "notify_prefs");
 
 let stopping = false;
 const runners: ConsumerRunner[] = [];
-const app = newApp(log);
+const metrics = createMetrics("processor");
+const app = newApp(log, { metrics });
 mountHealth(
   app,
   {
@@ -42,7 +43,7 @@ mountHealth(
   },
   () => stopping,
 );
-mountMetrics(app, createMetrics("processor"));
+mountMetrics(app, metrics);
 const server = await listen(app, config.PORT, config.HOST);
 
 const deps = {

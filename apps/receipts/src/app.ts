@@ -1,12 +1,14 @@
 import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
-import { mountHealth, newApp } from "@notify/http";
+import { type MetricsRegistry, mountHealth, newApp } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
 import { mountPlivoWebhook } from "./webhooks/plivo.js";
 import { mountSendgridWebhook } from "./webhooks/sendgrid.js";
 
 export interface ReceiptsDeps {
+  /** Where the request-duration histogram goes; none in most tests. */
+  metrics?: MetricsRegistry;
   database: Database;
   bus: Bus;
   log: Logger;
@@ -19,7 +21,7 @@ export interface ReceiptsDeps {
 
 /** Provider receipts: each provider's webhook is served once its verification secret is configured. */
 export function createApp(deps: ReceiptsDeps) {
-  const app = newApp(deps.log);
+  const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountHealth(app, { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() }, deps.isStopping);
   const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
   if (deps.plivoAuthToken !== undefined) {

@@ -19,7 +19,9 @@ const bus = await connectBus({
 });
 
 let stopping = false;
+const metrics = createMetrics("receipts");
 const app = createApp({
+  metrics,
   database,
   bus,
   log,
@@ -30,7 +32,7 @@ const app = createApp({
     ? {}
     : { sendgridPublicKey: config.SENDGRID_WEBHOOK_PUBLIC_KEY }),
 });
-mountMetrics(app, createMetrics("receipts"));
+mountMetrics(app, metrics);
 const server = await listen(app, config.PORT, config.HOST);
 const sweep = startReceiptSweep(database.sql, log, config.RECEIPT_SWEEP_INTERVAL_MS);
 log.info(

@@ -41,7 +41,7 @@ function requireToken(token: string): MiddlewareHandler<AppEnv> {
 
 /** The workers' own port: health, readiness, Prometheus metrics and the breaker admin view. */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
-  const app = newApp(deps.log);
+  const app = newApp(deps.log, { metrics: deps.metrics });
   mountHealth(app, deps.checks, deps.isStopping);
   mountMetrics(app, deps.metrics);
   if (deps.adminToken !== undefined) {

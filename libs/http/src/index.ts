@@ -5,6 +5,8 @@ import type { Logger } from "@notify/log";
 import { type Context, Hono } from "hono";
 import { toAppError } from "./dependency.js";
 import { responseHeaders } from "./headers.js";
+import type { MetricsRegistry } from "./metrics.js";
+import { requestMetrics } from "./metrics.js";
 import { problemResponse, toProblem } from "./problem.js";
 import { type RequestLogger, requestLogger } from "./request-logger.js";
 
@@ -19,15 +21,26 @@ export interface AppEnv {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 const NUL_IN_URL = /%00/i;
-const HEALTH_PATHS = new Set(["/healthz", "/readyz"]);
+const OPERATOR_PATHS = new Set(["/healthz", "/readyz", "/metrics"]);
+
+export interface AppOptions {
+  /** Adds the request-duration histogram (by method, route pattern and status) to this registry. */
+  metrics?: MetricsRegistry;
+}
+
+/** The client an authenticated request acts for, when a route's authentication set one. */
+const clientOf = (c: Context<AppEnv>): string | undefined =>
+  (c.var as { principal?: { clientId?: string } }).principal?.clientId;
 
 /**
  * A Hono app with the house conventions: a request id (echoed in X-Request-Id), a child
- * logger per request, one access log line per request (path only: query strings may carry
- * secrets), and every error turned into application/problem+json.
+ * logger per request, one access log line per request at info (method, route pattern, status,
+ * duration, client id; the path's ids and the query string stay out, as they may carry personal
+ * data or secrets, and never a key), and every error turned into application/problem+json.
  */
-export function newApp(log: Logger): Hono<AppEnv> {
+export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const durations = options.metrics === undefined ? undefined : requestMetrics(options.metrics);
   app.use(async (c, next) => {
     const incoming = c.req.header("x-request-id");
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
@@ -36,11 +49,25 @@ export function newApp(log: Logger): Hono<AppEnv> {
     c.set("log", requestLogger(log, { request_id: requestId }));
     await responseHeaders(c, next, { "x-request-id": requestId });
     const status = c.res.status;
-    const line = { method: c.req.method, path: c.req.path, status, ms: Math.round(performance.now() - started) };
+    const seconds = (performance.now() - started) / 1000;
+    // After next() the route path is the matched handler's; "/*" is this middleware's own.
+    const route = c.req.routePath === "/*" ? "(unmatched)" : c.req.routePath;
+    durations?.observe(c.req.method, route, status, seconds);
+    const clientId = clientOf(c);
+    const line = {
+      method: c.req.method,
+      route,
+      status,
+      ms: Math.round(seconds * 1000),
+      ...(clientId === undefined ? {} : { client_id: clientId }),
+    };
+    const operator = OPERATOR_PATHS.has(c.req.path);
     // A readiness probe answering 503 (starting, stopping, a dependency down) is its job, not a
-    // failure: what made it unready is logged where it happened.
-    if (status >= 500 && !HEALTH_PATHS.has(c.req.path)) c.get("log").error(line, "request");
-    else c.get("log").debug(line, "request");
+    // failure: what made it unready is logged where it happened. Probes and scrapes every few
+    // seconds would drown the access log, so they are logged at debug.
+    if (status >= 500 && !operator) c.get("log").error(line, "request");
+    else if (operator) c.get("log").debug(line, "request");
+    else c.get("log").info(line, "request");
   });
   // A NUL can reach no column (Postgres text refuses it): refused here for every route, path
   // parameters and query strings alike, instead of failing in a query.
