@@ -25,12 +25,15 @@ export const IngestConfig = v.pipe(
     PUBLISH_TIMEOUT_MS: int(3000, 100, 30_000),
     /** Recovery sweep: rows committed but never published, older than the grace, are republished. */
     RECOVERY_INTERVAL_MS: int(2000, 100, 600_000),
+    /** How old an unpublished row must be before the sweep republishes it (a batch in flight is not touched). */
     RECOVERY_GRACE_MS: int(5000, 0, 600_000),
     /** Inbound leaky bucket per API key when the key sets none: outflow rate and queue size. */
     RATE_LIMIT_PER_SECOND: int(1000, 1, 1_000_000),
+    /** Queue size of that bucket: requests beyond it wait no longer and get 429. */
     RATE_LIMIT_BURST: int(2000, 1, 10_000_000),
     /** Deprecation lifecycle of /api/v1 (RFC 3339 dates); unset while v1 is current. */
     API_V1_DEPRECATED_AT: optionalDate(),
+    /** When /api/v1 stops answering (410 after it), announced with the Sunset header; unset while none is planned. */
     API_V1_SUNSET_AT: optionalDate(),
     /** Migration guide announced with rel="deprecation". */
     API_V1_DEPRECATION_LINK: v.optional(v.pipe(v.string(), v.url("must be a URL"))),

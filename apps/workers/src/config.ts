@@ -38,11 +38,13 @@ const Env = v.object({
   HOST: text("0.0.0.0"),
   /** Sends in flight per (channel, lane) pool in this process. */
   TRANSACTIONAL_CONCURRENCY: int(32, 1, 1024),
+  /** Sends in flight per (channel, promotional lane) pool in this process. */
   PROMOTIONAL_CONCURRENCY: int(16, 1, 1024),
   /** N of the spec: provider attempts before a transient failure is dead-lettered. */
   MAX_ATTEMPTS: int(5, 1, 50),
   /** Backoff base and cap for transient failures (exponential, full jitter). */
   RETRY_BASE_MS: int(1000, 10, 600_000),
+  /** Longest wait between two attempts of a transient failure. */
   RETRY_MAX_MS: int(300_000, 100, 3_600_000),
   /**
    * A provider call unanswered after this long is abandoned. Its outcome is unknown (the
@@ -55,6 +57,7 @@ const Env = v.object({
    * KV). Providers not listed get PROVIDER_RATE_DEFAULT per second.
    */
   PROVIDER_RATE_LIMITS: rateLimits(),
+  /** Send rate per second of a provider PROVIDER_RATE_LIMITS does not list. */
   PROVIDER_RATE_DEFAULT: int(100, 1, 1_000_000),
   /** Share of each provider's rate (and burst) that only transactional traffic may use. */
   TRANSACTIONAL_RESERVED_PERCENT: int(20, 0, 90),
@@ -66,10 +69,15 @@ const Env = v.object({
    * breaker if they succeed.
    */
   BREAKER_WINDOW_CALLS: int(50, 1, 1000),
+  /** Calls a breaker sees before it may open. */
   BREAKER_MIN_CALLS: int(10, 1, 10_000),
+  /** Share of failed or slow calls in the window that opens a breaker. */
   BREAKER_FAILURE_PERCENT: int(50, 1, 100),
+  /** A call slower than this counts against the provider, as a failure does. */
   BREAKER_SLOW_CALL_MS: int(5000, 10, 120_000),
+  /** How long an open breaker parks work before it probes the provider. */
   BREAKER_OPEN_MS: int(30_000, 100, 3_600_000),
+  /** Calls that probe a provider after the open period; all must succeed to close the breaker. */
   BREAKER_HALF_OPEN_PROBES: int(3, 1, 100),
   /**
    * Bearer token for /admin/* on this port (at least 32 characters; compared in constant time).

@@ -6,6 +6,7 @@ import { common, parseConfig } from "@notify/config";
 import { createDb, type Database } from "@notify/db";
 import * as v from "valibot";
 import { run } from "./cli.js";
+import { CliConfig, NatsConfig } from "./config.js";
 
 // Next to a stack started with `npm start`, the CLI needs no settings: with neither DATABASE_URL
 // nor NATS_URL set it reads the running stack's from <DATA_DIR>/stack.env (DATA_DIR: ./.data).
@@ -13,15 +14,6 @@ const stackEnv = join(process.env.DATA_DIR ?? ".data", "stack.env");
 if (process.env.DATABASE_URL === undefined && process.env.NATS_URL === undefined && existsSync(stackEnv)) {
   process.loadEnvFile(stackEnv);
 }
-
-const HINT = "run it next to `npm start` (it reads .data/stack.env) or set DATABASE_URL and NATS_URL";
-const CliConfig = v.object({ DATABASE_URL: v.pipe(v.string(`is required: ${HINT}`), v.url("must be a URL")) });
-const NatsConfig = v.object({
-  // No default: an operator's command must not land on whatever NATS answers on 4222.
-  NATS_URL: v.pipe(v.string(`is required: ${HINT}`), v.minLength(1)),
-  NATS_NAMESPACE: common.NATS_NAMESPACE,
-  LANE_PARTITIONS: common.LANE_PARTITIONS,
-});
 
 let database: Database | undefined;
 let bus: Bus | undefined;

@@ -104,6 +104,7 @@ export const common = {
   NATS_NAMESPACE: v.optional(v.pipe(v.string(), v.regex(/^([a-z0-9_]{1,32})?$/, "must be 0-32 of a-z, 0-9, _")), ""),
   /** Number of lane partitions. Changing it needs a drained lane (see nats/README.md). */
   LANE_PARTITIONS: int(16, 1, 64),
+  /** pino level: fatal, error, warn, info (one line per request), debug, trace or silent. */
   LOG_LEVEL: logLevel(),
   /** Seconds to wait for in-flight work on SIGTERM before giving up. */
   SHUTDOWN_TIMEOUT_SECONDS: int(20, 1, 600),

@@ -47,14 +47,18 @@ export const channelProviderEnv = {
   SENDGRID_API_KEY: secret(),
   /** https://api.sendgrid.com, https://api.eu.sendgrid.com, or the sandbox. */
   SENDGRID_BASE_URL: httpUrl("https://api.sendgrid.com"),
+  /** Sender address of every email. */
   EMAIL_FROM: v.optional(v.pipe(v.string(), v.email("must be an email address")), "notifications@example.com"),
+  /** Sender name shown with EMAIL_FROM. */
   EMAIL_FROM_NAME: v.optional(v.string(), "Notify"),
 
   /** plivo | sandbox | off. */
   SMS_PROVIDER: mode("plivo"),
+  /** Plivo account id. Required unless SMS_PROVIDER=off. */
   PLIVO_AUTH_ID: secret(),
   /** Secret, never logged; also what receipts verifies Plivo's report signatures with. */
   PLIVO_AUTH_TOKEN: secret(),
+  /** https://api.plivo.com, or the sandbox. */
   PLIVO_BASE_URL: httpUrl("https://api.plivo.com"),
   /** Sender: a Plivo number (E.164) or an approved sender id. */
   SMS_FROM: v.optional(
@@ -67,9 +71,11 @@ export const channelProviderEnv = {
   PUSH_PROVIDER: mode("webpush"),
   /** VAPID contact (mailto: or https:) and key pair (`npx web-push generate-vapid-keys`); the private key is secret. */
   VAPID_SUBJECT: v.optional(v.pipe(v.string(), v.regex(/^(mailto:|https:\/\/)/, "must be a mailto: or https: URL"))),
+  /** VAPID public key (base64url), the one browsers subscribe with. */
   VAPID_PUBLIC_KEY: v.optional(
     v.pipe(v.string(), v.regex(BASE64URL, "must be base64url"), v.length(87, "must be 65 bytes of base64url")),
   ),
+  /** VAPID private key (base64url). Secret, never logged. */
   VAPID_PRIVATE_KEY: v.optional(
     v.pipe(v.string(), v.regex(BASE64URL, "must be base64url"), v.length(43, "must be 32 bytes of base64url")),
   ),
@@ -79,8 +85,9 @@ export const channelProviderEnv = {
   PUSH_ALLOW_PRIVATE_NETWORKS: flag(false),
   /** PEM file of an extra CA to trust: the push sandbox's self-signed one. */
   PUSH_CA_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
-  /** How long push services keep an undelivered message (RFC 8030 TTL). */
+  /** How long push services keep an undelivered transactional push (RFC 8030 TTL). */
   PUSH_TTL_TRANSACTIONAL_SECONDS: intIn(86_400, 0, 2_419_200),
+  /** How long push services keep an undelivered promotional push (RFC 8030 TTL). */
   PUSH_TTL_PROMOTIONAL_SECONDS: intIn(3600, 0, 2_419_200),
 };
 

@@ -1,0 +1,19 @@
+import { common } from "@notify/config";
+import * as v from "valibot";
+
+const HINT = "run it next to `npm start` (it reads .data/stack.env) or set DATABASE_URL and NATS_URL";
+
+/** What every `notify` command that reads Postgres needs. */
+export const CliConfig = v.object({
+  /** Postgres connection string; next to `npm start`, read from `<DATA_DIR>/stack.env`. */
+  DATABASE_URL: v.pipe(v.string(`is required: ${HINT}`), v.url("must be a URL")),
+});
+
+/** What `notify dlq` needs besides. */
+export const NatsConfig = v.object({
+  // No default: an operator's command must not land on whatever NATS answers on 4222.
+  /** NATS server(s); next to `npm start`, read from `<DATA_DIR>/stack.env`. */
+  NATS_URL: v.pipe(v.string(`is required: ${HINT}`), v.minLength(1)),
+  NATS_NAMESPACE: common.NATS_NAMESPACE,
+  LANE_PARTITIONS: common.LANE_PARTITIONS,
+});
