@@ -2,9 +2,8 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { type Bus, connectBus } from "@notify/bus";
-import { common, parseConfig } from "@notify/config";
+import { parseConfig } from "@notify/config";
 import { createDb, type Database } from "@notify/db";
-import * as v from "valibot";
 import { run } from "./cli.js";
 import { CliConfig, NatsConfig } from "./config.js";
 
