@@ -160,7 +160,7 @@ try {
     `notify worker, one process      ${fmt(notify.rate)}   (${ITEMS} work items, ${notify.delivered} delivered)`,
   );
   console.log(`ratio (worker / raw sends/s): ${(notify.rate / raw).toFixed(3)}`);
-  console.log("spec plan: about 200 sends/s per push worker");
+  console.log("plan: about 200 sends/s per push worker");
 } finally {
   for (const fn of teardowns.reverse()) await fn();
 }

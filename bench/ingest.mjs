@@ -1,7 +1,7 @@
 // npm run bench:ingest: POST /api/v1/notifications over HTTP on the real stack (real Postgres
 // and NATS, full durability: commit + publish ack before 202) against two references measured
 // in the same run with the same load generator:
-//   - a bare Hono hello-world (the target of issue 3 is half of its req/s), and
+//   - a bare Hono hello-world (the first ingest target was half of its req/s), and
 //   - the minimal durable ingest on bare Hono (bench/floor-server.mjs): the same batched insert
 //     and acknowledged publish, and nothing else, i.e. what durability alone costs here.
 // For each run it also prints the CPU each process spent per request (load generator, server,

@@ -22,7 +22,7 @@ export function createApp(deps: IngestDeps) {
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountHealth(app, { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() }, deps.isStopping);
 
-  // Every route of the public API lives under the version prefix (spec: Versioning).
+  // Every route of the public API lives under the version prefix.
   const v1 = new Hono<AuthEnv>();
   v1.use(versionLifecycle("v1", deps.lifecycle ?? {}));
   // The inbox routes take a user's inbox token instead: no API key is looked up there.

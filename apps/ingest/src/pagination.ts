@@ -1,8 +1,8 @@
 import * as v from "valibot";
 
-/** Offset pagination of admin lists (spec: Pagination convention): documented defaults. */
+/** Offset pagination of admin lists: documented defaults. */
 export const DEFAULT_PAGE_SIZE = 50;
-/** Larger page sizes are clamped to this, not refused (STANDARDS: pagination). */
+/** Larger page sizes are clamped to this, not refused. */
 export const MAX_PAGE_SIZE = 200;
 
 const positiveInteger = (field: string) =>

@@ -33,7 +33,7 @@ export const ProcessorConfig = v.object({
   BROADCAST_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /** Recipients per expansion transaction: one unnest insert and one round of publishes each. */
   BROADCAST_BATCH_SIZE: int(1000, 1, 20_000),
-  /** Days a notification stays in the live log before it is archived (spec: 90 days, then archive). */
+  /** Days a notification stays in the live log before it is archived (90 days, then archive). */
   RETENTION_DAYS: int(90, 1, 36_500),
   /** How often the retention job looks for notifications past the window. */
   RETENTION_INTERVAL_MS: int(3_600_000, 1000, 86_400_000),

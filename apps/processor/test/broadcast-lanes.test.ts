@@ -5,7 +5,7 @@ import { startExpander } from "../src/broadcasts/expander.js";
 import { startConsumers } from "../src/consumers.js";
 import { processorFixture, publishLane, storeNotifications } from "./helpers.js";
 
-// Transactional traffic keeps flowing while a broadcast drains (invariant 4, issue 7): the
+// Transactional traffic keeps flowing while a broadcast drains (invariant 4): the
 // expander turns a 10,000-member broadcast into promotional lane messages while the consumers
 // run; a transactional notification sent meanwhile is routed before the broadcast is.
 const MEMBERS = 10_000;

@@ -40,7 +40,7 @@ const Env = v.object({
   TRANSACTIONAL_CONCURRENCY: int(32, 1, 1024),
   /** Sends in flight per (channel, promotional lane) pool in this process. */
   PROMOTIONAL_CONCURRENCY: int(16, 1, 1024),
-  /** N of the spec: provider attempts before a transient failure is dead-lettered. */
+  /** Provider attempts before a transient failure is dead-lettered. */
   MAX_ATTEMPTS: int(5, 1, 50),
   /** Backoff base and cap for transient failures (exponential, full jitter). */
   RETRY_BASE_MS: int(1000, 10, 600_000),

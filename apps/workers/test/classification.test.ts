@@ -15,7 +15,7 @@ import {
 } from "./helpers.js";
 
 // Every provider failure class, table-driven, through deliver(): what the channel becomes and
-// whether the item is retried, dead-lettered or left unsettled (spec rule 13, invariant 7).
+// whether the item is retried, dead-lettered or left unsettled (invariant 7).
 const h = await harness(t);
 const sandbox = await startSendgridSandbox({ port: 0, apiKey: "SG.test" });
 t.teardown(() => sandbox.close());

@@ -208,8 +208,7 @@ export async function startFakeProviderServer(t: Tap): Promise<FakeProviderServe
 }
 
 /**
- * A Provider over the fake server, classifying like the real ones (STANDARDS, failure
- * classes): 2xx accepted; 408, 429 and 5xx transient with their status and Retry-After; 404 and
+ * A Provider over the fake server, classifying like the real ones: 2xx accepted; 408, 429 and 5xx transient with their status and Retry-After; 404 and
  * 410 mean the address is gone (as the Web Push provider says of a subscription); other 4xx
  * permanent; no answer within the timeout, or no connection, transient without a status.
  */

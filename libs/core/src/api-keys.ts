@@ -6,7 +6,7 @@ export type Scope = (typeof SCOPES)[number];
 /** Recognisable prefix: secret scanners and people can tell a notify key at a glance. */
 export const KEY_PREFIX = "ntf_";
 
-/** Only this hash is stored (spec: Authentication rule 4). */
+/** Only this hash is stored. */
 export const hashKey = (key: string) => createHash("sha256").update(key).digest("hex");
 
 /** 32 random bytes in base64url: 43 characters after the prefix, 47 in all. */

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 import { AppError } from "./errors.js";
 
 /**
- * Keyset cursors (spec: Pagination, rules 1-6; AIP-158). A cursor carries the sort key of the
+ * Keyset cursors (AIP-158). A cursor carries the sort key of the
  * last item returned, `created_at` in microseconds (Postgres' precision: milliseconds would
  * skip or repeat rows that share a millisecond) and the id that breaks ties. It is bound by an
  * HMAC to a context (the client, the list and its filters), so a cursor that was edited, built

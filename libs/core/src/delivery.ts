@@ -73,8 +73,8 @@ export interface DeadLetterAttempt {
 }
 
 /**
- * A message on `notify.dlq.<channel>`: everything needed to understand and replay it (spec rule
- * 14): the original request, the rendered message, and every attempt with its error and time.
+ * A message on `notify.dlq.<channel>`: everything needed to understand and replay it:
+ * the original request, the rendered message, and every attempt with its error and time.
  */
 export interface DeadLetter {
   version: 1;

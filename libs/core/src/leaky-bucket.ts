@@ -1,5 +1,5 @@
 /**
- * The spec's inbound leaky bucket (Limits, algorithm 2): a queue of `burst` requests drained at
+ * The inbound leaky bucket: a queue of `burst` requests drained at
  * `perSecond`. A request that finds the queue full is refused; otherwise it is queued and
  * released at the outflow rate. Tracked as the time the queue will be empty (`drainedAt`),
  * which is all the state a bucket needs; pure, so that the policy can be tested alone.

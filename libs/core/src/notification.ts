@@ -12,7 +12,7 @@ const id = (what: string) =>
     v.regex(/^[\x21-\x7e]+$/, `${what} must be printable ASCII without spaces`),
   );
 
-/** Body of POST /api/v1/notifications (spec: Endpoints). Unknown fields are refused. */
+/** Body of POST /api/v1/notifications. Unknown fields are refused. */
 export const NotificationRequest = v.strictObject({
   user_id: id("user_id"),
   category: v.pipe(
@@ -47,7 +47,7 @@ export interface LaneMessage {
   created_at: string;
 }
 
-/** Per-channel work item (spec: Events): the rendered message and where it goes. */
+/** Per-channel work item: the rendered message and where it goes. */
 export interface WorkItem {
   notification_id: string;
   channel: Channel;
@@ -69,7 +69,7 @@ export interface ChannelResult {
   ts: string;
 }
 
-/** GET /api/v1/notifications/{id} body (spec: Endpoints), plus non-breaking extras. */
+/** GET /api/v1/notifications/{id} body, plus non-breaking extras. */
 export interface NotificationView {
   notification_id: string;
   user_id: string;

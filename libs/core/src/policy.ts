@@ -76,7 +76,7 @@ export function candidateChannels(requested: readonly Channel[] | null, reach: R
 }
 
 /**
- * The spec's preference policy for one notification, one decision per candidate channel:
+ * The preference policy for one notification, one decision per candidate channel:
  * - a channel without an address is unreachable, whatever the category;
  * - a critical category ignores every preference (opt-outs, quiet hours, the cap);
  * - an opted-out channel, then an opted-out category, is not routed;

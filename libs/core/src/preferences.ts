@@ -2,7 +2,7 @@ import { CHANNELS, type Channel } from "./channels.js";
 import type { QuietHours } from "./quiet-hours.js";
 
 /**
- * A Web Push subscription as the browser's PushSubscription.toJSON() gives it: the spec's
+ * A Web Push subscription as the browser's PushSubscription.toJSON() gives it: the
  * device token for the push channel.
  */
 export interface WebPushSubscription {
@@ -11,7 +11,7 @@ export interface WebPushSubscription {
   keys: { p256dh: string; auth: string };
 }
 
-/** The user preference document (spec: Resources, User preferences). */
+/** The user preference document. */
 export interface UserPreferences {
   channel_optout: Channel[];
   category_optout: string[];

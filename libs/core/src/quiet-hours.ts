@@ -1,6 +1,6 @@
 /**
  * Wall-clock time in a user's IANA time zone, and quiet windows on it. Everything here takes
- * the zone from the user's record, never from the server (spec: preference policy).
+ * the zone from the user's record, never from the server.
  *
  * A quiet window {start, end} is one contiguous span of real time per night: it opens at the
  * first instant of a local day whose wall clock reads `start` or later and closes at the first

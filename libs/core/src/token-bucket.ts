@@ -1,8 +1,8 @@
 import type { Priority } from "./channels.js";
 
 /**
- * Outbound rate shaping (spec, Limits: a token bucket per provider in front of the worker
- * pools). The bucket is kept as GCRA: its whole state is one number, the theoretical arrival
+ * Outbound rate shaping: a token bucket per provider in front of the worker
+ * pools. The bucket is kept as GCRA: its whole state is one number, the theoretical arrival
  * time (`tat`, epoch ms) of the next send, so several worker processes can share it through a
  * compare-and-set store. Equivalent to a token bucket of `burst` tokens refilled at
  * `perSecond`: after an idle spell `burst` sends go at once, then one per interval.

@@ -122,8 +122,8 @@ export async function listKeys(
 }
 
 /**
- * Issues a replacement with the same client, name, scopes and limits (spec: Authentication
- * rule 7) and revokes the old key `graceSeconds` from now, so its callers can switch over. A
+ * Issues a replacement with the same client, name, scopes and limits
+ * and revokes the old key `graceSeconds` from now, so its callers can switch over. A
  * revocation already due earlier is kept: rotating never revives or extends a key.
  * Null when no key has this id.
  */

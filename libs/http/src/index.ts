@@ -184,7 +184,7 @@ export function listen(
 
 /**
  * Runs `stop` once on SIGTERM or SIGINT and exits 0 when it finishes, or 1 when it takes
- * longer than the timeout. One place per process registers shutdown (STYLE).
+ * longer than the timeout. One place per process registers shutdown.
  */
 export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<void>): void {
   let stopping = false;

@@ -15,7 +15,7 @@ export interface VersionLifecycle {
 export const deprecationHeader = (at: Date) => `@${Math.floor(at.getTime() / 1000)}`;
 
 /**
- * The deprecation lifecycle of a path-versioned API (spec: Versioning): a deprecated version
+ * The deprecation lifecycle of a path-versioned API: a deprecated version
  * keeps working and says so (Deprecation, Sunset as an HTTP-date, Link to the migration
  * guide); after its sunset date it answers 410 Gone.
  */

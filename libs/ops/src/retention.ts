@@ -5,7 +5,7 @@ import { pipeline } from "node:stream/promises";
 import { createGunzip, createGzip } from "node:zlib";
 import { type ArchiveLine, type ArchiveRecord, type Database, restoreArchived, takeArchiveBatch } from "@notify/db";
 
-/** The spec's retention of the live notification log. */
+/** How long the live notification log keeps a notification before archiving it. */
 export const DEFAULT_RETENTION_DAYS = 90;
 export const ARCHIVE_BATCH = 1000;
 

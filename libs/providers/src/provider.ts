@@ -13,8 +13,8 @@ export interface OutboundMessage {
 }
 
 /**
- * The outcome of one provider call, classified by the provider itself (STYLE: providers
- * classify their own failures). `transient` may be retried (after `retryAfterMs` when the
+ * The outcome of one provider call, classified by the provider itself:
+ * only it knows what its answers mean. `transient` may be retried (after `retryAfterMs` when the
  * provider said so); `permanent` never is.
  */
 export type SendResult =

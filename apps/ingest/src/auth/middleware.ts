@@ -16,7 +16,7 @@ const REALM = 'Bearer realm="notify"';
 const challenge = (error?: string, extra = "") => (error ? `${REALM}, error="${error}"${extra}` : REALM);
 
 /**
- * The presented API key (spec: Authentication; RFC 6750 for the challenges): in X-API-Key or
+ * The presented API key (RFC 6750 for the challenges): in X-API-Key or
  * Authorization: Bearer, never in the query string and never in both headers. Undefined when
  * the request carries none.
  */

@@ -9,7 +9,7 @@ const instant = (field: string) =>
     v.transform((s) => new Date(s)),
   );
 
-/** Query of GET /api/v1/dead-letters (offset pagination, spec: Pagination convention). */
+/** Query of GET /api/v1/dead-letters (offset pagination). */
 export const ListDeadLettersQuery = v.strictObject({
   ...offsetPageQuery,
   channel: v.optional(v.picklist(CHANNELS, `channel must be one of ${CHANNELS.join(", ")}`)),

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { AppError } from "@notify/core";
 
 /**
- * Inbox cursors (spec: Pagination; AIP-158): opaque, versioned and bound to the user and the
+ * Inbox cursors (AIP-158): opaque, versioned and bound to the user and the
  * filter they were issued for, so a cursor from an older encoding, another filter or another
  * user is refused with a 400 instead of being misread. Authorisation never rests on it: every
  * page is still confined to the token's user.

@@ -57,7 +57,7 @@ export const RotateKeyRequest = v.strictObject({
 });
 export type RotateKeyRequest = v.InferOutput<typeof RotateKeyRequest>;
 
-/** Query of GET /api/v1/keys (offset pagination, spec: Pagination convention). */
+/** Query of GET /api/v1/keys (offset pagination). */
 export const ListKeysQuery = v.strictObject({
   client_id: v.optional(ClientId),
   /** Also list keys whose revocation has taken effect. */

@@ -25,7 +25,7 @@ export interface Ingestor {
 }
 
 /**
- * Accepts notifications (spec rule 1, invariant 1) with group commit: requests that arrive
+ * Accepts notifications (invariant 1) with group commit: requests that arrive
  * while a batch is being written wait for the next one, so under load one multi-row statement
  * claims the idempotency keys and inserts the rows of many requests, their lane publishes go
  * out together, and one statement settles their outbox rows. Each caller still hears 202 only

@@ -2,7 +2,7 @@ import { AppError } from "@notify/core";
 import { type Database, findIdempotencyRecords } from "@notify/db";
 import type { Prepared } from "./prepare.js";
 
-/** The dedup window of the spec (24 h) and the in-progress lock of a first request (30 s). */
+/** The 24 h dedup window and the in-progress lock of a first request (30 s). */
 export const DEDUP_WINDOW_HOURS = 24;
 export const IN_FLIGHT_MS = 30_000;
 

@@ -3,7 +3,7 @@ import * as v from "valibot";
 
 /** Page size of GET /users/{id}/notifications when none is asked for. */
 export const DEFAULT_LIMIT = 50;
-/** Larger limits are clamped to this, not refused (STANDARDS: Cursors). */
+/** Larger limits are clamped to this, not refused. */
 export const MAX_LIMIT = 200;
 
 const instant = (field: string) =>
@@ -13,7 +13,7 @@ const instant = (field: string) =>
     v.transform((s) => new Date(s)),
   );
 
-/** Query of GET /api/v1/users/{id}/notifications (cursor pagination, spec: Pagination convention). */
+/** Query of GET /api/v1/users/{id}/notifications (cursor pagination). */
 export const ListNotificationsQuery = v.pipe(
   v.strictObject({
     limit: v.optional(

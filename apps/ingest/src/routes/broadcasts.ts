@@ -12,7 +12,7 @@ const broadcasts = (route: Omit<Contract, "tag" | "scope">) =>
   contract({ ...route, tag: "Broadcasts", scope: "admin" });
 
 /**
- * Broadcasts (spec rule 11), scope `admin`: one request reaches a whole audience, so it takes
+ * Broadcasts, scope `admin`: one request reaches a whole audience, so it takes
  * the scope that manages audiences rather than the everyday `ingest`.
  */
 export function mountBroadcasts(

@@ -45,7 +45,7 @@ async function readOptionalJson(c: Context): Promise<unknown> {
 }
 
 /**
- * The admin API for API keys (spec: Authentication rules 7 and 8). Admin keys manage the keys
+ * The admin API for API keys. Admin keys manage the keys
  * of every client. Answers that carry a plaintext key are never cached.
  */
 export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {

@@ -13,9 +13,9 @@ const answer = (c: Context<AuthEnv>, stored: StoredPreferences) => {
 };
 
 /**
- * The user preference document (spec: User preferences), scope `preferences`. Users are not
- * owned by a client: any key with the scope reads and writes any user's preferences (spec:
- * Authentication rule 9, a key is no per-user authorisation).
+ * The user preference document, scope `preferences`. Users are not
+ * owned by a client: any key with the scope reads and writes any user's preferences (a key
+ * is no per-user authorisation).
  */
 export function mountPreferences(
   v1: Hono<AuthEnv>,

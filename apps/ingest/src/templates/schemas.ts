@@ -128,7 +128,7 @@ export const TemplateResponse = v.strictObject({
 });
 export type TemplateResponse = v.InferOutput<typeof TemplateResponse>;
 
-/** Query of GET /api/v1/templates (offset pagination, spec: Pagination convention). */
+/** Query of GET /api/v1/templates (offset pagination). */
 export const ListTemplatesQuery = v.strictObject({
   ...offsetPageQuery,
 });

@@ -21,7 +21,7 @@ export type BatchResult =
   | { kind: "expanded"; count: number };
 
 /**
- * Expands one batch of one broadcast (spec rule 11): the batch's notifications, recipient rows
+ * Expands one batch of one broadcast: the batch's notifications, recipient rows
  * and cursor move are written in one transaction (libs/db expandBroadcastBatch), so no member is
  * skipped and none gets two.
  *

@@ -43,8 +43,8 @@ function toProfile(row: ProfileRow | undefined): UserProfile {
 }
 
 /**
- * Reads user profiles through the notify_prefs KV bucket (spec: preferences are read through a
- * cache). The bucket's TTL bounds staleness: an entry older than `ttlMs` is never used, even
+ * Reads user profiles through the notify_prefs KV bucket (a cache
+ * in front of Postgres). The bucket's TTL bounds staleness: an entry older than `ttlMs` is never used, even
  * before the server has expired it, so a preference or contact change reaches routing within
  * `ttlMs` (5 s). A user without records is cached too. When the bucket cannot be reached the
  * profile comes from Postgres: the cache saves load, it is never needed for correctness.

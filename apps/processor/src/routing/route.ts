@@ -6,7 +6,7 @@ import { buildItem, decideAndPlan, overCap, type Planned, type RouteDeps } from 
 export type RouteOutcome = "routed" | "duplicate" | "gone";
 
 /**
- * The processing stage for one lane message (spec rule 7): preferences and policy, rendering,
+ * The processing stage for one lane message: preferences and policy, rendering,
  * the daily cap, routing. Every channel's outcome is recorded: pending (queued for its
  * worker), suppressed with a reason, deferred with the planned time, or failed when the
  * template cannot render.

@@ -3,7 +3,7 @@ import type { DeadLetter, DeadLetterClass, WorkItem } from "@notify/core";
 import { readDeliveryHistory, type Sql } from "@notify/db";
 
 /**
- * Publishes a dead letter with its full context (spec rule 14): the original request from the
+ * Publishes a dead letter with its full context: the original request from the
  * notification log, the rendered work item, and every attempt. The msg id carries the attempt,
  * so a worker finishing a dead-lettering it crashed in repeats the same message (JetStream drops
  * it), while a replayed item that fails again gets a dead letter of its own.

@@ -13,7 +13,7 @@ import { SENDABLE } from "./status.js";
 export type { DeliverDeps } from "./context.js";
 
 /**
- * Delivers one work item (spec rules 9, 10, 12, 13; invariants 2, 3, 6, 7):
+ * Delivers one work item (invariants 2, 3, 6, 7):
  * breaker -> token bucket -> send guard -> provider -> guard, attempt, status, dead letter.
  *
  * The send guard is claimed atomically before the provider is called, and says afterwards what

@@ -3,7 +3,7 @@ import type { SendResult } from "@notify/providers";
 import { retryDelayMs } from "./backoff.js";
 
 /**
- * What one provider call meant for its address (spec rule 13, STANDARDS: failure classes).
+ * What one provider call meant for its address.
  * The provider classifies its own failures; what the worker adds is whether the provider
  * answered at all: a failure without an HTTP status is a timeout or a broken connection, after
  * which the provider may have accepted the message, so it is never retried (invariant 2: only a

@@ -56,7 +56,7 @@ class CountedFailure extends Error {
 }
 
 /**
- * A circuit breaker per provider (spec rule 12) over mollitia's window of the most recent calls
+ * A circuit breaker per provider over mollitia's window of the most recent calls
  * (its time-window breaker re-validates up to a thousand stored calls on every call, which cost
  * 7% of a busy worker's CPU). One per process: each worker judges the provider by its own
  * calls, so no shared state can stall.

@@ -28,7 +28,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /**
- * The token buckets of one provider, shared by every worker process (spec rule 10: the
+ * The token buckets of one provider, shared by every worker process (the
  * aggregate rate stays within the provider's limit however many workers run). The state lives
  * under one key of the `notify_rate` bucket and moves by compare-and-set, so two processes can
  * never spend the same token. Waiting sends of this process are served together, transactional

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { bigint, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 
-/** A stored set of user ids, the target of broadcasts (spec rule 11). */
+/** A stored set of user ids, the target of broadcasts. */
 export const audiences = pgTable("audiences", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),

@@ -1,7 +1,7 @@
 import { index, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 
 /**
- * The 24 h idempotency guard (spec: Idempotency record), one row per (client, key). It lives
+ * The 24 h idempotency guard, one row per (client, key). It lives
  * in Postgres because ingest already commits there: claiming the key is part of the same
  * multi-row insert, with no extra round trip. The request is still in flight while its
  * notification is listed in `publish_outbox`; a row older than the window is taken over by a

@@ -16,7 +16,7 @@ export interface DeviceToken {
   keys: { p256dh: string; auth: string };
 }
 
-/** User preferences (spec: Resources). One document per user; absent means the defaults. */
+/** User preferences. One document per user; absent means the defaults. */
 export const userPreferences = pgTable("user_preferences", {
   userId: text("user_id").primaryKey(),
   channelOptout: text("channel_optout").array().notNull().default([]),
@@ -29,7 +29,7 @@ export const userPreferences = pgTable("user_preferences", {
 });
 
 /**
- * Where a user can be reached on the address-based channels. The spec's preferences carry
+ * Where a user can be reached on the address-based channels. The preference document carries
  * device tokens for push; email and SMS need an address, kept here (a "subscriber" in other
  * platforms' words). In-app needs none: the user id is the address.
  */

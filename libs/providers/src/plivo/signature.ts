@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 
 /**
- * Plivo's callback signatures (STANDARDS.md): V2 is HMAC-SHA256(auth token, URL without its
+ * Plivo's callback signatures: V2 is HMAC-SHA256(auth token, URL without its
  * query + nonce); V3 covers the URL with its query sorted, then the sorted POST parameters, then
  * "." + nonce, and its header may carry several comma-separated signatures (one per auth token
  * during a rotation). Both are base64.

@@ -55,7 +55,7 @@ const retryAfterMs = (headers: Record<string, unknown>): { retryAfterMs?: number
   return Number.isFinite(seconds) && seconds >= 0 ? { retryAfterMs: seconds * 1000 } : {};
 };
 
-/** Failure classes from STANDARDS.md: 429 and 5xx retry, every other 4xx is final. */
+/** Failure classes: 429 and 5xx retry, every other 4xx is final. */
 function classifyResponse({ code: status, response }: SendgridResponseError): SendResult {
   if (status === 401) {
     return { outcome: "permanent", reason: "sendgrid 401: API key invalid, expired or revoked", status };

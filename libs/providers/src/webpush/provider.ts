@@ -83,7 +83,7 @@ const retryAfterMs = (value: string | undefined): { retryAfterMs?: number } => {
   return Number.isFinite(date) ? { retryAfterMs: Math.max(0, date - Date.now()) } : {};
 };
 
-/** STANDARDS.md: 404/410 gone (remove it), 413 too large and other 4xx final; 429 and 5xx retry. */
+/** 404/410 gone (remove it), 413 too large and other 4xx final; 429 and 5xx retry. */
 function classify(error: WebPushError): SendResult {
   const status = error.statusCode;
   if (status === 404 || status === 410) {
