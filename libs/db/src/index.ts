@@ -65,5 +65,5 @@ export function createDb(config: DbConfig): Database {
 }
 export * from "./broadcasts.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
-export * from "./seed.js";
 export type { Row, RowPick } from "./rows.js";
+export * from "./seed.js";
