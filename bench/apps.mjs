@@ -3,7 +3,7 @@
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { APPS, spawnApp, startStack, waitReady } from "@notify/stack";
+import { APPS, spawnApp, startStack, waitReady } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
 import { startHello } from "./lib.mjs";
 

@@ -43,7 +43,7 @@ if (process.argv[2] === "--baseline") {
   process.exit(0);
 }
 
-const { spawnApp, waitReady } = await import("@notify/stack");
+const { spawnApp, waitReady } = await import("@notify/devstack");
 const { connectBus } = await import("@notify/bus");
 const { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 
@@ -57,7 +57,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function startSandbox() {
   const port = await freePort();
-  const child = spawn(process.execPath, [join(root, "libs/stack/dist/sandbox-cli.js")], {
+  const child = spawn(process.execPath, [join(root, "libs/devstack/dist/sandbox-cli.js")], {
     env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", SANDBOX_API_KEY: API_KEY },
     stdio: ["ignore", "pipe", "inherit"],
   });

@@ -11,7 +11,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { applyTopology, connectBus } from "@notify/bus";
-import { startStack } from "@notify/stack";
+import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
 import { cpuMeter, fmt, fmtCpu, load, startFloor, startHello } from "./lib.mjs";
 

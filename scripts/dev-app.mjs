@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `turbo dev` runs this as each app's dev task: it waits until the dev stack (the @notify/stack
+// `turbo dev` runs this as each app's dev task: it waits until the dev stack (the @notify/devstack
 // dev task: embedded Postgres, nats-server, sandboxes, migrations, seed) has written its settings
 // to <DATA_DIR>/dev.json, then runs the app from source with node --watch on those settings, its
 // own environment (the shell's and .env) taking precedence where the stack only had a default.
@@ -47,7 +47,7 @@ while (!settings) {
 }
 
 // Imported only now: on a fresh clone the dev stack's task has just built it.
-const { formatLine } = await import("@notify/stack");
+const { formatLine } = await import("@notify/devstack");
 const child = spawn(process.execPath, ["--watch", "--conditions=@notify/source", "--import", "tsx", "src/main.ts"], {
   stdio: ["inherit", "pipe", "pipe"],
   env: { ...process.env, ...settings.env, PORT: String(settings.ports[app]) },

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startStack } from "@notify/stack";
+import { startStack } from "@notify/devstack";
 import {
   eventually,
   freePort,

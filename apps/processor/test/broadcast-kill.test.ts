@@ -1,4 +1,4 @@
-import { spawnApp, waitReady } from "@notify/stack";
+import { spawnApp, waitReady } from "@notify/devstack";
 import { eventually, freePort, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
 

@@ -4,14 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ChannelStatus, notificationStatus } from "@notify/core";
 import { storeInboxItem } from "@notify/db";
-import {
-  ChannelProvidersConfig,
-  createChannelProviders,
-  generateVapidKeys,
-  startPlivoSandbox,
-  startPushSandbox,
-  startSendgridSandbox,
-} from "@notify/providers";
+import { startPlivoSandbox, startPushSandbox, startSendgridSandbox } from "@notify/devstack";
+import { ChannelProvidersConfig, createChannelProviders, generateVapidKeys } from "@notify/providers";
 import { eventually } from "@notify/testing";
 import t from "tap";
 import * as v from "valibot";

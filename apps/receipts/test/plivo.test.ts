@@ -1,5 +1,6 @@
 import { createHmac } from "node:crypto";
-import { createPlivoProvider, startPlivoSandbox } from "@notify/providers";
+import { startPlivoSandbox } from "@notify/devstack";
+import { createPlivoProvider } from "@notify/providers";
 import { eventually } from "@notify/testing";
 import t from "tap";
 import { channelRow, newId, recordSend, seedChannel, startReceipts } from "./support.js";

@@ -1,5 +1,6 @@
 import type { WorkItem } from "@notify/core";
-import { createSendgridProvider, startSendgridSandbox } from "@notify/providers";
+import { startSendgridSandbox } from "@notify/devstack";
+import { createSendgridProvider } from "@notify/providers";
 import { eventually } from "@notify/testing";
 import t from "tap";
 import { createApp } from "../src/app.js";

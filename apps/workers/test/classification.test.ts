@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { createSendgridProvider, type SandboxFault, startSendgridSandbox } from "@notify/providers";
+import { type SandboxFault, startSendgridSandbox } from "@notify/devstack";
+import { createSendgridProvider } from "@notify/providers";
 import { freePort } from "@notify/testing";
 import t from "tap";
 import { deliver } from "../src/delivery/deliver.js";

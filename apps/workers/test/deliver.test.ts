@@ -1,6 +1,7 @@
 import type { GuardValue } from "@notify/core";
 import { storeInboxItem } from "@notify/db";
-import { createInAppProvider, createSendgridProvider, startSendgridSandbox } from "@notify/providers";
+import { startSendgridSandbox } from "@notify/devstack";
+import { createInAppProvider, createSendgridProvider } from "@notify/providers";
 import t from "tap";
 import { deliver } from "../src/delivery/deliver.js";
 import { channelRow, deadLetters, harness, statusHistory, workItem } from "./helpers.js";

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { APPS } from "@notify/stack";
+import { APPS } from "@notify/devstack";
 import { eventually, startTestStack } from "@notify/testing";
 import t from "tap";
 

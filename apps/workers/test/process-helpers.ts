@@ -1,6 +1,6 @@
 import type { Bus } from "@notify/bus";
 import type { WorkItem } from "@notify/core";
-import { type AppProcess, spawnApp, waitReady } from "@notify/stack";
+import { type AppProcess, spawnApp, waitReady } from "@notify/devstack";
 import { freePort, TEST_NATS_URL } from "@notify/testing";
 
 type Tap = { teardown(fn: () => unknown): void; comment(...args: unknown[]): void };

@@ -1,4 +1,4 @@
-import { startSendgridSandbox } from "@notify/providers";
+import { startSendgridSandbox } from "@notify/devstack";
 import { eventually, freshBus, freshDatabase } from "@notify/testing";
 import t from "tap";
 import { workItem } from "./helpers.js";

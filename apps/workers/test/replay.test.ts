@@ -1,6 +1,7 @@
 import { run } from "@notify/cli";
 import type { WorkItem } from "@notify/core";
-import { createSendgridProvider, startSendgridSandbox } from "@notify/providers";
+import { startSendgridSandbox } from "@notify/devstack";
+import { createSendgridProvider } from "@notify/providers";
 import { eventually } from "@notify/testing";
 import t from "tap";
 import { startConsumers } from "../src/consumers.js";

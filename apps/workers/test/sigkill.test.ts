@@ -1,6 +1,6 @@
 import { nanos } from "@nats-io/transport-node";
 import type { GuardValue } from "@notify/core";
-import { startSendgridSandbox } from "@notify/providers";
+import { startSendgridSandbox } from "@notify/devstack";
 import { eventually, freshBus, freshDatabase } from "@notify/testing";
 import t from "tap";
 import { channelRow, deadLetters, statusHistory, workItem } from "./helpers.js";

@@ -1,5 +1,6 @@
 import { generateKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
 import type { Database } from "./index.js";
+import type { DeviceToken } from "./schema/users.js";
 
 export interface TemplateSeed {
   id: string;
@@ -41,4 +42,11 @@ export async function seedContact(
 ): Promise<void> {
   await database.sql`insert into user_contacts (user_id, email, phone) values (${contact.userId}, ${contact.email ?? null}, ${contact.phone ?? null})
     on conflict (user_id) do update set email = excluded.email, phone = excluded.phone, updated_at = now()`;
+}
+
+/** Sets a user's push subscriptions (the dev stack's sample user), replacing any it had. */
+export async function seedDeviceTokens(database: Database, userId: string, tokens: DeviceToken[]): Promise<void> {
+  await database.sql`insert into user_preferences (user_id, device_tokens)
+    values (${userId}, ${database.sql.json(tokens as never)})
+    on conflict (user_id) do update set device_tokens = excluded.device_tokens, updated_at = now()`;
 }

@@ -1,14 +1,10 @@
 export * from "./channels.js";
 export * from "./inapp/provider.js";
 export * from "./plivo/provider.js";
-export * from "./plivo/sandbox.js";
 export * from "./plivo/signature.js";
 export type * from "./provider.js";
 export * from "./sendgrid/event-webhook.js";
 export type { MailAddress, MailContent, SendgridErrorDetail } from "./sendgrid/mail-send.js";
 export * from "./sendgrid/provider.js";
-export * from "./sendgrid/sandbox.js";
-export * from "./webpush/certificates.js";
 export * from "./webpush/provider.js";
-export * from "./webpush/sandbox.js";
 export * from "./webpush/ssrf.js";

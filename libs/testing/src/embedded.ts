@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
-import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/stack";
+import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/devstack";
 import postgres from "postgres";
 
 // The embedded default as a user runs it (`npm start` in a shell), for the tests and the soak
@@ -203,8 +203,8 @@ export function stackMemory(dataDir: string): Record<string, { rss: number; pss:
     const pid = Number(entry);
     const app = /apps\/(ingest|processor|workers|receipts)\/dist\/main\.js/.exec(cmdline)?.[1];
     if (app && cmdline.includes(ROOT)) add(app, kb);
-    else if (cmdline.includes("libs/stack/dist/cli.js")) add("npm start", kb);
-    else if (cmdline.includes("libs/stack/dist/sandbox-cli.js")) add("sandboxes", kb);
+    else if (cmdline.includes("libs/devstack/dist/cli.js")) add("npm start", kb);
+    else if (cmdline.includes("libs/devstack/dist/sandbox-cli.js")) add("sandboxes", kb);
     else if (cmdline.includes("infra-cli.js") && cmdline.includes(dataDir)) add("supervisor", kb);
     else if (cmdline.includes("nats-server") && cmdline.includes(dataDir)) add("nats-server", kb);
     else if (postmaster !== null && (pid === postmaster || ppid === postmaster)) add("postgres", kb);

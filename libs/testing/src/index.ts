@@ -120,7 +120,7 @@ export async function settled(database: Database, notificationId: string, timeou
 }
 
 /** A free TCP port on loopback. */
-export { freePort } from "@notify/stack";
+export { freePort } from "@notify/devstack";
 export * from "./bus.js";
 export * from "./embedded.js";
 export * from "./logger.js";

@@ -1,7 +1,7 @@
 import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type StackOptions, startStack } from "@notify/stack";
+import { type StackOptions, startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "./index.js";
 
 interface TestContext {

@@ -1,4 +1,4 @@
-import { appEnvironment, realProviders } from "@notify/stack";
+import { appEnvironment, realProviders } from "@notify/devstack";
 import fc from "fast-check";
 import t from "tap";
 

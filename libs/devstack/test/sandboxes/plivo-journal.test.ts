@@ -1,15 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { createPlivoProvider, formParams, verifyPlivoSignature } from "@notify/providers";
 import t from "tap";
-import {
-  createPlivoProvider,
-  formParams,
-  type PlivoJournalEntry,
-  type PlivoSandboxFault,
-  startPlivoSandbox,
-  verifyPlivoSignature,
-} from "../src/index.js";
+import { type PlivoJournalEntry, type PlivoSandboxFault, startPlivoSandbox } from "../../src/index.js";
 import { type ReceivedPost, type Receiver, startReceiver, tempDir, until } from "./receiver.js";
 
 const AUTH_ID = "MAZDQ1ZJIYMDZKMTZKYM";

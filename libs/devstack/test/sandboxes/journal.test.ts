@@ -1,7 +1,7 @@
 import { appendFileSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import t from "tap";
-import { type JournalEntry, openJournal } from "../src/journal.js";
+import { type JournalEntry, openJournal } from "../../src/sandboxes/journal.js";
 import { tempDir } from "./receiver.js";
 
 type Entry = JournalEntry & { n?: number };

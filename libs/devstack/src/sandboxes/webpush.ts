@@ -1,11 +1,11 @@
 import { createDecipheriv, createECDH, createPublicKey, hkdfSync, randomBytes, randomUUID, verify } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { PushSubscription } from "@notify/providers/webpush/provider";
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
-import { openJournal } from "../journal.js";
-import { serveApp } from "../serve.js";
 import { createSandboxTls, type SandboxTls } from "./certificates.js";
-import type { PushSubscription } from "./provider.js";
+import { openJournal } from "./journal.js";
+import { serveApp } from "./serve.js";
 
 /** One push message the sandbox accepted, decrypted as the browser would. */
 export interface PushSandboxMessage {

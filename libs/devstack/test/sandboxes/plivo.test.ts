@@ -1,17 +1,17 @@
 import { createHmac, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
-import plivo from "plivo";
-import t from "tap";
 import {
   createPlivoProvider,
   formParams,
   type OutboundMessage,
   type PlivoConfig,
   plivoSignatureV3,
-  startPlivoSandbox,
   verifyPlivoSignature,
-} from "../src/index.js";
+} from "@notify/providers";
+import plivo from "plivo";
+import t from "tap";
+import { startPlivoSandbox } from "../../src/index.js";
 
 const AUTH_ID = "MAZDQ1ZJIYMDZKMTZKYM";
 const AUTH_TOKEN = "plivo-sandbox-token";

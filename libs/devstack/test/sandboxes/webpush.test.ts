@@ -1,7 +1,4 @@
 import { randomUUID } from "node:crypto";
-import fc from "fast-check";
-import t from "tap";
-import webpush from "web-push";
 import {
   createWebPushProvider,
   endpointRefusal,
@@ -9,9 +6,12 @@ import {
   isPrivateAddress,
   type OutboundMessage,
   pushTopic,
-  startPushSandbox,
   type WebPushConfig,
-} from "../src/index.js";
+} from "@notify/providers";
+import fc from "fast-check";
+import t from "tap";
+import webpush from "web-push";
+import { startPushSandbox } from "../../src/index.js";
 
 const vapid = { subject: "mailto:ops@notify.example", ...webpush.generateVAPIDKeys() };
 const sandbox = await startPushSandbox({ vapidPublicKey: vapid.publicKey });

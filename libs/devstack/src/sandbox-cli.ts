@@ -1,7 +1,10 @@
 import { createPrivateKey } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type SandboxTls, startPlivoSandbox, startPushSandbox, startSendgridSandbox } from "@notify/providers";
+import type { SandboxTls } from "./sandboxes/certificates.js";
+import { startPlivoSandbox } from "./sandboxes/plivo.js";
+import { startSendgridSandbox } from "./sandboxes/sendgrid.js";
+import { startPushSandbox } from "./sandboxes/webpush.js";
 
 // The provider sandboxes in a process of their own: compose's `sandbox` service, and `npm start`'s
 // (apart from the stack's own process, so their answers never wait behind its log printing).

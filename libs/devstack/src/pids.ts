@@ -68,7 +68,7 @@ export function parentAlive(pid: number): boolean {
     const ppid = Number(/PPid:\s+(\d+)/.exec(status)?.[1] ?? 0);
     if (ppid <= 1) return false;
     const parent = readFileSync(`/proc/${ppid}/cmdline`, "utf8");
-    return parent.includes("libs/stack/");
+    return parent.includes("libs/devstack/");
   } catch {
     return !existsSync("/proc/self/status");
   }

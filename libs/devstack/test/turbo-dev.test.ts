@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ROOT, SAMPLE_NOTIFICATION } from "@notify/stack";
+import { ROOT, SAMPLE_NOTIFICATION } from "@notify/devstack";
 import { devKey, eventually, postNotification, serversAlive, settledView, stackEnv } from "@notify/testing";
 import t from "tap";
 

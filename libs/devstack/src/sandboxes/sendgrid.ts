@@ -9,14 +9,23 @@ import {
 import { type Server, STATUS_CODES } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { serve } from "@hono/node-server";
+import {
+  SENDGRID_SIGNATURE_HEADER,
+  SENDGRID_TIMESTAMP_HEADER,
+  signSendgridEvents,
+} from "@notify/providers/sendgrid/event-webhook";
+import {
+  type MailAddress,
+  type MailContent,
+  parseMailSend,
+  type SendgridErrorDetail,
+} from "@notify/providers/sendgrid/mail-send";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import * as v from "valibot";
-import { createCallbackPoster, postStatus } from "../callbacks.js";
-import { openJournal } from "../journal.js";
-import { keepConnections } from "../serve.js";
-import { SENDGRID_SIGNATURE_HEADER, SENDGRID_TIMESTAMP_HEADER, signSendgridEvents } from "./event-webhook.js";
-import { type MailAddress, type MailContent, parseMailSend, type SendgridErrorDetail } from "./mail-send.js";
+import { createCallbackPoster, postStatus } from "./callbacks.js";
+import { openJournal } from "./journal.js";
+import { keepConnections } from "./serve.js";
 
 /** One accepted personalization, as SendGrid would deliver it. */
 export interface SandboxMail {

@@ -1,11 +1,11 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
+import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers/plivo/signature";
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
-import { createCallbackPoster, postStatus } from "../callbacks.js";
-import { openJournal } from "../journal.js";
-import { serveApp } from "../serve.js";
-import { plivoSignatureV2, plivoSignatureV3 } from "./signature.js";
+import { createCallbackPoster, postStatus } from "./callbacks.js";
+import { openJournal } from "./journal.js";
+import { serveApp } from "./serve.js";
 
 /** One accepted message, as Plivo would queue it. */
 export interface PlivoSandboxMessage {

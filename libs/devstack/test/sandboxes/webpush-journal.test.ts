@@ -2,15 +2,10 @@ import { randomUUID } from "node:crypto";
 import { appendFileSync, readFileSync } from "node:fs";
 import { Agent, request } from "node:https";
 import { join } from "node:path";
+import { createWebPushProvider, type OutboundMessage } from "@notify/providers";
 import t from "tap";
 import webpush from "web-push";
-import {
-  createSandboxTls,
-  createWebPushProvider,
-  type OutboundMessage,
-  type PushJournalEntry,
-  startPushSandbox,
-} from "../src/index.js";
+import { createSandboxTls, type PushJournalEntry, startPushSandbox } from "../../src/index.js";
 import { tempDir } from "./receiver.js";
 
 const vapid = { subject: "mailto:ops@notify.example", ...webpush.generateVAPIDKeys() };

@@ -1,18 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { createSendgridProvider, type OutboundMessage, type SendgridConfig, type SendResult } from "@notify/providers";
 import fc from "fast-check";
 import t from "tap";
-import {
-  createSendgridProvider,
-  createSendgridSandbox,
-  type OutboundMessage,
-  type SandboxFault,
-  type SandboxMail,
-  type SendgridConfig,
-  type SendResult,
-  startSendgridSandbox,
-} from "../src/index.js";
+import { createSendgridSandbox, type SandboxFault, type SandboxMail, startSendgridSandbox } from "../../src/index.js";
 
 const API_KEY = "SG.sandbox-test-key";
 const sandbox = await startSendgridSandbox({ apiKey: API_KEY });

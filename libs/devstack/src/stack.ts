@@ -3,13 +3,22 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { request as httpsRequest } from "node:https";
 import { join } from "node:path";
 import { hashKey } from "@notify/core";
-import { createDb, type DeviceToken, runMigrations, seedApiKey, seedContact, seedTemplate } from "@notify/db";
-import { createSandboxTls, generateVapidKeys } from "@notify/providers";
+import {
+  createDb,
+  type DeviceToken,
+  runMigrations,
+  seedApiKey,
+  seedContact,
+  seedDeviceTokens,
+  seedTemplate,
+} from "@notify/db";
+import { generateVapidKeys } from "@notify/providers";
 import type { InfraReady, InfraRequest } from "./infra-cli.js";
 import { tcpAnswers } from "./nats-server.js";
 import { APPS, type AppName, ROOT } from "./paths.js";
 import { isProcessOf, parentAlive, processAlive, readPidFile } from "./pids.js";
 import { type AppProcess, spawnApp, spawnHelper, stopChild, waitReady } from "./processes.js";
+import { createSandboxTls } from "./sandboxes/certificates.js";
 import {
   loadState,
   rememberedPort,
@@ -304,10 +313,10 @@ interface Sandboxes {
   stop(): Promise<void>;
 }
 
-const SANDBOX_ENTRY = join(ROOT, "libs", "stack", "dist", "sandbox-cli.js");
+const SANDBOX_ENTRY = join(ROOT, "libs", "devstack", "dist", "sandbox-cli.js");
 
 /**
- * The provider sandboxes (libs/stack sandbox-cli) in a process of their own, with their keys,
+ * The provider sandboxes (libs/devstack sandbox-cli) in a process of their own, with their keys,
  * certificate and journals under `<dataDir>/sandbox`, so that what they received, their push
  * subscriptions and their unanswered receipts survive a restart.
  */
@@ -438,10 +447,10 @@ interface Infra {
   stop(): Promise<void>;
 }
 
-const INFRA_ENTRY = join(ROOT, "libs", "stack", "dist", "infra-cli.js");
+const INFRA_ENTRY = join(ROOT, "libs", "devstack", "dist", "infra-cli.js");
 
 /**
- * Starts the supervisor of the embedded Postgres and nats-server (libs/stack infra-cli) in a
+ * Starts the supervisor of the embedded Postgres and nats-server (libs/devstack infra-cli) in a
  * process group of its own, after stopping one that an earlier, killed run left behind.
  */
 async function startInfra(
@@ -502,9 +511,7 @@ async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<st
 async function seedPushSubscription(databaseUrl: string, subscription: DeviceToken): Promise<void> {
   const database = createDb({ url: databaseUrl, max: 1 });
   try {
-    await database.sql`insert into user_preferences (user_id, device_tokens)
-      values (${SAMPLE_USER.userId}, ${database.sql.json([subscription] as never)})
-      on conflict (user_id) do update set device_tokens = excluded.device_tokens, updated_at = now()`;
+    await seedDeviceTokens(database, SAMPLE_USER.userId, [subscription]);
   } finally {
     await database.close();
   }

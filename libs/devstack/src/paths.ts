@@ -1,7 +1,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-/** Repository root, found from this file (libs/stack/{src,dist}/paths.*). */
+/** Repository root, found from this file (libs/devstack/{src,dist}/paths.*). */
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const APPS = ["ingest", "processor", "workers", "receipts"] as const;
 export type AppName = (typeof APPS)[number];

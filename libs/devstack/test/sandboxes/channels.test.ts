@@ -2,18 +2,16 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import t from "tap";
-import * as v from "valibot";
-import webpush from "web-push";
 import {
   ChannelProvidersConfig,
   channelProviderEnv,
   checkChannelProviders,
   createChannelProviders,
-  startPlivoSandbox,
-  startPushSandbox,
-  startSendgridSandbox,
-} from "../src/index.js";
+} from "@notify/providers";
+import t from "tap";
+import * as v from "valibot";
+import webpush from "web-push";
+import { startPlivoSandbox, startPushSandbox, startSendgridSandbox } from "../../src/index.js";
 
 const issues = (env: Record<string, string>) => {
   const result = v.safeParse(ChannelProvidersConfig, env, { abortEarly: false });

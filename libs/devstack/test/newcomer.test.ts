@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { ROOT, SAMPLE_NOTIFICATION } from "@notify/stack";
+import { ROOT, SAMPLE_NOTIFICATION } from "@notify/devstack";
 import {
   devKey,
   eventually,

@@ -1,16 +1,14 @@
 import { generateKeyPairSync, randomUUID } from "node:crypto";
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { createSendgridProvider, sendgridPublicKey, verifySendgridSignature } from "@notify/providers";
 import t from "tap";
 import {
-  createSendgridProvider,
   type SendgridEvent,
   type SendgridJournalEntry,
   type StartSendgridSandboxOptions,
-  sendgridPublicKey,
   startSendgridSandbox,
-  verifySendgridSignature,
-} from "../src/index.js";
+} from "../../src/index.js";
 import { startReceiver, tempDir, until } from "./receiver.js";
 
 const API_KEY = "SG.journal-test-key";

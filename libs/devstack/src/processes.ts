@@ -52,7 +52,7 @@ export async function stopChild(
 }
 
 /**
- * A helper process of the stack (a built entry of libs/stack with an IPC channel): its lines go
+ * A helper process of the stack (a built entry of libs/devstack with an IPC channel): its lines go
  * to `onLine` under `source`; it answers `{ ready }` once up or `{ error }`, and is a child whose
  * exit before that fails the start.
  */
