@@ -1,7 +1,11 @@
 # syntax=docker/dockerfile:1
 # One image for every process of the service; compose's `command` picks what runs, e.g.
 #   node apps/ingest/dist/main.js | node libs/db/dist/migrate-cli.js | node libs/bus/dist/apply-cli.js
-ARG NODE_IMAGE=node:20-bookworm-slim
+#   node libs/cli/dist/main.js (the `notify` command)
+# It carries the production workspaces below and their production dependencies only: nothing
+# from libs/devstack or libs/testing (sandboxes, embedded Postgres, node-forge) and no build or
+# test tool. libs/devstack/test/image-dependencies.test.ts reads this list and checks that.
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS base
 WORKDIR /app
@@ -15,33 +19,48 @@ FROM base AS manifests
 COPY . /src
 RUN mkdir /out \
  && cd /src \
- && cp package.json package-lock.json .npmrc /out/ \
+ && cp package.json package-lock.json /out/ \
  && find apps libs -mindepth 2 -maxdepth 2 -name package.json -exec cp --parents {} /out/ \;
 
 FROM base AS build
-# package.json pins npm 11 (packageManager; allowScripts needs >= 11.16); node 20 ships npm 10.
+# package.json pins npm 11 (packageManager; allowScripts needs >= 11.16).
+ARG NPM_VERSION=11.19.1
+# Every workspace the image runs, with every @notify/* library they depend on.
+ARG PRODUCTION_WORKSPACES="libs/core libs/config libs/log libs/db libs/bus libs/providers libs/http libs/ops libs/cli apps/ingest apps/processor apps/workers apps/receipts"
+RUN npm install --global npm@${NPM_VERSION}
+COPY --from=manifests /out/ ./
+RUN --mount=type=cache,target=/root/.npm npm ci
+COPY . .
+# The dev-only workspaces are deleted before pruning, so the prune drops what only they need;
+# --omit=optional drops typescript, which valibot names as an optional peer.
+RUN for dir in libs/* apps/*; do \
+      case " ${PRODUCTION_WORKSPACES} " in *" $dir "*) ;; *) rm -rf "$dir" ;; esac; \
+    done \
+ && npx tsc -b ${PRODUCTION_WORKSPACES} \
+ && npm prune --omit=dev --omit=optional \
+ && find node_modules -mindepth 1 -maxdepth 1 -type d -empty -delete \
+ && mkdir /runtime \
+ && cp -a package.json node_modules nats drizzle /runtime/ \
+ && for dir in ${PRODUCTION_WORKSPACES}; do \
+      mkdir -p "/runtime/$dir"; \
+      cp "$dir/package.json" "/runtime/$dir/"; \
+      cp -a "$dir/dist" "/runtime/$dir/"; \
+      if [ -d "$dir/node_modules" ]; then cp -a "$dir/node_modules" "/runtime/$dir/"; fi; \
+    done
+
+# The provider sandboxes for compose (dev and demos only, never deployed): the whole workspace
+# with its dev dependencies, running libs/devstack's sandbox-cli. `docker build --target sandbox`;
+# the runtime stage below stays the last one, so a plain `docker build` builds the service image.
+FROM base AS sandbox
 ARG NPM_VERSION=11.19.1
 RUN npm install --global npm@${NPM_VERSION}
 COPY --from=manifests /out/ ./
-# npm ci refuses the current lock file: it lacks the other platforms' optional biome/turbo
-# binaries (see scripts/setup.mjs). Until the lock is regenerated, fall back to npm install,
-# which keeps the locked versions, and say so in the build log.
-RUN --mount=type=cache,target=/root/.npm \
-    npm ci \
- || { echo "WARNING: npm ci refused package-lock.json; falling back to npm install" >&2; \
-      npm install --no-audit --no-fund; }
+RUN --mount=type=cache,target=/root/.npm npm ci
 COPY . .
-RUN npm run build \
- && npm prune --omit=dev \
- && mkdir /runtime \
- && cp -a package.json node_modules nats drizzle /runtime/ \
- && for dir in libs/* apps/*; do \
-      [ -f "$dir/package.json" ] || continue; \
-      mkdir -p "/runtime/$dir"; \
-      cp "$dir/package.json" "/runtime/$dir/"; \
-      if [ -d "$dir/dist" ]; then cp -a "$dir/dist" "/runtime/$dir/"; fi; \
-      if [ -d "$dir/node_modules" ]; then cp -a "$dir/node_modules" "/runtime/$dir/"; fi; \
-    done
+RUN npx tsc -b libs/devstack
+USER node
+EXPOSE 3010
+CMD ["node", "libs/devstack/dist/sandbox-cli.js"]
 
 # Runtime: production dependencies, each workspace's package.json + dist, and the data the
 # libraries read at run time (nats/topology.json for the bus, drizzle/ for migrations).
@@ -50,5 +69,5 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /runtime/ ./
 USER node
-EXPOSE 3000 3001 3002 3003 3010
+EXPOSE 3000 3001 3002 3003
 CMD ["node", "apps/ingest/dist/main.js"]
