@@ -6,6 +6,7 @@ import { hashKey } from "@notify/core";
 import {
   createDb,
   type DeviceToken,
+  findActiveKeyByHash,
   runMigrations,
   seedApiKey,
   seedContact,
@@ -493,10 +494,9 @@ async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<st
   try {
     const keyFile = join(dataDir, "dev-api-key");
     let key = existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : "";
-    const known = key
-      ? await database.sql`select 1 from api_keys where key_hash = ${hashKey(key)} and revoked_at is null`
-      : [];
-    if (known.length === 0) {
+    const known = key ? await findActiveKeyByHash(database, hashKey(key)) : null;
+    // A key in a rotation's grace period is on its way out: the stack issues a new one.
+    if (known === null || known.revoked_at !== null) {
       key = await seedApiKey(database, { clientId: "dev", name: "development key", scopes: ["admin"] });
       writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
     }
