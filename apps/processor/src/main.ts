@@ -7,6 +7,7 @@ import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps, startConsumers } from "./consumers.js";
 import { startScheduler } from "./deferral/scheduler.js";
+import { laneBacklogCollector } from "./metrics.js";
 import { startRetention } from "./retention/job.js";
 
 const config = loadConfig(ProcessorConfig, process.env);
@@ -44,6 +45,7 @@ mountHealth(
   () => stopping,
 );
 mountMetrics(app, metrics);
+metrics.collect(laneBacklogCollector(bus, metrics));
 const server = await listen(app, config.PORT, config.HOST);
 
 const deps = {

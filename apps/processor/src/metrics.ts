@@ -1,0 +1,33 @@
+import type { Bus } from "@notify/bus";
+import { PRIORITIES } from "@notify/core";
+import type { MetricsRegistry } from "@notify/http";
+
+/**
+ * Per lane consumer: messages waiting for this stage, and messages handed out but not yet
+ * acknowledged. Read from JetStream at scrape time (at most every `cacheMs`), so the figures
+ * cover every processor instance, not just this one.
+ */
+export function laneBacklogCollector(bus: Bus, metrics: MetricsRegistry, cacheMs = 2000) {
+  const pending = metrics.gauge("notify_lane_pending", "Lane messages not yet handed to a processor", [
+    "lane",
+    "partition",
+  ]);
+  const ackPending = metrics.gauge("notify_lane_ack_pending", "Lane messages handed out and not yet acknowledged", [
+    "lane",
+    "partition",
+  ]);
+  let last = 0;
+  return async () => {
+    if (Date.now() - last < cacheMs) return;
+    last = Date.now();
+    const reads = PRIORITIES.flatMap((lane) =>
+      Array.from({ length: bus.naming.partitions }, async (_, partition) => {
+        const info = await bus.jsm.consumers.info(bus.streams.lane(lane), `processor-${lane}-p${partition}`);
+        const labels = { lane, partition: String(partition) };
+        pending.set(labels, info.num_pending);
+        ackPending.set(labels, info.num_ack_pending);
+      }),
+    );
+    await Promise.all(reads);
+  };
+}
