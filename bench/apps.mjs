@@ -38,8 +38,11 @@ hello.kill();
 
 for (const app of APPS) {
   const port = await freePort();
+  // Ingest and receipts answer readiness on their operator's port; the others on their only one.
+  const readyPort = app === "ingest" || app === "receipts" ? await freePort() : port;
   started = performance.now();
   const proc = spawnApp(app, {
+    ADMIN_PORT: String(readyPort),
     DATABASE_URL: url,
     NATS_URL: "nats://127.0.0.1:4222",
     NATS_NAMESPACE: namespace,
@@ -51,7 +54,7 @@ for (const app of APPS) {
     SENDGRID_BASE_URL: prep.sandboxUrl,
     CURSOR_SECRET: "bench-cursor-secret-0123456789abcdef",
   });
-  await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
+  await waitReady(`http://127.0.0.1:${readyPort}/readyz`, 30_000, () => proc.child.exitCode === null);
   const ms = performance.now() - started;
   await sleep(idleSeconds * 1000);
   rows.push({ app, ms, rss: rssMb(proc.child.pid) });

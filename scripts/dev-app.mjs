@@ -50,7 +50,12 @@ while (!settings) {
 const { formatLine } = await import("@notify/devstack");
 const child = spawn(process.execPath, ["--watch", "--conditions=@notify/source", "--import", "tsx", "src/main.ts"], {
   stdio: ["inherit", "pipe", "pipe"],
-  env: { ...process.env, ...settings.env, PORT: String(settings.ports[app]) },
+  env: {
+    ...process.env,
+    ...settings.env,
+    PORT: String(settings.ports[app]),
+    ...(settings.adminPorts?.[app] === undefined ? {} : { ADMIN_PORT: String(settings.adminPorts[app]) }),
+  },
 });
 // The app logs JSON (pino); the task shows its lines as a person reads them, as npm start does.
 for (const stream of [child.stdout, child.stderr]) {

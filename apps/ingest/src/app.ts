@@ -1,4 +1,4 @@
-import { mountHealth, newApp, versionLifecycle } from "@notify/http";
+import { createAdminApp as adminApp, mountLiveness, newApp, versionLifecycle } from "@notify/http";
 import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
@@ -18,9 +18,19 @@ export type { IngestDeps } from "./deps.js";
 
 const API = "/api/v1";
 
+/** Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port. */
+export function createAdminApp(deps: Pick<IngestDeps, "log" | "database" | "bus" | "isStopping" | "metrics">) {
+  return adminApp(
+    deps.log,
+    { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() },
+    deps.isStopping,
+    deps.metrics,
+  );
+}
+
 export function createApp(deps: IngestDeps) {
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
-  mountHealth(app, { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() }, deps.isStopping);
+  mountLiveness(app);
 
   // Every route of the public API lives under the version prefix.
   const v1 = new Hono<AuthEnv>();

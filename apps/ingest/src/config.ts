@@ -1,4 +1,4 @@
-import { common, int, port, text } from "@notify/config";
+import { adminServer, common, int, port, text } from "@notify/config";
 import * as v from "valibot";
 
 const optionalDate = () =>
@@ -17,6 +17,7 @@ export const IngestConfig = v.pipe(
     PORT: port(3000),
     /** Interface to bind; 0.0.0.0 in containers. */
     HOST: text("0.0.0.0"),
+    ...adminServer(3100),
     /** Largest accepted request body in bytes (413 beyond). */
     MAX_BODY_BYTES: int(262_144, 1024, 10_485_760),
     /** How long an API key lookup is cached: revocation takes effect everywhere within this bound. */

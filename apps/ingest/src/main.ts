@@ -1,9 +1,9 @@
 import { applyTopology, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createMetrics, listen, mountMetrics, onShutdown } from "@notify/http";
+import { createMetrics, listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { createApp } from "./app.js";
+import { createAdminApp, createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import { IngestConfig } from "./config.js";
@@ -47,13 +47,17 @@ const app = createApp({
   cursorSecret: config.CURSOR_SECRET,
   isStopping: () => stopping,
 });
-mountMetrics(app, metrics);
+const admin = await listen(
+  createAdminApp({ metrics, database, bus, log, isStopping: () => stopping }),
+  config.ADMIN_PORT,
+  config.ADMIN_HOST,
+);
 const server = await listen(app, config.PORT, config.HOST);
 const maintenance = startMaintenance(
   { database, bus, log },
   { intervalMs: config.RECOVERY_INTERVAL_MS, graceMs: config.RECOVERY_GRACE_MS },
 );
-log.info({ port: server.port }, "ingest listening");
+log.info({ port: server.port, admin_port: admin.port }, "ingest listening");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
@@ -62,4 +66,5 @@ onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   await maintenance.stop();
   await bus.close();
   await database.close();
+  await admin.close();
 });

@@ -1,12 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { seedApiKey, seedTemplate } from "@notify/db";
+import { createMetrics } from "@notify/http";
 import { settled, streamCount } from "@notify/testing";
 import fc from "fast-check";
 import t, { type Test } from "tap";
+import { createAdminApp } from "../src/app.js";
 import { ingestApp } from "./support.js";
 
 // The public API through app.request(), on a real Postgres database and a real NATS namespace.
-const { app, database, bus, lines } = await ingestApp(t, { maxBodyBytes: 4096 });
+const { app, admin, deps, database, bus, lines } = await ingestApp(t, { maxBodyBytes: 4096 });
 await seedTemplate(database, {
   id: "welcome",
   params: ["name", "order.id"],
@@ -339,9 +341,16 @@ t.test("property: any path parameter or query value on the read routes never get
   await expectProblem(t, refused, 400, "validation_failed");
 });
 
-t.test("health and readiness", async (t) => {
+t.test("liveness on the public port; readiness and metrics only on the operator's port", async (t) => {
   t.equal((await app.request("/healthz")).status, 200);
-  const ready = await app.request("/readyz");
+  t.equal((await app.request("/readyz")).status, 404, "no readiness details where the API is");
+  t.equal((await app.request("/metrics")).status, 404, "no metrics where the API is");
+  const ready = await admin.request("/readyz");
   t.equal(ready.status, 200);
   t.match(await ready.json(), { status: "ready", checks: { postgres: true, nats: true } });
+  t.equal((await admin.request("/healthz")).status, 200);
+  const withMetrics = createAdminApp({ ...deps, metrics: createMetrics("ingest") });
+  const scrape = await withMetrics.request("/metrics");
+  t.equal(scrape.status, 200);
+  t.match(await scrape.text(), /notify_app_info\{app="ingest"\} 1/);
 });

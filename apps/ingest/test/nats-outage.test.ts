@@ -63,7 +63,7 @@ t.test(
     await proxy.cut();
     await eventually(
       async () => {
-        const r = await fetch(`${stack.baseUrl}/readyz`);
+        const r = await fetch(`${stack.adminUrl}/readyz`);
         return r.status === 503 ? true : undefined;
       },
       10_000,
@@ -101,7 +101,7 @@ t.test("with Postgres unreachable POST answers 503 problem+json; once back, the 
   t.equal(refused.status, 503);
   t.equal(refused.headers.get("content-type"), "application/problem+json");
   t.match(await refused.json(), { status: 503, code: "dependency_unavailable" });
-  t.notOk(await fetch(`${stack.baseUrl}/readyz`).then((r) => r.ok), "not ready without Postgres");
+  t.notOk(await fetch(`${stack.adminUrl}/readyz`).then((r) => r.ok), "not ready without Postgres");
 
   await pgProxy.restore();
   const accepted = await eventually(

@@ -1,6 +1,6 @@
 import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import type { Test } from "tap";
-import { createApp, type IngestDeps } from "../src/app.js";
+import { createAdminApp, createApp, type IngestDeps } from "../src/app.js";
 import { createKeyLookup } from "../src/auth/api-keys.js";
 import { createIngestor } from "../src/notifications/create.js";
 import { createTemplateLookup } from "../src/notifications/templates.js";
@@ -28,5 +28,5 @@ export async function ingestApp(t: Pick<Test, "teardown">, overrides: Partial<In
     isStopping: () => false,
     ...overrides,
   };
-  return { app: createApp(deps), deps, database, bus, log, lines };
+  return { app: createApp(deps), admin: createAdminApp(deps), deps, database, bus, log, lines };
 }

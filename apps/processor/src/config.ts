@@ -15,9 +15,10 @@ const categoryList = (fallback: string) =>
 
 export const ProcessorConfig = v.object({
   ...common,
-  /** Health, readiness (and later metrics) port. */
+  /** The processor's only server, the operator's: health, readiness and metrics. */
   PORT: port(3001),
-  HOST: text("0.0.0.0"),
+  /** Its interface: loopback by default; 0.0.0.0 where probes or a scraper run elsewhere. */
+  HOST: text("127.0.0.1"),
   /** Lane messages handled at once per lane partition; one user's stay in order regardless. */
   PARTITION_CONCURRENCY: int(16, 1, 1024),
   /** Categories that no preference can suppress (comma-separated). */

@@ -1,6 +1,6 @@
 import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
-import { type MetricsRegistry, mountHealth, newApp } from "@notify/http";
+import { createAdminApp as adminApp, type MetricsRegistry, mountLiveness, newApp } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
 import { mountPlivoWebhook } from "./webhooks/plivo.js";
@@ -19,10 +19,20 @@ export interface ReceiptsDeps {
   sendgridPublicKey?: string;
 }
 
+/** Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port. */
+export function createAdminApp(deps: Pick<ReceiptsDeps, "log" | "database" | "bus" | "isStopping" | "metrics">) {
+  return adminApp(
+    deps.log,
+    { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() },
+    deps.isStopping,
+    deps.metrics,
+  );
+}
+
 /** Provider receipts: each provider's webhook is served once its verification secret is configured. */
 export function createApp(deps: ReceiptsDeps) {
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
-  mountHealth(app, { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() }, deps.isStopping);
+  mountLiveness(app);
   const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
   if (deps.plivoAuthToken !== undefined) {
     mountPlivoWebhook(app, { sql: deps.database.sql, authToken: deps.plivoAuthToken, ...publicBaseUrl });

@@ -1,4 +1,4 @@
-import { common, int, optionalUrl, port, text } from "@notify/config";
+import { adminServer, common, int, optionalUrl, port, text } from "@notify/config";
 import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
 import * as v from "valibot";
 
@@ -8,6 +8,7 @@ export const ReceiptsConfig = v.object({
   ...common,
   /** Port the provider webhooks (SendGrid events, Plivo reports) post to. */
   PORT: port(3003),
+  ...adminServer(3103),
   HOST: text("0.0.0.0"),
   DB_POOL_SIZE: int(5, 1, 100),
   /**

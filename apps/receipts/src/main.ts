@@ -1,9 +1,9 @@
 import { connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createMetrics, listen, mountMetrics, onShutdown } from "@notify/http";
+import { createMetrics, listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { createApp } from "./app.js";
+import { createAdminApp, createApp } from "./app.js";
 import { ReceiptsConfig } from "./config.js";
 import { startReceiptSweep } from "./receipts/sweep.js";
 
@@ -32,12 +32,17 @@ const app = createApp({
     ? {}
     : { sendgridPublicKey: config.SENDGRID_WEBHOOK_PUBLIC_KEY }),
 });
-mountMetrics(app, metrics);
+const admin = await listen(
+  createAdminApp({ metrics, database, bus, log, isStopping: () => stopping }),
+  config.ADMIN_PORT,
+  config.ADMIN_HOST,
+);
 const server = await listen(app, config.PORT, config.HOST);
 const sweep = startReceiptSweep(database.sql, log, config.RECEIPT_SWEEP_INTERVAL_MS);
 log.info(
   {
     port: server.port,
+    admin_port: admin.port,
     plivo: config.PLIVO_AUTH_TOKEN !== undefined,
     sendgrid: config.SENDGRID_WEBHOOK_PUBLIC_KEY !== undefined,
   },
@@ -50,4 +55,5 @@ onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   await sweep.stop();
   await bus.close();
   await database.close();
+  await admin.close();
 });

@@ -33,9 +33,10 @@ const Env = v.object({
    * only when its provider is on; in-app always has one (the inbox is ours).
    */
   ...channelProviderEnv,
-  /** Health, readiness, metrics and admin port. */
+  /** The workers' only server, the operator's: health, readiness, metrics and the breaker view. */
   PORT: port(3002),
-  HOST: text("0.0.0.0"),
+  /** Its interface: loopback by default; 0.0.0.0 where probes or a scraper run elsewhere. */
+  HOST: text("127.0.0.1"),
   /** Sends in flight per (channel, lane) pool in this process. */
   TRANSACTIONAL_CONCURRENCY: int(32, 1, 1024),
   /** Sends in flight per (channel, promotional lane) pool in this process. */

@@ -94,6 +94,17 @@ export const bool = (fallback: boolean) =>
 
 export const text = (fallback: string) => v.optional(v.string(), fallback);
 
+/**
+ * The operator's server of an app with a public port: health, readiness and metrics answer
+ * there, never on the public API's port, and it listens on loopback unless told otherwise.
+ */
+export const adminServer = (fallbackPort: number) => ({
+  /** Port of the operator's server: /healthz, /readyz and /metrics, apart from the public API. */
+  ADMIN_PORT: port(fallbackPort),
+  /** Interface of the operator's server: loopback by default; 0.0.0.0 where probes or a scraper run elsewhere. */
+  ADMIN_HOST: text("127.0.0.1"),
+});
+
 /** Settings every app shares: where the bus and database are and how to name things. */
 export const common = {
   /** Postgres connection string. Required for the apps; the embedded stack provides one. */

@@ -39,7 +39,7 @@ export function banner(stack: Stack, dataDir: string): string {
   };
   return `
 notify is running.
-  API:        ${stack.baseUrl}/api/v1   (health: ${stack.baseUrl}/readyz, API docs: ${stack.baseUrl}/api/v1/docs)
+  API:        ${stack.baseUrl}/api/v1   (API docs: ${stack.baseUrl}/api/v1/docs; readiness and metrics: ${stack.adminUrl}/readyz, /metrics)
   Postgres:   ${stack.embedded.postgres ? `embedded PostgreSQL, data in ${here(join(dataDir, "postgres"))}` : "DATABASE_URL"}
   NATS:       ${stack.embedded.nats ? `own nats-server at ${stack.natsUrl}, store in ${here(join(dataDir, "nats"))}` : `NATS_URL, namespace "${stack.namespace}"`}
   Dev key:    ${key}   (admin scope; kept in ${here(join(dataDir, "dev-api-key"))})

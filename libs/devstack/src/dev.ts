@@ -18,6 +18,8 @@ export function writeDevEnv(dataDir: string, stack: Stack, userEnv: Record<strin
     pid: process.pid,
     env,
     ports: Object.fromEntries(APPS.map((app) => [app, stack.ports[app]])),
+    // The operator's ports (health, readiness, metrics) of the apps that have a public one.
+    adminPorts: { ingest: stack.ports.ingestAdmin, receipts: stack.ports.receiptsAdmin },
   };
   writeFileSync(devEnvFile(dataDir), `${JSON.stringify(settings, null, 2)}\n`, { mode: 0o600 });
   process.once("exit", () => rmSync(devEnvFile(dataDir), { force: true }));

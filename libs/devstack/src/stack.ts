@@ -49,7 +49,7 @@ export interface StackOptions {
    */
   basePort: number;
   /** Explicit ports (tests pick free ones); unset apps follow basePort, unset sandboxes pick a free port. */
-  ports?: Partial<Record<AppName | SandboxName, number>>;
+  ports?: Partial<Record<AppName | SandboxName | AdminName, number>>;
   logLevel?: string;
   /**
    * The user's environment (the shell's and `.env`): passed to every app, so any setting reaches
@@ -65,6 +65,12 @@ export interface StackOptions {
 }
 
 type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox";
+/** The operator's ports of the apps with a public one (health, readiness, metrics). */
+type AdminName = "ingestAdmin" | "receiptsAdmin";
+const ADMIN_OF: Partial<Record<AppName, AdminName>> = { ingest: "ingestAdmin", receipts: "receiptsAdmin" };
+/** Where an app answers /readyz: its operator's port when it has a public one, else its only port. */
+const readinessPort = (ports: Record<AppName | SandboxName | AdminName, number>, app: AppName) =>
+  ports[ADMIN_OF[app] ?? app];
 const CHANNELS = ["email", "sms", "push"] as const;
 type ProviderChannel = (typeof CHANNELS)[number];
 const PROVIDER_SETTING: Record<ProviderChannel, string> = {
@@ -91,7 +97,9 @@ export interface Stack {
   /** The development API key (plaintext), when seeded. */
   apiKey: string | null;
   apps: Map<AppName, AppProcess>;
-  ports: Record<AppName | SandboxName, number>;
+  ports: Record<AppName | SandboxName | AdminName, number>;
+  /** Ingest's operator port: /readyz and /metrics. */
+  adminUrl: string;
   /** The environment every app gets (without its PORT): what `turbo dev` starts the apps with. */
   appEnv: Record<string, string>;
   stop(): Promise<void>;
@@ -257,13 +265,19 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     });
     const apps = new Map<AppName, AppProcess>();
     for (const name of options.apps ?? APPS) {
-      const proc = spawnApp(name, { ...common, PORT: String(ports[name]) }, onLine);
+      const admin = ADMIN_OF[name];
+      const env = { ...common, PORT: String(ports[name]), ...(admin ? { ADMIN_PORT: String(ports[admin]) } : {}) };
+      const proc = spawnApp(name, env, onLine);
       apps.set(name, proc);
       cleanups.push(() => proc.stop());
     }
     await Promise.all(
       [...apps.values()].map((proc) =>
-        waitReady(`http://127.0.0.1:${ports[proc.name]}/readyz`, 60_000, () => proc.child.exitCode === null),
+        waitReady(
+          `http://127.0.0.1:${readinessPort(ports, proc.name)}/readyz`,
+          60_000,
+          () => proc.child.exitCode === null,
+        ),
       ),
     );
     const baseUrl = `http://127.0.0.1:${ports.ingest}`;
@@ -281,6 +295,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     cleanups.unshift(async () => removeStackEnv(options.dataDir));
     return {
       baseUrl,
+      adminUrl: `http://127.0.0.1:${ports.ingestAdmin}`,
       sandboxUrl: sendgrid.url,
       sandboxes: { sendgrid: sendgrid.url, plivo: plivo.url, push: push.url },
       providers: {
@@ -415,8 +430,11 @@ function lockDataDir(dataDir: string): void {
  * The ports of the apps and sandboxes. Given explicitly, or from basePort; with basePort 0,
  * remembered from the last start (the push subscriptions and queued work point at the sandboxes).
  */
-async function choosePorts(options: StackOptions, state: StackState): Promise<Record<AppName | SandboxName, number>> {
-  const offsets: Record<AppName | SandboxName, number> = {
+async function choosePorts(
+  options: StackOptions,
+  state: StackState,
+): Promise<Record<AppName | SandboxName | AdminName, number>> {
+  const offsets: Record<AppName | SandboxName | AdminName, number> = {
     ingest: 0,
     processor: 1,
     workers: 2,
@@ -424,9 +442,11 @@ async function choosePorts(options: StackOptions, state: StackState): Promise<Re
     sandbox: 10,
     plivoSandbox: 11,
     pushSandbox: 12,
+    ingestAdmin: 100,
+    receiptsAdmin: 103,
   };
-  const ports = {} as Record<AppName | SandboxName, number>;
-  for (const [name, offset] of Object.entries(offsets) as Array<[AppName | SandboxName, number]>) {
+  const ports = {} as Record<AppName | SandboxName | AdminName, number>;
+  for (const [name, offset] of Object.entries(offsets) as Array<[AppName | SandboxName | AdminName, number]>) {
     const explicit = options.ports?.[name];
     if (explicit !== undefined) ports[name] = explicit;
     // Tests that pick their ports leave the sandboxes they do not name on free ones.

@@ -36,11 +36,16 @@ t.teardown(async () => {
 
 t.test("turbo dev runs every app from source on the embedded stack, and Ctrl-C stops it all", async (t) => {
   const settings = await eventually(
-    async () => JSON.parse(readFileSync(join(dataDir, "dev.json"), "utf8")) as { ports: Record<string, number> },
+    async () =>
+      JSON.parse(readFileSync(join(dataDir, "dev.json"), "utf8")) as {
+        ports: Record<string, number>;
+        adminPorts: Record<string, number>;
+      },
     120_000,
     `the dev stack to come up:\n${output.join("").slice(-2000)}`,
   );
-  for (const [app, port] of Object.entries(settings.ports)) {
+  for (const [app, appPort] of Object.entries(settings.ports)) {
+    const port = settings.adminPorts[app] ?? appPort;
     await eventually(
       async () => ((await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok ? true : undefined),
       120_000,

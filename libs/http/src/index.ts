@@ -6,7 +6,7 @@ import { type Context, Hono } from "hono";
 import { toAppError } from "./dependency.js";
 import { responseHeaders } from "./headers.js";
 import type { MetricsRegistry } from "./metrics.js";
-import { requestMetrics } from "./metrics.js";
+import { mountMetrics, requestMetrics } from "./metrics.js";
 import { problemResponse, toProblem } from "./problem.js";
 import { type RequestLogger, requestLogger } from "./request-logger.js";
 
@@ -125,6 +125,27 @@ function answerError(error: unknown, c: Context<AppEnv>, log: Logger): Response 
   const extra = appError.context?.headers;
   if (extra && typeof extra === "object") Object.assign(headers, extra);
   return problemResponse(toProblem(appError, requestId, c.req.path), headers);
+}
+
+/** /healthz only: what a public port answers, so a load balancer can tell the process is alive. */
+export function mountLiveness(app: Hono<AppEnv>): void {
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+}
+
+/**
+ * The operator's server: /healthz, /readyz and /metrics, on a port of its own (loopback by
+ * default) so that neither readiness details nor metrics are reachable where the API is.
+ */
+export function createAdminApp(
+  log: Logger,
+  checks: HealthChecks,
+  isStopping: () => boolean,
+  metrics?: MetricsRegistry,
+): Hono<AppEnv> {
+  const app = newApp(log);
+  mountHealth(app, checks, isStopping);
+  if (metrics !== undefined) mountMetrics(app, metrics);
+  return app;
 }
 
 export interface HealthChecks {
