@@ -143,17 +143,26 @@ export interface RequestMetrics {
   observe(method: string, route: string, status: number, seconds: number): void;
 }
 
-/** The request-duration histogram of one app's HTTP server. */
+const requestHistograms = new WeakMap<MetricsRegistry, RequestMetrics>();
+
+/**
+ * The request-duration histogram of a registry: one per registry, shared by every server that
+ * reports to it (an app rebuilt in a test, a second listener), as a metric is registered once.
+ */
 export function requestMetrics(metrics: MetricsRegistry): RequestMetrics {
+  const known = requestHistograms.get(metrics);
+  if (known !== undefined) return known;
   const histogram = metrics.histogram(
     "http_request_duration_seconds",
     "HTTP requests by method, route pattern and status, seconds from arrival to answer",
     REQUEST_DURATION_BUCKETS,
     ["method", "route", "status"],
   );
-  return {
+  const made: RequestMetrics = {
     observe: (method, route, status, seconds) => histogram.observe({ method, route, status: String(status) }, seconds),
   };
+  requestHistograms.set(metrics, made);
+  return made;
 }
 
 /**

@@ -58,3 +58,17 @@ t.test("request durations are a histogram by method, route pattern and status", 
   t.match(text, /^http_request_duration_seconds_count\{method="GET",route="\/api\/things\/:id",status="200"\} 2$/m);
   t.notMatch(text, /things\/a/, "no raw path in a label");
 });
+
+t.test("several apps may report to one registry", async (t) => {
+  const { log } = captureLogger("access");
+  const metrics = createMetrics("test");
+  const first = newApp(log, { metrics });
+  const second = newApp(log, { metrics });
+  first.get("/a", (c) => c.text("a"));
+  second.get("/b", (c) => c.text("b"));
+  await first.request("/a");
+  await second.request("/b");
+  const text = await metrics.render();
+  t.match(text, /route="\/a"/);
+  t.match(text, /route="\/b"/);
+});
