@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import type { Sql } from "@notify/db";
 import { listen } from "@notify/http";
 import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
@@ -37,16 +38,21 @@ export async function seedChannel(
   return id;
 }
 
-/** What the worker writes once the provider accepted. */
+/**
+ * What the worker writes once the provider accepted. Like the worker's own write, the status
+ * only moves forward: a receipt that arrived first (the sandbox posts right after answering) and
+ * already settled the channel is not undone.
+ */
 export const recordSend = (
   sql: Sql,
   id: string,
   channel: string,
   provider: string,
   providerId: string,
-  status = "delivered",
+  status: ChannelStatus = "delivered",
 ) =>
-  sql`update notification_channels set status = ${status}, provider = ${provider}, provider_id = ${providerId}
+  sql`update notification_channels set provider = ${provider}, provider_id = ${providerId},
+      status = case when status = any(${statusesMovableTo(status)}) then ${status} else status end
     where notification_id = ${id} and channel = ${channel}`;
 
 export async function channelRow(sql: Sql, id: string, channel: string) {

@@ -6,8 +6,11 @@ import t from "tap";
 // GET /metrics on every app of the real stack, and the workers' delivery series after one
 // notification went the whole way.
 const { stack, ports } = await startTestStack(t);
+// Ingest and receipts serve metrics on their operator's port only; the others on their one port.
+const operatorPort = (app: (typeof APPS)[number]) =>
+  app === "ingest" ? stack.ports.ingestAdmin : app === "receipts" ? stack.ports.receiptsAdmin : ports[app];
 const metrics = async (app: (typeof APPS)[number]) => {
-  const response = await fetch(`http://127.0.0.1:${ports[app]}/metrics`);
+  const response = await fetch(`http://127.0.0.1:${operatorPort(app)}/metrics`);
   return { response, text: await response.text() };
 };
 
@@ -18,6 +21,10 @@ t.test("every app serves Prometheus metrics", async (t) => {
     t.match(response.headers.get("content-type"), /^text\/plain; version=0\.0\.4/);
     t.match(text, `notify_app_info{app="${app}"} 1`);
     t.match(text, /^process_resident_memory_bytes \d+/m);
+  }
+  for (const app of ["ingest", "receipts"] as const) {
+    const publicPort = await fetch(`http://127.0.0.1:${ports[app]}/metrics`);
+    t.equal(publicPort.status, 404, `${app}: no metrics on the public port`);
   }
 });
 
