@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { type AddressInfo, createServer } from "node:net";
 import { type SandboxFault, startSendgridSandbox } from "@notify/devstack";
 import { createSendgridProvider } from "@notify/providers";
 import { freePort } from "@notify/testing";
@@ -25,9 +26,19 @@ const sendgrid = (apiKey: string, baseUrl = sandbox.url) =>
 const [emailGate] = h.gates([sendgrid("SG.test")]);
 const [wrongKeyGate] = h.gates([sendgrid("SG.wrong")]);
 const [unreachableGate] = h.gates([sendgrid("SG.test", `http://127.0.0.1:${await freePort()}`)]);
+// A name that never resolves (RFC 2606 reserves .invalid), TLS spoken to a plain HTTP port, and a
+// server that reads the whole request and then drops the connection without an answer.
+const [dnsGate] = h.gates([sendgrid("SG.test", "http://sendgrid.notify.invalid")]);
+const [tlsGate] = h.gates([sendgrid("SG.test", sandbox.url.replace("http://", "https://"))]);
+const dropper = createServer((socket) => socket.once("data", () => setTimeout(() => socket.resetAndDestroy(), 20)));
+await new Promise<void>((resolve) => dropper.listen(0, "127.0.0.1", resolve));
+t.teardown(() => new Promise((resolve) => dropper.close(resolve)));
+const [dropGate] = h.gates([sendgrid("SG.test", `http://127.0.0.1:${(dropper.address() as AddressInfo).port}`)]);
 const push = await startFakeProviderServer(t);
 const [pushGate] = h.gates([fakeProvider({ name: "fakepush", channel: "push", url: push.url, timeoutMs: 1000 })]);
-if (!emailGate || !wrongKeyGate || !unreachableGate || !pushGate) throw new Error("gates");
+if (!emailGate || !wrongKeyGate || !unreachableGate || !dnsGate || !tlsGate || !dropGate || !pushGate) {
+  throw new Error("gates");
+}
 
 type Expect = { status: string; disposition: "ack" | "retry"; deadLetter?: string; minDelayMs?: number };
 
@@ -63,6 +74,7 @@ const emailCases: Array<{
     fault: { status: 429, retry_after_seconds: 3 },
     expect: { status: "retrying", disposition: "retry", minDelayMs: 3000 },
   },
+  { name: "408 request timeout", fault: { status: 408 }, expect: { status: "retrying", disposition: "retry" } },
   { name: "500", fault: { status: 500 }, expect: { status: "retrying", disposition: "retry" } },
   { name: "502", fault: { status: 502 }, expect: { status: "retrying", disposition: "retry" } },
   { name: "503", fault: { status: 503 }, expect: { status: "retrying", disposition: "retry" } },
@@ -73,8 +85,23 @@ const emailCases: Array<{
     expect: { status: "unsettled", disposition: "ack", deadLetter: "outcome_unknown" },
   },
   {
-    name: "connection refused (no status: treated as unknown)",
+    name: "connection refused (never reached SendGrid: retried)",
     gate: unreachableGate,
+    expect: { status: "retrying", disposition: "retry" },
+  },
+  {
+    name: "DNS failure (never reached SendGrid: retried)",
+    gate: dnsGate,
+    expect: { status: "retrying", disposition: "retry" },
+  },
+  {
+    name: "TLS handshake failure (never reached SendGrid: retried)",
+    gate: tlsGate,
+    expect: { status: "retrying", disposition: "retry" },
+  },
+  {
+    name: "connection reset after the request was written (may have accepted)",
+    gate: dropGate,
     expect: { status: "unsettled", disposition: "ack", deadLetter: "outcome_unknown" },
   },
 ];
@@ -148,6 +175,7 @@ const pushCases: Array<{ name: string; answer: FakeAnswer; expect: Expect; remov
     expect: { status: "retrying", disposition: "retry", minDelayMs: 2000 },
     removed: false,
   },
+  { name: "408", answer: { status: 408 }, expect: { status: "retrying", disposition: "retry" }, removed: false },
   { name: "503", answer: { status: 503 }, expect: { status: "retrying", disposition: "retry" }, removed: false },
 ];
 

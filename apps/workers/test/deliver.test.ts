@@ -111,6 +111,58 @@ t.test(
   },
 );
 
+t.test("in-app: the inbox's own database error is retried with backoff, then stored once", async (t) => {
+  let failing = true;
+  const [inAppGate] = h.gates([
+    createInAppProvider({
+      store: async (m) => {
+        // What postgres.js rejects with when the inbox's database is unreachable.
+        if (failing) throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+        return storeInboxItem(database.sql, {
+          userId: m.to,
+          notificationId: m.notificationId,
+          category: m.category,
+          title: m.subject,
+          body: m.body,
+        });
+      },
+    }),
+  ]);
+  if (!inAppGate) throw new Error("no gate");
+  const inAppDeps = h.deps(inAppGate);
+  const item = await workItem(database, { channel: "in_app", to: "u2" });
+  const first = await deliver(inAppDeps, item);
+  t.ok("retryInMs" in first && first.retryInMs > 0, "retried after a delay, not acknowledged");
+  t.match(await channelRow(database, item), { status: "retrying", attempts: 1, reason: /inbox unavailable/ });
+  t.match((await guard.get(`${item.notification_id}.in_app`))?.json<GuardValue>(), { state: "failed" });
+  failing = false;
+  t.same(await deliver(inAppDeps, item), { ack: true });
+  t.match(await channelRow(database, item), { status: "delivered", provider: "inapp", attempts: 2 });
+  t.same(await deadLetters(bus, item.notification_id), [], "nothing dead-lettered");
+});
+
+t.test("in-app: an outcome recorded unknown is asked again, not left unsettled", async (t) => {
+  const [inAppGate] = h.gates([
+    createInAppProvider({
+      store: (m) =>
+        storeInboxItem(database.sql, {
+          userId: m.to,
+          notificationId: m.notificationId,
+          category: m.category,
+          title: m.subject,
+          body: m.body,
+        }),
+    }),
+  ]);
+  if (!inAppGate) throw new Error("no gate");
+  const item = await workItem(database, { channel: "in_app", to: "u3" });
+  await guard.create(
+    `${item.notification_id}.in_app`,
+    encode({ state: "unknown", at: Date.now() - 1000, attempt: 1, worker: "gone:9", reason: "timed out" }),
+  );
+  t.same(await deliver(h.deps(inAppGate), item), { ack: true });
+  t.match(await channelRow(database, item), { status: "delivered", provider: "inapp" });
+});
 t.test("a guard saying sent (status write lost in a crash) is reconciled to delivered without a send", async (t) => {
   const item = await workItem(database);
   await guard.create(

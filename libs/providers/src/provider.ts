@@ -15,11 +15,20 @@ export interface OutboundMessage {
 /**
  * The outcome of one provider call, classified by the provider itself:
  * only it knows what its answers mean. `transient` may be retried (after `retryAfterMs` when the
- * provider said so); `permanent` never is.
+ * provider said so); `permanent` never is. A transient result with neither `status` nor `notSent`
+ * (a timeout, a reset once the request was written) may have been accepted: its outcome is unknown.
  */
 export type SendResult =
   | { outcome: "accepted"; providerId: string }
-  | { outcome: "transient"; reason: string; retryAfterMs?: number; status?: number }
+  | {
+      outcome: "transient";
+      reason: string;
+      retryAfterMs?: number;
+      /** The provider's HTTP status, when it answered: it refused the send, so retrying cannot duplicate it. */
+      status?: number;
+      /** No answer, and the request never reached the provider (refused, DNS, TLS): a retry cannot duplicate it. */
+      notSent?: true;
+    }
   | {
       outcome: "permanent";
       reason: string;

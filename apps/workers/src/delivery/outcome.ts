@@ -4,17 +4,19 @@ import { retryDelayMs } from "./backoff.js";
 
 /**
  * What one provider call meant for its address.
- * The provider classifies its own failures; what the worker adds is whether the provider
- * answered at all: a failure without an HTTP status is a timeout or a broken connection, after
- * which the provider may have accepted the message, so it is never retried (invariant 2: only a
- * failure the provider reported definitively may be followed by another send).
+ * The provider classifies its own failures; what the worker adds is whether another attempt
+ * could duplicate the send. A failure the provider answered (429, 5xx, 408) or that never
+ * reached it (refused, DNS, TLS) is retried; one after which the provider may have accepted
+ * (a timeout or a reset once the request was written) is an unknown outcome, never sent again
+ * (invariant 2), except to a provider that ignores a repeated send (the in-app inbox), which is
+ * simply asked again.
  */
 export type AddressResult =
   | { kind: "accepted"; providerId: string }
   /** The address itself is dead (a push subscription gone: 404/410): removed from the user. */
   | { kind: "gone"; reason: string }
   | { kind: "permanent"; reason: string }
-  /** Reported by the provider (429, 5xx, and 408/504 timeouts): another attempt may send. */
+  /** Another attempt may send: the provider answered with a transient status, or never got the request. */
   | { kind: "transient"; reason: string; retryAfterMs?: number }
   | { kind: "unknown"; reason: string }
   /** Not attempted: the provider's circuit breaker is open. */
@@ -22,7 +24,7 @@ export type AddressResult =
 
 export type AddressKind = AddressResult["kind"];
 
-export function classify(result: SendResult): AddressResult {
+export function classify(result: SendResult, idempotent = false): AddressResult {
   switch (result.outcome) {
     case "accepted":
       return { kind: "accepted", providerId: result.providerId };
@@ -31,7 +33,9 @@ export function classify(result: SendResult): AddressResult {
         ? { kind: "gone", reason: result.reason }
         : { kind: "permanent", reason: result.reason };
     case "transient":
-      if (result.status === undefined) return { kind: "unknown", reason: result.reason };
+      if (result.status === undefined && result.notSent !== true && !idempotent) {
+        return { kind: "unknown", reason: result.reason };
+      }
       return result.retryAfterMs === undefined
         ? { kind: "transient", reason: result.reason }
         : { kind: "transient", reason: result.reason, retryAfterMs: result.retryAfterMs };
@@ -39,10 +43,7 @@ export function classify(result: SendResult): AddressResult {
 }
 
 /** Results that say the provider is unwell: they feed its circuit breaker. */
-export const countsAgainstProvider = (result: SendResult): boolean => {
-  const kind = classify(result).kind;
-  return kind === "transient" || kind === "unknown";
-};
+export const countsAgainstProvider = (result: SendResult): boolean => result.outcome === "transient";
 
 export interface AttemptInput {
   /** This attempt's results, one per address it called. */

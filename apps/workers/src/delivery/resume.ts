@@ -24,6 +24,8 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
       await deadLetter(ctx, guard.class ?? "permanent", guard.reason ?? "dead-lettered", guard.attempt);
       return done(ctx, "failed", { reconciled: true, reason: guard.reason }, { ack: true });
     case "unknown":
+      // A provider that ignores a repeated send (the in-app inbox) is simply asked again.
+      if (deps.gate.provider.idempotent) return await retake(ctx, seen);
       await unsettle(ctx, guard.reason ?? "outcome unknown", guard.attempt);
       return done(ctx, "unsettled", { reconciled: true, reason: guard.reason }, { ack: true });
     default: {

@@ -62,7 +62,7 @@ export function createGate(
       const result = await breaker.run(() => call(message), countsAgainstProvider);
       if (result === REJECTED) return { kind: "skipped", reason: `${provider.name} circuit breaker is open` };
       metrics.sendSeconds.observe({ provider: provider.name }, (performance.now() - started) / 1000);
-      const classified = classify(result);
+      const classified = classify(result, provider.idempotent === true);
       metrics.sends.inc({ provider: provider.name, channel: provider.channel, result: classified.kind });
       return classified;
     },

@@ -154,10 +154,13 @@ t.test("a wrong token is permanent; a bad number never reaches Plivo", async (t)
 
 t.test("slow or unreachable Plivo is transient", async (t) => {
   sandbox.fault({ delay_ms: 1500, times: 1 });
-  t.match(await provider({ timeoutMs: 300 }).send(message()), { outcome: "transient", reason: /timed out/ });
+  const slow = await provider({ timeoutMs: 300 }).send(message());
+  t.match(slow, { outcome: "transient", reason: /timed out/ });
+  t.notOk("notSent" in slow, "a timeout may have been accepted: not marked as never sent");
   t.match(await provider({ baseUrl: "http://127.0.0.1:1" }).send(message()), {
     outcome: "transient",
     reason: /unreachable: ECONNREFUSED/,
+    notSent: true,
   });
 });
 

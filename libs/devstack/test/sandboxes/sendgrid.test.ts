@@ -166,6 +166,7 @@ t.test("an unreachable endpoint is transient", async (t) => {
   t.match(await provider({ baseUrl: gone.url }).send(message()), {
     outcome: "transient",
     reason: /unreachable: ECONNREFUSED/,
+    notSent: true,
   });
 });
 

@@ -100,7 +100,9 @@ t.test("failures are classified: gone subscriptions are to be removed", async (t
 t.test("slow, unreachable or untrusted push services are transient; bad input is permanent", async (t) => {
   const to = JSON.stringify(sandbox.subscribe());
   sandbox.fault({ delay_ms: 1500, times: 1 });
-  t.match(await provider({ timeoutMs: 300 }).send(message(to)), { outcome: "transient", reason: /timed out/ });
+  const slow = await provider({ timeoutMs: 300 }).send(message(to));
+  t.match(slow, { outcome: "transient", reason: /timed out/ });
+  t.notOk("notSent" in slow, "a timeout may have been accepted: not marked as never sent");
   const { ca: _ca, ...withoutCa } = {
     vapid,
     ca: "",
@@ -109,9 +111,13 @@ t.test("slow, unreachable or untrusted push services are transient; bad input is
     ttlSeconds: { transactional: 60, promotional: 60 },
     timeoutMs: 2000,
   };
-  t.match(await createWebPushProvider(withoutCa).send(message(to)), { outcome: "transient", reason: /unreachable/ });
+  t.match(await createWebPushProvider(withoutCa).send(message(to)), {
+    outcome: "transient",
+    reason: /unreachable/,
+    notSent: true,
+  });
   const closed = JSON.stringify({ ...JSON.parse(to), endpoint: "https://127.0.0.1:1/push/x" });
-  t.match(await provider().send(message(closed)), { outcome: "transient", reason: /ECONNREFUSED/ });
+  t.match(await provider().send(message(closed)), { outcome: "transient", reason: /ECONNREFUSED/, notSent: true });
   t.match(await provider().send(message("not json")), { outcome: "permanent", addressGone: true });
   t.match(await provider().send(message(to, { body: "x".repeat(4000) })), { outcome: "permanent", reason: /payload/ });
   t.match(await provider({ vapid: { ...vapid, ...webpush.generateVAPIDKeys() } }).send(message(to)), {

@@ -1,6 +1,7 @@
 import plivo from "plivo";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import { transportFailure } from "../transport.js";
 
 export interface PlivoConfig {
   authId: string;
@@ -29,8 +30,8 @@ const STATUS_IN_MESSAGE = /status code (\d{3})/;
 function classify(error: unknown, timedOut: SendResult): SendResult {
   if (typeof error === "string") {
     if (/timeout|ECONNABORTED|ETIMEDOUT/.test(error)) return timedOut;
-    const code = /\b(E[A-Z]{3,})\b/.exec(error)?.[1];
-    return { outcome: "transient", reason: `plivo unreachable: ${code ?? error.split("\n")[0]}` };
+    const code = /\b((?:E[A-Z_]{3,}|ERR_[A-Z_]+|[A-Z_]*CERT[A-Z_]*))\b/.exec(error)?.[1];
+    return transportFailure("plivo", code, error.split("\n")[0] ?? error);
   }
   const message = error instanceof Error ? error.message : String(error);
   const known = (error as { status?: unknown } | null)?.status;
@@ -40,7 +41,8 @@ function classify(error: unknown, timedOut: SendResult): SendResult {
     return { outcome: "permanent", reason: `plivo request not built: ${message}` };
   }
   if (status === 401) return { outcome: "permanent", reason: "plivo 401: auth id or token invalid", status };
-  if (status === 429 || status >= 500) return { outcome: "transient", reason: `plivo ${status}`, status };
+  if (status === 408 || status === 429 || status >= 500)
+    return { outcome: "transient", reason: `plivo ${status}`, status };
   return { outcome: "permanent", reason: `plivo ${status}: message refused`, status };
 }
 

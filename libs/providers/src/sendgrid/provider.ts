@@ -1,7 +1,9 @@
 import { Client } from "@sendgrid/client";
 import { MailService } from "@sendgrid/mail";
 import { convert, type HtmlToTextOptions } from "html-to-text";
+import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import { transportFailure } from "../transport.js";
 
 export interface SendgridConfig {
   apiKey: string;
@@ -30,20 +32,6 @@ const isResponseError = (error: unknown): error is SendgridResponseError =>
 const isTransportError = (error: unknown): error is Error & { code?: string } =>
   error instanceof Error && (error as { isAxiosError?: unknown }).isAxiosError === true;
 
-const TIMED_OUT = Symbol("timed out");
-
-async function withDeadline<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<typeof TIMED_OUT>((resolve) => {
-    timer = setTimeout(resolve, ms, TIMED_OUT);
-  });
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 const firstErrorMessage = (body: unknown): string | undefined => {
   const errors = (body as { errors?: unknown } | null)?.errors;
   const message = Array.isArray(errors) ? (errors[0] as { message?: unknown } | undefined)?.message : undefined;
@@ -55,13 +43,13 @@ const retryAfterMs = (headers: Record<string, unknown>): { retryAfterMs?: number
   return Number.isFinite(seconds) && seconds >= 0 ? { retryAfterMs: seconds * 1000 } : {};
 };
 
-/** Failure classes: 429 and 5xx retry, every other 4xx is final. */
+/** Failure classes: 408, 429 and 5xx retry, every other 4xx is final. */
 function classifyResponse({ code: status, response }: SendgridResponseError): SendResult {
   if (status === 401) {
     return { outcome: "permanent", reason: "sendgrid 401: API key invalid, expired or revoked", status };
   }
   const reason = `sendgrid ${status}: ${firstErrorMessage(response.body) ?? "no error detail"}`;
-  if (status === 429 || status >= 500) {
+  if (status === 408 || status === 429 || status >= 500) {
     return { outcome: "transient", reason, status, ...retryAfterMs(response.headers) };
   }
   return { outcome: "permanent", reason, status };
@@ -126,7 +114,7 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
       if (isResponseError(error)) return classifyResponse(error);
       if (isTransportError(error)) {
         if (error.code === "ECONNABORTED" || error.code === "ETIMEDOUT") return timedOut;
-        return { outcome: "transient", reason: `sendgrid unreachable: ${error.code ?? error.message}` };
+        return transportFailure("sendgrid", error.code, error.message);
       }
       // Only building the request is left: the same message would fail the same way again.
       return { outcome: "permanent", reason: `sendgrid request not built: ${String(error)}` };

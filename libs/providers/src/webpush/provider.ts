@@ -3,6 +3,7 @@ import { Agent } from "node:https";
 import webpush from "web-push";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import { transportFailure } from "../transport.js";
 import { type EndpointPolicy, endpointRefusal, guardedLookup } from "./ssrf.js";
 
 export interface VapidKeys {
@@ -89,7 +90,7 @@ function classify(error: WebPushError): SendResult {
   if (status === 404 || status === 410) {
     return { outcome: "permanent", reason: `webpush ${status}: subscription gone`, status, addressGone: true };
   }
-  if (status === 429 || status >= 500) {
+  if (status === 408 || status === 429 || status >= 500) {
     return { outcome: "transient", reason: `webpush ${status}`, status, ...retryAfterMs(error.headers["retry-after"]) };
   }
   if (status === 413) return { outcome: "permanent", reason: "webpush 413: payload too large", status };
@@ -160,7 +161,7 @@ export function createWebPushProvider(config: WebPushConfig): Provider {
       const code = (error as { code?: string }).code;
       if (code === "EPRIVATEADDR") return { outcome: "permanent", reason: `webpush: ${(error as Error).message}` };
       if (error instanceof Error && /timeout/i.test(error.message)) return timedOut;
-      if (code !== undefined) return { outcome: "transient", reason: `webpush unreachable: ${code}` };
+      if (code !== undefined) return transportFailure("webpush", code, (error as Error).message);
       // Building the request failed (bad keys, a bad subscription): the same call fails again.
       return { outcome: "permanent", reason: `webpush request not built: ${String(error)}` };
     }
