@@ -40,6 +40,12 @@ export const ProcessorConfig = v.object({
   RETENTION_INTERVAL_MS: int(3_600_000, 1000, 86_400_000),
   /** Where archived notifications go: ARCHIVE_DIR/YYYY-MM/*.ndjson.gz (a volume in containers). */
   ARCHIVE_DIR: text("archive"),
+  /** How often the reconciler looks for stalled work (one instance at a time runs it). */
+  RECONCILE_INTERVAL_MS: int(10_000, 1000, 3_600_000),
+  /** Seconds work may sit unchanged, with nothing left in NATS to move it on, before the reconciler drives it on. */
+  RECONCILE_AFTER_SECONDS: int(20, 5, 86_400),
+  /** Hours of notifications the reconciler's first scan covers (later scans go on from where the last stopped). */
+  RECONCILE_LOOKBACK_HOURS: int(24, 1, 2160),
   /** Postgres pool of the promotional lane and the scheduler. */
   DB_POOL_SIZE: int(10, 1, 100),
   /** Postgres pool of the transactional lane alone, so a promotional flood cannot take it. */

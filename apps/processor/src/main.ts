@@ -7,7 +7,8 @@ import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps, startConsumers } from "./consumers.js";
 import { startScheduler } from "./deferral/scheduler.js";
-import { laneBacklogCollector } from "./metrics.js";
+import { laneBacklogCollector, reconcilerCounter } from "./metrics.js";
+import { startReconciler } from "./reconciler/reconciler.js";
 import { startRetention } from "./retention/job.js";
 
 const config = loadConfig(ProcessorConfig, process.env);
@@ -70,11 +71,31 @@ const retention = startRetention(
   { database, log },
   { intervalMs: config.RETENTION_INTERVAL_MS, days: config.RETENTION_DAYS, dir: config.ARCHIVE_DIR },
 );
+const reconciler = startReconciler(
+  {
+    lanes: { transactional: await laneDeps(deps, "transactional"), promotional: await laneDeps(deps, "promotional") },
+    database,
+    bus,
+    log,
+    onFound: reconcilerCounter(metrics),
+  },
+  {
+    intervalMs: config.RECONCILE_INTERVAL_MS,
+    afterMs: config.RECONCILE_AFTER_SECONDS * 1000,
+    lookbackMs: config.RECONCILE_LOOKBACK_HOURS * 3_600_000,
+  },
+);
 log.info({ port: server.port, consumers: runners.length }, "processor consuming");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
-  await Promise.all([...runners.map((r) => r.stop()), scheduler.stop(), expander.stop(), retention.stop()]);
+  await Promise.all([
+    ...runners.map((r) => r.stop()),
+    scheduler.stop(),
+    expander.stop(),
+    retention.stop(),
+    reconciler.stop(),
+  ]);
   await bus.close();
   await Promise.all([database.close(), transactionalDatabase.close()]);
   await server.close();

@@ -31,3 +31,13 @@ export function laneBacklogCollector(bus: Bus, metrics: MetricsRegistry, cacheMs
     await Promise.all(reads);
   };
 }
+
+/** Counts what the reconciler found stalled and drove on, by kind. */
+export function reconcilerCounter(metrics: MetricsRegistry) {
+  const found = metrics.counter(
+    "notify_reconciler_found_total",
+    "Stalled work the reconciler found and drove on: unrouted, unsent, in_app_unsettled",
+    ["kind"],
+  );
+  return (kind: string, count: number) => found.inc({ kind }, count);
+}

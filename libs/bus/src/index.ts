@@ -29,6 +29,7 @@ import {
 
 export * from "./dead-letters.js";
 export * from "./errors.js";
+export * from "./oldest.js";
 export * from "./publisher.js";
 export * from "./send-guard.js";
 export * from "./topology.js";

@@ -70,6 +70,7 @@ export * from "./preferences.js";
 export * from "./profiles.js";
 export * from "./push-subscriptions.js";
 export * from "./receipts.js";
+export * from "./reconcile.js";
 export type { Row, RowPick } from "./rows.js";
 export * from "./seed.js";
 export * from "./templates.js";

@@ -71,8 +71,24 @@ export const notificationChannels = pgTable(
   (t) => [
     primaryKey({ columns: [t.notificationId, t.channel] }),
     index("notification_channels_provider_idx").on(t.provider, t.providerId),
+    // The reconciler's view: channels waiting to be sent, and in-app sends left unsettled.
+    index("notification_channels_waiting_idx")
+      .on(t.updatedAt)
+      .where(
+        sql`${t.status} in ('pending', 'deferred', 'retrying', 'parked') or (${t.channel} = 'in_app' and ${t.status} = 'unsettled')`,
+      ),
   ],
 );
+
+/**
+ * Where a periodic sweep stands (the reconciler's scan of notifications, by id): kept in
+ * Postgres so that whichever instance runs the sweep next goes on from there.
+ */
+export const sweepPositions = pgTable("sweep_positions", {
+  name: text("name").primaryKey(),
+  position: text("position").notNull(),
+  updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+});
 
 /**
  * Every status a channel took after routing, with its time and reason: the log an operator reads

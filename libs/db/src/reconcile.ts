@@ -1,0 +1,196 @@
+import type { Channel, ChannelStatus, LaneMessage, Priority } from "@notify/core";
+import type { Database } from "./index.js";
+import type { RowPick } from "./rows.js";
+import type { notificationChannels, notifications } from "./schema/index.js";
+
+/**
+ * Runs `work` only if no other process holds the lock `name` (a session advisory lock on one
+ * reserved connection), so a periodic sweep runs once across the deployment however many
+ * instances schedule it. Answers undefined when another holds it. A process that dies releases
+ * it with its connection.
+ */
+export async function withSweepLock<T>(
+  database: Database,
+  name: string,
+  work: () => Promise<T>,
+): Promise<T | undefined> {
+  const reserved = await database.sql.reserve();
+  try {
+    const [row] = await reserved<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtext(${name})) as locked`;
+    if (!row?.locked) return undefined;
+    try {
+      return await work();
+    } finally {
+      await reserved`select pg_advisory_unlock(hashtext(${name}))`;
+    }
+  } finally {
+    reserved.release();
+  }
+}
+
+/** Where the sweep `name` stands; `initial` when it never ran. */
+export async function readSweepPosition(database: Database, name: string, initial: string): Promise<string> {
+  const [row] = await database.sql<{ position: string }[]>`select position from sweep_positions where name = ${name}`;
+  return row?.position ?? initial;
+}
+
+export async function saveSweepPosition(database: Database, name: string, position: string): Promise<void> {
+  await database.sql`
+    insert into sweep_positions (name, position) values (${name}, ${position})
+    on conflict (name) do update set position = excluded.position, updated_at = now()`;
+}
+
+type NotificationRow = Omit<
+  RowPick<
+    typeof notifications,
+    | "id"
+    | "client_id"
+    | "user_id"
+    | "category"
+    | "template_id"
+    | "template_version"
+    | "priority"
+    | "requested_channels"
+    | "data"
+    | "partition"
+    | "created_at"
+  >,
+  "priority" | "requested_channels" | "data"
+> & { priority: Priority; requested_channels: Channel[] | null; data: Record<string, unknown> };
+
+/** A notification as its lane message, with the partition it was published to. */
+export interface LaneNotification {
+  message: LaneMessage;
+  partition: number;
+  createdAt: Date;
+}
+
+const asLane = (row: NotificationRow): LaneNotification => ({
+  message: {
+    notification_id: row.id,
+    client_id: row.client_id,
+    user_id: row.user_id,
+    category: row.category,
+    template_id: row.template_id,
+    ...(row.template_version === null ? {} : { template_version: row.template_version }),
+    priority: row.priority,
+    channels: row.requested_channels,
+    data: row.data,
+    created_at: row.created_at.toISOString(),
+  },
+  partition: row.partition,
+  createdAt: row.created_at,
+});
+
+/**
+ * One chunk of the notification log from `from` on (ids are time-ordered UUIDv7 text) and
+ * before `before`, at most `limit` ids: those that have no channel outcome yet (accepted, not
+ * routed) and are not waiting in the publish outbox (ingest's own sweep publishes those), and
+ * the last id of the chunk, where the next chunk starts.
+ */
+export async function findUnroutedNotifications(
+  database: Database,
+  range: { from: string; before: string; limit: number },
+): Promise<{ unrouted: LaneNotification[]; last: string | null }> {
+  const { sql } = database;
+  const [edge] = await sql<{ last: string | null }[]>`
+    select max(id) as last from (
+      select id from notifications where id >= ${range.from} and id < ${range.before} order by id limit ${range.limit}
+    ) chunk`;
+  const last = edge?.last ?? null;
+  if (last === null) return { unrouted: [], last };
+  const rows = await sql<NotificationRow[]>`
+    select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at
+    from notifications n
+    where id >= ${range.from} and id <= ${last}
+      and not exists (select 1 from notification_channels c where c.notification_id = n.id)
+      and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
+    order by id`;
+  return { unrouted: rows.map(asLane), last };
+}
+
+/** A channel that has waited for a worker longer than the bound, with its notification. */
+export interface WaitingChannel extends LaneNotification {
+  channel: Channel;
+  status: ChannelStatus;
+  /** Its last change. */
+  updatedAt: Date;
+  /** When it was planned to go (deferred) or be tried again (retrying, parked). */
+  nextAttemptAt: Date | null;
+}
+
+type WaitingRow = NotificationRow &
+  Omit<
+    RowPick<typeof notificationChannels, "channel" | "status" | "updated_at" | "next_attempt_at">,
+    "channel" | "status"
+  > & {
+    channel: Channel;
+    status: ChannelStatus;
+  };
+
+/**
+ * Channels pending, retrying or parked, or deferred with their timer released, whose last change
+ * and planned next attempt are both older than `before`: each should have been picked up by a
+ * worker by now, unless its work item is gone. Oldest first.
+ */
+export async function findWaitingChannels(
+  database: Database,
+  options: { before: Date; limit: number },
+): Promise<WaitingChannel[]> {
+  const rows = await database.sql<WaitingRow[]>`
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.template_version, n.priority,
+      n.requested_channels, n.data, n.partition, n.created_at, c.channel, c.status, c.updated_at, c.next_attempt_at
+    from notification_channels c join notifications n on n.id = c.notification_id
+    where (c.status in ('pending', 'retrying', 'parked') or c.status = 'deferred') and c.updated_at < ${options.before}
+      and (c.next_attempt_at is null or c.next_attempt_at < ${options.before})
+      and (c.status <> 'deferred'
+        or not exists (select 1 from deferred_notifications d where d.notification_id = c.notification_id))
+    order by c.updated_at limit ${options.limit}`;
+  return rows.map((row) => ({
+    ...asLane(row),
+    channel: row.channel,
+    status: row.status,
+    updatedAt: row.updated_at,
+    nextAttemptAt: row.next_attempt_at,
+  }));
+}
+
+/**
+ * Marks a stalled channel as looked at now, if it is still as it was found (same status, same
+ * last change): answers its new last change, or null when something else moved it meanwhile.
+ */
+export async function touchWaitingChannel(
+  database: Database,
+  found: { message: { notification_id: string }; channel: Channel; status: ChannelStatus; updatedAt: Date },
+): Promise<Date | null> {
+  const [row] = await database.sql<{ updated_at: Date }[]>`
+    update notification_channels set updated_at = clock_timestamp()
+    where notification_id = ${found.message.notification_id} and channel = ${found.channel}
+      and status = ${found.status} and date_trunc('milliseconds', updated_at) = ${found.updatedAt}
+    returning updated_at`;
+  return row?.updated_at ?? null;
+}
+
+/**
+ * In-app channels left unsettled (a worker died during the store) whose item is in the inbox:
+ * delivered, as the inbox itself says. One statement, with the status event. Answers how many.
+ */
+export async function settleInAppFromInbox(database: Database, before: Date, limit: number): Promise<number> {
+  const rows = await database.sql`
+    with found as (
+      select c.notification_id, i.id as item_id
+      from notification_channels c join inbox_items i on i.notification_id = c.notification_id
+      where c.channel = 'in_app' and c.status = 'unsettled' and c.updated_at < ${before}
+      order by c.updated_at limit ${limit}
+    ), moved as (
+      update notification_channels c set
+        status = 'delivered', reason = 'settled from the inbox', provider = 'inapp',
+        provider_id = 'inbox:' || found.item_id, updated_at = now()
+      from found
+      where c.notification_id = found.notification_id and c.channel = 'in_app' and c.status = 'unsettled'
+      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
+    )
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
+    select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved`;
+  return rows.count;
+}
