@@ -119,6 +119,7 @@ async function unrouted(
 ): Promise<number> {
   const floor = idFloor(now - options.lookbackMs);
   const stored = await readSweepPosition(deps.database, POSITION, floor);
+  // biome-ignore lint/complexity/useMathMinMax: ids are text, compared as text, not as numbers
   let position = stored < floor ? floor : stored;
   let routed = 0;
   for (let chunk = 0; chunk < (options.chunksPerRound ?? 20); chunk++) {
