@@ -1,5 +1,5 @@
-import { type Bus, type ConsumerRunner, decode, type KV, runConsumer } from "@notify/bus";
-import { type LaneMessage, PRIORITIES, type Priority } from "@notify/core";
+import { type Bus, type ConsumerRunner, decodeJson, type KV, runConsumer } from "@notify/bus";
+import { LaneMessage, PRIORITIES, type Priority, schemaProblem } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { createProfileSource } from "./preferences/profiles.js";
@@ -20,6 +20,8 @@ export interface ProcessorDeps {
   partitionConcurrency: number;
   /** Staleness bound of the preference cache: the notify_prefs bucket's TTL. */
   preferenceTtlMs: number;
+  /** A lane message was set aside as poison (counted by stream). */
+  onPoison?: (stream: string) => void;
   now?: () => Date;
 }
 
@@ -60,9 +62,9 @@ export async function startConsumers(deps: ProcessorDeps): Promise<ConsumerRunne
           stream: deps.bus.streams.lane(priority),
           durable: `processor-${priority}-p${partition}`,
           concurrency: deps.partitionConcurrency,
-          keyOf: (msg) => decode<LaneMessage>(msg).user_id,
-          async handle(msg) {
-            const message = decode<LaneMessage>(msg);
+          decode: (msg) => decodeJson<LaneMessage>(msg, (value) => schemaProblem(LaneMessage, value)),
+          keyOf: (message) => message.user_id,
+          async handle(message) {
             const outcome = await routeNotification(lane, message);
             if (outcome === "gone")
               lane.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
@@ -70,6 +72,10 @@ export async function startConsumers(deps: ProcessorDeps): Promise<ConsumerRunne
           },
           onError: (error, msg) =>
             lane.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
+          onPoison(reason, msg) {
+            deps.onPoison?.(msg.info.stream);
+            lane.log.error({ subject: msg.subject, seq: msg.seq, reason }, "poison message set aside");
+          },
           onLost: (error) => lane.log.error({ err: error, partition }, "lost the lane consumer; getting it back"),
         }),
       );

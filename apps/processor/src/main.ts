@@ -1,13 +1,13 @@
-import { applyTopology, type ConsumerRunner, connectBus, loadTopologyFile } from "@notify/bus";
+import { type ConsumerRunner, connectBus, loadTopologyFile, streamSettingsFrom } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown } from "@notify/http";
+import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps, startConsumers } from "./consumers.js";
 import { startScheduler } from "./deferral/scheduler.js";
-import { laneBacklogCollector, reconcilerCounter } from "./metrics.js";
+import { laneBacklogCollector, poisonCounter, reconcilerCounter } from "./metrics.js";
 import { startReconciler } from "./reconciler/reconciler.js";
 import { startRetention } from "./retention/job.js";
 
@@ -24,16 +24,17 @@ const bus = await connectBus({
   name: "notify-processor",
   namespace: config.NATS_NAMESPACE,
   partitions: config.LANE_PARTITIONS,
+  streamSettings: streamSettingsFrom(config),
   waitOnFirstConnect: true,
 });
 const topology = loadTopologyFile();
-await applyTopology(bus, topology);
+const metrics = createMetrics("processor");
+await prepareStreams(bus, { log, metrics, topology });
 // The cache's staleness bound is the bucket's TTL, so it is read from the same definition.
 const prefsBucket = topology.kv.find((b) => b.bucket === "notify_prefs");
 
 let stopping = false;
 const runners: ConsumerRunner[] = [];
-const metrics = createMetrics("processor");
 const app = newApp(log, { metrics });
 mountHealth(
   app,
@@ -59,6 +60,7 @@ const deps = {
   },
   partitionConcurrency: config.PARTITION_CONCURRENCY,
   preferenceTtlMs: (prefsBucket?.ttl_seconds ?? 5) * 1000,
+  onPoison: poisonCounter(metrics),
 };
 runners.push(...(await startConsumers(deps)));
 const scheduler = startScheduler(await laneDeps(deps, "promotional"), { intervalMs: config.DEFERRED_POLL_INTERVAL_MS });

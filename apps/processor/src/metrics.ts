@@ -4,7 +4,7 @@ import type { MetricsRegistry } from "@notify/http";
 
 /**
  * Per lane consumer: messages waiting for this stage, and messages handed out but not yet
- * acknowledged. Read from JetStream at scrape time (at most every `cacheMs`), so the figures
+ * acknowledged; per lane and work stream, how full it is. Read from JetStream at scrape time (at most every `cacheMs`), so the figures
  * cover every processor instance, not just this one.
  */
 export function laneBacklogCollector(bus: Bus, metrics: MetricsRegistry, cacheMs = 2000) {
@@ -16,10 +16,21 @@ export function laneBacklogCollector(bus: Bus, metrics: MetricsRegistry, cacheMs
     "lane",
     "partition",
   ]);
+  const fill = metrics.gauge(
+    "notify_stream_fill_ratio",
+    "How full each lane and work stream is against its message or byte limit (the larger; 0 without limits): at 1 new work is refused",
+    ["stream"],
+  );
+  const streams = [...PRIORITIES.map((lane) => bus.streams.lane(lane)), bus.streams.work];
   let last = 0;
   return async () => {
     if (Date.now() - last < cacheMs) return;
     last = Date.now();
+    const fills = streams.map(async (stream) => {
+      const { config, state } = await bus.jsm.streams.info(stream);
+      const ratio = (used: number, max: number | undefined) => (max !== undefined && max > 0 ? used / max : 0);
+      fill.set({ stream }, Math.max(ratio(state.messages, config.max_msgs), ratio(state.bytes, config.max_bytes)));
+    });
     const reads = PRIORITIES.flatMap((lane) =>
       Array.from({ length: bus.naming.partitions }, async (_, partition) => {
         const info = await bus.jsm.consumers.info(bus.streams.lane(lane), `processor-${lane}-p${partition}`);
@@ -28,7 +39,7 @@ export function laneBacklogCollector(bus: Bus, metrics: MetricsRegistry, cacheMs
         ackPending.set(labels, info.num_ack_pending);
       }),
     );
-    await Promise.all(reads);
+    await Promise.all([...reads, ...fills]);
   };
 }
 
@@ -40,4 +51,14 @@ export function reconcilerCounter(metrics: MetricsRegistry) {
     ["kind"],
   );
   return (kind: string, count: number) => found.inc({ kind }, count);
+}
+
+/** Counts lane messages set aside as poison (undecodable or invalid), by stream. */
+export function poisonCounter(metrics: MetricsRegistry) {
+  const poison = metrics.counter(
+    "notify_poison_messages_total",
+    "Messages that could not be decoded or validated, set aside on notify.dlq.poison.<stream> and acknowledged",
+    ["stream"],
+  );
+  return (stream: string) => poison.inc({ stream });
 }

@@ -1,5 +1,5 @@
-import { type Bus, type ConsumerRunner, type JsMsg, runConsumer } from "@notify/bus";
-import { type Channel, PRIORITIES, type Priority, type WorkItem } from "@notify/core";
+import { type Bus, type ConsumerRunner, decodeJson, runConsumer } from "@notify/bus";
+import { type Channel, PRIORITIES, type Priority, schemaProblem, WorkItem } from "@notify/core";
 import type { Database } from "@notify/db";
 import { type DeliverDeps, deliver } from "./delivery/deliver.js";
 import type { DeliveryMetrics } from "./metrics.js";
@@ -26,15 +26,15 @@ export interface Delivery {
   stop(): Promise<void>;
 }
 
-const isWorkItem = (value: unknown, channel: Channel, lane: Priority): value is WorkItem => {
-  const item = value as Partial<WorkItem> | null;
-  return (
-    typeof item?.notification_id === "string" &&
-    item.channel === channel &&
-    item.priority === lane &&
-    typeof item.to === "string" &&
-    typeof item.body === "string"
-  );
+/** What is wrong with a work item read from one pool's subject; null when it is one of its own. */
+const workItemProblem = (value: unknown, channel: Channel, lane: Priority): string | null => {
+  const problem = schemaProblem(WorkItem, value);
+  if (problem !== null) return problem;
+  const item = value as WorkItem;
+  if (item.channel !== channel || item.priority !== lane) {
+    return `a ${item.channel} ${item.priority} item on the ${channel} ${lane} subject`;
+  }
+  return null;
 };
 
 /**
@@ -73,9 +73,6 @@ export async function startConsumers(deps: ConsumersDeps): Promise<Delivery> {
 async function startPool(deps: ConsumersDeps, gate: ProviderGate, pool: Pool): Promise<ConsumerRunner> {
   const { bus, metrics, log } = deps;
   const info = await bus.jsm.consumers.info(bus.streams.work, pool.durable);
-  // Long sends and token waits tell the server the item is in progress, well within the ack
-  // wait, so it is not redelivered to another worker meanwhile.
-  const heartbeatMs = Math.max(1000, Math.floor((info.config.ack_wait ?? 30e9) / 1e6 / 3));
   const deliverDeps: DeliverDeps = { ...deps, sql: deps.databases[pool.lane].sql, gate };
   const labels = { channel: pool.channel, lane: pool.lane };
   log.info(
@@ -92,20 +89,21 @@ async function startPool(deps: ConsumersDeps, gate: ProviderGate, pool: Pool): P
     stream: bus.streams.work,
     durable: pool.durable,
     concurrency: deps.concurrency[pool.lane],
-    async handle(msg: JsMsg) {
-      const item: unknown = msg.json();
-      if (!isWorkItem(item, pool.channel, pool.lane)) return { terminate: "malformed work item" };
-      const beat = setInterval(() => msg.working(), heartbeatMs);
+    decode: (msg) => decodeJson<WorkItem>(msg, (value) => workItemProblem(value, pool.channel, pool.lane)),
+    async handle(item) {
       metrics.inFlight.inc(labels);
       try {
         return await deliver(deliverDeps, item);
       } finally {
-        clearInterval(beat);
         metrics.inFlight.dec(labels);
       }
     },
     onError: (error, msg) =>
       log.error({ err: error, ...labels, subject: msg.subject, seq: msg.seq }, "delivery failed; will retry"),
+    onPoison(reason, msg) {
+      metrics.poison.inc({ stream: msg.info.stream });
+      log.error({ ...labels, subject: msg.subject, seq: msg.seq, reason }, "poison message set aside");
+    },
     onLost: (error) =>
       log.error({ err: error, ...labels, durable: pool.durable }, "lost the work consumer; getting it back"),
   });

@@ -38,6 +38,11 @@ export function createDeliveryMetrics(registry: MetricsRegistry) {
       "channel",
     ]),
     deadLetters: registry.counter("notify_dead_letters_total", "Items dead-lettered, by class", ["channel", "class"]),
+    poison: registry.counter(
+      "notify_poison_messages_total",
+      "Messages that could not be decoded or validated, set aside on notify.dlq.poison.<stream> and acknowledged",
+      ["stream"],
+    ),
     breakerState: registry.gauge(
       "notify_provider_breaker_state",
       "1 for the circuit breaker's current state (closed, half_open, open), 0 for the others",

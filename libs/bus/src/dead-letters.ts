@@ -46,9 +46,12 @@ export async function readDeadLetterStream(
   return letters;
 }
 
-/** One dead letter by its stream sequence; null when there is none (never stored, or gone). */
+/**
+ * One dead letter by its stream sequence; null when there is none (never stored, or gone) or the
+ * sequence holds a poison message (raw bytes, read with readPoisonMessages).
+ */
 export async function getDeadLetter(bus: Bus, seq: number): Promise<StoredLetter | null> {
   const message = await bus.jsm.streams.getMessage(bus.streams.dlq, { seq }).catch(() => null);
-  if (!message) return null;
+  if (!message || message.subject.startsWith(subjectName(bus.naming, "notify.dlq.poison."))) return null;
   return { seq, time: message.time, letter: message.json<DeadLetter>() };
 }

@@ -7,6 +7,17 @@ import {
   RequestError,
   TimeoutError,
 } from "@nats-io/transport-node";
+import { PublishRejectedError } from "./publisher.js";
+
+/** JetStream's codes for a message a stream would not store: a limit reached (discard new), or no storage left. */
+const STORE_REFUSED = new Set([10077, 10047]);
+
+/**
+ * A publish the stream refused because it is full (its message or byte limit reached with
+ * discard new, or the server's storage exhausted): nothing was stored; retry once it drains.
+ */
+export const isStreamFull = (error: unknown): boolean =>
+  error instanceof PublishRejectedError && STORE_REFUSED.has(error.errCode);
 
 /** A KV compare-and-set lost the race: someone wrote the key since it was read. */
 export const isWrongLastSequence = (error: unknown): boolean =>

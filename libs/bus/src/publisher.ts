@@ -25,12 +25,15 @@ export class PublishTimeoutError extends TimeoutError {
 export class PublishRejectedError extends Error {
   override name = "PublishRejectedError";
   readonly status: number;
+  /** JetStream's error code: 10077 when the stream would not store it (a limit reached). */
+  readonly errCode: number;
 
   constructor(status: number, description: string, errCode = 0) {
     super(`${status} ${description}`, {
       cause: new JetStreamApiError({ code: status, err_code: errCode, description }),
     });
     this.status = status;
+    this.errCode = errCode;
   }
 }
 

@@ -9,7 +9,11 @@ export interface StreamDef {
   subjects: string[];
   retention: "workqueue" | "limits" | "interest";
   storage: "file" | "memory";
+  /** 0: kept until consumed, however old. */
   max_age_seconds: number;
+  /** Messages held at most (-1 or absent: no limit); with discard "new" a full stream refuses. */
+  max_msgs?: number;
+  max_bytes?: number;
   duplicate_window_seconds: number;
   discard: "old" | "new";
 }

@@ -1,4 +1,4 @@
-import { applyTopology, type Bus, runConsumer } from "@notify/bus";
+import { applyTopology, type Bus, decodeJson, POISON_HEADERS, readPoisonMessages, runConsumer } from "@notify/bus";
 import { eventually, freshBus } from "@notify/testing";
 import t from "tap";
 
@@ -17,8 +17,9 @@ t.test("a runner whose consumer is deleted reports unhealthy, puts it back and r
     stream,
     durable,
     concurrency: 4,
-    handle: async (msg) => {
-      handled.push(msg.json<{ id: string }>().id);
+    decode: (msg) => msg.json<{ id: string }>(),
+    handle: async (value) => {
+      handled.push(value.id);
       return { ack: true };
     },
     onError: () => {},
@@ -46,6 +47,7 @@ t.test("stop() ends a runner at once, even while it is waiting to get its consum
     stream,
     durable,
     concurrency: 1,
+    decode: (msg) => msg.data,
     handle: async () => ({ ack: true }),
     onError: () => {},
   });
@@ -55,4 +57,84 @@ t.test("stop() ends a runner at once, even while it is waiting to get its consum
   await runner.stop();
   t.ok(Date.now() - started < 2000, "stopped without waiting out the backoff");
   await applyTopology(bus);
+});
+
+t.test(
+  "bytes that cannot be decoded or validated are set aside with the reason and acked, never looped on",
+  async (t) => {
+    const handled: string[] = [];
+    const poisoned: string[] = [];
+    const errors: unknown[] = [];
+    const runner = await runConsumer({
+      bus,
+      stream,
+      durable,
+      concurrency: 4,
+      decode: (msg) =>
+        decodeJson<{ id: string; user: string }>(msg, (value) =>
+          typeof (value as { id?: unknown })?.id === "string" ? null : "id must be a string",
+        ),
+      keyOf: (value) => value.user,
+      handle: async (value) => {
+        handled.push(value.id);
+        return { ack: true };
+      },
+      onError: (error) => errors.push(error),
+      onPoison: (reason) => poisoned.push(reason),
+    });
+    t.teardown(() => runner.stop());
+
+    const raw = new Uint8Array([0x7b, 0xff, 0xfe, 0x00, 0x22]);
+    await bus.js.publish(subject, raw, { msgID: "poison-raw" });
+    await bus.js.publish(subject, new TextEncoder().encode("not json"), { msgID: "poison-text" });
+    await bus.publish(subject, { id: 7, user: "u" }, "poison-invalid");
+    await bus.publish(subject, { id: "after", user: "u" }, "after");
+    await eventually(async () => (handled.includes("after") ? true : undefined), 10_000, "the good message");
+    await eventually(async () => (poisoned.length === 3 ? true : undefined), 10_000, "three set aside");
+    t.same(handled, ["after"], "the good message after them is handled, the bad ones are not");
+    t.same(errors, [], "no handler error, no retry loop");
+    t.match(poisoned, [/not UTF-8 JSON/, /not UTF-8 JSON/, /invalid: id must be a string/]);
+
+    const info = await bus.jsm.consumers.info(stream, durable);
+    t.equal(info.num_ack_pending, 0, "every message acknowledged");
+    t.equal(info.num_pending, 0, "nothing left to deliver");
+
+    const kept = await readPoisonMessages(bus);
+    t.equal(kept.length, 3, "each poison message kept once");
+    const first = kept[0];
+    t.same([...(first?.data ?? [])], [...raw], "with its raw bytes");
+    t.equal(first?.stream, stream, "its stream");
+    t.equal(first?.subject, subject, "its subject");
+    t.equal(first?.consumer, durable, "the consumer that met it");
+    t.ok((first?.sourceSeq ?? 0) > 0, "its sequence there");
+    t.match(first?.reason, /not UTF-8 JSON/, "and the reason");
+    const stored = await bus.jsm.streams.getMessage(bus.streams.dlq, { seq: first?.seq ?? 0 });
+    t.ok(stored?.header.get(POISON_HEADERS.deliveries), "the delivery count is a header too");
+    t.match(stored?.subject, /notify\.dlq\.poison\./, "on the poison subject, apart from the channel dead letters");
+  },
+);
+
+t.test("a held message is kept in progress past the ack wait, and not redelivered meanwhile", async (t) => {
+  const ackWaitMs = 1500;
+  await bus.jsm.consumers.update(stream, durable, { ack_wait: ackWaitMs * 1_000_000 });
+  t.teardown(() => applyTopology(bus));
+  const seen: number[] = [];
+  const runner = await runConsumer({
+    bus,
+    stream,
+    durable,
+    concurrency: 1,
+    decode: (msg) => msg.json<{ id: string }>(),
+    handle: async (_value, msg) => {
+      seen.push(msg.info.deliveryCount);
+      await new Promise((r) => setTimeout(r, ackWaitMs * 3));
+      return { ack: true };
+    },
+    onError: () => {},
+  });
+  t.teardown(() => runner.stop());
+  await bus.publish(subject, { id: "slow" }, "slow");
+  await eventually(async () => (runner.inFlight() === 0 && seen.length > 0 ? true : undefined), 15_000, "handled");
+  await new Promise((r) => setTimeout(r, ackWaitMs));
+  t.same(seen, [1], "delivered once: the heartbeat held it through three ack waits");
 });

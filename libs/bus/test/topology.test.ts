@@ -1,4 +1,4 @@
-import { applyTopology, type Bus, loadTopologyFile, resolveTopology } from "@notify/bus";
+import { applyTopology, type Bus, loadTopologyFile, resolveTopology, streamSettingsFrom } from "@notify/bus";
 import { freshBus } from "@notify/testing";
 import t from "tap";
 
@@ -29,14 +29,72 @@ t.test("applying again changes nothing and reports updates, from several callers
   const reports = await Promise.all([applyTopology(bus), applyTopology(bus)]);
   for (const report of reports) {
     t.ok(
-      report.filter((r) => r.kind !== "kv").every((r) => r.result === "updated" || r.result === "created"),
+      report.every((r) => ["updated", "created", "kept"].includes(r.result)),
       "no failure",
     );
   }
   const again = await applyTopology(bus);
-  t.ok(
-    again.filter((r) => r.kind !== "kv").every((r) => r.result === "updated"),
-    "everything already there",
+  t.same(
+    [...new Set(again.map((r) => `${r.kind} ${r.result}`))].sort(),
+    ["consumer updated", "kv kept", "stream kept"],
+    "everything already there: streams and buckets kept as they are, consumers follow the declaration",
+  );
+  t.notOk(
+    again.some((r) => r.drift),
+    "nothing differs from the declaration",
   );
   t.equal((await bus.jsm.streams.info(stream)).state.messages, before, "stored messages survive an apply");
+});
+
+t.test("an operator's settings on an existing stream are kept and reported; --force replaces them", async (t) => {
+  const stream = bus.streams.work;
+  const declared = await bus.jsm.streams.info(stream);
+  t.equal(declared.config.max_age, 0, "work is never dropped for its age");
+  t.equal(declared.config.discard, "new", "a full stream refuses new work instead of dropping old");
+  t.equal(declared.config.num_replicas, 1, "the settings' replicas");
+
+  // An operator raises the limit and adds an age with the nats CLI.
+  await bus.jsm.streams.update(stream, { ...declared.config, max_msgs: 123_456, max_age: 3600 * 1e9 });
+  const report = await applyTopology(bus);
+  const row = report.find((r) => r.name === stream);
+  t.equal(row?.result, "kept", "an app start keeps them");
+  t.match(
+    row?.drift,
+    [/^max_age 3600s \(declared 0s\)$/, /^max_msgs 123456 \(declared 20000000\)$/],
+    "and says how they differ",
+  );
+  const kept = await bus.jsm.streams.info(stream);
+  t.equal(kept.config.max_msgs, 123_456, "the operator's limit stands");
+
+  const forced = await applyTopology({ ...bus, streamSettings: { replicas: 1, force: true } });
+  t.equal(forced.find((r) => r.name === stream)?.result, "forced");
+  const after = await bus.jsm.streams.info(stream);
+  t.equal(after.config.max_msgs, 20_000_000, "--force puts the declaration back");
+  t.equal(after.config.max_age, 0);
+});
+
+t.test("a subject the service declares and the stream lacks is added, nothing else touched", async (t) => {
+  const stream = bus.streams.dlq;
+  const info = await bus.jsm.streams.info(stream);
+  const channelSubjects = info.config.subjects.filter((s) => !s.includes("poison"));
+  await bus.jsm.streams.update(stream, { ...info.config, subjects: channelSubjects, max_msgs: 99 });
+  const row = (await applyTopology(bus)).find((r) => r.name === stream);
+  t.equal(row?.result, "subjects added");
+  const after = await bus.jsm.streams.info(stream);
+  t.same(after.config.subjects, info.config.subjects, "the poison subject is back");
+  t.equal(after.config.max_msgs, 99, "the operator's limit is untouched");
+});
+
+t.test("settings from the configuration apply when a stream is created", async (t) => {
+  const settings = streamSettingsFrom({ NATS_REPLICAS: 1, NATS_LANE_MAX_MSGS: 42, NATS_WORK_MAX_BYTES: 1 << 20 });
+  t.same(settings.limits?.NOTIFY_WORK, { max_bytes: 1 << 20 }, "an unset limit keeps the file's");
+  const other = await freshBus(t, 1);
+  await other.jsm.streams.delete(other.streams.lane("promotional"));
+  await other.jsm.streams.delete(other.streams.work);
+  await applyTopology({ ...other, streamSettings: settings });
+  const lane = await other.jsm.streams.info(other.streams.lane("promotional"));
+  t.equal(lane.config.max_msgs, 42);
+  const work = await other.jsm.streams.info(other.streams.work);
+  t.equal(work.config.max_bytes, 1 << 20);
+  t.equal(work.config.max_msgs, 20_000_000, "the file's message limit");
 });

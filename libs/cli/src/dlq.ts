@@ -1,4 +1,4 @@
-import type { Bus } from "@notify/bus";
+import { type Bus, readPoisonMessages } from "@notify/bus";
 import { CHANNELS, DEAD_LETTER_CLASSES, isChannel } from "@notify/core";
 import {
   channelStates,
@@ -203,6 +203,54 @@ const replayCommand: Command = async (argv, io, deps) => {
   io.stdout.write(`${summary}\n`);
 };
 
+/** Printable text of raw bytes: control and invalid bytes shown as \xNN, cut at `max`. */
+const preview = (data: Uint8Array, max = 40) =>
+  clip(
+    [...data.slice(0, max * 4)]
+      .map((b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`))
+      .join(""),
+    max,
+  );
+
+const poison: Command = async (argv, io, deps) => {
+  const { values } = parseOptions(argv, { json: { type: "boolean" }, limit: { type: "string" } }, []);
+  const limit = values.limit === undefined ? 1000 : Number(values.limit);
+  if (!Number.isSafeInteger(limit) || limit < 1) throw new UsageError("--limit must be a positive integer");
+  const bus = await connect(deps);
+  const kept = await readPoisonMessages(bus, { limit });
+  if (values.json) {
+    printJson(io, {
+      data: kept.map((p) => ({
+        seq: p.seq,
+        kept_at: time(p.time),
+        reason: p.reason,
+        stream: p.stream,
+        subject: p.subject,
+        stream_seq: p.sourceSeq,
+        consumer: p.consumer,
+        deliveries: p.deliveries,
+        data_base64: Buffer.from(p.data).toString("base64"),
+      })),
+    });
+    return;
+  }
+  if (kept.length === 0) {
+    io.stdout.write("no poison messages\n");
+    return;
+  }
+  const header = ["SEQ", "KEPT", "FROM", "STREAM-SEQ", "CONSUMER", "REASON", "BYTES"];
+  const rows = kept.map((p) => [
+    String(p.seq),
+    time(p.time),
+    p.subject,
+    String(p.sourceSeq),
+    p.consumer,
+    clip(p.reason),
+    preview(p.data),
+  ]);
+  io.stdout.write(table([header, ...rows]));
+};
+
 export const dlq: CommandGroup = {
   name: "dlq",
   usage: `Dead letters (notify.dlq.<channel>; needs NATS_URL as well):
@@ -216,6 +264,9 @@ export const dlq: CommandGroup = {
       address, if their preferences still allow it. Never resends a delivered channel; an
       unsettled one (the provider may have accepted it) only with --include-unsettled.
       --dry-run shows what would be sent and changes nothing.
+  notify dlq poison [--limit N] [--json]
+      Messages no consumer could decode or validate (notify.dlq.poison.<stream>): where they were
+      read, why they were refused, and their bytes (base64 in --json). Never replayed.
 `,
-  commands: { list, show, replay: replayCommand },
+  commands: { list, show, replay: replayCommand, poison },
 };

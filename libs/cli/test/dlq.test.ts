@@ -312,3 +312,41 @@ t.test("the built executable reads NATS from the environment", async (t) => {
     [exhausted.seq],
   );
 });
+
+t.test("dlq poison lists what no consumer could read; show and replay leave it alone", async (t) => {
+  const durable = "processor-transactional-p0";
+  const { decodeJson, runConsumer } = await import("@notify/bus");
+  const runner = await runConsumer({
+    bus,
+    stream: bus.streams.lane("transactional"),
+    durable,
+    concurrency: 1,
+    decode: (msg) => decodeJson(msg, () => null),
+    handle: async () => ({ ack: true as const }),
+    onError: () => {},
+  });
+  t.teardown(() => runner.stop());
+  await bus.js.publish(bus.subjects.lane("transactional", 0), new Uint8Array([0x01, 0x41, 0xff]), {
+    msgID: "cli-poison",
+  });
+  let listed: { data: Array<{ seq: number; reason: string; stream_seq: number; data_base64: string }> } = { data: [] };
+  for (let i = 0; i < 100 && listed.data.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    listed = json(await notify(["dlq", "poison", "--json"]));
+  }
+  t.equal(listed.data.length, 1, "one poison message");
+  const [kept] = listed.data;
+  t.match(kept?.reason, /not UTF-8 JSON/);
+  t.equal(kept?.data_base64, Buffer.from([0x01, 0x41, 0xff]).toString("base64"), "its bytes, exactly");
+  const text = await notify(["dlq", "poison"]);
+  t.match(text.stdout, /\\x01A\\xff/, "the table shows the bytes escaped");
+  const shown = await notify(["dlq", "show", String(kept?.seq)]);
+  t.not(shown.code, 0, "show refuses it");
+  t.match(shown.stderr, /notify dlq poison/, "and says where to look");
+  const channelLetters = json<{ data: Array<{ seq: number }> }>(await notify(["dlq", "list", "--json"]));
+  t.ok(channelLetters.data.length > 0, "the channel dead letters are still listed");
+  t.notOk(
+    channelLetters.data.some((l) => l.seq === kept?.seq),
+    "but list (and so replay) never meets the poison message",
+  );
+});

@@ -33,33 +33,45 @@ export const NotificationRequest = v.strictObject({
 export type NotificationRequest = v.InferOutput<typeof NotificationRequest>;
 
 /** Message on a lane subject: everything the processor needs, so it does not re-read the row. */
-export interface LaneMessage {
-  notification_id: string;
-  client_id: string;
-  user_id: string;
-  category: string;
-  template_id: string;
+export const LaneMessage = v.object({
+  notification_id: v.pipe(v.string(), v.nonEmpty()),
+  client_id: v.string(),
+  user_id: v.pipe(v.string(), v.nonEmpty()),
+  category: v.string(),
+  template_id: v.string(),
   /** Template version current at ingest (absent on messages from before it was recorded). */
-  template_version?: number;
-  priority: Priority;
-  channels: Channel[] | null;
-  data: Record<string, unknown>;
-  created_at: string;
-}
+  template_version: v.optional(v.pipe(v.number(), v.integer())),
+  priority: v.picklist(PRIORITIES),
+  channels: v.nullable(v.array(v.picklist(CHANNELS))),
+  data: v.record(v.string(), v.unknown()),
+  created_at: v.string(),
+});
+export type LaneMessage = v.InferOutput<typeof LaneMessage>;
 
 /** Per-channel work item: the rendered message and where it goes. */
-export interface WorkItem {
-  notification_id: string;
-  channel: Channel;
-  priority: Priority;
-  user_id: string;
-  category: string;
+export const WorkItem = v.object({
+  notification_id: v.pipe(v.string(), v.nonEmpty()),
+  channel: v.picklist(CHANNELS),
+  priority: v.picklist(PRIORITIES),
+  user_id: v.string(),
+  category: v.string(),
   /** Channel address: an email address, a phone number, a push subscription, or the user id. */
-  to: string;
-  subject: string | null;
-  body: string;
+  to: v.string(),
+  subject: v.nullable(v.string()),
+  body: v.string(),
   /** Attempts already made (0 on the first delivery). */
-  attempt: number;
+  attempt: v.pipe(v.number(), v.integer(), v.minValue(0)),
+});
+export type WorkItem = v.InferOutput<typeof WorkItem>;
+
+/** What is wrong with a value read off a stream, field by field; null when it is valid. */
+export function schemaProblem(schema: v.GenericSchema, value: unknown): string | null {
+  const result = v.safeParse(schema, value, { abortEarly: false });
+  if (result.success) return null;
+  return result.issues
+    .slice(0, 5)
+    .map((issue) => `${v.getDotPath(issue) ?? "(root)"}: ${issue.message}`)
+    .join("; ");
 }
 
 export interface ChannelResult {

@@ -41,7 +41,7 @@ export interface DeadLetterDetail {
 /** One dead letter whole, with its channel's state and status history now. */
 export async function showDeadLetter(deps: { bus: Bus; database: Database }, seq: number): Promise<DeadLetterDetail> {
   const stored = await getDeadLetter(deps.bus, seq);
-  if (!stored) throw new Error(`no dead letter with sequence ${seq}`);
+  if (!stored) throw new Error(`no dead letter with sequence ${seq} (messages set aside as poison: notify dlq poison)`);
   const [state] = [...(await channelStates(deps.database, [stored])).values()];
   const history = await readStatusEvents(deps.database, stored.letter.item.notification_id, stored.letter.channel);
   return { stored, state, history };

@@ -1,0 +1,219 @@
+import {
+  AckPolicy,
+  DiscardPolicy,
+  type JetStreamClient,
+  type JetStreamManager,
+  RetentionPolicy,
+  StorageType,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { nanos } from "@nats-io/transport-node";
+import type { Bus } from "./index.js";
+import {
+  type ConsumerDef,
+  type KvDef,
+  loadTopologyFile,
+  resolveTopology,
+  type StreamDef,
+  type Topology,
+} from "./topology.js";
+
+/**
+ * What the deployment's configuration says about its streams, applied when a stream or bucket
+ * is created. A stream that exists keeps what it has (an operator may have raised its replicas
+ * or limits with the nats CLI); only `force` makes an apply replace it with the declaration.
+ */
+export interface StreamSettings {
+  /** Replicas of every stream and KV bucket created (1, or 3 or 5 on a cluster). */
+  replicas: number;
+  /** Limits replacing nats/topology.json's, by the stream's name there (NOTIFY_WORK, ...). */
+  limits?: Record<string, { max_msgs?: number; max_bytes?: number }>;
+  /** Replace an existing stream's settings with the declared ones (npm run nats:apply -- --force). */
+  force?: boolean;
+}
+
+export const DEFAULT_STREAM_SETTINGS: StreamSettings = { replicas: 1 };
+
+/** One line of an apply's report: created, updated (consumers), kept, or what differs. */
+export interface AppliedRow {
+  kind: "stream" | "kv" | "consumer";
+  name: string;
+  result: "created" | "updated" | "kept" | "forced" | "subjects added";
+  /** Settings of an existing stream or bucket that differ from the declaration, left as they are. */
+  drift?: string[];
+}
+
+const SECOND_NS = 1_000_000_000;
+
+function streamConfig(
+  def: StreamDef,
+  settings: StreamSettings,
+  declaredName: string,
+): Partial<StreamConfig> & { name: string } {
+  const limits = settings.limits?.[declaredName] ?? {};
+  return {
+    name: def.name,
+    description: def.description,
+    subjects: def.subjects,
+    retention: {
+      workqueue: RetentionPolicy.Workqueue,
+      limits: RetentionPolicy.Limits,
+      interest: RetentionPolicy.Interest,
+    }[def.retention],
+    storage: def.storage === "file" ? StorageType.File : StorageType.Memory,
+    max_age: def.max_age_seconds * SECOND_NS,
+    max_msgs: limits.max_msgs ?? def.max_msgs ?? -1,
+    max_bytes: limits.max_bytes ?? def.max_bytes ?? -1,
+    duplicate_window: def.duplicate_window_seconds * SECOND_NS,
+    discard: def.discard === "old" ? DiscardPolicy.Old : DiscardPolicy.New,
+    num_replicas: settings.replicas,
+  };
+}
+
+/** The settings in which `actual` differs from `declared`, as "name actual (declared x)". */
+function differences(actual: Partial<StreamConfig>, declared: Partial<StreamConfig>): string[] {
+  const keys = ["num_replicas", "storage", "retention", "discard", "max_age", "max_msgs", "max_bytes"] as const;
+  const shown = (key: string, value: unknown) =>
+    key === "max_age" ? `${Number(value ?? 0) / SECOND_NS}s` : String(value ?? "unset");
+  return keys
+    .filter((key) => (actual[key] ?? null) !== (declared[key] ?? null))
+    .map((key) => `${key} ${shown(key, actual[key])} (declared ${shown(key, declared[key])})`);
+}
+
+async function applyStream(
+  jsm: JetStreamManager,
+  def: StreamDef,
+  declaredName: string,
+  settings: StreamSettings,
+): Promise<AppliedRow> {
+  const config = streamConfig(def, settings, declaredName);
+  const row = (result: AppliedRow["result"], drift?: string[]): AppliedRow => ({
+    kind: "stream",
+    name: def.name,
+    result,
+    ...(drift && drift.length > 0 ? { drift } : {}),
+  });
+  const existing = await jsm.streams.info(def.name).catch(() => null);
+  if (existing === null) {
+    await jsm.streams.add(config);
+    return row("created");
+  }
+  const drift = differences(existing.config, config);
+  if (settings.force) {
+    // Retention and storage cannot change on a stream: those differences stay in the report.
+    const { retention: _, storage: __, ...mutable } = config;
+    await jsm.streams.update(def.name, { ...existing.config, ...mutable });
+    return row(
+      "forced",
+      drift.filter((d) => d.startsWith("retention") || d.startsWith("storage")),
+    );
+  }
+  // Subjects are the service's own: one it declares and the stream lacks is added, nothing else.
+  const missing = def.subjects.filter((subject) => !existing.config.subjects?.includes(subject));
+  if (missing.length > 0) {
+    await jsm.streams.update(def.name, {
+      ...existing.config,
+      subjects: [...(existing.config.subjects ?? []), ...missing],
+    });
+    return row("subjects added", drift);
+  }
+  return row("kept", drift);
+}
+
+function consumerConfig(def: ConsumerDef) {
+  return {
+    durable_name: def.durable,
+    description: def.description,
+    filter_subject: def.filter_subject,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: nanos(def.ack_wait_seconds * 1000),
+    max_ack_pending: def.max_ack_pending,
+    max_deliver: def.max_deliver,
+  };
+}
+
+/** Consumers are the service's own (their ack wait is part of its promises): they follow the declaration. */
+async function applyConsumer(jsm: JetStreamManager, def: ConsumerDef): Promise<AppliedRow> {
+  const config = consumerConfig(def);
+  const name = `${def.stream}/${def.durable}`;
+  try {
+    await jsm.consumers.info(def.stream, def.durable);
+  } catch {
+    await jsm.consumers.add(def.stream, config);
+    return { kind: "consumer", name, result: "created" };
+  }
+  const { durable_name: _, filter_subject: __, ...mutable } = config;
+  await jsm.consumers.update(def.stream, def.durable, mutable);
+  return { kind: "consumer", name, result: "updated" };
+}
+
+async function applyKv(
+  jsm: JetStreamManager,
+  js: JetStreamClient,
+  def: KvDef,
+  settings: StreamSettings,
+): Promise<AppliedRow> {
+  const existing = await jsm.streams.info(`KV_${def.bucket}`).catch(() => null);
+  if (existing !== null) {
+    const replicas = existing.config.num_replicas;
+    const drift = replicas === settings.replicas ? [] : [`num_replicas ${replicas} (declared ${settings.replicas})`];
+    if (settings.force && drift.length > 0) {
+      await jsm.streams.update(existing.config.name, { ...existing.config, num_replicas: settings.replicas });
+      return { kind: "kv", name: def.bucket, result: "forced" };
+    }
+    return { kind: "kv", name: def.bucket, result: "kept", ...(drift.length > 0 ? { drift } : {}) };
+  }
+  await new Kvm(js).create(def.bucket, {
+    description: def.description,
+    ttl: def.ttl_seconds * 1000,
+    history: def.history,
+    storage: def.storage === "file" ? StorageType.File : StorageType.Memory,
+    replicas: settings.replicas,
+  });
+  return { kind: "kv", name: def.bucket, result: "created" };
+}
+
+/**
+ * Creates what the topology declares and is missing. Idempotent: safe at every app start and
+ * from several processes at once. Existing streams and buckets keep their settings (the report
+ * says where they differ from the declaration) unless the bus's settings say `force`; consumers
+ * follow the declaration.
+ */
+export async function applyTopology(
+  bus: Pick<Bus, "jsm" | "js" | "naming" | "streamSettings">,
+  topology: Topology = loadTopologyFile(),
+): Promise<AppliedRow[]> {
+  const settings = bus.streamSettings;
+  const resolved = resolveTopology(topology, bus.naming);
+  const report: AppliedRow[] = [];
+  for (const [index, def] of resolved.streams.entries()) {
+    report.push(await applyStream(bus.jsm, def, topology.streams[index]?.name ?? def.name, settings));
+  }
+  for (const def of resolved.kv) report.push(await applyKv(bus.jsm, bus.js, def, settings));
+  for (const def of resolved.consumers) report.push(await applyConsumer(bus.jsm, def));
+  return report;
+}
+
+/** Stream settings from the apps' configuration; a limit left unset keeps nats/topology.json's. */
+export function streamSettingsFrom(config: {
+  NATS_REPLICAS: number;
+  NATS_LANE_MAX_MSGS?: number | undefined;
+  NATS_LANE_MAX_BYTES?: number | undefined;
+  NATS_WORK_MAX_MSGS?: number | undefined;
+  NATS_WORK_MAX_BYTES?: number | undefined;
+}): StreamSettings {
+  const limit = (max_msgs?: number, max_bytes?: number) => ({
+    ...(max_msgs === undefined ? {} : { max_msgs }),
+    ...(max_bytes === undefined ? {} : { max_bytes }),
+  });
+  const lane = limit(config.NATS_LANE_MAX_MSGS, config.NATS_LANE_MAX_BYTES);
+  return {
+    replicas: config.NATS_REPLICAS,
+    limits: {
+      NOTIFY_LANE_TRANSACTIONAL: lane,
+      NOTIFY_LANE_PROMOTIONAL: lane,
+      NOTIFY_WORK: limit(config.NATS_WORK_MAX_MSGS, config.NATS_WORK_MAX_BYTES),
+    },
+  };
+}

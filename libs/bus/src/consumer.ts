@@ -1,0 +1,213 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { JsMsg } from "@nats-io/jetstream";
+import { applyTopology } from "./apply.js";
+import type { Bus } from "./index.js";
+import { PoisonMessageError, setAsidePoison } from "./poison.js";
+
+/** What a handler decides for a message. A retryable failure always carries a delay. */
+export type Disposition = { ack: true } | { retryInMs: number } | { terminate: string };
+
+export interface ConsumerRunnerOptions<T> {
+  bus: Bus;
+  stream: string;
+  durable: string;
+  /** Messages handled at once by this runner. */
+  concurrency: number;
+  /**
+   * Turns the bytes into the value handled; throws PoisonMessageError (decodeJson does) for
+   * bytes that cannot be decoded or validated. Those are set aside on the poison subject with
+   * the reason and acknowledged: never retried, never handled.
+   */
+  decode(msg: JsMsg): T;
+  /** Messages with the same key are handled one after another, in delivery order. */
+  keyOf?: (value: T) => string;
+  handle(value: T, msg: JsMsg): Promise<Disposition>;
+  onError(error: unknown, msg: JsMsg): void;
+  /** A message was set aside as poison (after it was stored and acknowledged). */
+  onPoison?(reason: string, msg: JsMsg): void;
+  /** The consumer was lost, or could not be put back yet (logged by the app; the runner keeps trying). */
+  onLost?(error: unknown): void;
+}
+
+export interface ConsumerRunner {
+  /** Stops pulling, then waits for the messages in hand to finish. */
+  stop(): Promise<void>;
+  inFlight(): number;
+  /** False while the runner has lost its consumer and is getting it back: readiness says so. */
+  healthy(): boolean;
+}
+
+/** Backoff for handler crashes: exponential with full jitter, capped, never a bare nak. */
+export const crashBackoffMs = (deliveryCount: number) =>
+  Math.round(Math.random() * Math.min(30_000, 250 * 2 ** Math.min(deliveryCount, 10)));
+
+/**
+ * Pulls from a durable consumer and settles every message through `handle`, at most
+ * `concurrency` at once and in order per key. The client keeps pulling through outages; when the
+ * consumer (or its stream) is gone, deleted by hand or lost by the server, the runner reports
+ * itself unhealthy, puts the declared topology back, and is healthy again once the consumer
+ * answers: it never idles while readiness says all is well.
+ */
+export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise<ConsumerRunner> {
+  // Every message held (waiting for a slot, behind its key, or being handled) tells the server
+  // it is in progress a few times per ack wait, so a short ack wait only ever redelivers the
+  // work of a process that died.
+  let heartbeatMs = 2000;
+  const held = new Set<JsMsg>();
+  const pull = async () => {
+    const consumer = await options.bus.js.consumers.get(options.stream, options.durable);
+    const ackWaitMs = ((await consumer.info(true)).config.ack_wait ?? 30e9) / 1e6;
+    heartbeatMs = Math.max(250, Math.floor(ackWaitMs / 3));
+    return consumer.consume({ max_messages: Math.max(options.concurrency, 8) });
+  };
+  let messages = await pull();
+  let lastBeat = Date.now();
+  const heartbeat = setInterval(() => {
+    if (Date.now() - lastBeat < heartbeatMs) return;
+    lastBeat = Date.now();
+    for (const msg of held) msg.working();
+  }, 250);
+  heartbeat.unref();
+  const chains = new Map<string, Promise<void>>();
+  const inFlight = new Set<Promise<void>>();
+  let slots = options.concurrency;
+  let wake: (() => void) | undefined;
+  let healthy = true;
+  let recovering: Promise<void> | undefined;
+  const stopped = new AbortController();
+  const pause = (failures: number) =>
+    sleep(Math.min(10_000, 500 * 2 ** failures), undefined, { signal: stopped.signal }).catch(() => {});
+
+  const settle = async (msg: JsMsg, value: T) => {
+    let disposition: Disposition;
+    try {
+      disposition = await options.handle(value, msg);
+    } catch (error) {
+      options.onError(error, msg);
+      disposition = { retryInMs: crashBackoffMs(msg.info.deliveryCount) };
+    }
+    if ("ack" in disposition) await msg.ackAck().catch(() => msg.ack());
+    else if ("retryInMs" in disposition) msg.nak(disposition.retryInMs);
+    else msg.term(disposition.terminate);
+  };
+
+  // Stored with its reason before the ack; if storing fails it comes back later (never lost).
+  const setAside = async (msg: JsMsg, reason: string) => {
+    try {
+      await setAsidePoison(options.bus, msg, options.durable, reason);
+    } catch (error) {
+      options.onError(error, msg);
+      msg.nak(crashBackoffMs(msg.info.deliveryCount));
+      return;
+    }
+    await msg.ackAck().catch(() => msg.ack());
+    options.onPoison?.(reason, msg);
+  };
+
+  const decoded = (msg: JsMsg): { value: T } | { poison: string } => {
+    try {
+      return { value: options.decode(msg) };
+    } catch (error) {
+      return { poison: error instanceof PoisonMessageError ? error.message : `undecodable: ${String(error)}` };
+    }
+  };
+
+  const lost = (error: unknown) => {
+    if (healthy) options.onLost?.(error);
+    healthy = false;
+  };
+
+  // The declared topology is put back until the consumer answers; then the pull starts afresh
+  // (the old one would only notice at its next expiry, up to 30 s later).
+  const recover = () => {
+    recovering ??= (async () => {
+      for (let failures = 0; !stopped.signal.aborted; failures++) {
+        try {
+          await applyTopology(options.bus);
+          await options.bus.jsm.consumers.info(options.stream, options.durable);
+          await messages.close();
+          return;
+        } catch (error) {
+          options.onLost?.(error);
+        }
+        await pause(failures);
+      }
+    })().finally(() => {
+      recovering = undefined;
+    });
+  };
+
+  const watch = (current: typeof messages) => {
+    void (async () => {
+      for await (const status of current.status()) {
+        if (["consumer_deleted", "consumer_not_found", "stream_not_found"].includes(status.type)) {
+          lost(new Error(`${options.stream}/${options.durable}: ${status.type}`));
+          recover();
+        }
+      }
+    })().catch(() => {});
+  };
+
+  const drain = async (current: typeof messages) => {
+    for await (const msg of current) {
+      held.add(msg);
+      while (slots === 0) await new Promise<void>((resolve) => (wake = resolve));
+      slots--;
+      const read = decoded(msg);
+      const key = "value" in read ? options.keyOf?.(read.value) : undefined;
+      const previous = key === undefined ? undefined : chains.get(key);
+      const task: Promise<void> = (previous ?? Promise.resolve())
+        .then(() => ("value" in read ? settle(msg, read.value) : setAside(msg, read.poison)))
+        .finally(() => {
+          held.delete(msg);
+          slots++;
+          inFlight.delete(task);
+          if (key !== undefined && chains.get(key) === task) chains.delete(key);
+          wake?.();
+          wake = undefined;
+        });
+      inFlight.add(task);
+      if (key !== undefined) chains.set(key, task);
+    }
+  };
+
+  const loop = (async () => {
+    watch(messages);
+    while (!stopped.signal.aborted) {
+      try {
+        await drain(messages);
+      } catch (error) {
+        lost(error);
+      }
+      if (stopped.signal.aborted) return;
+      // Ended without stop(): closed by a recovery, or lost in a way the client gave up on.
+      if (!recovering && healthy) lost(new Error(`the pull from ${options.stream}/${options.durable} ended`));
+      for (let failures = 0; !stopped.signal.aborted; failures++) {
+        try {
+          messages = await pull();
+          watch(messages);
+          healthy = true;
+          break;
+        } catch (error) {
+          lost(error);
+          recover();
+          await pause(failures);
+        }
+      }
+    }
+  })();
+
+  return {
+    inFlight: () => inFlight.size,
+    healthy: () => healthy,
+    async stop() {
+      stopped.abort();
+      await messages.close();
+      wake?.();
+      await loop.catch(() => {});
+      await recovering;
+      await Promise.allSettled([...inFlight]);
+      clearInterval(heartbeat);
+    },
+  };
+}

@@ -1,0 +1,113 @@
+import { DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
+import { headers } from "@nats-io/transport-node";
+import type { Bus } from "./index.js";
+import { subjectName } from "./topology.js";
+
+/**
+ * A message whose bytes cannot be decoded or validated: no retry changes them, so it is set
+ * aside (its raw bytes and this reason, on the poison subject) and acknowledged.
+ */
+export class PoisonMessageError extends Error {
+  override name = "PoisonMessageError";
+}
+
+/**
+ * Parses a message as JSON and validates it: `problem` answers null for a valid value, else
+ * what is wrong with it. Throws PoisonMessageError for bytes that are not JSON or a value that
+ * is not valid.
+ */
+export function decodeJson<T>(msg: Pick<JsMsg, "data">, problem: (value: unknown) => string | null): T {
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(msg.data));
+  } catch (error) {
+    throw new PoisonMessageError(`not UTF-8 JSON: ${(error as Error).message}`);
+  }
+  const found = problem(value);
+  if (found !== null) throw new PoisonMessageError(`invalid: ${found}`);
+  return value as T;
+}
+
+/** Headers a poison message carries: why it was set aside and where it was read from. */
+export const POISON_HEADERS = {
+  reason: "Notify-Poison-Reason",
+  stream: "Notify-Source-Stream",
+  subject: "Notify-Source-Subject",
+  seq: "Notify-Source-Seq",
+  consumer: "Notify-Source-Consumer",
+  deliveries: "Notify-Source-Deliveries",
+} as const;
+
+/**
+ * The poison subject of a stream: `notify.dlq.poison.<stream>`, kept by the dead-letter stream
+ * but outside the `notify.dlq.<channel>` dead letters (their readers and the replay tool never
+ * meet raw bytes).
+ */
+export const poisonSubject = (bus: Pick<Bus, "naming">, stream: string) =>
+  subjectName(bus.naming, `notify.dlq.poison.${stream}`);
+
+/**
+ * Stores a poison message's raw bytes on its stream's poison subject, with the reason and its
+ * origin as headers. Deduplicated by the origin's stream sequence, so a redelivery after a crash
+ * between this and the ack stores it once. Throws when it was not stored (the caller does not ack).
+ */
+export async function setAsidePoison(bus: Bus, msg: JsMsg, consumer: string, reason: string): Promise<void> {
+  const h = headers();
+  h.set(POISON_HEADERS.reason, reason.slice(0, 1024));
+  h.set(POISON_HEADERS.stream, msg.info.stream);
+  h.set(POISON_HEADERS.subject, msg.subject);
+  h.set(POISON_HEADERS.seq, String(msg.seq));
+  h.set(POISON_HEADERS.consumer, consumer);
+  h.set(POISON_HEADERS.deliveries, String(msg.info.deliveryCount));
+  await bus.js.publish(poisonSubject(bus, msg.info.stream), msg.data, {
+    msgID: `poison:${msg.info.stream}:${msg.seq}`,
+    headers: h,
+  });
+}
+
+/** A poison message as stored, for operators (`notify dlq poison`). */
+export interface StoredPoison {
+  seq: number;
+  time: Date;
+  reason: string;
+  stream: string;
+  subject: string;
+  sourceSeq: number;
+  consumer: string;
+  deliveries: number;
+  data: Uint8Array;
+}
+
+/** Every poison message kept, oldest first, read with an ordered consumer (changes nothing). */
+export async function readPoisonMessages(bus: Bus, options: { limit?: number } = {}): Promise<StoredPoison[]> {
+  const consumer = await bus.js.consumers.get(bus.streams.dlq, {
+    filter_subjects: subjectName(bus.naming, "notify.dlq.poison.>"),
+    deliver_policy: DeliverPolicy.All,
+  });
+  const found: StoredPoison[] = [];
+  const limit = options.limit ?? 1000;
+  let left = Math.min(limit, (await consumer.info()).num_pending);
+  while (left > 0) {
+    const batch = await consumer.fetch({ max_messages: Math.min(left, 256), expires: 2000 });
+    let got = 0;
+    for await (const msg of batch) {
+      got++;
+      left = Math.min(limit - found.length - 1, msg.info.pending);
+      const h = msg.headers;
+      found.push({
+        seq: msg.seq,
+        time: new Date(Math.floor(msg.info.timestampNanos / 1e6)),
+        reason: h?.get(POISON_HEADERS.reason) ?? "",
+        stream: h?.get(POISON_HEADERS.stream) ?? "",
+        subject: h?.get(POISON_HEADERS.subject) ?? "",
+        sourceSeq: Number(h?.get(POISON_HEADERS.seq) ?? 0),
+        consumer: h?.get(POISON_HEADERS.consumer) ?? "",
+        deliveries: Number(h?.get(POISON_HEADERS.deliveries) ?? 0),
+        data: msg.data,
+      });
+      if (left <= 0) break;
+    }
+    if (got === 0) break;
+  }
+  return found;
+}
