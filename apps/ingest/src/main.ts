@@ -1,7 +1,7 @@
-import { applyTopology, connectBus } from "@notify/bus";
+import { connectBus, streamSettingsFrom } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createMetrics, listen, onShutdown } from "@notify/http";
+import { createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { createAdminApp, createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
@@ -20,15 +20,16 @@ const bus = await connectBus({
   name: "notify-ingest",
   namespace: config.NATS_NAMESPACE,
   partitions: config.LANE_PARTITIONS,
+  streamSettings: streamSettingsFrom(config),
   publishTimeoutMs: config.PUBLISH_TIMEOUT_MS,
   waitOnFirstConnect: true,
 });
-await applyTopology(bus);
+const metrics = createMetrics("ingest");
+await prepareStreams(bus, { log, metrics });
 
 const templates = createTemplateLookup(database);
 const ingestor = createIngestor({ database, bus, log, templates });
 let stopping = false;
-const metrics = createMetrics("ingest");
 const app = createApp({
   metrics,
   database,

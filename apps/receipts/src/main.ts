@@ -1,4 +1,4 @@
-import { connectBus } from "@notify/bus";
+import { connectBus, streamSettingsFrom } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createMetrics, listen, onShutdown } from "@notify/http";
@@ -15,6 +15,7 @@ const bus = await connectBus({
   name: "notify-receipts",
   namespace: config.NATS_NAMESPACE,
   partitions: config.LANE_PARTITIONS,
+  streamSettings: streamSettingsFrom(config),
   waitOnFirstConnect: true,
 });
 

@@ -1,8 +1,8 @@
 import { hostname } from "node:os";
-import { applyTopology, connectBus } from "@notify/bus";
+import { connectBus, streamSettingsFrom } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb, storeInboxItem } from "@notify/db";
-import { createMetrics, listen, onShutdown } from "@notify/http";
+import { createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
 import type { Provider } from "@notify/providers";
 import { createChannelProviders } from "@notify/providers/channels";
@@ -28,9 +28,11 @@ const bus = await connectBus({
   name: "notify-workers",
   namespace: config.NATS_NAMESPACE,
   partitions: config.LANE_PARTITIONS,
+  streamSettings: streamSettingsFrom(config),
   waitOnFirstConnect: true,
 });
-await applyTopology(bus);
+const registry = createMetrics("workers");
+await prepareStreams(bus, { log, metrics: registry });
 const guard = await bus.kv("notify_send_guard");
 const rateKv = await bus.kv("notify_rate");
 
@@ -50,7 +52,6 @@ const providers: Provider[] = Object.values(
   }),
 );
 
-const registry = createMetrics("workers");
 const metrics = createDeliveryMetrics(registry);
 // The worker's own deadline backs up each provider's: the provider's fires first, with its reason.
 const deadlineMs = config.PROVIDER_TIMEOUT_MS + 2000;

@@ -73,6 +73,19 @@ export const int = (fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER) =>
     v.maxValue(max, `must be <= ${max}`),
   );
 
+/** An integer that may be left unset (undefined): the default then comes from elsewhere. */
+export const optionalInt = (min = 0, max = Number.MAX_SAFE_INTEGER) =>
+  v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^-?\d+$/, "must be an integer"),
+      v.transform(Number),
+      v.number(),
+      v.minValue(min, `must be >= ${min}`),
+      v.maxValue(max, `must be <= ${max}`),
+    ),
+  );
+
 export const url = (fallback?: string) =>
   fallback === undefined
     ? v.pipe(v.string("is required"), v.url("must be a URL"))
@@ -115,6 +128,16 @@ export const common = {
   NATS_NAMESPACE: v.optional(v.pipe(v.string(), v.regex(/^([a-z0-9_]{1,32})?$/, "must be 0-32 of a-z, 0-9, _")), ""),
   /** Number of lane partitions. Changing it needs a drained lane (see nats/README.md). */
   LANE_PARTITIONS: int(16, 1, 64),
+  /** Replicas of each stream and KV bucket an app creates: 1 on one server, 3 or 5 on a cluster. An existing one keeps its own (`npm run nats:apply -- --force` replaces it). */
+  NATS_REPLICAS: int(1, 1, 5),
+  /** Messages each lane stream holds at most, when an app creates it (nats/topology.json: 5000000). A full lane refuses new notifications (503) rather than drop any. */
+  NATS_LANE_MAX_MSGS: optionalInt(1),
+  /** Bytes each lane stream holds at most, when created (nats/topology.json: -1, the server's storage is the bound). */
+  NATS_LANE_MAX_BYTES: optionalInt(-1),
+  /** Work items NOTIFY_WORK holds at most, when created (nats/topology.json: 20000000). When full, routing waits and retries. */
+  NATS_WORK_MAX_MSGS: optionalInt(1),
+  /** Bytes NOTIFY_WORK holds at most, when created (nats/topology.json: -1). */
+  NATS_WORK_MAX_BYTES: optionalInt(-1),
   /** pino level: fatal, error, warn, info (one line per request), debug, trace or silent. */
   LOG_LEVEL: logLevel(),
   /** Seconds to wait for in-flight work on SIGTERM before giving up. */

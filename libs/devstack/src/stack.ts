@@ -102,6 +102,11 @@ export interface Stack {
   adminUrl: string;
   /** The environment every app gets (without its PORT): what `turbo dev` starts the apps with. */
   appEnv: Record<string, string>;
+  /**
+   * Stops an app (SIGTERM, and SIGKILL after the grace period; or at once with the signal given)
+   * unless it already stopped, starts it again with the same settings, and waits until it is ready.
+   */
+  restartApp(name: AppName, signal?: NodeJS.Signals): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -264,22 +269,24 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       decided: { DATABASE_URL: databaseUrl, NATS_URL: natsUrl, NATS_NAMESPACE: namespace },
     });
     const apps = new Map<AppName, AppProcess>();
-    for (const name of options.apps ?? APPS) {
+    const spawnOne = (name: AppName) => {
       const admin = ADMIN_OF[name];
       const env = { ...common, PORT: String(ports[name]), ...(admin ? { ADMIN_PORT: String(ports[admin]) } : {}) };
       const proc = spawnApp(name, env, onLine);
       apps.set(name, proc);
-      cleanups.push(() => proc.stop());
+      return proc;
+    };
+    const ready = (proc: AppProcess) =>
+      waitReady(
+        `http://127.0.0.1:${readinessPort(ports, proc.name)}/readyz`,
+        60_000,
+        () => proc.child.exitCode === null,
+      );
+    for (const name of options.apps ?? APPS) {
+      spawnOne(name);
+      cleanups.push(async () => apps.get(name)?.stop());
     }
-    await Promise.all(
-      [...apps.values()].map((proc) =>
-        waitReady(
-          `http://127.0.0.1:${readinessPort(ports, proc.name)}/readyz`,
-          60_000,
-          () => proc.child.exitCode === null,
-        ),
-      ),
-    );
+    await Promise.all([...apps.values()].map(ready));
     const baseUrl = `http://127.0.0.1:${ports.ingest}`;
     writeStackEnv(options.dataDir, {
       DATABASE_URL: databaseUrl,
@@ -312,6 +319,17 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apps,
       ports: { ...ports, plivoSandbox: plivo.port, pushSandbox: push.port },
       appEnv: common,
+      async restartApp(name, signal = "SIGTERM") {
+        const old = apps.get(name);
+        if (old && old.child.exitCode === null && old.child.signalCode === null) {
+          if (signal === "SIGTERM") await old.stop();
+          else {
+            old.child.kill(signal);
+            await old.exited;
+          }
+        }
+        await ready(spawnOne(name));
+      },
       stop: stopAll,
     };
   } catch (error) {

@@ -234,4 +234,5 @@ export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<v
 }
 export * from "./body.js";
 export * from "./metrics.js";
+export * from "./streams.js";
 export * from "./versioning.js";

@@ -4,6 +4,7 @@ import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers/plivo/sign
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
 import { createCallbackPoster, postStatus } from "./callbacks.js";
+import { FaultSpan, faultQueue } from "./faults.js";
 import { openJournal } from "./journal.js";
 import { serveApp } from "./serve.js";
 
@@ -37,7 +38,7 @@ export const PlivoSandboxFault = v.pipe(
     delay_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
     report_status: v.optional(v.picklist(["undelivered", "failed", "rejected"])),
     error_code: v.optional(v.pipe(v.string(), v.regex(/^\d{1,6}$/))),
-    times: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+    ...FaultSpan,
     /** Only sends to this number (E.164). */
     match_dst: v.optional(v.string()),
   }),
@@ -109,7 +110,7 @@ const plivoError = (c: Context, status: number, error: string, headers: Record<s
 export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
   let messages: PlivoSandboxMessage[] = [];
   let reports: PlivoSandboxReport[] = [];
-  let faults: Array<{ fault: PlivoSandboxFault; remaining: number }> = [];
+  const faults = faultQueue<PlivoSandboxFault>();
   const inFlight = new Set<Promise<void>>();
   const journal = options.journal === undefined ? undefined : openJournal<PlivoJournalEntry>(options.journal);
   const poster = createCallbackPoster(journal !== undefined);
@@ -130,18 +131,9 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
     }
   }
 
-  const addFault = (input: PlivoSandboxFault): void => {
-    const fault = v.parse(PlivoSandboxFault, input);
-    faults.push({ fault, remaining: fault.times ?? Number.POSITIVE_INFINITY });
-  };
-
-  const takeFault = (dst: string): PlivoSandboxFault | undefined => {
-    const active = faults.find((f) => f.fault.match_dst === undefined || f.fault.match_dst === dst);
-    if (active === undefined) return undefined;
-    active.remaining -= 1;
-    if (active.remaining <= 0) faults = faults.filter((f) => f !== active);
-    return active.fault;
-  };
+  const addFault = (input: PlivoSandboxFault): void => faults.add(v.parse(PlivoSandboxFault, input));
+  const takeFault = (dst: string): PlivoSandboxFault | undefined =>
+    faults.take((f) => f.match_dst === undefined || f.match_dst === dst);
 
   /**
    * Plivo retries a callback that failed. In memory, three tries a second apart are enough
@@ -272,7 +264,7 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
     return c.body(null, 204);
   });
   app.delete("/sandbox/faults", (c) => {
-    faults = [];
+    faults.clear();
     return c.body(null, 204);
   });
 
@@ -286,7 +278,7 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
     reset: () => {
       forgetMessages();
       reports = [];
-      faults = [];
+      faults.clear();
     },
     fault: addFault,
     stop: async () => {

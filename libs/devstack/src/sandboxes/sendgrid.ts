@@ -24,6 +24,7 @@ import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import * as v from "valibot";
 import { createCallbackPoster, postStatus } from "./callbacks.js";
+import { FaultSpan, faultQueue } from "./faults.js";
 import { openJournal } from "./journal.js";
 import { keepConnections } from "./serve.js";
 
@@ -53,8 +54,7 @@ export const SandboxFault = v.pipe(
     status: v.optional(v.pipe(v.number(), v.integer(), v.minValue(400), v.maxValue(599))),
     retry_after_seconds: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
     delay_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
-    /** Sends to affect; unlimited until the faults are cleared. */
-    times: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+    ...FaultSpan,
     /** Only sends with this recipient (case-insensitive). */
     match_to: v.optional(v.pipe(v.string(), v.email())),
     event: v.optional(v.picklist(["bounce", "blocked", "dropped", "deferred"])),
@@ -183,11 +183,6 @@ const newMessageId = (): string => randomBytes(16).toString("base64url");
 
 const digest = (value: string): Buffer => createHash("sha256").update(value).digest();
 
-interface ActiveFault {
-  fault: SandboxFault;
-  remaining: number;
-}
-
 const BOUNCES: Record<string, Record<string, string>> = {
   bounce: {
     type: "bounce",
@@ -205,7 +200,7 @@ const BOUNCES: Record<string, Record<string, string>> = {
 
 export function createSendgridSandbox(options: SendgridSandboxOptions = {}): SendgridSandbox {
   let mails: SandboxMail[] = [];
-  let faults: ActiveFault[] = [];
+  const faults = faultQueue<SandboxFault>();
   let eventPosts: SandboxEventPost[] = [];
   const inFlight = new Set<Promise<unknown>>();
   let holding = 0;
@@ -285,20 +280,10 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     return track(postEvents(matching.flatMap((mail) => buildEvents(mail, [event], reason))));
   };
 
-  const addFault = (input: SandboxFault): void => {
-    const fault = v.parse(SandboxFault, input);
-    faults.push({ fault, remaining: fault.times ?? Number.POSITIVE_INFINITY });
-  };
+  const addFault = (input: SandboxFault): void => faults.add(v.parse(SandboxFault, input));
 
-  const takeFault = (recipients: string[]): SandboxFault | undefined => {
-    const active = faults.find(
-      (f) => f.fault.match_to === undefined || recipients.includes(f.fault.match_to.toLowerCase()),
-    );
-    if (active === undefined) return undefined;
-    active.remaining -= 1;
-    if (active.remaining <= 0) faults = faults.filter((f) => f !== active);
-    return active.fault;
-  };
+  const takeFault = (recipients: string[]): SandboxFault | undefined =>
+    faults.take((f) => f.match_to === undefined || recipients.includes(f.match_to.toLowerCase()));
 
   const authenticate: MiddlewareHandler = async (c, next) => {
     const token = /^Bearer (.+)$/.exec(c.req.header("authorization") ?? "")?.[1];
@@ -411,7 +396,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     return c.body(null, 204);
   });
   app.delete("/sandbox/faults", (c) => {
-    faults = [];
+    faults.clear();
     return c.body(null, 204);
   });
 
@@ -440,7 +425,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     },
     reset: () => {
       forgetMail();
-      faults = [];
+      faults.clear();
       eventPosts = [];
     },
     fault: addFault,

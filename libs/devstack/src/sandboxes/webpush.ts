@@ -4,6 +4,7 @@ import type { PushSubscription } from "@notify/providers/webpush/provider";
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
 import { createSandboxTls, type SandboxTls } from "./certificates.js";
+import { FaultSpan, faultQueue } from "./faults.js";
 import { openJournal } from "./journal.js";
 import { serveApp } from "./serve.js";
 
@@ -30,7 +31,7 @@ export const PushSandboxFault = v.pipe(
     status: v.optional(v.pipe(v.number(), v.integer(), v.minValue(400), v.maxValue(599))),
     retry_after_seconds: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
     delay_ms: v.optional(v.pipe(v.number(), v.integer(), v.minValue(0))),
-    times: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1))),
+    ...FaultSpan,
     /** Only pushes to this subscription id. */
     match_subscription: v.optional(v.string()),
   }),
@@ -157,7 +158,7 @@ export async function startPushSandbox(
   const host = options.host ?? "127.0.0.1";
   const subscribers = new Map<string, Subscriber>();
   let messages: PushSandboxMessage[] = [];
-  let faults: Array<{ fault: PushSandboxFault; remaining: number }> = [];
+  const faults = faultQueue<PushSandboxFault>();
   let origin = "";
   const journal = options.journal === undefined ? undefined : openJournal<PushJournalEntry>(options.journal);
   for (const entry of journal?.entries ?? []) {
@@ -174,17 +175,9 @@ export async function startPushSandbox(
     }
   }
 
-  const addFault = (input: PushSandboxFault): void => {
-    const fault = v.parse(PushSandboxFault, input);
-    faults.push({ fault, remaining: fault.times ?? Number.POSITIVE_INFINITY });
-  };
-  const takeFault = (id: string): PushSandboxFault | undefined => {
-    const active = faults.find((f) => f.fault.match_subscription === undefined || f.fault.match_subscription === id);
-    if (active === undefined) return undefined;
-    active.remaining -= 1;
-    if (active.remaining <= 0) faults = faults.filter((f) => f !== active);
-    return active.fault;
-  };
+  const addFault = (input: PushSandboxFault): void => faults.add(v.parse(PushSandboxFault, input));
+  const takeFault = (id: string): PushSandboxFault | undefined =>
+    faults.take((f) => f.match_subscription === undefined || f.match_subscription === id);
 
   const problem = (c: Context, status: number, reason: string, headers: Record<string, string> = {}) =>
     c.json({ code: status, errno: status, error: reason }, status as 400, headers);
@@ -289,7 +282,7 @@ export async function startPushSandbox(
     return c.body(null, 204);
   });
   app.delete("/sandbox/faults", (c) => {
-    faults = [];
+    faults.clear();
     return c.body(null, 204);
   });
 
@@ -309,7 +302,7 @@ export async function startPushSandbox(
     fault: addFault,
     reset: () => {
       forgetMessages();
-      faults = [];
+      faults.clear();
     },
     close: served.close,
   };

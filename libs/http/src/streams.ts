@@ -1,0 +1,31 @@
+import { type AppliedRow, applyTopology, type Bus, type Topology } from "@notify/bus";
+import type { Logger } from "@notify/log";
+import type { MetricsRegistry } from "./metrics.js";
+
+/**
+ * What every app that publishes does at start: creates the streams, consumers and buckets it
+ * needs, warns about existing streams whose settings differ from the declaration (an operator's
+ * choice, kept), and counts the publishes a full stream refuses in
+ * notify_stream_full_refusals_total: its alert that work is being turned away.
+ */
+export async function prepareStreams(
+  bus: Bus,
+  deps: { log: Logger; metrics: MetricsRegistry; topology?: Topology },
+): Promise<AppliedRow[]> {
+  const report = await applyTopology(bus, deps.topology);
+  for (const row of report) {
+    if (row.drift) {
+      deps.log.warn(
+        { kind: row.kind, name: row.name, differs: row.drift },
+        "kept the existing settings, which differ from the declared ones (npm run nats:apply -- --force replaces them)",
+      );
+    }
+  }
+  const refused = deps.metrics.counter(
+    "notify_stream_full_refusals_total",
+    "Publishes a full stream refused (its limit reached; nothing stored, the caller retries or answers 503), by subject without its partition",
+    ["subject"],
+  );
+  bus.onStreamFull((subject) => refused.inc({ subject: subject.replace(/\.\d+$/, "") }));
+  return report;
+}
