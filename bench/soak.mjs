@@ -3,11 +3,18 @@
 // overnight. Prints what was sent, what settled, what was lost or received twice by a provider,
 // the error-level log lines, and the memory of every process (proportional set size), sampled during the run.
 //   SOAK_SECONDS (600), SOAK_RATE notifications/s (100), SOAK_USERS (20), DATA_DIR (a fresh one)
-import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { devKey, errorLines, npmStart, receivedByProviders, stackEnv, stackMemory } from "@notify/testing";
+import {
+  devKey,
+  errorLines,
+  npmStart,
+  postNotification,
+  receivedByProviders,
+  stackEnv,
+  stackMemory,
+} from "@notify/testing";
 
 const seconds = Number(process.env.SOAK_SECONDS ?? 600);
 const rate = Number(process.env.SOAK_RATE ?? 100);
@@ -149,7 +156,7 @@ ${rows
 `);
 process.exit(lost || duplicated || errors.length || open.length ? 1 : 0);
 
-async function post(i) {
+function post(i) {
   const body = {
     user_id: users[i % users.length],
     category: "account",
@@ -158,17 +165,7 @@ async function post(i) {
     priority: LANES[i % LANES.length],
     channels: CHANNEL_SETS[i % CHANNEL_SETS.length],
   };
-  for (let tries = 0; tries < 10; tries++) {
-    const response = await fetch(`${base}/api/v1/notifications`, {
-      method: "POST",
-      headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
-      body: JSON.stringify(body),
-    }).catch(() => null);
-    if (response?.status === 202) return (await response.json()).notification_id;
-    await response?.arrayBuffer();
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-  return null;
+  return postNotification(base, devKey(dataDir), body, { deadlineMs: 5000 }).catch(() => null);
 }
 
 async function get(path) {

@@ -1,7 +1,8 @@
-import type { Channel, ChannelStatus, LaneMessage, Priority } from "@notify/core";
+import type { Channel, ChannelStatus } from "@notify/core";
 import type { Database } from "./index.js";
+import { asLaneNotification, type LaneNotification, type LaneRow } from "./notifications/lane.js";
 import type { RowPick } from "./rows.js";
-import type { notificationChannels, notifications } from "./schema/index.js";
+import type { notificationChannels } from "./schema/index.js";
 
 /**
  * Runs `work` only if no other process holds the lock `name` (a session advisory lock on one
@@ -40,48 +41,6 @@ export async function saveSweepPosition(database: Database, name: string, positi
     on conflict (name) do update set position = excluded.position, updated_at = now()`;
 }
 
-type NotificationRow = Omit<
-  RowPick<
-    typeof notifications,
-    | "id"
-    | "client_id"
-    | "user_id"
-    | "category"
-    | "template_id"
-    | "template_version"
-    | "priority"
-    | "requested_channels"
-    | "data"
-    | "partition"
-    | "created_at"
-  >,
-  "priority" | "requested_channels" | "data"
-> & { priority: Priority; requested_channels: Channel[] | null; data: Record<string, unknown> };
-
-/** A notification as its lane message, with the partition it was published to. */
-export interface LaneNotification {
-  message: LaneMessage;
-  partition: number;
-  createdAt: Date;
-}
-
-const asLane = (row: NotificationRow): LaneNotification => ({
-  message: {
-    notification_id: row.id,
-    client_id: row.client_id,
-    user_id: row.user_id,
-    category: row.category,
-    template_id: row.template_id,
-    ...(row.template_version === null ? {} : { template_version: row.template_version }),
-    priority: row.priority,
-    channels: row.requested_channels,
-    data: row.data,
-    created_at: row.created_at.toISOString(),
-  },
-  partition: row.partition,
-  createdAt: row.created_at,
-});
-
 /**
  * One chunk of the notification log from `from` on (ids are time-ordered UUIDv7 text) and
  * before `before`, at most `limit` ids: those that have no channel outcome yet (accepted, not
@@ -99,14 +58,14 @@ export async function findUnroutedNotifications(
     ) chunk`;
   const last = edge?.last ?? null;
   if (last === null) return { unrouted: [], last };
-  const rows = await sql<NotificationRow[]>`
+  const rows = await sql<LaneRow[]>`
     select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at
     from notifications n
     where id >= ${range.from} and id <= ${last}
       and not exists (select 1 from notification_channels c where c.notification_id = n.id)
       and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
     order by id`;
-  return { unrouted: rows.map(asLane), last };
+  return { unrouted: rows.map(asLaneNotification), last };
 }
 
 /** A channel that has waited for a worker longer than the bound, with its notification. */
@@ -119,7 +78,7 @@ export interface WaitingChannel extends LaneNotification {
   nextAttemptAt: Date | null;
 }
 
-type WaitingRow = NotificationRow &
+type WaitingRow = LaneRow &
   Omit<
     RowPick<typeof notificationChannels, "channel" | "status" | "updated_at" | "next_attempt_at">,
     "channel" | "status"
@@ -147,7 +106,7 @@ export async function findWaitingChannels(
         or not exists (select 1 from deferred_notifications d where d.notification_id = c.notification_id))
     order by c.updated_at limit ${options.limit}`;
   return rows.map((row) => ({
-    ...asLane(row),
+    ...asLaneNotification(row),
     channel: row.channel,
     status: row.status,
     updatedAt: row.updated_at,

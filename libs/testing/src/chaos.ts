@@ -13,7 +13,7 @@ import {
 } from "@notify/devstack";
 import { type RunningPostgres, startEmbeddedPostgres } from "@notify/devstack/postgres";
 import postgres from "postgres";
-import { receivedByProviders } from "./embedded.js";
+import { postNotification, receivedByProviders } from "./embedded.js";
 
 // The chaos run: the whole service on its own PostgreSQL and nats-server, loaded with mixed
 // notifications while its processes are killed and its servers restarted, then checked against
@@ -184,7 +184,9 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
     for (const name of APPS) watch(name);
 
     const base = running.baseUrl;
-    const auth = { authorization: `Bearer ${running.apiKey}` };
+    const apiKey = running.apiKey;
+    if (apiKey === null) throw new Error("the chaos stack is seeded: it has an API key");
+    const auth = { authorization: `Bearer ${apiKey}` };
     const ca = readFileSync(running.pushCaFile, "utf8");
     const put = async (path: string, body: unknown) => {
       for (let tries = 0; ; tries++) {
@@ -303,32 +305,20 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
     const accepted: Array<{ id: string; channels: readonly string[] }> = [];
     let refused = 0;
     let next = 0;
-    const post = async (i: number): Promise<string | null> => {
-      const body = {
-        user_id: users[i % users.length],
-        category: "account",
-        template_id: "welcome",
-        data: { name: `Ada ${i}` },
-        priority: LANES[i % LANES.length],
-        channels: CHANNEL_SETS[i % CHANNEL_SETS.length],
-      };
-      // One idempotency key per notification, kept across retries, as an upstream service would.
-      const key = `chaos-${started}-${i}`;
-      const deadline = Date.now() + 120_000;
-      while (Date.now() < deadline) {
-        const response = await fetch(`${base}/api/v1/notifications`, {
-          method: "POST",
-          headers: { ...auth, "content-type": "application/json", "idempotency-key": key },
-          body: JSON.stringify(body),
-        }).catch(() => null);
-        if (response?.status === 202 || response?.status === 200) {
-          return ((await response.json()) as { notification_id: string }).notification_id;
-        }
-        await response?.arrayBuffer();
-        await sleep(250);
-      }
-      return null;
-    };
+    const post = (i: number): Promise<string | null> =>
+      postNotification(
+        base,
+        apiKey,
+        {
+          user_id: users[i % users.length],
+          category: "account",
+          template_id: "welcome",
+          data: { name: `Ada ${i}` },
+          priority: LANES[i % LANES.length],
+          channels: CHANNEL_SETS[i % CHANNEL_SETS.length],
+        },
+        { idempotencyKey: `chaos-${started}-${i}`, deadlineMs: 120_000 },
+      ).catch(() => null);
     const sender = async () => {
       while (next < options.notifications) {
         const i = next++;

@@ -112,19 +112,38 @@ export function getWithCa(url: string, ca: string): Promise<unknown> {
   });
 }
 
-/** POSTs a notification; resolves with its id once accepted. */
-export async function postNotification(baseUrl: string, key: string, body: unknown): Promise<string> {
-  for (let tries = 0; ; tries++) {
+/**
+ * POSTs a notification as an upstream service should: one idempotency key for the request, kept
+ * across retries of a 503 or a dropped connection until `deadlineMs` has passed (a request whose
+ * publish was ambiguous is then a replay, never a second notification). Answers its id.
+ */
+export async function postNotification(
+  baseUrl: string,
+  apiKey: string,
+  body: unknown,
+  options: { idempotencyKey?: string; deadlineMs?: number } = {},
+): Promise<string> {
+  const idempotencyKey = options.idempotencyKey ?? randomUUID();
+  const deadline = Date.now() + (options.deadlineMs ?? 10_000);
+  for (;;) {
     const response = await fetch(`${baseUrl}/api/v1/notifications`, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json", "idempotency-key": randomUUID() },
+      headers: {
+        authorization: `Bearer ${apiKey}`,
+        "content-type": "application/json",
+        "idempotency-key": idempotencyKey,
+      },
       body: JSON.stringify(body),
-    });
-    const answer = (await response.json()) as { notification_id?: string };
-    if (response.status === 202 && answer.notification_id) return answer.notification_id;
-    if (response.status !== 503 || tries > 20)
-      throw new Error(`POST answered ${response.status}: ${JSON.stringify(answer)}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    }).catch(() => null);
+    const text = response === null ? "" : await response.text().catch(() => "");
+    if (response?.status === 202 || response?.status === 200) {
+      const answer = JSON.parse(text) as { notification_id?: string };
+      if (answer.notification_id) return answer.notification_id;
+    }
+    if ((response !== null && response.status !== 503) || Date.now() > deadline) {
+      throw new Error(`POST answered ${response?.status ?? "nothing"}: ${text}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
 

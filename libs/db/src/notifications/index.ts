@@ -1,3 +1,4 @@
 export * from "./accept.js";
+export * from "./lane.js";
 export * from "./outbox.js";
 export * from "./read.js";

@@ -1,7 +1,8 @@
-import type { Channel, LaneMessage, Priority } from "@notify/core";
+import type { LaneMessage } from "@notify/core";
 import type { Database } from "../index.js";
 import type { RowPick } from "../rows.js";
-import type { notifications, publishOutbox } from "../schema/index.js";
+import type { publishOutbox } from "../schema/index.js";
+import { asLaneNotification, type LaneRow } from "./lane.js";
 
 /**
  * Keeps only `ids` listed in a batch's outbox row: the rest of its notifications were
@@ -49,24 +50,6 @@ export interface UnpublishedNotification {
   partition: number;
 }
 
-type NotificationRow = Omit<
-  RowPick<
-    typeof notifications,
-    | "id"
-    | "client_id"
-    | "user_id"
-    | "category"
-    | "template_id"
-    | "template_version"
-    | "priority"
-    | "requested_channels"
-    | "data"
-    | "partition"
-    | "created_at"
-  >,
-  "priority" | "requested_channels" | "data"
-> & { priority: Priority; requested_channels: Channel[] | null; data: Record<string, unknown> };
-
 /** postgres.js returns bigint as text, so the id is read as text throughout. */
 type OutboxRow = Omit<RowPick<typeof publishOutbox, "id" | "notification_ids">, "id"> & { id: string };
 
@@ -97,26 +80,15 @@ export async function sweepPublishOutbox(
       budget -= taken.length;
     }
     if (work.length === 0) return 0;
-    const rows = await tx<NotificationRow[]>`
+    const rows = await tx<LaneRow[]>`
       select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at
       from notifications where id = any(${work.flatMap((w) => w.taken)}::text[])
       order by created_at, id`;
     const failed = await publish(
-      rows.map((row) => ({
-        message: {
-          notification_id: row.id,
-          client_id: row.client_id,
-          user_id: row.user_id,
-          category: row.category,
-          template_id: row.template_id,
-          ...(row.template_version === null ? {} : { template_version: row.template_version }),
-          priority: row.priority,
-          channels: row.requested_channels,
-          data: row.data,
-          created_at: row.created_at.toISOString(),
-        },
-        partition: row.partition,
-      })),
+      rows.map((row) => {
+        const { message, partition } = asLaneNotification(row);
+        return { message, partition };
+      }),
     );
     const settled: string[] = [];
     for (const w of work) {

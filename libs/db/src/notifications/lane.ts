@@ -1,0 +1,47 @@
+import type { Channel, LaneMessage, Priority } from "@notify/core";
+import type { RowPick } from "../rows.js";
+import type { notifications } from "../schema/index.js";
+
+/** The columns of a notification its lane message is made of. */
+export type LaneRow = Omit<
+  RowPick<
+    typeof notifications,
+    | "id"
+    | "client_id"
+    | "user_id"
+    | "category"
+    | "template_id"
+    | "template_version"
+    | "priority"
+    | "requested_channels"
+    | "data"
+    | "partition"
+    | "created_at"
+  >,
+  "priority" | "requested_channels" | "data"
+> & { priority: Priority; requested_channels: Channel[] | null; data: Record<string, unknown> };
+
+/** A notification as its lane message, with the partition it is published to. */
+export interface LaneNotification {
+  message: LaneMessage;
+  partition: number;
+  createdAt: Date;
+}
+
+/** The lane message a stored notification was (or is to be) published as. */
+export const asLaneNotification = (row: LaneRow): LaneNotification => ({
+  message: {
+    notification_id: row.id,
+    client_id: row.client_id,
+    user_id: row.user_id,
+    category: row.category,
+    template_id: row.template_id,
+    ...(row.template_version === null ? {} : { template_version: row.template_version }),
+    priority: row.priority,
+    channels: row.requested_channels,
+    data: row.data,
+    created_at: row.created_at.toISOString(),
+  },
+  partition: row.partition,
+  createdAt: row.created_at,
+});
