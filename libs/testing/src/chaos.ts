@@ -60,6 +60,8 @@ export interface ChaosReport {
   accepted: number;
   /** POSTs that never got a 202 (they were retried with their idempotency key until the end). */
   refused: number;
+  /** What the last tries of the notifications never accepted were answered (at most 5). */
+  refusals: string[];
   /** Accepted notifications that the database does not know. */
   missing: number;
   /** Notifications not terminal (accepted or processing) when the wait ended. */
@@ -304,6 +306,7 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
     const started = Date.now();
     const accepted: Array<{ id: string; channels: readonly string[] }> = [];
     let refused = 0;
+    const refusals: string[] = [];
     let next = 0;
     const post = (i: number): Promise<string | null> =>
       postNotification(
@@ -318,7 +321,10 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
           channels: CHANNEL_SETS[i % CHANNEL_SETS.length],
         },
         { idempotencyKey: `chaos-${started}-${i}`, deadlineMs: 120_000 },
-      ).catch(() => null);
+      ).catch((error: Error) => {
+        if (refusals.length < 5) refusals.push(error.message);
+        return null;
+      });
     const sender = async () => {
       while (next < options.notifications) {
         const i = next++;
@@ -410,6 +416,7 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
         },
         accepted: accepted.length,
         refused,
+        refusals,
         missing: ids.length - known.length,
         notTerminal: open,
         channels,
@@ -466,7 +473,7 @@ export function formatChaosReport(report: ChaosReport): string {
     `chaos: ${o.notifications} notifications to ${o.users} users, mixed channels and lanes${o.quietHours ? ", quiet hours" : ""}${o.providerFaults ? ", provider faults and slow providers" : ""}`,
     `faults: ${report.faults.length} (${report.faults.map((f) => `${f.at.toFixed(0)} s ${f.what}`).join("; ")})`,
     `apps that exited on their own and were restarted: ${report.crashes.length ? report.crashes.join(", ") : "none"}`,
-    `accepted ${report.accepted} in ${report.sendSeconds.toFixed(0)} s; never accepted: ${report.refused}; unknown to the database: ${report.missing}`,
+    `accepted ${report.accepted} in ${report.sendSeconds.toFixed(0)} s; never accepted: ${report.refused}${report.refusals.length > 0 ? ` (${report.refusals.join("; ")})` : ""}; unknown to the database: ${report.missing}`,
     `reconciler: ${report.reconcilerLines.length} round(s) drove stalled work on`,
     "",
     "| channel | sends | delivered | failed | suppressed | unsettled (provider has it / has not) | lost | duplicates | not terminal |",

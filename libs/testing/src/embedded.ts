@@ -114,8 +114,9 @@ export function getWithCa(url: string, ca: string): Promise<unknown> {
 
 /**
  * POSTs a notification as an upstream service should: one idempotency key for the request, kept
- * across retries of a 503 or a dropped connection until `deadlineMs` has passed (a request whose
- * publish was ambiguous is then a replay, never a second notification). Answers its id.
+ * across retries of a 503, a 409 (the first try is still in flight) or a dropped connection until
+ * `deadlineMs` has passed, each after the Retry-After asked for (a request whose publish was
+ * ambiguous is then a replay, never a second notification). Answers its id.
  */
 export async function postNotification(
   baseUrl: string,
@@ -140,10 +141,11 @@ export async function postNotification(
       const answer = JSON.parse(text) as { notification_id?: string };
       if (answer.notification_id) return answer.notification_id;
     }
-    if ((response !== null && response.status !== 503) || Date.now() > deadline) {
+    if ((response !== null && response.status !== 503 && response.status !== 409) || Date.now() > deadline) {
       throw new Error(`POST answered ${response?.status ?? "nothing"}: ${text}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    const retryAfterMs = Number(response?.headers.get("retry-after") ?? 0) * 1000;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(Math.max(250, retryAfterMs), 5000)));
   }
 }
 
