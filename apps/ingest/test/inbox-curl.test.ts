@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { promisify } from "node:util";
 import { seedApiKey, storeInboxItem } from "@notify/db";
 import { listen } from "@notify/http";
-import { eventually } from "@notify/testing";
+import { eventually, seedNotification } from "@notify/testing";
 import t from "tap";
 import { ingestApp } from "./support.js";
 
@@ -21,14 +21,12 @@ const doc = readFileSync(new URL("../../../docs/inbox.md", import.meta.url), "ut
 const firstBlock = /```sh\n([\s\S]*?)```/.exec(doc)?.[1] ?? "";
 const [mint, list, stream] = firstBlock.split("\n").filter((line) => line.startsWith("curl "));
 
-const store = (userId: string, body: string) =>
-  storeInboxItem(database.sql, {
-    userId,
-    notificationId: randomUUID(),
-    category: "account",
-    title: "Welcome",
-    body,
-  });
+/** What the worker stores for an in-app notification of the development client. */
+const store = async (userId: string, body: string) => {
+  const notificationId = randomUUID();
+  await seedNotification(database, { id: notificationId, clientId: "dev", userId });
+  return storeInboxItem(database.sql, { userId, notificationId, category: "account", title: "Welcome", body });
+};
 
 /** A documented command, pointed at this test's server, with the doc's variables set. */
 const local = (command: string | undefined) => {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { seedApiKey, storeInboxItem } from "@notify/db";
 import { listen } from "@notify/http";
 import { createInAppProvider, type OutboundMessage } from "@notify/providers";
-import { eventually } from "@notify/testing";
+import { eventually, seedNotification } from "@notify/testing";
 import { EventSource } from "eventsource";
 import t from "tap";
 import { ingestApp } from "./support.js";
@@ -13,8 +13,10 @@ const { app, database } = await ingestApp(t);
 const server = await listen(app, 0, "127.0.0.1");
 t.teardown(() => server.close());
 const base = `http://127.0.0.1:${server.port}/api/v1`;
+const inboxKey = await seedApiKey(database, { clientId: "shop", name: "shop inbox", scopes: ["inbox"] });
 const prefsKey = await seedApiKey(database, { clientId: "shop", name: "shop prefs", scopes: ["preferences"] });
 const readKey = await seedApiKey(database, { clientId: "shop", name: "shop reader", scopes: ["read"] });
+const otherClientKey = await seedApiKey(database, { clientId: "bank", name: "bank inbox", scopes: ["inbox"] });
 
 const inApp = createInAppProvider({
   store: (m) =>
@@ -26,9 +28,12 @@ const inApp = createInAppProvider({
       body: m.body,
     }),
 });
-const deliver = async (userId: string, body = "Hello", overrides: Partial<OutboundMessage> = {}) => {
+/** Delivers in-app a notification of `client` (its row is what the worker's item comes from). */
+const deliver = async (userId: string, body = "Hello", overrides: Partial<OutboundMessage> = {}, client = "shop") => {
+  const notificationId = overrides.notificationId ?? randomUUID();
+  await seedNotification(database, { id: notificationId, clientId: client, userId });
   const result = await inApp.send({
-    notificationId: randomUUID(),
+    notificationId,
     channel: "in_app",
     to: userId,
     subject: "Welcome",
@@ -41,13 +46,14 @@ const deliver = async (userId: string, body = "Hello", overrides: Partial<Outbou
   return result.providerId;
 };
 
-const issue = async (userId: string, key = prefsKey, body?: unknown) =>
+const issue = async (userId: string, key = inboxKey, body?: unknown) =>
   fetch(`${base}/users/${userId}/inbox-tokens`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
-const tokenFor = async (userId: string) => ((await (await issue(userId)).json()) as { token: string }).token;
+const tokenFor = async (userId: string, key = inboxKey) =>
+  ((await (await issue(userId, key)).json()) as { token: string }).token;
 const asUser = (token: string, path: string, init: RequestInit = {}) =>
   fetch(`${base}${path}`, {
     ...init,
@@ -81,8 +87,8 @@ function connect(token: string, lastEventId?: string) {
   return { source, events, ready };
 }
 
-t.test("tokens are issued with a preferences key only, once, never cached", async (t) => {
-  const res = await issue("user-a", prefsKey, { ttl_seconds: 600 });
+t.test("tokens are issued with an inbox-scoped key only, once, never cached", async (t) => {
+  const res = await issue("user-a", inboxKey, { ttl_seconds: 600 });
   t.equal(res.status, 201);
   t.equal(res.headers.get("cache-control"), "no-store");
   const body = (await res.json()) as { token: string; user_id: string; expires_at: string };
@@ -90,7 +96,34 @@ t.test("tokens are issued with a preferences key only, once, never cached", asyn
   t.ok(Math.abs(Date.parse(body.expires_at) - Date.now() - 600_000) < 60_000);
   t.equal((await fetch(`${base}/users/user-a/inbox-tokens`, { method: "POST" })).status, 401);
   t.equal((await issue("user-a", readKey)).status, 403);
-  t.equal((await issue("user-a", prefsKey, { ttl_seconds: 10 })).status, 400);
+  t.equal((await issue("user-a", prefsKey)).status, 403, "the preferences scope does not mint them");
+  t.equal((await issue("user-a", inboxKey, { ttl_seconds: 10 })).status, 400);
+});
+
+t.test("a token sees only its own client's items of the user, and ends with its key", async (t) => {
+  const shopToken = await tokenFor("both");
+  const bankToken = await tokenFor("both", otherClientKey);
+  await deliver("both", "shop's welcome");
+  await deliver("both", "bank's one-time passcode 123456", {}, "bank");
+  const bodies = async (token: string) =>
+    ((await (await asUser(token, "/inbox?filter=all")).json()) as { data: Item[] }).data.map((i) => i.body);
+  t.same(await bodies(shopToken), ["shop's welcome"], "the shop's token never sees the bank's passcode");
+  t.same(await bodies(bankToken), ["bank's one-time passcode 123456"]);
+  const bankItem = ((await (await asUser(bankToken, "/inbox")).json()) as { data: Item[] }).data[0];
+  const patched = await asUser(shopToken, `/inbox/${bankItem?.id}`, {
+    method: "PATCH",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ read: true }),
+  });
+  t.equal(patched.status, 404, "nor change it");
+
+  const shortLived = await seedApiKey(database, { clientId: "shop", name: "to revoke", scopes: ["inbox"] });
+  const token = await tokenFor("both", shortLived);
+  t.equal((await asUser(token, "/inbox")).status, 200);
+  await database.sql`update api_keys set revoked_at = now() where client_id = 'shop' and name = 'to revoke'`;
+  const after = await asUser(token, "/inbox");
+  t.equal(after.status, 401, "revoking the key that minted it ends the token at once");
+  t.match(await after.json(), { detail: /revoked/ });
 });
 
 t.test("the inbox needs a valid user token; an API key is not one", async (t) => {

@@ -87,6 +87,7 @@ const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", s
 const ingestKey = await seedApiKey(database, { clientId: "shop", name: "ingest", scopes: ["ingest"] });
 const readKey = await seedApiKey(database, { clientId: "shop", name: "read", scopes: ["read"] });
 const prefsKey = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });
+const inboxKey = await seedApiKey(database, { clientId: "shop", name: "inbox", scopes: ["inbox"] });
 await seedTemplate(database, {
   id: "welcome",
   params: ["name"],
@@ -231,10 +232,10 @@ t.test("a scenario drives every route through its success and failure paths", as
   await securityCases("GET", "/templates/welcome/versions/1", readKey);
 
   // Inbox: tokens by API key, the rest by inbox token
-  const tokenAnswer = await call("POST", `/users/${user}/inbox-tokens`, { key: prefsKey, body: "{}" });
+  const tokenAnswer = await call("POST", `/users/${user}/inbox-tokens`, { key: inboxKey, body: "{}" });
   t.equal(tokenAnswer.status, 201);
-  await call("POST", `/users/${user}/inbox-tokens`, { key: prefsKey, body: json({ ttl_seconds: 1 }) });
-  await bodyCases("POST", `/users/${user}/inbox-tokens`, prefsKey);
+  await call("POST", `/users/${user}/inbox-tokens`, { key: inboxKey, body: json({ ttl_seconds: 1 }) });
+  await bodyCases("POST", `/users/${user}/inbox-tokens`, inboxKey);
   await securityCases("POST", `/users/${user}/inbox-tokens`, readKey);
   const inbox = { "x-inbox-token": String(tokenAnswer.body?.token) };
   const item = await storeInboxItem(database.sql, {

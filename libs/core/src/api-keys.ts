@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 
-export const SCOPES = ["ingest", "read", "preferences", "admin"] as const;
+export const SCOPES = ["ingest", "read", "preferences", "inbox", "admin"] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** Recognisable prefix: secret scanners and people can tell a notify key at a glance. */

@@ -5,20 +5,43 @@ import { INBOX_NOTIFY_CHANNEL, type inboxItems } from "./schema/index.js";
 // The in-app inbox as its API reads it: per-user tokens, items and their states, and the
 // wake-ups of open streams.
 
-/** Stores an inbox token's SHA-256 for the user, valid until `expiresAt`. */
-export async function insertInboxToken(
-  database: Database,
-  token: { tokenHash: string; userId: string; clientId: string; expiresAt: Date },
-): Promise<void> {
-  await database.sql`insert into inbox_tokens (token_hash, user_id, client_id, expires_at)
-    values (${token.tokenHash}, ${token.userId}, ${token.clientId}, ${token.expiresAt})`;
+/**
+ * Whose inbox a token opens: one user's items from one client (the client whose key minted the
+ * token). Every inbox query is confined to both.
+ */
+export interface InboxOwner {
+  userId: string;
+  clientId: string;
 }
 
-/** The user an unexpired token with this SHA-256 names; null for an unknown or expired token. */
-export async function findInboxTokenUser(database: Database, tokenHash: string): Promise<string | null> {
-  const [row] = await database.sql<{ user_id: string }[]>`
-    select user_id from inbox_tokens where token_hash = ${tokenHash} and expires_at > now()`;
-  return row?.user_id ?? null;
+/** Stores an inbox token's SHA-256 for the user, minted by `keyId` of `clientId`, valid until `expiresAt`. */
+export async function insertInboxToken(
+  database: Database,
+  token: { tokenHash: string; userId: string; clientId: string; keyId: string; expiresAt: Date },
+): Promise<void> {
+  await database.sql`insert into inbox_tokens (token_hash, user_id, client_id, key_id, expires_at)
+    values (${token.tokenHash}, ${token.userId}, ${token.clientId}, ${token.keyId}, ${token.expiresAt})`;
+}
+
+/**
+ * The owner an unexpired token with this SHA-256 opens, while the key that minted it still
+ * works (not revoked, or within a rotation's grace); null otherwise. Read on every request, so
+ * revoking the key ends its tokens at once.
+ */
+export async function findInboxTokenOwner(database: Database, tokenHash: string): Promise<InboxOwner | null> {
+  const [row] = await database.sql<{ user_id: string; client_id: string }[]>`
+    select t.user_id, t.client_id from inbox_tokens t
+    join api_keys k on k.id = t.key_id and k.client_id = t.client_id
+    where t.token_hash = ${tokenHash} and t.expires_at > now()
+      and (k.revoked_at is null or k.revoked_at > now())`;
+  return row === undefined ? null : { userId: row.user_id, clientId: row.client_id };
+}
+
+/** Deletes tokens that expired more than `graceMs` ago (they no longer open anything); answers how many. */
+export async function purgeExpiredInboxTokens(database: Database, graceMs = 0): Promise<number> {
+  const rows = await database.sql`
+    delete from inbox_tokens where expires_at < now() - ${`${graceMs} milliseconds`}::interval returning 1`;
+  return rows.length;
 }
 
 export const INBOX_FILTERS = ["inbox", "unread", "archived", "all"] as const;
@@ -37,7 +60,7 @@ export interface InboxItem {
 }
 
 /** postgres.js returns the bigint id as text. */
-type ItemRow = Omit<Row<typeof inboxItems>, "id" | "user_id"> & { id: string };
+type ItemRow = Omit<Row<typeof inboxItems>, "id" | "user_id" | "client_id"> & { id: string };
 
 const toItem = (row: ItemRow): InboxItem => ({
   id: String(row.id),
@@ -56,7 +79,7 @@ const COLUMNS = "id, notification_id, category, title, body, created_at, seen_at
 /** Newest first (the id is the unique total order); `beforeId` continues after a page. */
 export async function listInboxItems(
   database: Database,
-  userId: string,
+  owner: InboxOwner,
   filter: InboxFilter,
   limit: number,
   beforeId: number | null,
@@ -70,7 +93,7 @@ export async function listInboxItems(
   }[filter];
   const rows = await sql<ItemRow[]>`
     select ${sql.unsafe(COLUMNS)} from inbox_items
-    where user_id = ${userId} ${where} ${beforeId === null ? sql`` : sql`and id < ${beforeId}`}
+    where user_id = ${owner.userId} and client_id = ${owner.clientId} ${where} ${beforeId === null ? sql`` : sql`and id < ${beforeId}`}
     order by id desc limit ${limit + 1}`;
   return { items: rows.slice(0, limit).map(toItem), hasMore: rows.length > limit };
 }
@@ -78,31 +101,31 @@ export async function listInboxItems(
 /** Items after the one a stream sent last, oldest first: what a reconnecting client missed. */
 export async function listInboxItemsAfter(
   database: Database,
-  userId: string,
+  owner: InboxOwner,
   afterId: number,
   limit: number,
 ): Promise<InboxItem[]> {
   const rows = await database.sql<ItemRow[]>`
     select ${database.sql.unsafe(COLUMNS)} from inbox_items
-    where user_id = ${userId} and id > ${afterId} order by id limit ${limit}`;
+    where user_id = ${owner.userId} and client_id = ${owner.clientId} and id > ${afterId}
+    order by id limit ${limit}`;
   return rows.map(toItem);
 }
 
-/** The id of the user's newest item; 0 when there is none. */
-export async function latestInboxItemId(database: Database, userId: string): Promise<number> {
-  const [row] = await database.sql<
-    { id: string | null }[]
-  >`select max(id) as id from inbox_items where user_id = ${userId}`;
+/** The id of the owner's newest item; 0 when there is none. */
+export async function latestInboxItemId(database: Database, owner: InboxOwner): Promise<number> {
+  const [row] = await database.sql<{ id: string | null }[]>`
+    select max(id) as id from inbox_items where user_id = ${owner.userId} and client_id = ${owner.clientId}`;
   return Number(row?.id ?? 0);
 }
 
 /**
  * Sets or clears the user's states of one item. Seen and read are set once (the first time
- * counts) and cleared with false; null when the item is not this user's.
+ * counts) and cleared with false; null when the item is not this owner's.
  */
 export async function setInboxItemState(
   database: Database,
-  userId: string,
+  owner: InboxOwner,
   id: number,
   change: { seen?: boolean; read?: boolean; archived?: boolean },
 ): Promise<InboxItem | null> {
@@ -114,7 +137,7 @@ export async function setInboxItemState(
       seen_at = ${state(change.seen, "seen_at")},
       read_at = ${state(change.read, "read_at")},
       archived_at = ${state(change.archived, "archived_at")}
-    where id = ${id} and user_id = ${userId}
+    where id = ${id} and user_id = ${owner.userId} and client_id = ${owner.clientId}
     returning ${sql.unsafe(COLUMNS)}`;
   return row === undefined ? null : toItem(row);
 }

@@ -1,73 +1,109 @@
-import { freshDatabase } from "@notify/testing";
+import { freshDatabase, seedNotification } from "@notify/testing";
 import t from "tap";
 import {
-  findInboxTokenUser,
+  findInboxTokenOwner,
   insertInboxToken,
   latestInboxItemId,
   listenForInboxItems,
   listInboxItems,
   listInboxItemsAfter,
+  purgeExpiredInboxTokens,
   setInboxItemState,
   storeInboxItem,
 } from "../src/index.js";
 
-// The inbox as its API reads it: tokens stop at their expiry, seen and read keep their first
-// time, filters select by state, and a stored item wakes the listener of its user.
+// The inbox as its API reads it: tokens open one user's items from one client while they and
+// the key that minted them last, seen and read keep their first time, filters select by state,
+// and a stored item wakes the listener of its user.
 const { database } = await freshDatabase(t);
+const { sql } = database;
 
-const store = (userId: string, n: number) =>
-  storeInboxItem(database.sql, {
-    userId,
-    notificationId: `n-${userId}-${n}`,
-    category: "c",
-    title: null,
-    body: `b${n}`,
-  });
+/** Stores an in-app item of a notification of `client` (the row the worker's item comes from). */
+const store = async (userId: string, n: number, client = "c1") => {
+  const id = `n-${client}-${userId}-${n}`;
+  await seedNotification(database, { id, clientId: client, userId });
+  return storeInboxItem(sql, { userId, notificationId: id, category: "c", title: null, body: `b${n}` });
+};
+const owner = (userId: string, clientId = "c1") => ({ userId, clientId });
+const key = async (id: string, client: string, revokedAt: Date | null = null) =>
+  sql`insert into api_keys (id, client_id, name, prefix, key_hash, scopes, revoked_at)
+    values (${id}, ${client}, ${id}, 'ntf_', ${`hash-${id}`}, ${["inbox"]}, ${revokedAt})`;
 
-t.test("tokens name their user until they expire", async (t) => {
-  await insertInboxToken(database, {
-    tokenHash: "h-live",
-    userId: "u1",
-    clientId: "c1",
-    expiresAt: new Date(Date.now() + 60_000),
-  });
-  await insertInboxToken(database, {
-    tokenHash: "h-old",
-    userId: "u1",
-    clientId: "c1",
-    expiresAt: new Date(Date.now() - 1000),
-  });
-  t.equal(await findInboxTokenUser(database, "h-live"), "u1");
-  t.equal(await findInboxTokenUser(database, "h-old"), null, "expired");
-  t.equal(await findInboxTokenUser(database, "h-none"), null, "unknown");
+t.test("tokens open their owner while they and their key last", async (t) => {
+  await key("k1", "c1");
+  await key("k-grace", "c1", new Date(Date.now() + 60_000));
+  await key("k-revoked", "c1", new Date(Date.now() - 1000));
+  const token = (tokenHash: string, keyId: string, expiresInMs: number) =>
+    insertInboxToken(database, {
+      tokenHash,
+      userId: "u1",
+      clientId: "c1",
+      keyId,
+      expiresAt: new Date(Date.now() + expiresInMs),
+    });
+  await token("h-live", "k1", 60_000);
+  await token("h-old", "k1", -1000);
+  await token("h-grace", "k-grace", 60_000);
+  await token("h-revoked", "k-revoked", 60_000);
+  await token("h-no-key", "k-gone", 60_000);
+  t.same(await findInboxTokenOwner(database, "h-live"), owner("u1"));
+  t.equal(await findInboxTokenOwner(database, "h-old"), null, "expired");
+  t.equal(await findInboxTokenOwner(database, "h-none"), null, "unknown");
+  t.same(await findInboxTokenOwner(database, "h-grace"), owner("u1"), "its key in a rotation's grace still works");
+  t.equal(await findInboxTokenOwner(database, "h-revoked"), null, "its key was revoked");
+  t.equal(await findInboxTokenOwner(database, "h-no-key"), null, "its key is gone");
+  await sql`insert into inbox_tokens (token_hash, user_id, client_id, expires_at) values ('h-legacy', 'u1', 'c1', now() + interval '1 hour')`;
+  t.equal(await findInboxTokenOwner(database, "h-legacy"), null, "a token minted before keys were recorded");
+
+  t.equal(await purgeExpiredInboxTokens(database), 1, "the expired one is purged");
+  t.equal(Number((await sql`select count(*)::int as n from inbox_tokens`)[0]?.n), 5, "the others stay");
+});
+
+t.test("a user's items from another client are not in this client's inbox", async (t) => {
+  const mine = await store("shared-user", 1, "c1");
+  const theirs = await store("shared-user", 2, "c2");
+  const ids = (items: Array<{ id: string }>) => items.map((i) => Number(i.id));
+  t.same(ids((await listInboxItems(database, owner("shared-user", "c1"), "all", 10, null)).items), [mine]);
+  t.same(ids((await listInboxItems(database, owner("shared-user", "c2"), "all", 10, null)).items), [theirs]);
+  t.same(ids(await listInboxItemsAfter(database, owner("shared-user", "c1"), 0, 10)), [mine], "nor in its stream");
+  t.equal(await latestInboxItemId(database, owner("shared-user", "c1")), mine);
+  t.equal(
+    await setInboxItemState(database, owner("shared-user", "c1"), theirs, { read: true }),
+    null,
+    "nor can it be changed",
+  );
 });
 
 t.test("states, filters and paging", async (t) => {
   const ids = [await store("u2", 1), await store("u2", 2), await store("u2", 3)];
   await store("u3", 1);
-  t.equal(await latestInboxItemId(database, "u2"), ids[2]);
-  t.equal(await latestInboxItemId(database, "nobody"), 0);
+  t.equal(await latestInboxItemId(database, owner("u2")), ids[2]);
+  t.equal(await latestInboxItemId(database, owner("nobody")), 0);
 
-  const read = await setInboxItemState(database, "u2", ids[0] as number, { read: true, seen: true });
+  const read = await setInboxItemState(database, owner("u2"), ids[0] as number, { read: true, seen: true });
   t.type(read?.read_at, "string");
-  const again = await setInboxItemState(database, "u2", ids[0] as number, { read: true });
+  const again = await setInboxItemState(database, owner("u2"), ids[0] as number, { read: true });
   t.equal(again?.read_at, read?.read_at, "the first read counts");
   t.equal(again?.seen_at, read?.seen_at, "an unmentioned state is kept");
-  const cleared = await setInboxItemState(database, "u2", ids[0] as number, { read: false });
+  const cleared = await setInboxItemState(database, owner("u2"), ids[0] as number, { read: false });
   t.equal(cleared?.read_at, null, "false clears");
-  t.equal(await setInboxItemState(database, "u3", ids[0] as number, { read: true }), null, "not this user's");
-  await setInboxItemState(database, "u2", ids[1] as number, { archived: true });
-  await setInboxItemState(database, "u2", ids[2] as number, { read: true });
+  t.equal(await setInboxItemState(database, owner("u3"), ids[0] as number, { read: true }), null, "not this user's");
+  await setInboxItemState(database, owner("u2"), ids[1] as number, { archived: true });
+  await setInboxItemState(database, owner("u2"), ids[2] as number, { read: true });
 
   const idsOf = (items: Array<{ id: string }>) => items.map((i) => Number(i.id));
-  t.same(idsOf((await listInboxItems(database, "u2", "all", 10, null)).items), [ids[2], ids[1], ids[0]]);
-  t.same(idsOf((await listInboxItems(database, "u2", "inbox", 10, null)).items), [ids[2], ids[0]]);
-  t.same(idsOf((await listInboxItems(database, "u2", "unread", 10, null)).items), [ids[0]]);
-  t.same(idsOf((await listInboxItems(database, "u2", "archived", 10, null)).items), [ids[1]]);
-  const page = await listInboxItems(database, "u2", "all", 2, null);
+  t.same(idsOf((await listInboxItems(database, owner("u2"), "all", 10, null)).items), [ids[2], ids[1], ids[0]]);
+  t.same(idsOf((await listInboxItems(database, owner("u2"), "inbox", 10, null)).items), [ids[2], ids[0]]);
+  t.same(idsOf((await listInboxItems(database, owner("u2"), "unread", 10, null)).items), [ids[0]]);
+  t.same(idsOf((await listInboxItems(database, owner("u2"), "archived", 10, null)).items), [ids[1]]);
+  const page = await listInboxItems(database, owner("u2"), "all", 2, null);
   t.equal(page.hasMore, true);
-  t.same(idsOf((await listInboxItems(database, "u2", "all", 2, ids[1] as number)).items), [ids[0]]);
-  t.same(idsOf(await listInboxItemsAfter(database, "u2", ids[0] as number, 10)), [ids[1], ids[2]], "oldest first");
+  t.same(idsOf((await listInboxItems(database, owner("u2"), "all", 2, ids[1] as number)).items), [ids[0]]);
+  t.same(
+    idsOf(await listInboxItemsAfter(database, owner("u2"), ids[0] as number, 10)),
+    [ids[1], ids[2]],
+    "oldest first",
+  );
 });
 
 t.test("a stored item wakes its user's listener", async (t) => {

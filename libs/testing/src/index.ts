@@ -103,6 +103,20 @@ export async function eventually<T>(
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ""}`);
 }
 
+/**
+ * A notification row of `clientId` for `userId` (nothing published), for tests that store what a
+ * worker would for it: the in-app inbox takes its client from this row.
+ */
+export async function seedNotification(
+  database: Database,
+  row: { id: string; clientId: string; userId: string; category?: string },
+): Promise<void> {
+  await database.sql`
+    insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${row.id}, ${row.clientId}, ${row.userId}, ${row.category ?? "account"}, 'welcome', 'transactional', '{}', ${row.id}, 'seeded', 0)
+    on conflict do nothing`;
+}
+
 /** True while the notification is listed in publish_outbox (its lane publish not settled). */
 export async function inOutbox(database: Database, notificationId: string): Promise<boolean> {
   const [row] = await database.sql<{ listed: boolean }[]>`

@@ -1,5 +1,5 @@
+import { INBOX_FILTERS } from "@notify/db";
 import * as v from "valibot";
-import { INBOX_FILTERS } from "./items.js";
 
 export const IssueInboxTokenRequest = v.object({
   /** How long the token is valid; the client asks for a new one through its backend after. */

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { AppError, hashKey } from "@notify/core";
-import { type Database, findInboxTokenUser, insertInboxToken } from "@notify/db";
+import { type Database, findInboxTokenOwner, type InboxOwner, insertInboxToken } from "@notify/db";
 import type { Context, MiddlewareHandler } from "hono";
 import {
   credentialInQuery,
@@ -20,7 +20,7 @@ export interface IssuedInboxToken {
 /** Opaque and random like API keys (`ntu_` + 256 bits); only the SHA-256 is stored. */
 export async function issueInboxToken(
   database: Database,
-  input: { userId: string; clientId: string; ttlSeconds: number },
+  input: { userId: string; clientId: string; keyId: string; ttlSeconds: number },
 ): Promise<IssuedInboxToken> {
   const token = `${INBOX_TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
   const expiresAt = new Date(Date.now() + input.ttlSeconds * 1000);
@@ -28,13 +28,14 @@ export async function issueInboxToken(
     tokenHash: hashKey(token),
     userId: input.userId,
     clientId: input.clientId,
+    keyId: input.keyId,
     expiresAt,
   });
   return { token, user_id: input.userId, expires_at: expiresAt.toISOString() };
 }
 
 export interface InboxEnv extends AuthEnv {
-  Variables: AuthEnv["Variables"] & { inboxUser: string };
+  Variables: AuthEnv["Variables"] & { inboxOwner: InboxOwner };
 }
 
 const CHALLENGE = 'InboxToken realm="notify-inbox"';
@@ -61,8 +62,9 @@ function missingToken(c: Context): AppError {
 }
 
 /**
- * The user a valid, unexpired inbox token names; every inbox query is confined to that user.
- * No API key is looked at on these routes (`authenticate` leaves them alone).
+ * The owner a valid, unexpired inbox token opens (one user, as seen by the client whose key
+ * minted it, while that key works); every inbox query is confined to it. No API key is looked
+ * at on these routes (`authenticate` leaves them alone).
  */
 export function requireInboxToken(database: Database): MiddlewareHandler<InboxEnv> {
   return async (c, next) => {
@@ -75,14 +77,14 @@ export function requireInboxToken(database: Database): MiddlewareHandler<InboxEn
     }
     const token = c.req.header(INBOX_TOKEN_HEADER)?.trim();
     if (!token) throw missingToken(c);
-    const userId = await findInboxTokenUser(database, hashKey(token));
-    if (userId === null) {
-      throw new AppError("unauthenticated", "the inbox token is unknown or expired", {
+    const owner = await findInboxTokenOwner(database, hashKey(token));
+    if (owner === null) {
+      throw new AppError("unauthenticated", "the inbox token is unknown, expired, or its key was revoked", {
         context: { wwwAuthenticate: `${CHALLENGE}, error="invalid_token"` },
       });
     }
-    c.set("inboxUser", userId);
-    c.set("log", c.get("log").child({ user_id: userId }));
+    c.set("inboxOwner", owner);
+    c.set("log", c.get("log").child({ user_id: owner.userId }));
     await next();
   };
 }

@@ -1,5 +1,5 @@
 import type { Bus } from "@notify/bus";
-import type { Database } from "@notify/db";
+import { type Database, purgeExpiredInboxTokens } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { DEDUP_WINDOW_HOURS } from "./idempotency.js";
 import { purgeExpiredKeys, recoverUnpublished } from "./recover.js";
@@ -10,7 +10,8 @@ export interface Maintenance {
 
 /**
  * Ingest's background work: the recovery sweep (committed but unpublished rows) every
- * interval, and the purge of idempotency records past the window about once a minute.
+ * interval, and about once a minute the purge of idempotency records past the window and of
+ * expired inbox tokens.
  */
 export function startMaintenance(
   deps: { database: Database; bus: Bus; log: Logger },
@@ -24,6 +25,8 @@ export function startMaintenance(
       lastPurge = Date.now();
       const purged = await purgeExpiredKeys(deps.database, DEDUP_WINDOW_HOURS);
       if (purged > 0) deps.log.info({ purged }, "purged expired idempotency records");
+      const tokens = await purgeExpiredInboxTokens(deps.database);
+      if (tokens > 0) deps.log.info({ purged: tokens }, "purged expired inbox tokens");
     }
   };
   const timer = setInterval(() => {

@@ -1,4 +1,5 @@
 import { AppError } from "@notify/core";
+import { latestInboxItemId, listInboxItems, listInboxItemsAfter, setInboxItemState } from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
@@ -7,7 +8,6 @@ import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { decodeCursor, encodeCursor } from "../inbox/cursor.js";
 import { createInboxHub } from "../inbox/hub.js";
-import { inboxAfter, latestInboxId, listInbox, updateInboxItem } from "../inbox/items.js";
 import {
   InboxItemSchema,
   InboxItemUpdate,
@@ -57,9 +57,9 @@ export function mountInbox(
     contract({
       summary: "Issue an inbox token for a user",
       description:
-        "For the upstream service to hand to that user's client (an API key names an application, never a user). The token reads and streams that user's inbox only, until it expires (ttl_seconds, 60-86400, 1 h by default). Only its SHA-256 is stored.",
+        "For the upstream service to hand to that user's client (an API key names an application, never a user). Needs the inbox scope. The token reads and streams that user's inbox items from this key's client only, until it expires (ttl_seconds, 60-86400, 1 h by default) or the key that minted it is revoked (at the end of a rotation's grace). Only its SHA-256 is stored; expired tokens are purged.",
       tag: "Inbox",
-      scope: "preferences",
+      scope: "inbox",
       body: IssueInboxTokenRequest,
       responses: {
         201: {
@@ -71,15 +71,17 @@ export function mountInbox(
       problems: ["validation_failed", "malformed_json", "unsupported_media_type", "payload_too_large"],
     }),
     limitBody(deps.maxBodyBytes),
-    requireScope("preferences"),
+    requireScope("inbox"),
     async (c) => {
       const userId = parseUserIdParam(c.req.param("id"));
       const hasBody =
         (c.req.header("content-length") ?? "0") !== "0" || c.req.header("transfer-encoding") !== undefined;
       const input = validate(IssueInboxTokenRequest, hasBody ? await readJson(c) : {});
+      const principal = c.get("principal");
       const issued = await issueInboxToken(database, {
         userId,
-        clientId: c.get("principal").clientId,
+        clientId: principal.clientId,
+        keyId: principal.keyId,
         ttlSeconds: input.ttl_seconds,
       });
       c.get("log").info({ user_id: userId, expires_at: issued.expires_at }, "inbox token issued");
@@ -103,10 +105,11 @@ export function mountInbox(
     }),
     user,
     async (c) => {
-      const userId = c.get("inboxUser");
+      const owner = c.get("inboxOwner");
+      const { userId } = owner;
       const query = validate(InboxQuery, c.req.query());
       const before = query.cursor === undefined ? null : decodeCursor(query.cursor, userId, query.filter);
-      const page = await listInbox(database, userId, query.filter, query.limit, before);
+      const page = await listInboxItems(database, owner, query.filter, query.limit, before);
       const last = page.items.at(-1);
       return c.json({
         data: page.items,
@@ -142,8 +145,8 @@ export function mountInbox(
       const raw = c.req.param("itemId");
       const id = /^\d{1,18}$/.test(raw) ? Number(raw) : null;
       const change = validate(InboxItemUpdate, await readJson(c));
-      // Another user's item and a missing one look the same.
-      const item = id === null ? null : await updateInboxItem(database, c.get("inboxUser"), id, change);
+      // Another user's (or client's) item and a missing one look the same.
+      const item = id === null ? null : await setInboxItemState(database, c.get("inboxOwner"), id, change);
       if (item === null) throw new AppError("not_found", "no such inbox item");
       return c.json(item);
     },
@@ -170,7 +173,7 @@ export function mountInbox(
     }),
     user,
     async (c) => {
-      const userId = c.get("inboxUser");
+      const owner = c.get("inboxOwner");
       const lastEventId = c.req.header("last-event-id")?.trim();
       if (lastEventId !== undefined && lastEventId !== "" && !/^\d{1,18}$/.test(lastEventId)) {
         throw new AppError("validation_failed", "Last-Event-ID is not an event id of this stream", {
@@ -178,7 +181,7 @@ export function mountInbox(
         });
       }
       // A fresh stream starts at what is new; the inbox list has everything before it.
-      let after = lastEventId ? Number(lastEventId) : await latestInboxId(database, userId);
+      let after = lastEventId ? Number(lastEventId) : await latestInboxItemId(database, owner);
       const log = c.get("log");
       // nginx would otherwise buffer the stream and hold events back.
       c.header("x-accel-buffering", "no");
@@ -191,13 +194,13 @@ export function mountInbox(
             pending = true;
             wakeUp?.();
           };
-          const unsubscribe = hub.subscribe(userId, wake);
+          const unsubscribe = hub.subscribe(owner.userId, wake);
           stream.onAbort(wake);
           try {
             await stream.writeSSE({ event: "ready", data: JSON.stringify({ after: String(after) }), retry: 3000 });
             while (!stream.aborted && !deps.isStopping()) {
               pending = false;
-              const items = await inboxAfter(database, userId, after, BATCH);
+              const items = await listInboxItemsAfter(database, owner, after, BATCH);
               for (const item of items) {
                 await stream.writeSSE({ id: item.id, event: "notification", data: JSON.stringify(item) });
                 after = Number(item.id);

@@ -11,6 +11,12 @@ export const inboxItems = pgTable(
   {
     id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
     userId: text("user_id").notNull(),
+    /**
+     * The client whose notification it is: a user's inbox token, minted by one client, sees only
+     * that client's items. Null only for items stored before it was recorded whose notification
+     * was already gone: no token sees those.
+     */
+    clientId: text("client_id"),
     /** One item per notification: a redelivered work item finds its first one. */
     notificationId: text("notification_id").notNull().unique(),
     category: text("category").notNull(),
@@ -21,7 +27,7 @@ export const inboxItems = pgTable(
     readAt: timestamp("read_at", { withTimezone: true, mode: "date" }),
     archivedAt: timestamp("archived_at", { withTimezone: true, mode: "date" }),
   },
-  (t) => [index("inbox_items_user_idx").on(t.userId, t.id)],
+  (t) => [index("inbox_items_user_client_idx").on(t.userId, t.clientId, t.id)],
 );
 
 /**
@@ -34,6 +40,11 @@ export const inboxTokens = pgTable(
     tokenHash: text("token_hash").primaryKey(),
     userId: text("user_id").notNull(),
     clientId: text("client_id").notNull(),
+    /**
+     * The API key that minted it: the token works only while that key does (revoked, or past a
+     * rotation's grace, ends it). Null for tokens minted before it was recorded: they no longer work.
+     */
+    keyId: text("key_id"),
     expiresAt: timestamp("expires_at", { withTimezone: true, mode: "date" }).notNull(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
@@ -53,8 +64,9 @@ export async function storeInboxItem(
 ): Promise<number> {
   const [row] = await sql<{ id: string }[]>`
     with stored as (
-      insert into inbox_items (user_id, notification_id, category, title, body)
-      values (${item.userId}, ${item.notificationId}, ${item.category}, ${item.title}, ${item.body})
+      insert into inbox_items (user_id, client_id, notification_id, category, title, body)
+      values (${item.userId}, (select client_id from notifications where id = ${item.notificationId}),
+        ${item.notificationId}, ${item.category}, ${item.title}, ${item.body})
       on conflict (notification_id) do update set notification_id = excluded.notification_id
       returning id, user_id
     )
