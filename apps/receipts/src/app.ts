@@ -3,8 +3,9 @@ import type { Database } from "@notify/db";
 import { createAdminApp as adminApp, type MetricsRegistry, mountLiveness, newApp } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
+import { receiptMetrics } from "./webhooks/metrics.js";
 import { mountPlivoWebhook } from "./webhooks/plivo.js";
-import { mountSendgridWebhook } from "./webhooks/sendgrid.js";
+import { mountSendgridWebhook, type TimestampWindow } from "./webhooks/sendgrid.js";
 
 export interface ReceiptsDeps {
   /** Where the request-duration histogram goes; none in most tests. */
@@ -17,7 +18,11 @@ export interface ReceiptsDeps {
   plivoAuthToken?: string;
   /** SendGrid's verification key: base64 DER or PEM. */
   sendgridPublicKey?: string;
+  /** How old (and how far ahead) a SendGrid post's signed timestamp may be: 600 s and 60 s unless set. */
+  timestampWindow?: TimestampWindow;
 }
+
+const DEFAULT_WINDOW: TimestampWindow = { maxAgeSeconds: 600, maxFutureSeconds: 60 };
 
 /** Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port. */
 export function createAdminApp(deps: Pick<ReceiptsDeps, "log" | "database" | "bus" | "isStopping" | "metrics">) {
@@ -33,12 +38,23 @@ export function createAdminApp(deps: Pick<ReceiptsDeps, "log" | "database" | "bu
 export function createApp(deps: ReceiptsDeps) {
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountLiveness(app);
+  const counters = receiptMetrics(deps.metrics);
   const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
   if (deps.plivoAuthToken !== undefined) {
-    mountPlivoWebhook(app, { sql: deps.database.sql, authToken: deps.plivoAuthToken, ...publicBaseUrl });
+    mountPlivoWebhook(app, {
+      sql: deps.database.sql,
+      authToken: deps.plivoAuthToken,
+      metrics: counters,
+      ...publicBaseUrl,
+    });
   }
   if (deps.sendgridPublicKey !== undefined) {
-    mountSendgridWebhook(app, { sql: deps.database.sql, publicKey: sendgridPublicKey(deps.sendgridPublicKey) });
+    mountSendgridWebhook(app, {
+      sql: deps.database.sql,
+      publicKey: sendgridPublicKey(deps.sendgridPublicKey),
+      window: deps.timestampWindow ?? DEFAULT_WINDOW,
+      metrics: counters,
+    });
   }
   return app;
 }

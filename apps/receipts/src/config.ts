@@ -37,5 +37,17 @@ export const ReceiptsConfig = v.object({
   ),
   /** How often receipts that arrived before their send was recorded are retried. */
   RECEIPT_SWEEP_INTERVAL_MS: int(1000, 50, 600_000),
+  /**
+   * Oldest signed timestamp (X-Twilio-Email-Event-Webhook-Timestamp) a SendGrid post may carry,
+   * in seconds: an older one is refused (401) as a replay. SendGrid signs each try anew.
+   */
+  RECEIPTS_MAX_AGE_SECONDS: int(600, 30, 86_400),
+  /** How far ahead of this clock a SendGrid post's signed timestamp may be (clock skew), in seconds. */
+  RECEIPTS_MAX_FUTURE_SECONDS: int(60, 0, 3600),
+  /**
+   * How long a receipt that never matched a send (no channel with its provider id, none bound by
+   * its notification id) is kept for the sweep, in hours; then it is deleted.
+   */
+  RECEIPTS_UNMATCHED_RETENTION_HOURS: int(72, 1, 8760),
 });
 export type ReceiptsConfig = v.InferOutput<typeof ReceiptsConfig>;

@@ -27,6 +27,10 @@ const app = createApp({
   bus,
   log,
   isStopping: () => stopping,
+  timestampWindow: {
+    maxAgeSeconds: config.RECEIPTS_MAX_AGE_SECONDS,
+    maxFutureSeconds: config.RECEIPTS_MAX_FUTURE_SECONDS,
+  },
   ...(config.PUBLIC_BASE_URL === undefined ? {} : { publicBaseUrl: config.PUBLIC_BASE_URL }),
   ...(config.PLIVO_AUTH_TOKEN === undefined ? {} : { plivoAuthToken: config.PLIVO_AUTH_TOKEN }),
   ...(config.SENDGRID_WEBHOOK_PUBLIC_KEY === undefined
@@ -39,7 +43,11 @@ const admin = await listen(
   config.ADMIN_HOST,
 );
 const server = await listen(app, config.PORT, config.HOST);
-const sweep = startReceiptSweep(database.sql, log, config.RECEIPT_SWEEP_INTERVAL_MS);
+const sweep = startReceiptSweep(database.sql, log, {
+  intervalMs: config.RECEIPT_SWEEP_INTERVAL_MS,
+  unmatchedRetentionHours: config.RECEIPTS_UNMATCHED_RETENTION_HOURS,
+  metrics,
+});
 log.info(
   {
     port: server.port,

@@ -151,7 +151,8 @@ t.test("a V3-signed report binds an unsettled channel whose send was never recor
   t.equal(row.provider_id, result.providerId);
 });
 
-t.test("a V2-only report never binds by its unsigned query or parameters", async (t) => {
+t.test("a V2-only report is refused, even correctly signed, and nothing is stored or bound", async (t) => {
+  const before = await storedReceipts();
   const id = await seedChannel(sql, { channel: "sms", status: "unsettled" });
   const uuid = newId();
   const url = `${reportUrl}?notification_id=${id}`;
@@ -168,8 +169,49 @@ t.test("a V2-only report never binds by its unsigned query or parameters", async
     },
     body: new URLSearchParams({ MessageUUID: uuid, Status: "delivered", notification_id: id, channel: "sms" }),
   });
-  t.equal(res.status, 200);
-  const [kept] = await sql`select applied_at from provider_receipts where provider_id = ${uuid}`;
-  t.equal(kept?.applied_at, null);
+  t.equal(res.status, 401);
+  t.equal(res.headers.get("content-type"), "application/problem+json");
+  t.match(await res.json(), { code: "unauthenticated", detail: /V3/ });
+  t.equal(await storedReceipts(), before);
   t.match(await channelRow(sql, id, "sms"), { status: "unsettled", provider_id: null });
 });
+
+t.test("a valid V3 signature next to a wrong V2 one is accepted (Plivo sends both)", async (t) => {
+  const uuid = newId();
+  const id = await seedChannel(sql, { channel: "sms", status: "delivered", provider: "plivo", providerId: uuid });
+  const params = { MessageUUID: uuid, Status: "rejected", ErrorCode: "300" };
+  const nonce = newId();
+  const sorted = Object.keys(params)
+    .sort()
+    .map((k) => k + params[k as keyof typeof params])
+    .join("");
+  const res = await fetch(reportUrl, {
+    method: "POST",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      "x-plivo-signature-v2": "AAAA",
+      "x-plivo-signature-v2-nonce": "1",
+      "x-plivo-signature-v3": createHmac("sha256", AUTH_TOKEN)
+        .update(`${reportUrl}?${sorted}.${nonce}`)
+        .digest("base64"),
+      "x-plivo-signature-v3-nonce": nonce,
+    },
+    body: new URLSearchParams(params),
+  });
+  t.equal(res.status, 200);
+  t.match(await channelRow(sql, id, "sms"), { status: "bounced", reason: "plivo rejected (error 300)" });
+});
+
+t.test(
+  "a V3-signed report with U+0000 is never a 500: a bad id is a 400, other fields are stored repaired",
+  async (t) => {
+    const bad = await postReport({ MessageUUID: `${newId()}\u0000x`, Status: "delivered" });
+    t.equal(bad.status, 400);
+    t.match(await bad.json(), { code: "validation_failed", errors: [{ field: "MessageUUID" }] });
+    const uuid = newId();
+    const id = await seedChannel(sql, { channel: "sms", status: "delivered", provider: "plivo", providerId: uuid });
+    const res = await postReport({ MessageUUID: uuid, Status: "failed", ErrorCode: "4\u00002", To: "+44\u0000" });
+    t.equal(res.status, 200);
+    t.match(await channelRow(sql, id, "sms"), { status: "bounced", reason: "plivo failed (error 4\ufffd2)" });
+  },
+);

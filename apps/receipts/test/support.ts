@@ -11,13 +11,21 @@ type Tap = { teardown(fn: () => unknown): void };
 /** The receipts app over real HTTP (providers' sandboxes post to it), its database and a fast sweep. */
 export async function startReceipts(
   t: Tap,
-  options: Partial<Pick<ReceiptsDeps, "plivoAuthToken" | "sendgridPublicKey" | "publicBaseUrl">>,
+  options: Partial<
+    Pick<ReceiptsDeps, "plivoAuthToken" | "sendgridPublicKey" | "publicBaseUrl" | "timestampWindow" | "metrics">
+  >,
+  sweepOptions: { unmatchedRetentionHours?: number; purgeEveryMs?: number } = {},
 ) {
   const { database } = await freshDatabase(t);
   const bus = await freshBus(t);
   const { log, lines } = captureLogger("receipts");
   const server = await listen(createApp({ database, bus, log, isStopping: () => false, ...options }), 0, "127.0.0.1");
-  const sweep = startReceiptSweep(database.sql, log, 100);
+  const sweep = startReceiptSweep(database.sql, log, {
+    intervalMs: 100,
+    unmatchedRetentionHours: sweepOptions.unmatchedRetentionHours ?? 72,
+    ...(options.metrics === undefined ? {} : { metrics: options.metrics }),
+    ...(sweepOptions.purgeEveryMs === undefined ? {} : { purgeEveryMs: sweepOptions.purgeEveryMs }),
+  });
   t.teardown(async () => {
     await sweep.stop();
     await server.close();

@@ -3,13 +3,16 @@ import { recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, limitBody } from "@notify/http";
 import { formParams, verifyPlivoSignature } from "@notify/providers/plivo/signature";
 import type { Hono } from "hono";
+import type { ReceiptMetrics } from "./metrics.js";
 import { publicUrl } from "./signed-url.js";
+import { makeStorable, storable } from "./text.js";
 
 export interface PlivoWebhookDeps {
   sql: Sql;
   /** The auth token Plivo signs reports with. */
   authToken: string;
   publicBaseUrl?: string;
+  metrics: ReceiptMetrics;
 }
 
 // A delivery report is a dozen short form fields.
@@ -32,8 +35,21 @@ function channelStatus(
   }
 }
 
-/** Plivo delivery reports: signed form posts, one per message state. */
+/**
+ * Plivo delivery reports: signed form posts, one per message state. Only the V3 signature is
+ * accepted (it covers the URL with its query, every POST parameter and the nonce); V2 signs the
+ * URL without query and parameters, so a captured V2 report could be replayed with any status,
+ * and a report carrying only V2 is refused (401) like an unsigned one. Plivo sends both.
+ *
+ * Replay: V3 has a nonce but no timestamp, and the report URL carries no expiry, so a captured
+ * report can be posted again as is. It is then a duplicate: the event id is MessageUUID:Status
+ * (provider_receipts' key, within the unmatched retention), and a channel only moves forward.
+ */
 export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): void {
+  const refuse = (reason: string, message: string): never => {
+    deps.metrics.rejected.inc({ provider: "plivo", reason });
+    throw new AppError("unauthenticated", message);
+  };
   app.post("/webhooks/plivo", limitBody(MAX_BODY_BYTES), async (c) => {
     const params = formParams(new URLSearchParams(await c.req.text()));
     const verdict = verifyPlivoSignature(deps.authToken, {
@@ -42,24 +58,34 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
       params,
       headers: (name) => c.req.header(name),
     });
-    if (verdict === "missing") throw new AppError("unauthenticated", "X-Plivo-Signature-V3 or -V2 is required");
-    if (verdict === "invalid") throw new AppError("unauthenticated", "the Plivo signature does not match");
+    if (verdict === "missing") refuse("signature", "X-Plivo-Signature-V3 and X-Plivo-Signature-V3-Nonce are required");
+    if (verdict === "v2") {
+      refuse("v2_only", "X-Plivo-Signature-V3 is required: a V2 signature does not cover the report's parameters");
+    }
+    if (verdict === "invalid") refuse("signature", "the Plivo signature does not match");
 
     const one = (name: string) => params[name]?.[0];
     const messageUuid = one("MessageUUID");
     const state = one("Status");
-    if (!messageUuid || !state) {
+    // Postgres cannot store U+0000 (form decoding yields no unpaired surrogates), and the ids
+    // are key entries: such a report is refused, never a failed insert.
+    const usable = (value: string | undefined) => value !== undefined && value.length <= 256 && storable(value);
+    if (!messageUuid || !state || !usable(messageUuid) || !usable(state)) {
+      deps.metrics.rejected.inc({ provider: "plivo", reason: "invalid_event" });
+      const problem = (value: string | undefined) =>
+        value ? "must be at most 256 characters, without U+0000" : "is required";
       throw new AppError("validation_failed", "a delivery report needs MessageUUID and Status", {
         fields: [
-          ...(messageUuid ? [] : [{ field: "MessageUUID", message: "is required" }]),
-          ...(state ? [] : [{ field: "Status", message: "is required" }]),
+          ...(usable(messageUuid) ? [] : [{ field: "MessageUUID", message: problem(messageUuid) }]),
+          ...(usable(state) ? [] : [{ field: "Status", message: problem(state) }]),
         ],
       });
     }
-    // The report URL names the notification (the provider sets it per message); V2 does not
-    // sign the query, so only a V3-verified one may bind a channel that has no provider id yet.
+    // The report URL names the notification (the provider sets it per message); the V3
+    // signature covers the query, so it may bind a channel that has no provider id yet.
     const url = new URL(c.req.url);
-    const notificationId = verdict === "v3" ? url.searchParams.get("notification_id") : null;
+    const errorCode = one("ErrorCode");
+    const notificationId = url.searchParams.get("notification_id");
     const outcome = await recordReceipts(deps.sql, [
       {
         provider: "plivo",
@@ -67,11 +93,13 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
         // is the event's identity.
         eventId: `${messageUuid}:${state}`,
         providerId: messageUuid,
-        ...channelStatus(state, one("ErrorCode")),
-        // The report's own fields stay nested: unsigned V2 parameters must never read as the binding keys.
+        ...channelStatus(state, errorCode === undefined ? undefined : makeStorable(errorCode)),
+        // The report's own fields stay nested: its parameters must never read as the binding keys.
         payload: {
-          report: Object.fromEntries(Object.entries(params).map(([k, values]) => [k, values.join(",")])),
-          ...(notificationId ? { notification_id: notificationId, channel: "sms" } : {}),
+          report: Object.fromEntries(
+            Object.entries(params).map(([k, values]) => [makeStorable(k), makeStorable(values.join(","))]),
+          ),
+          ...(notificationId ? { notification_id: makeStorable(notificationId), channel: "sms" } : {}),
         },
       },
     ]);

@@ -1,6 +1,6 @@
 import type { KeyObject } from "node:crypto";
 import { AppError, type ChannelStatus } from "@notify/core";
-import { type Receipt, recordReceipts, type Sql } from "@notify/db";
+import { type Receipt, type RecordOutcome, recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, limitBody } from "@notify/http";
 import {
   SENDGRID_SIGNATURE_HEADER,
@@ -8,10 +8,20 @@ import {
   verifySendgridSignature,
 } from "@notify/providers/sendgrid/event-webhook";
 import type { Hono } from "hono";
+import type { ReceiptMetrics } from "./metrics.js";
+import {
+  type AcceptedEvent,
+  MalformedBatch,
+  type ParsedBatch,
+  parseSendgridBatch,
+  type RejectedEvent,
+} from "./sendgrid-batch.js";
 
 export interface SendgridWebhookDeps {
   sql: Sql;
   publicKey: KeyObject;
+  window: TimestampWindow;
+  metrics: ReceiptMetrics;
 }
 
 // SendGrid batches events by count and time; a few MB covers its largest batches.
@@ -44,49 +54,125 @@ function channelStatus(event: SendgridEvent): { status: ChannelStatus | null; re
   }
 }
 
-/** SendGrid's Event Webhook: signed JSON batches, retried for 24 h until answered 2xx. */
+export interface TimestampWindow {
+  /** Oldest accepted signed timestamp, in seconds before now. */
+  maxAgeSeconds: number;
+  /** Furthest accepted signed timestamp ahead of now (clock skew), in seconds. */
+  maxFutureSeconds: number;
+}
+
+/** Postgres errors caused by a value, not by the database: SQLSTATE classes 22 (data) and 54 (limits). */
+const isDataError = (error: unknown): boolean => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("22") || code.startsWith("54"));
+};
+
+const toReceipt = (event: AcceptedEvent): Receipt => ({
+  provider: "sendgrid",
+  eventId: event.eventId,
+  // sg_message_id is the X-Message-Id the send answered with, plus a relay suffix.
+  providerId: event.messageId.split(".")[0] || event.messageId,
+  ...channelStatus(event.payload),
+  payload: event.payload,
+});
+
+/**
+ * SendGrid's Event Webhook: signed JSON batches, retried for 24 h until answered 2xx. A post
+ * whose signature is missing or wrong, whose signed timestamp is outside the window (a replay:
+ * SendGrid signs each try anew) or whose body is not a JSON array is refused whole (401, 400).
+ * Otherwise the answer is 200 with every event accounted for: stored, or rejected with its
+ * index and reason (refusing the post would make SendGrid retry, and finally drop, the good
+ * events with it). Never a 5xx for what a body holds; only an unavailable database is one.
+ */
 export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDeps): void {
+  const refuse = (reason: string, error: AppError): never => {
+    deps.metrics.rejected.inc({ provider: "sendgrid", reason });
+    throw error;
+  };
   app.post("/webhooks/sendgrid", limitBody(MAX_BODY_BYTES), async (c) => {
     const signature = c.req.header(SENDGRID_SIGNATURE_HEADER);
     const timestamp = c.req.header(SENDGRID_TIMESTAMP_HEADER);
     if (signature === undefined || timestamp === undefined) {
-      throw new AppError("unauthenticated", "X-Twilio-Email-Event-Webhook-Signature and -Timestamp are required");
+      return refuse(
+        "signature",
+        new AppError("unauthenticated", "X-Twilio-Email-Event-Webhook-Signature and -Timestamp are required"),
+      );
     }
     // The signature covers the bytes as sent: verify before parsing, never a re-serialisation.
     const body = new Uint8Array(await c.req.arrayBuffer());
     if (!verifySendgridSignature(deps.publicKey, signature, timestamp, body)) {
-      throw new AppError("unauthenticated", "the SendGrid signature does not match");
+      return refuse("signature", new AppError("unauthenticated", "the SendGrid signature does not match"));
     }
-    let events: unknown;
+    const signedAt = /^\d{1,12}$/.test(timestamp) ? Number(timestamp) : Number.NaN;
+    const now = Math.floor(Date.now() / 1000);
+    if (!(signedAt >= now - deps.window.maxAgeSeconds && signedAt <= now + deps.window.maxFutureSeconds)) {
+      return refuse(
+        "timestamp",
+        new AppError(
+          "unauthenticated",
+          `the signed timestamp must be within ${deps.window.maxAgeSeconds} s before and ${deps.window.maxFutureSeconds} s after now`,
+        ),
+      );
+    }
+    let batch: ParsedBatch;
     try {
-      events = JSON.parse(Buffer.from(body).toString("utf8"));
-    } catch {
-      throw new AppError("malformed_json", "the request body is not valid JSON");
+      batch = parseSendgridBatch(body);
+    } catch (error) {
+      if (!(error instanceof MalformedBatch)) throw error;
+      return refuse("malformed", new AppError(error.code, error.message));
     }
-    if (!Array.isArray(events)) throw new AppError("validation_failed", "an Event Webhook body is a JSON array");
 
-    const receipts: Receipt[] = [];
-    let skipped = 0;
-    for (const event of events as unknown[]) {
-      const fields = typeof event === "object" && event !== null ? (event as SendgridEvent) : {};
-      const eventId = text(fields.sg_event_id);
-      const messageId = text(fields.sg_message_id);
-      if (eventId === undefined || messageId === undefined || text(fields.event) === undefined) {
-        // Refusing the batch would make SendGrid post the same unusable event for 24 h.
-        skipped += 1;
-        continue;
+    const rejected: RejectedEvent[] = [...batch.rejected];
+    let outcome: RecordOutcome = { stored: 0, duplicates: 0, pending: 0 };
+    try {
+      outcome = await recordReceipts(deps.sql, batch.accepted.map(toReceipt));
+    } catch (error) {
+      if (!isDataError(error)) throw error;
+      // Something in the batch Postgres would not take (every known case is caught above):
+      // one event at a time, so only that one is rejected.
+      for (const event of batch.accepted) {
+        try {
+          const one = await recordReceipts(deps.sql, [toReceipt(event)]);
+          outcome = {
+            stored: outcome.stored + one.stored,
+            duplicates: outcome.duplicates + one.duplicates,
+            pending: outcome.pending + one.pending,
+          };
+        } catch (error) {
+          if (!isDataError(error)) throw error;
+          rejected.push({ index: event.index, reason: "unstorable", detail: "Postgres refused the event" });
+        }
       }
-      receipts.push({
-        provider: "sendgrid",
-        eventId,
-        // sg_message_id is the X-Message-Id the send answered with, plus a relay suffix.
-        providerId: messageId.split(".")[0] ?? messageId,
-        ...channelStatus(fields),
-        payload: fields,
-      });
+      rejected.sort((a, b) => a.index - b.index);
     }
-    const outcome = await recordReceipts(deps.sql, receipts);
-    c.get("log").info({ provider: "sendgrid", events: events.length, skipped, ...outcome }, "receipts");
-    return c.body(null, 200);
+    for (const r of rejected) deps.metrics.rejected.inc({ provider: "sendgrid", reason: r.reason });
+    for (const r of batch.repaired) deps.metrics.repaired.inc({ provider: "sendgrid", reason: r.reason });
+    const log = c.get("log");
+    if (rejected.length > 0 || batch.repaired.length > 0) {
+      log.warn(
+        { provider: "sendgrid", rejected: rejected.slice(0, 50), repaired: batch.repaired.slice(0, 50) },
+        "receipts: events rejected or repaired",
+      );
+    }
+    log.info(
+      {
+        provider: "sendgrid",
+        events: batch.size,
+        rejected: rejected.length,
+        repaired: batch.repaired.length,
+        ...outcome,
+      },
+      "receipts",
+    );
+    return c.json(
+      {
+        events: batch.size,
+        accepted: batch.size - rejected.length,
+        ...outcome,
+        rejected,
+        repaired: batch.repaired,
+      },
+      200,
+    );
   });
 }
