@@ -1,4 +1,10 @@
-import { createAdminApp as adminApp, mountLiveness, newApp, versionLifecycle } from "@notify/http";
+import {
+  createAdminApp as adminApp,
+  createAttemptThrottle,
+  mountLiveness,
+  newApp,
+  versionLifecycle,
+} from "@notify/http";
 import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
@@ -28,7 +34,11 @@ export function createAdminApp(deps: Pick<IngestDeps, "log" | "database" | "bus"
   );
 }
 
-export function createApp(deps: IngestDeps) {
+export function createApp(given: IngestDeps) {
+  const deps = {
+    ...given,
+    preauthThrottle: given.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 }),
+  };
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountLiveness(app);
 
@@ -39,7 +49,12 @@ export function createApp(deps: IngestDeps) {
   const inbox = `${API}${INBOX_PATH}`;
   const inboxRoutes = (path: string) => path === inbox || path.startsWith(`${inbox}/`);
   v1.use(
-    authenticate(deps.lookupKey, deps.rateLimiter ?? createRateLimiter({ perSecond: 1000, burst: 2000 }), inboxRoutes),
+    authenticate(
+      deps.lookupKey,
+      deps.rateLimiter ?? createRateLimiter({ perSecond: 1000, burst: 2000 }),
+      inboxRoutes,
+      deps.preauthThrottle,
+    ),
   );
   mountNotifications(v1, deps);
   mountKeys(v1, deps);

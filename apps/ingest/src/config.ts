@@ -1,4 +1,4 @@
-import { adminServer, common, int, port, text } from "@notify/config";
+import { adminServer, common, httpServer, int, port, preauthThrottle, text } from "@notify/config";
 import * as v from "valibot";
 
 const optionalDate = () =>
@@ -18,6 +18,8 @@ export const IngestConfig = v.pipe(
     /** Interface to bind; 0.0.0.0 in containers. */
     HOST: text("0.0.0.0"),
     ...adminServer(3100),
+    ...httpServer(),
+    ...preauthThrottle(),
     /** Largest accepted request body in bytes (413 beyond). */
     MAX_BODY_BYTES: int(262_144, 1024, 10_485_760),
     /** How long an API key lookup is cached: revocation takes effect everywhere within this bound. */
@@ -45,6 +47,19 @@ export const IngestConfig = v.pipe(
     CURSOR_SECRET: v.pipe(
       v.string(),
       v.minLength(32, "must be at least 32 characters, the same on every ingest process (openssl rand -base64 32)"),
+    ),
+    /**
+     * Requests waiting for a group commit at most: beyond it POST /notifications answers 503 with
+     * Retry-After at once and stores nothing, instead of queueing without bound while Postgres is slow.
+     */
+    INGEST_QUEUE_LIMIT: int(10_000, 1, 1_000_000),
+    /**
+     * production, or development: push subscriptions may then point at loopback and private
+     * hosts (the local push sandbox). `npm start` sets development; never set it on a server.
+     */
+    NOTIFY_PROFILE: v.optional(
+      v.picklist(["production", "development"], "must be production or development"),
+      "production",
     ),
     /** Postgres pool size of this process. */
     DB_POOL_SIZE: int(10, 1, 100),

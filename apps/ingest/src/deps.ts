@@ -1,8 +1,8 @@
 import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
-import type { MetricsRegistry, VersionLifecycle } from "@notify/http";
+import type { AttemptThrottle, MetricsRegistry, VersionLifecycle } from "@notify/http";
 import type { Logger } from "@notify/log";
-import type { Principal } from "./auth/api-keys.js";
+import type { KeyLookup } from "./auth/api-keys.js";
 import type { RateLimiter } from "./auth/rate-limit.js";
 import type { Ingestor } from "./notifications/create.js";
 import type { TemplateInfo } from "./notifications/templates.js";
@@ -14,7 +14,7 @@ export interface IngestDeps {
   database: Database;
   bus: Bus;
   log: Logger;
-  lookupKey: (key: string) => Promise<Principal | null>;
+  lookupKey: KeyLookup;
   templates: (id: string) => Promise<TemplateInfo | null>;
   /** Accepts notifications with group commit (notifications/create.ts). */
   ingestor: Ingestor;
@@ -23,6 +23,13 @@ export interface IngestDeps {
   cursorSecret: string;
   /** Inbound leaky buckets per key (default: 1000/s with a queue of 2000). */
   rateLimiter?: RateLimiter;
+  /**
+   * Failed-authentication budget per source address, before any key or token lookup
+   * (default: 2 per second with a burst of 60, as PREAUTH_RATE_PER_SECOND and PREAUTH_BURST).
+   */
+  preauthThrottle?: AttemptThrottle;
+  /** Push subscriptions may point at loopback and private hosts (NOTIFY_PROFILE=development). */
+  allowPrivatePushEndpoints?: boolean;
   /** Deprecation lifecycle of /api/v1 (default: current, no headers). */
   lifecycle?: VersionLifecycle;
   isStopping: () => boolean;

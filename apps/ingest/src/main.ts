@@ -1,7 +1,7 @@
 import { connectBus, streamSettingsFrom } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
+import { createAttemptThrottle, createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { createAdminApp, createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
@@ -13,7 +13,12 @@ import { createTemplateLookup } from "./notifications/templates.js";
 
 const config = loadConfig(IngestConfig, process.env);
 const log = createLogger({ name: "ingest", level: config.LOG_LEVEL });
-const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-ingest" });
+const database = createDb({
+  url: config.DATABASE_URL,
+  max: config.DB_POOL_SIZE,
+  applicationName: "notify-ingest",
+  statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+});
 // At start ingest waits for NATS; once running, a lost connection makes POST answer 503 until it is back.
 const bus = await connectBus({
   servers: config.NATS_URL,
@@ -28,7 +33,7 @@ const metrics = createMetrics("ingest");
 await prepareStreams(bus, { log, metrics });
 
 const templates = createTemplateLookup(database);
-const ingestor = createIngestor({ database, bus, log, templates });
+const ingestor = createIngestor({ database, bus, log, templates }, { queueLimit: config.INGEST_QUEUE_LIMIT });
 let stopping = false;
 const app = createApp({
   metrics,
@@ -37,6 +42,8 @@ const app = createApp({
   log,
   lookupKey: createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, log),
   rateLimiter: createRateLimiter({ perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST }),
+  preauthThrottle: createAttemptThrottle({ perSecond: config.PREAUTH_RATE_PER_SECOND, burst: config.PREAUTH_BURST }),
+  allowPrivatePushEndpoints: config.NOTIFY_PROFILE === "development",
   lifecycle: {
     deprecatedAt: config.API_V1_DEPRECATED_AT,
     sunsetAt: config.API_V1_SUNSET_AT,
@@ -53,7 +60,11 @@ const admin = await listen(
   config.ADMIN_PORT,
   config.ADMIN_HOST,
 );
-const server = await listen(app, config.PORT, config.HOST);
+const server = await listen(app, config.PORT, config.HOST, {
+  headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+  requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+  keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+});
 const maintenance = startMaintenance(
   { database, bus, log },
   { intervalMs: config.RECOVERY_INTERVAL_MS, graceMs: config.RECOVERY_GRACE_MS },

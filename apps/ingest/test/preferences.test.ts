@@ -222,3 +222,36 @@ t.test("property: any valid document is stored and read back as normalised", asy
   );
   t.pass("held");
 });
+
+t.test("push endpoints must be on public hosts; the development profile allows the local sandbox", async (t) => {
+  const internal = [
+    "https://127.0.0.1:8443/push/a",
+    "https://[::1]/push/a",
+    "https://10.1.2.3/push/a",
+    "https://169.254.169.254/latest/meta-data",
+    "https://192.168.1.10/push/a",
+    "https://[fd12:3456::1]/push/a",
+    "https://localhost/push/a",
+    "https://push.internal/push/a",
+  ];
+  for (const endpoint of internal) {
+    const problem = await expectProblem(
+      t,
+      await put("user-9", { device_tokens: [{ ...subscription(1), endpoint }] }),
+      400,
+      "validation_failed",
+    );
+    t.match(problem.errors, [{ field: "device_tokens.0.endpoint", message: /public host/ }], endpoint);
+  }
+  t.same(await (await get("user-9")).json(), defaults("user-9"), "nothing stored");
+
+  const { app: development } = await ingestApp(t, { database, allowPrivatePushEndpoints: true });
+  const sandbox = { ...subscription(1), endpoint: "https://127.0.0.1:8443/push/a" };
+  const stored = await development.request("/api/v1/users/user-9/preferences", {
+    method: "PUT",
+    headers: { "x-api-key": key, "content-type": "application/json" },
+    body: JSON.stringify({ device_tokens: [sandbox] }),
+  });
+  t.equal(stored.status, 200, "the development profile takes the push sandbox's endpoint");
+  t.match(await stored.json(), { device_tokens: [{ endpoint: sandbox.endpoint }] });
+});

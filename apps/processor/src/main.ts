@@ -13,11 +13,17 @@ import { startRetention } from "./retention/job.js";
 
 const config = loadConfig(ProcessorConfig, process.env);
 const log = createLogger({ name: "processor", level: config.LOG_LEVEL });
-const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-processor" });
+const database = createDb({
+  url: config.DATABASE_URL,
+  max: config.DB_POOL_SIZE,
+  applicationName: "notify-processor",
+  statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+});
 const transactionalDatabase = createDb({
   url: config.DATABASE_URL,
   max: config.TRANSACTIONAL_DB_POOL_SIZE,
   applicationName: "notify-processor-transactional",
+  statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
 });
 const bus = await connectBus({
   servers: config.NATS_URL,

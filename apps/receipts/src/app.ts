@@ -1,6 +1,14 @@
 import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
-import { createAdminApp as adminApp, type MetricsRegistry, mountLiveness, newApp } from "@notify/http";
+import {
+  type AttemptThrottle,
+  createAdminApp as adminApp,
+  createAttemptThrottle,
+  type MetricsRegistry,
+  mountLiveness,
+  newApp,
+  throttleFailedAttempts,
+} from "@notify/http";
 import type { Logger } from "@notify/log";
 import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
 import { receiptMetrics } from "./webhooks/metrics.js";
@@ -14,6 +22,11 @@ export interface ReceiptsDeps {
   bus: Bus;
   log: Logger;
   isStopping: () => boolean;
+  /**
+   * Failed signature checks per source address (default: 2 per second with a burst of 60, as
+   * PREAUTH_RATE_PER_SECOND and PREAUTH_BURST): an address past it is answered 429 unverified.
+   */
+  preauthThrottle?: AttemptThrottle;
   publicBaseUrl?: string;
   plivoAuthToken?: string;
   /** SendGrid's verification key: base64 DER or PEM. */
@@ -38,7 +51,15 @@ export function createAdminApp(deps: Pick<ReceiptsDeps, "log" | "database" | "bu
 export function createApp(deps: ReceiptsDeps) {
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountLiveness(app);
+<<<<<<< HEAD
   const counters = receiptMetrics(deps.metrics);
+=======
+  // Before any signature is checked: a provider's valid posts never spend the budget.
+  app.use(
+    "/webhooks/*",
+    throttleFailedAttempts(deps.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 })),
+  );
+>>>>>>> sec-edges
   const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
   if (deps.plivoAuthToken !== undefined) {
     mountPlivoWebhook(app, {

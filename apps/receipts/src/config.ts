@@ -1,4 +1,4 @@
-import { adminServer, common, int, optionalUrl, port, text } from "@notify/config";
+import { adminServer, common, httpServer, int, optionalUrl, port, preauthThrottle, text } from "@notify/config";
 import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
 import * as v from "valibot";
 
@@ -10,6 +10,8 @@ export const ReceiptsConfig = v.object({
   PORT: port(3003),
   ...adminServer(3103),
   HOST: text("0.0.0.0"),
+  ...httpServer(),
+  ...preauthThrottle(),
   DB_POOL_SIZE: int(5, 1, 100),
   /**
    * The origin providers call, when it is not the one requests arrive on (a proxy, a tunnel):

@@ -1,7 +1,7 @@
 import { connectBus, streamSettingsFrom } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createMetrics, listen, onShutdown } from "@notify/http";
+import { createAttemptThrottle, createMetrics, listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { createAdminApp, createApp } from "./app.js";
 import { ReceiptsConfig } from "./config.js";
@@ -9,7 +9,12 @@ import { startReceiptSweep } from "./receipts/sweep.js";
 
 const config = loadConfig(ReceiptsConfig, process.env);
 const log = createLogger({ name: "receipts", level: config.LOG_LEVEL });
-const database = createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-receipts" });
+const database = createDb({
+  url: config.DATABASE_URL,
+  max: config.DB_POOL_SIZE,
+  applicationName: "notify-receipts",
+  statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+});
 const bus = await connectBus({
   servers: config.NATS_URL,
   name: "notify-receipts",
@@ -27,10 +32,14 @@ const app = createApp({
   bus,
   log,
   isStopping: () => stopping,
+<<<<<<< HEAD
   timestampWindow: {
     maxAgeSeconds: config.RECEIPTS_MAX_AGE_SECONDS,
     maxFutureSeconds: config.RECEIPTS_MAX_FUTURE_SECONDS,
   },
+=======
+  preauthThrottle: createAttemptThrottle({ perSecond: config.PREAUTH_RATE_PER_SECOND, burst: config.PREAUTH_BURST }),
+>>>>>>> sec-edges
   ...(config.PUBLIC_BASE_URL === undefined ? {} : { publicBaseUrl: config.PUBLIC_BASE_URL }),
   ...(config.PLIVO_AUTH_TOKEN === undefined ? {} : { plivoAuthToken: config.PLIVO_AUTH_TOKEN }),
   ...(config.SENDGRID_WEBHOOK_PUBLIC_KEY === undefined
@@ -42,12 +51,21 @@ const admin = await listen(
   config.ADMIN_PORT,
   config.ADMIN_HOST,
 );
+<<<<<<< HEAD
 const server = await listen(app, config.PORT, config.HOST);
 const sweep = startReceiptSweep(database.sql, log, {
   intervalMs: config.RECEIPT_SWEEP_INTERVAL_MS,
   unmatchedRetentionHours: config.RECEIPTS_UNMATCHED_RETENTION_HOURS,
   metrics,
 });
+=======
+const server = await listen(app, config.PORT, config.HOST, {
+  headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+  requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+  keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+});
+const sweep = startReceiptSweep(database.sql, log, config.RECEIPT_SWEEP_INTERVAL_MS);
+>>>>>>> sec-edges
 log.info(
   {
     port: server.port,

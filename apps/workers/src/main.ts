@@ -20,8 +20,14 @@ const databases = {
     url: config.DATABASE_URL,
     max: config.TRANSACTIONAL_DB_POOL_SIZE,
     applicationName: "notify-workers-transactional",
+    statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
   }),
-  promotional: createDb({ url: config.DATABASE_URL, max: config.DB_POOL_SIZE, applicationName: "notify-workers" }),
+  promotional: createDb({
+    url: config.DATABASE_URL,
+    max: config.DB_POOL_SIZE,
+    applicationName: "notify-workers",
+    statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+  }),
 };
 const bus = await connectBus({
   servers: config.NATS_URL,

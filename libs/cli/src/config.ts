@@ -7,6 +7,8 @@ const HINT = "run it next to `npm start` (it reads .data/stack.env) or set DATAB
 export const CliConfig = v.object({
   /** Postgres connection string; next to `npm start`, read from `<DATA_DIR>/stack.env`. */
   DATABASE_URL: v.pipe(v.string(`is required: ${HINT}`), v.url("must be a URL")),
+  /** statement_timeout of the command's statements (ms); 0 for none, e.g. for a long maintenance query. */
+  DB_STATEMENT_TIMEOUT_MS: common.DB_STATEMENT_TIMEOUT_MS,
 });
 
 /** What `notify dlq` needs besides. */

@@ -19,10 +19,12 @@ let bus: Bus | undefined;
 const deps = {
   // Connected on first use, so `help` and usage errors need no DATABASE_URL (nor NATS).
   get database(): Database {
+    const config = parseConfig(CliConfig, process.env);
     database ??= createDb({
-      url: parseConfig(CliConfig, process.env).DATABASE_URL,
+      url: config.DATABASE_URL,
       max: 2,
       applicationName: "notify-cli",
+      statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
     });
     return database;
   },

@@ -118,6 +118,31 @@ export const adminServer = (fallbackPort: number) => ({
   ADMIN_HOST: text("127.0.0.1"),
 });
 
+/**
+ * The public server's limits on slow clients (slowloris): a connection that has not sent its
+ * whole request head, or its whole request, in time is closed; an idle keep-alive connection too.
+ */
+export const httpServer = () => ({
+  /** Time a client has to send the request line and headers; the connection is closed after it. */
+  HTTP_HEADERS_TIMEOUT_MS: int(10_000, 1000, 600_000),
+  /** Time a client has to send its whole request, body included (a streamed answer, e.g. SSE, is not bound by it). */
+  HTTP_REQUEST_TIMEOUT_MS: int(30_000, 1000, 3_600_000),
+  /** How long an idle keep-alive connection stays open; above a load balancer's own idle timeout when one is in front. */
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int(5000, 1000, 600_000),
+});
+
+/**
+ * Per source address, before authentication: failed credentials (unknown API keys, bad
+ * webhook signatures) spend a token bucket, and an address with none left is answered 429
+ * without a lookup. Valid credentials cost nothing.
+ */
+export const preauthThrottle = () => ({
+  /** Failed authentication attempts an address regains per second. */
+  PREAUTH_RATE_PER_SECOND: int(2, 1, 100_000),
+  /** Failed attempts an address may make in a row before it is answered 429. */
+  PREAUTH_BURST: int(60, 1, 1_000_000),
+});
+
 /** Settings every app shares: where the bus and database are and how to name things. */
 export const common = {
   /** Postgres connection string. Required for the apps; the embedded stack provides one. */
@@ -140,6 +165,8 @@ export const common = {
   NATS_WORK_MAX_BYTES: optionalInt(-1),
   /** pino level: fatal, error, warn, info (one line per request), debug, trace or silent. */
   LOG_LEVEL: logLevel(),
+  /** Longest a single SQL statement may run (Postgres statement_timeout) before it is cancelled; a request it served answers 503. 0: no limit. */
+  DB_STATEMENT_TIMEOUT_MS: int(15_000, 0, 3_600_000),
   /** Seconds to wait for in-flight work on SIGTERM before giving up. */
   SHUTDOWN_TIMEOUT_SECONDS: int(20, 1, 600),
 };

@@ -1,4 +1,5 @@
 import { CHANNELS, type Channel } from "./channels.js";
+import { privateHostProblem } from "./network.js";
 import type { QuietHours } from "./quiet-hours.js";
 
 /**
@@ -62,11 +63,13 @@ export function webPushKeyProblems(keys: { p256dh: string; auth: string }): stri
 }
 
 /**
- * Push endpoints are URLs a user supplied: only https, no credentials or fragment. This is a
- * first filter; the push worker still has to guard where it connects (a name can resolve to a
- * private address).
+ * Push endpoints are URLs a user supplied: only https, no credentials or fragment, and a public
+ * host: no loopback, private, link-local or other non-public address, no `localhost` and no
+ * private-use or single-label name, unless `allowPrivateHosts` (the development profile, whose
+ * push sandbox listens on 127.0.0.1). This is the first filter; the push worker still guards
+ * where it connects (a public name can resolve to a private address).
  */
-export function pushEndpointProblem(endpoint: string): string | null {
+export function pushEndpointProblem(endpoint: string, options: { allowPrivateHosts?: boolean } = {}): string | null {
   let url: URL;
   try {
     url = new URL(endpoint);
@@ -76,5 +79,9 @@ export function pushEndpointProblem(endpoint: string): string | null {
   if (url.protocol !== "https:") return "endpoint must use https";
   if (url.username || url.password) return "endpoint must not carry credentials";
   if (url.hash) return "endpoint must not have a fragment";
+  if (!options.allowPrivateHosts) {
+    const problem = privateHostProblem(url.hostname);
+    if (problem !== null) return `endpoint must be on a public host: ${problem}`;
+  }
   return null;
 }

@@ -21,7 +21,16 @@ export interface DbConfig {
    * this also paces the 503s of requests waiting in line (outage tests set it low).
    */
   reconnectDelaySeconds?: number;
+  /**
+   * Postgres statement_timeout of every connection, in ms: a statement running longer is
+   * cancelled (SQLSTATE 57014), so a stuck query cannot hold a connection, and the request
+   * waiting on it, forever. 0 turns it off; by default 15 000.
+   */
+  statementTimeoutMs?: number;
 }
+
+/** statement_timeout of a pool that sets none. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 15_000;
 
 /**
  * One postgres.js pool per process, and every query goes through it. drizzle defines the schema
@@ -42,7 +51,10 @@ export function createDb(config: DbConfig): Database {
     idle_timeout: 30,
     connect_timeout: 5,
     onnotice: () => {},
-    connection: { application_name: config.applicationName ?? "notify" },
+    connection: {
+      application_name: config.applicationName ?? "notify",
+      statement_timeout: config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+    },
     ...(delay === undefined ? {} : { backoff: () => delay }),
   };
   const sql = postgres(config.url, { ...options, max: config.max ?? 10 });

@@ -261,6 +261,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         LANE_PARTITIONS: String(options.partitions ?? 16),
         LOG_LEVEL: options.logLevel ?? "info",
         HOST: "127.0.0.1",
+        // A stack on one machine: push subscriptions may point at the push sandbox on 127.0.0.1.
+        NOTIFY_PROFILE: "development",
         ARCHIVE_DIR: join(options.dataDir, "archive"),
         // Ingest refuses to start without it; kept in the data folder so cursors survive restarts.
         CURSOR_SECRET: userEnv.CURSOR_SECRET ?? storedSecret(options.dataDir, "cursor-secret"),

@@ -181,14 +181,46 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
+/**
+ * How long a client may take, against slow clients holding sockets open (slowloris): the
+ * request head, the whole request (head and body; a streamed answer is not bound by it), and an
+ * idle keep-alive connection between requests.
+ */
+export interface ServerTimeouts {
+  headersTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  keepAliveTimeoutMs?: number;
+}
+
+export const DEFAULT_SERVER_TIMEOUTS: Required<ServerTimeouts> = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+};
+
 /** Serves a Hono app and resolves once it listens (port 0 picks a free port). */
 export function listen(
   app: { fetch: (request: Request) => Response | Promise<Response> },
   port: number,
   host = "0.0.0.0",
+  timeouts: ServerTimeouts = {},
 ): Promise<HttpServer> {
+  const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = { ...DEFAULT_SERVER_TIMEOUTS, ...timeouts };
+  // Node refuses a head timeout above the request timeout; 0 (no limit) is only honoured for both.
+  const requestTimeout = requestTimeoutMs;
+  const headersTimeout = requestTimeout === 0 ? headersTimeoutMs : Math.min(headersTimeoutMs, requestTimeout);
+  const serverOptions = {
+    headersTimeout,
+    requestTimeout,
+    // How often Node looks for sockets past those timeouts (30 s by default, longer than the timeouts).
+    connectionsCheckingInterval: Math.max(
+      100,
+      Math.min(1000, ...[headersTimeout, requestTimeout].filter((ms) => ms > 0).map((ms) => ms / 2)),
+    ),
+  };
   return new Promise((resolve) => {
-    const server = serve({ fetch: app.fetch, port, hostname: host }, (info) => {
+    const server = serve({ fetch: app.fetch, port, hostname: host, serverOptions }, (info) => {
+      (server as unknown as { keepAliveTimeout: number }).keepAliveTimeout = keepAliveTimeoutMs;
       resolve({
         server,
         port: info.port,
@@ -235,4 +267,5 @@ export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<v
 export * from "./body.js";
 export * from "./metrics.js";
 export * from "./streams.js";
+export * from "./throttle.js";
 export * from "./versioning.js";

@@ -1,9 +1,9 @@
 import type { Scope } from "@notify/core";
 import { AppError } from "@notify/core";
-import { type AppEnv, responseHeaders } from "@notify/http";
+import { type AppEnv, type AttemptThrottle, clientAddress, responseHeaders } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
 import { asDependencyError } from "../dependency.js";
-import { hasScope, type Principal } from "./api-keys.js";
+import { hasScope, type KeyLookup, type Principal } from "./api-keys.js";
 import { credentialInQuery, INBOX_TOKEN_HEADER, isInboxToken } from "./credentials.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
 
@@ -56,11 +56,16 @@ const API_KEY_WANTED = "this route needs an API key (X-API-Key or Authorization:
  * token instead and answer an API key themselves): identifies the client when a key is
  * presented, refuses an unknown or revoked one, and applies the key's leaky bucket (429 with
  * Retry-After and the RateLimit headers). Routes then state the scope they need with `requireScope`.
+ *
+ * Before that, `throttle` guards the lookup per source address: a key the cache does not know
+ * to be valid is looked up only while the address has pre-auth attempts left (429 otherwise,
+ * without a query), and an unknown or revoked key spends one. Valid keys spend nothing.
  */
 export function authenticate(
-  lookup: (key: string) => Promise<Principal | null>,
+  lookup: KeyLookup,
   limiter: RateLimiter,
   inboxTokenRoutes: (path: string) => boolean = () => false,
+  throttle?: AttemptThrottle,
 ): MiddlewareHandler<AuthEnv> {
   return async (c, next) => {
     if (inboxTokenRoutes(c.req.path)) return next();
@@ -73,10 +78,12 @@ export function authenticate(
         { context: { wwwAuthenticate: challenge("invalid_token") } },
       );
     }
-    const principal = await lookup(key).catch((error: unknown) => {
+    const budget = throttle?.budget(clientAddress(c));
+    const principal = await lookup(key, budget).catch((error: unknown) => {
       throw asDependencyError(error, "postgres");
     });
     if (!principal) {
+      budget?.charge();
       throw new AppError("invalid_api_key", "the API key is unknown or revoked", {
         context: { wwwAuthenticate: challenge("invalid_token") },
       });

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { AppError, hashKey } from "@notify/core";
 import { type Database, findInboxTokenOwner, type InboxOwner, insertInboxToken } from "@notify/db";
+import { type AttemptThrottle, clientAddress } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
 import {
   credentialInQuery,
@@ -64,9 +65,11 @@ function missingToken(c: Context): AppError {
 /**
  * The owner a valid, unexpired inbox token opens (one user, as seen by the client whose key
  * minted it, while that key works); every inbox query is confined to it. No API key is looked
- * at on these routes (`authenticate` leaves them alone).
+ * at on these routes (`authenticate` leaves them alone). With `throttle`, an unknown or expired
+ * token spends one of the source address's pre-auth attempts, and an address with none left is
+ * answered 429 before any lookup.
  */
-export function requireInboxToken(database: Database): MiddlewareHandler<InboxEnv> {
+export function requireInboxToken(database: Database, throttle?: AttemptThrottle): MiddlewareHandler<InboxEnv> {
   return async (c, next) => {
     if (credentialInQuery(c)) {
       throw new AppError(
@@ -77,8 +80,11 @@ export function requireInboxToken(database: Database): MiddlewareHandler<InboxEn
     }
     const token = c.req.header(INBOX_TOKEN_HEADER)?.trim();
     if (!token) throw missingToken(c);
+    const budget = throttle?.budget(clientAddress(c));
+    budget?.check();
     const owner = await findInboxTokenOwner(database, hashKey(token));
     if (owner === null) {
+      budget?.charge();
       throw new AppError("unauthenticated", "the inbox token is unknown, expired, or its key was revoked", {
         context: { wwwAuthenticate: `${CHALLENGE}, error="invalid_token"` },
       });

@@ -1,4 +1,5 @@
 import type { Bus } from "@notify/bus";
+import { AppError } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { asDependencyError } from "../dependency.js";
@@ -18,6 +19,16 @@ export interface CreateDeps {
   log: Logger;
 }
 
+/** Requests waiting for a group commit at most, when not configured (INGEST_QUEUE_LIMIT). */
+export const DEFAULT_QUEUE_LIMIT = 10_000;
+
+const queueFull = (limit: number) =>
+  new AppError(
+    "dependency_unavailable",
+    `ingest is at capacity (${limit} notifications waiting to be stored); nothing was stored, retry later`,
+    { context: { retryAfterSeconds: 1, dependency: "postgres" } },
+  );
+
 export interface Ingestor {
   create(input: CreateInput): Promise<CreateResult>;
   /** Waits for the batches in flight (shutdown). */
@@ -34,13 +45,19 @@ export interface Ingestor {
  * A publish that definitely failed removes the row and releases the key (503, nothing left
  * behind); a publish whose outcome is unknown keeps the row for the recovery sweep (503, and a
  * retry with the same key gets 409 while it is settled, then 200 with the same id).
+ *
+ * The queue of requests waiting for a batch is bounded (`queueLimit`): while Postgres is slow
+ * it would otherwise grow with every request, each holding its body and a socket. A request
+ * that finds it full is refused at once, 503 with Retry-After, before anything is stored, so a
+ * retry with the same key is a first attempt.
  */
 export function createIngestor(
   deps: CreateDeps,
-  options: { maxBatch?: number; maxConcurrentBatches?: number } = {},
+  options: { maxBatch?: number; maxConcurrentBatches?: number; queueLimit?: number } = {},
 ): Ingestor {
   const maxBatch = options.maxBatch ?? 512;
   const maxConcurrent = options.maxConcurrentBatches ?? 2;
+  const queueLimit = options.queueLimit ?? DEFAULT_QUEUE_LIMIT;
   const queue: Pending[] = [];
   const active = new Set<Promise<void>>();
   const settler = createSettler(deps);
@@ -64,7 +81,10 @@ export function createIngestor(
 
   return {
     async create(input) {
+      // Checked before and after the preparation (a template lookup may wait), never past the limit.
+      if (queue.length >= queueLimit) throw queueFull(queueLimit);
       const prepared = await prepareNotification(deps, input);
+      if (queue.length >= queueLimit) throw queueFull(queueLimit);
       return new Promise<CreateResult>((resolve, reject) => {
         queue.push({ ...prepared, resolve, reject });
         pump();

@@ -63,32 +63,38 @@ export const QuietHours = v.pipe(
 );
 export type QuietHours = v.InferOutput<typeof QuietHours>;
 
-/** A Web Push subscription, as PushSubscription.toJSON() gives it in the browser. */
-export const WebPushSubscription = v.strictObject({
-  endpoint: v.pipe(
-    v.string("endpoint must be a string"),
-    v.maxLength(2048, "endpoint must be at most 2048 characters"),
-    v.check(
-      (endpoint) => pushEndpointProblem(endpoint) === null,
-      (issue) => pushEndpointProblem(String(issue.input)) ?? "invalid endpoint",
+/**
+ * A Web Push subscription, as PushSubscription.toJSON() gives it in the browser. Its endpoint
+ * is https on a public host; `allowPrivateHosts` (the development profile) also takes loopback
+ * and private hosts, where the local push sandbox listens.
+ */
+export const webPushSubscription = (allowPrivateHosts = false) =>
+  v.strictObject({
+    endpoint: v.pipe(
+      v.string("endpoint must be a string"),
+      v.maxLength(2048, "endpoint must be at most 2048 characters"),
+      v.check(
+        (endpoint) => pushEndpointProblem(endpoint, { allowPrivateHosts }) === null,
+        (issue) => pushEndpointProblem(String(issue.input), { allowPrivateHosts }) ?? "invalid endpoint",
+      ),
     ),
-  ),
-  expirationTime: v.optional(
-    v.nullable(
-      v.pipe(v.number("expirationTime must be a number"), v.safeInteger("expirationTime must be epoch milliseconds")),
+    expirationTime: v.optional(
+      v.nullable(
+        v.pipe(v.number("expirationTime must be a number"), v.safeInteger("expirationTime must be epoch milliseconds")),
+      ),
     ),
-  ),
-  keys: v.pipe(
-    v.strictObject({
-      p256dh: v.pipe(v.string("keys.p256dh must be a string"), v.maxLength(200)),
-      auth: v.pipe(v.string("keys.auth must be a string"), v.maxLength(100)),
-    }),
-    v.check(
-      (keys) => webPushKeyProblems(keys).length === 0,
-      (issue) => webPushKeyProblems(issue.input as { p256dh: string; auth: string }).join("; "),
+    keys: v.pipe(
+      v.strictObject({
+        p256dh: v.pipe(v.string("keys.p256dh must be a string"), v.maxLength(200)),
+        auth: v.pipe(v.string("keys.auth must be a string"), v.maxLength(100)),
+      }),
+      v.check(
+        (keys) => webPushKeyProblems(keys).length === 0,
+        (issue) => webPushKeyProblems(issue.input as { p256dh: string; auth: string }).join("; "),
+      ),
     ),
-  ),
-});
+  });
+export const WebPushSubscription = webPushSubscription();
 export type WebPushSubscription = v.InferOutput<typeof WebPushSubscription>;
 
 /** A BCP 47 language tag, stored in canonical case ("en-gb" becomes "en-GB"). */
@@ -102,64 +108,68 @@ export const Locale = v.pipe(
  * Body of PUT /api/v1/users/{id}/preferences. PUT replaces the whole document: an absent field
  * takes its default. Sets (opt-outs, subscriptions by endpoint) are stored without repeats.
  */
-export const PreferencesRequest = v.strictObject({
-  user_id: v.optional(UserId),
-  /** Channels the user refuses. */
-  channel_optout: v.optional(
-    v.pipe(
-      v.array(
-        v.picklist(CHANNELS, `channel_optout may only contain ${CHANNELS.join(", ")}`),
-        "channel_optout must be an array",
-      ),
-      v.maxLength(16, "channel_optout has too many entries"),
-      v.transform((channels) => sortChannels(channels)),
-    ),
-    [],
-  ),
-  /** Categories the user refuses (critical categories are sent regardless). */
-  category_optout: v.optional(
-    v.pipe(
-      v.array(
-        v.pipe(
-          v.string("category_optout entries must be strings"),
-          v.regex(CATEGORY_PATTERN, "category_optout entries must be 1-64 of a-z, 0-9, '_', '.', '-'"),
-        ),
-        "category_optout must be an array",
-      ),
-      v.maxLength(MAX_CATEGORY_OPTOUTS, `category_optout may hold at most ${MAX_CATEGORY_OPTOUTS} categories`),
-      v.transform((categories) => [...new Set(categories)].sort()),
-    ),
-    [],
-  ),
-  /** Quiet window; null for none. */
-  quiet_hours: v.optional(v.nullable(QuietHours), null),
-  /** Promotional notifications per day in the user's time zone; null for no cap. */
-  rate_cap_per_day: v.optional(
-    v.nullable(
+const preferencesRequest = (allowPrivateHosts: boolean) =>
+  v.strictObject({
+    user_id: v.optional(UserId),
+    /** Channels the user refuses. */
+    channel_optout: v.optional(
       v.pipe(
-        v.number("rate_cap_per_day must be a number"),
-        v.integer("rate_cap_per_day must be an integer"),
-        v.minValue(0, "rate_cap_per_day must not be negative"),
-        v.maxValue(MAX_RATE_CAP, `rate_cap_per_day must be at most ${MAX_RATE_CAP}`),
+        v.array(
+          v.picklist(CHANNELS, `channel_optout may only contain ${CHANNELS.join(", ")}`),
+          "channel_optout must be an array",
+        ),
+        v.maxLength(16, "channel_optout has too many entries"),
+        v.transform((channels) => sortChannels(channels)),
       ),
+      [],
     ),
-    null,
-  ),
-  /** Web Push subscriptions of the user's browsers and devices. */
-  device_tokens: v.optional(
-    v.pipe(
-      v.array(WebPushSubscription, "device_tokens must be an array"),
-      v.maxLength(MAX_DEVICE_TOKENS, `device_tokens may hold at most ${MAX_DEVICE_TOKENS} subscriptions`),
-      v.checkItems(
-        (item, index, array) => array.findIndex((other) => other.endpoint === item.endpoint) === index,
-        "device_tokens must not repeat an endpoint",
+    /** Categories the user refuses (critical categories are sent regardless). */
+    category_optout: v.optional(
+      v.pipe(
+        v.array(
+          v.pipe(
+            v.string("category_optout entries must be strings"),
+            v.regex(CATEGORY_PATTERN, "category_optout entries must be 1-64 of a-z, 0-9, '_', '.', '-'"),
+          ),
+          "category_optout must be an array",
+        ),
+        v.maxLength(MAX_CATEGORY_OPTOUTS, `category_optout may hold at most ${MAX_CATEGORY_OPTOUTS} categories`),
+        v.transform((categories) => [...new Set(categories)].sort()),
       ),
+      [],
     ),
-    [],
-  ),
-  /** Locale for rendering templates; null uses each template's default. */
-  locale: v.optional(v.nullable(Locale), null),
-});
+    /** Quiet window; null for none. */
+    quiet_hours: v.optional(v.nullable(QuietHours), null),
+    /** Promotional notifications per day in the user's time zone; null for no cap. */
+    rate_cap_per_day: v.optional(
+      v.nullable(
+        v.pipe(
+          v.number("rate_cap_per_day must be a number"),
+          v.integer("rate_cap_per_day must be an integer"),
+          v.minValue(0, "rate_cap_per_day must not be negative"),
+          v.maxValue(MAX_RATE_CAP, `rate_cap_per_day must be at most ${MAX_RATE_CAP}`),
+        ),
+      ),
+      null,
+    ),
+    /** Web Push subscriptions of the user's browsers and devices. */
+    device_tokens: v.optional(
+      v.pipe(
+        v.array(webPushSubscription(allowPrivateHosts), "device_tokens must be an array"),
+        v.maxLength(MAX_DEVICE_TOKENS, `device_tokens may hold at most ${MAX_DEVICE_TOKENS} subscriptions`),
+        v.checkItems(
+          (item, index, array) => array.findIndex((other) => other.endpoint === item.endpoint) === index,
+          "device_tokens must not repeat an endpoint",
+        ),
+      ),
+      [],
+    ),
+    /** Locale for rendering templates; null uses each template's default. */
+    locale: v.optional(v.nullable(Locale), null),
+  });
+export const PreferencesRequest = preferencesRequest(false);
+/** The same, in the development profile: push endpoints may be on loopback and private hosts. */
+export const DevelopmentPreferencesRequest = preferencesRequest(true);
 export type PreferencesRequest = v.InferOutput<typeof PreferencesRequest>;
 
 /** Body of both preference answers: the stored document, or the defaults. */

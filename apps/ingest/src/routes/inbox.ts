@@ -45,12 +45,12 @@ const INBOX_AUTH_PROBLEMS = ["invalid_request", "unauthenticated"] as const;
  */
 export function mountInbox(
   v1: Hono<AuthEnv>,
-  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "log" | "isStopping">,
+  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "log" | "isStopping" | "preauthThrottle">,
 ): void {
   const { database } = deps;
   const hub = createInboxHub(database, deps.log);
   const inbox = v1 as unknown as Hono<InboxEnv>;
-  const user = requireInboxToken(database);
+  const user = requireInboxToken(database, deps.preauthThrottle);
 
   v1.post(
     "/users/:id/inbox-tokens",

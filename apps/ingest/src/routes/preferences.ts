@@ -4,7 +4,13 @@ import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getPreferences, type StoredPreferences } from "../preferences/get-preferences.js";
 import { putPreferences } from "../preferences/put-preferences.js";
-import { checkBodyUserId, PreferencesRequest, PreferencesResponse, parseUserIdParam } from "../preferences/schemas.js";
+import {
+  checkBodyUserId,
+  DevelopmentPreferencesRequest,
+  PreferencesRequest,
+  PreferencesResponse,
+  parseUserIdParam,
+} from "../preferences/schemas.js";
 import { contract } from "./contract.js";
 
 const answer = (c: Context<AuthEnv>, stored: StoredPreferences) => {
@@ -19,9 +25,10 @@ const answer = (c: Context<AuthEnv>, stored: StoredPreferences) => {
  */
 export function mountPreferences(
   v1: Hono<AuthEnv>,
-  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">,
+  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "allowPrivatePushEndpoints">,
 ): void {
   const scope = requireScope("preferences");
+  const request = deps.allowPrivatePushEndpoints ? DevelopmentPreferencesRequest : PreferencesRequest;
 
   v1.get(
     "/users/:id/preferences",
@@ -59,7 +66,7 @@ export function mountPreferences(
     scope,
     async (c) => {
       const userId = parseUserIdParam(c.req.param("id"));
-      const input = validate(PreferencesRequest, await readJson(c));
+      const input = validate(request, await readJson(c));
       checkBodyUserId(userId, input.user_id);
       const stored = await putPreferences(deps.database, userId, input);
       c.get("log").info({ user_id: userId }, "preferences replaced");

@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
-import { BlockList, isIP } from "node:net";
+import { isIP } from "node:net";
+import { isPrivateAddress } from "@notify/core";
 
 /**
  * Push endpoints are URLs users hand us: without a guard, a subscription pointing at
@@ -23,39 +24,8 @@ export const DEFAULT_PUSH_HOSTS = [
   "*.push.apple.com",
 ];
 
-const blocked = new BlockList();
-for (const [network, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["224.0.0.0", 4],
-  ["240.0.0.0", 4],
-] as const) {
-  blocked.addSubnet(network, prefix, "ipv4");
-}
-for (const [network, prefix] of [
-  ["::", 128],
-  ["::1", 128],
-  ["64:ff9b::", 96],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["ff00::", 8],
-] as const) {
-  blocked.addSubnet(network, prefix, "ipv6");
-}
-
-/** Whether an address is loopback, private, link-local, multicast or otherwise not public. */
-export const isPrivateAddress = (address: string): boolean => {
-  const family = isIP(address);
-  if (family === 0) return true;
-  return blocked.check(address, family === 4 ? "ipv4" : "ipv6");
-};
+/** Whether an address is loopback, private, link-local, multicast or otherwise not public (libs/core). */
+export { isPrivateAddress };
 
 export const hostAllowed = (host: string, allowed: string[]): boolean => {
   const name = host.toLowerCase().replace(/^\[|\]$/g, "");

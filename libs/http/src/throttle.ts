@@ -1,0 +1,134 @@
+import { isIP } from "node:net";
+import { AppError } from "@notify/core";
+import type { Context, MiddlewareHandler } from "hono";
+import { LRUCache } from "lru-cache";
+
+/**
+ * What one source address may still spend on failed authentication: `check` before work that
+ * cannot yet tell a valid credential from a random one, `charge` for a failure (or a
+ * reservation), `refund` to give a reservation back.
+ */
+export interface AttemptBudget {
+  /** Throws a 429 problem (with Retry-After) when the address has no attempt left. */
+  check(): void;
+  /** Spends one attempt (never below zero). */
+  charge(): void;
+  /** Gives one attempt back (never above the burst). */
+  refund(): void;
+}
+
+export interface AttemptThrottle {
+  /** The budget of one address; undefined (no socket: an in-process request) is never throttled. */
+  budget(address: string | undefined): AttemptBudget;
+}
+
+export interface AttemptThrottleOptions {
+  /** Attempts an address regains per second. */
+  perSecond: number;
+  /** Attempts an address may spend at once. */
+  burst: number;
+  /** Addresses remembered at most (least recently seen forgotten first). */
+  maxAddresses?: number;
+  now?: () => number;
+}
+
+const FREE: AttemptBudget = { check() {}, charge() {}, refund() {} };
+
+/**
+ * The bucket an address counts in: an IPv4 address itself (an IPv4-mapped IPv6 address as its
+ * IPv4), an IPv6 address by its /64, since one host is routinely handed a whole /64.
+ */
+export function addressBucket(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped?.[1]) return mapped[1];
+  if (isIP(address) !== 6) return address;
+  const [head = "", tail] = address.toLowerCase().split("::");
+  const left = head === "" ? [] : head.split(":");
+  const right = tail === undefined || tail === "" ? [] : tail.split(":");
+  const groups = tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill("0"), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.replace(/^0+(?=.)/, ""))
+    .join(":")}::/64`;
+}
+
+/**
+ * A token bucket per source address, in a bounded LRU, for what happens before a client is
+ * authenticated: failed credentials spend the address's attempts, and once they are spent the
+ * address is answered 429 with Retry-After without any lookup. Valid credentials cost nothing,
+ * so a busy client is never slowed by it; only a stream of unknown keys or bad signatures is.
+ * In this process only, like the per-key limits.
+ */
+export function createAttemptThrottle(options: AttemptThrottleOptions): AttemptThrottle {
+  const now = options.now ?? Date.now;
+  const { perSecond, burst } = options;
+  const buckets = new LRUCache<string, { tokens: number; at: number }>({ max: options.maxAddresses ?? 100_000 });
+
+  const fill = (key: string) => {
+    const at = now();
+    const bucket = buckets.get(key) ?? { tokens: burst, at };
+    bucket.tokens = Math.min(burst, bucket.tokens + ((at - bucket.at) / 1000) * perSecond);
+    bucket.at = at;
+    buckets.set(key, bucket);
+    return bucket;
+  };
+
+  return {
+    budget(address) {
+      if (address === undefined || address === "") return FREE;
+      const key = addressBucket(address);
+      return {
+        check() {
+          const bucket = fill(key);
+          if (bucket.tokens >= 1) return;
+          const retryAfterSeconds = Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond));
+          throw new AppError(
+            "rate_limited",
+            `too many failed authentication attempts from this address; retry after ${retryAfterSeconds} s`,
+            { context: { retryAfterSeconds } },
+          );
+        },
+        charge() {
+          const bucket = fill(key);
+          bucket.tokens = Math.max(0, bucket.tokens - 1);
+        },
+        refund() {
+          const bucket = fill(key);
+          bucket.tokens = Math.min(burst, bucket.tokens + 1);
+        },
+      };
+    },
+  };
+}
+
+/**
+ * The peer address of the request's socket under @hono/node-server; undefined for an
+ * in-process `app.request()`. Deliberately not X-Forwarded-For: any client can send that header,
+ * so behind a proxy every request shares the proxy's address (docs/operations.md).
+ */
+export function clientAddress(c: Context): string | undefined {
+  const env = c.env as
+    | {
+        incoming?: { socket?: { remoteAddress?: string } };
+        server?: { incoming?: { socket?: { remoteAddress?: string } } };
+      }
+    | undefined;
+  return (env?.server ?? env)?.incoming?.socket?.remoteAddress;
+}
+
+/**
+ * For routes whose authentication has no cache to skip the throttle with (provider webhooks):
+ * an address with no attempts left is answered 429 before the handler runs, and an answer the
+ * handler gives as `failed` (by default 401) spends one attempt.
+ */
+export function throttleFailedAttempts(
+  throttle: AttemptThrottle,
+  failed: (c: Context) => boolean = (c) => c.res.status === 401,
+): MiddlewareHandler {
+  return async (c, next) => {
+    const budget = throttle.budget(clientAddress(c));
+    budget.check();
+    await next();
+    if (failed(c)) budget.charge();
+  };
+}
