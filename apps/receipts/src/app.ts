@@ -51,15 +51,12 @@ export function createAdminApp(deps: Pick<ReceiptsDeps, "log" | "database" | "bu
 export function createApp(deps: ReceiptsDeps) {
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountLiveness(app);
-<<<<<<< HEAD
   const counters = receiptMetrics(deps.metrics);
-=======
   // Before any signature is checked: a provider's valid posts never spend the budget.
   app.use(
     "/webhooks/*",
     throttleFailedAttempts(deps.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 })),
   );
->>>>>>> sec-edges
   const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
   if (deps.plivoAuthToken !== undefined) {
     mountPlivoWebhook(app, {

@@ -32,14 +32,11 @@ const app = createApp({
   bus,
   log,
   isStopping: () => stopping,
-<<<<<<< HEAD
   timestampWindow: {
     maxAgeSeconds: config.RECEIPTS_MAX_AGE_SECONDS,
     maxFutureSeconds: config.RECEIPTS_MAX_FUTURE_SECONDS,
   },
-=======
   preauthThrottle: createAttemptThrottle({ perSecond: config.PREAUTH_RATE_PER_SECOND, burst: config.PREAUTH_BURST }),
->>>>>>> sec-edges
   ...(config.PUBLIC_BASE_URL === undefined ? {} : { publicBaseUrl: config.PUBLIC_BASE_URL }),
   ...(config.PLIVO_AUTH_TOKEN === undefined ? {} : { plivoAuthToken: config.PLIVO_AUTH_TOKEN }),
   ...(config.SENDGRID_WEBHOOK_PUBLIC_KEY === undefined
@@ -51,21 +48,16 @@ const admin = await listen(
   config.ADMIN_PORT,
   config.ADMIN_HOST,
 );
-<<<<<<< HEAD
-const server = await listen(app, config.PORT, config.HOST);
-const sweep = startReceiptSweep(database.sql, log, {
-  intervalMs: config.RECEIPT_SWEEP_INTERVAL_MS,
-  unmatchedRetentionHours: config.RECEIPTS_UNMATCHED_RETENTION_HOURS,
-  metrics,
-});
-=======
 const server = await listen(app, config.PORT, config.HOST, {
   headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
   requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
   keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
 });
-const sweep = startReceiptSweep(database.sql, log, config.RECEIPT_SWEEP_INTERVAL_MS);
->>>>>>> sec-edges
+const sweep = startReceiptSweep(database.sql, log, {
+  intervalMs: config.RECEIPT_SWEEP_INTERVAL_MS,
+  unmatchedRetentionHours: config.RECEIPTS_UNMATCHED_RETENTION_HOURS,
+  metrics,
+});
 log.info(
   {
     port: server.port,
