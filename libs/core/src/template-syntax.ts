@@ -143,6 +143,8 @@ const FORBIDDEN_NAMES = new Set([
   "options",
 ]);
 const isForbiddenName = (name: string) => FORBIDDEN_NAMES.has(name) || name.startsWith("__");
+/** After a ".", data keys such as `it.order.return` are fine; these never are. */
+const isForbiddenProperty = (name: string) => name === "constructor" || name === "prototype" || name.startsWith("__");
 
 /** Eta ends a tag at `\s*(-|_)?%>`: the first such place outside a string literal. */
 function closeAt(source: string, i: number): number {
@@ -151,25 +153,44 @@ function closeAt(source: string, i: number): number {
   return -1;
 }
 
-function lexTag(source: string, start: number): Token[] {
-  const tokens: Token[] = [];
-  let i = start;
-  for (;;) {
+/** The tokens of one tag, one at a time, so a refusal names the first problem in reading order. */
+class Lexer {
+  private i: number;
+  private last: Token | null = null;
+  constructor(
+    private readonly source: string,
+    start: number,
+  ) {
+    this.i = start;
+  }
+
+  /** The next token; once the tag's end is reached, the end again. */
+  next(): Token {
+    if (this.last?.k === "end") return this.last;
+    this.last = this.read();
+    return this.last;
+  }
+
+  private read(): Token {
+    const source = this.source;
+    let i = this.i;
+    const token = (t: Token, to: number): Token => {
+      this.i = to;
+      return t;
+    };
     while (i < source.length && WHITESPACE.test(source[i] as string)) i++;
+    this.i = i;
     if (i >= source.length) throw new Refusal(-1, "unclosed tag", "");
     const close = closeAt(source, i);
     if (close >= 0) {
-      tokens.push({ k: "end", at: i, next: close });
-      return tokens;
+      return token({ k: "end", at: i, next: close }, close);
     }
     const c = source[i] as string;
     if (IDENT_START.test(c)) {
       let j = i + 1;
       // `name_%>` ends the tag at `_`, as eta reads it.
       while (j < source.length && IDENT_PART.test(source[j] as string) && closeAt(source, j) < 0) j++;
-      tokens.push({ k: "ident", v: source.slice(i, j), at: i });
-      i = j;
-      continue;
+      return token({ k: "ident", v: source.slice(i, j), at: i }, j);
     }
     if (DIGIT.test(c) || (c === "-" && DIGIT.test(source[i + 1] ?? ""))) {
       const match = /^-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]{1,15})?/.exec(source.slice(i, i + 40));
@@ -178,9 +199,7 @@ function lexTag(source: string, start: number): Token[] {
       if (!match || /[A-Za-z0-9_$.]/.test(after)) {
         throw new Refusal(i, "numbers are plain decimals (e.g. 12, -3, 4.5)", source.slice(i, i + 12));
       }
-      tokens.push({ k: "num", v: Number(text), text, at: i });
-      i += text.length;
-      continue;
+      return token({ k: "num", v: Number(text), text, at: i }, i + text.length);
     }
     if (c === '"' || c === "'") {
       let j = i + 1;
@@ -191,9 +210,7 @@ function lexTag(source: string, start: number): Token[] {
         j++;
       }
       if (j >= source.length) throw new Refusal(i, "unterminated string", c);
-      tokens.push({ k: "str", v: source.slice(i + 1, j), at: i });
-      i = j + 1;
-      continue;
+      return token({ k: "str", v: source.slice(i + 1, j), at: i }, j + 1);
     }
     if (c === "`") throw new Refusal(i, "template literals are not allowed", c);
     if (c === "/" && (source[i + 1] === "*" || source[i + 1] === "/")) {
@@ -209,8 +226,7 @@ function lexTag(source: string, start: number): Token[] {
     }
     const punct = PUNCTS.find((p) => source.startsWith(p, i));
     if (!punct) throw new Refusal(i, `unexpected character ${JSON.stringify(c)}`, c);
-    tokens.push({ k: "punct", v: punct, at: i });
-    i += punct.length;
+    return token({ k: "punct", v: punct, at: i }, i + punct.length);
   }
 }
 
@@ -243,23 +259,34 @@ type Scope = string[];
 const COMPARISONS = new Set(["===", "!==", "<", ">", "<=", ">="]);
 
 class TagParser {
-  private i = 0;
+  private current: Token;
   constructor(
-    private readonly tokens: Token[],
+    private readonly lexer: Lexer,
     private readonly scope: Scope,
-  ) {}
+  ) {
+    this.current = lexer.next();
+    this.start = this.current.at;
+  }
+  /** Where the tag's first token is. */
+  readonly start: number;
 
-  private peek(offset = 0): Token {
-    return this.tokens[Math.min(this.i + offset, this.tokens.length - 1)] as Token;
+  private peek(): Token {
+    return this.current;
   }
   private next(): Token {
-    const token = this.peek();
-    if (this.i < this.tokens.length - 1) this.i++;
+    const token = this.current;
+    this.current = this.lexer.next();
     return token;
   }
-  private is(value: string, offset = 0): boolean {
-    const token = this.peek(offset);
+  private is(value: string): boolean {
+    const token = this.current;
     return (token.k === "punct" || token.k === "ident") && token.v === value;
+  }
+  /** The tag's end, once a whole tag was parsed. */
+  get endToken(): Token & { k: "end" } {
+    const token = this.current;
+    if (token.k !== "end") this.fail(token, "expected the end of the tag");
+    return token;
   }
   private fail(token: Token, message: string): never {
     throw new Refusal(token.at, message, tokenText(token));
@@ -357,6 +384,7 @@ class TagParser {
   }
 
   private unary(depth: number): Cond {
+    if (depth > MAX_EXPRESSION_DEPTH) this.fail(this.peek(), "the condition nests too deeply");
     if (this.is("!")) {
       this.next();
       return { k: "not", cond: this.unary(depth + 1) };
@@ -438,7 +466,7 @@ class TagParser {
         this.next();
         const name = this.next();
         if (name.k !== "ident") this.fail(name, 'expected a property name after "."');
-        if (isForbiddenName(name.v)) this.fail(name, `"${name.v}" is not allowed`);
+        if (isForbiddenProperty(name.v)) this.fail(name, `"${name.v}" is not allowed`);
         steps.push(name.v);
         label += `.${name.v}`;
       } else if (this.is("[")) {
@@ -540,19 +568,16 @@ export function checkTemplate(source: string): TemplateCheck {
       if (!open) break;
       const prefix = open[2] ?? "";
       const contentStart = open.index + open[0].length;
-      let tokens: Token[];
+      if (prefix === "~") throw new Refusal(open.index, "raw output <%~ %> is not allowed: use <%= %>", open[0].trim());
       try {
-        tokens = lexTag(source, contentStart);
+        const parser = new TagParser(new Lexer(source, contentStart), blocks.scope);
+        if (prefix === "=") parser.interpolation();
+        else blocks.apply(parser.statement(), parser.start);
+        from = parser.endToken.next;
       } catch (error) {
         if (error instanceof Refusal && error.at < 0) throw new Refusal(open.index, "unclosed tag", open[0].trim());
         throw error;
       }
-      if (prefix === "~") throw new Refusal(open.index, "raw output <%~ %> is not allowed: use <%= %>", open[0].trim());
-      const parser = new TagParser(tokens, blocks.scope);
-      if (prefix === "=") parser.interpolation();
-      else blocks.apply(parser.statement(), tokens[0]?.at ?? contentStart);
-      const end = tokens[tokens.length - 1] as Token & { k: "end" };
-      from = end.next;
     }
     blocks.finish();
     return { ok: true };
@@ -643,13 +668,17 @@ function generateAst<T extends EtaAstNode>(ast: T[]): T[] {
     };
     try {
       if (node.t !== "i" && node.t !== "e") throw new Refusal(0, "only <%= %> and <% %> tags are allowed", node.t);
-      const tokens = lexTag(`${node.val} %>`, 0);
-      if (tokens.length === 0 || (tokens[tokens.length - 1] as Token).at !== node.val.length + 1) {
-        throw new Refusal(0, "the tag does not end where eta ends it", "%>");
+      const parser = new TagParser(new Lexer(`${node.val} %>`, 0), blocks.scope);
+      const ends = () => {
+        if (parser.endToken.at !== node.val.length + 1) throw new Refusal(0, "the tag ends before eta ends it", "%>");
+      };
+      if (node.t === "i") {
+        const expr = parser.interpolation();
+        ends();
+        return { ...node, val: `__n.out(${exprCode(expr)})` } as T;
       }
-      const parser = new TagParser(tokens, blocks.scope);
-      if (node.t === "i") return { ...node, val: `__n.out(${exprCode(parser.interpolation())})` } as T;
       const statement = parser.statement();
+      ends();
       const depth = blocks.loopDepth;
       blocks.apply(statement, 0);
       return { ...node, val: statementCode(statement, depth) } as T;
