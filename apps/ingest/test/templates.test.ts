@@ -154,7 +154,7 @@ t.test("ingest checks notifications against the latest version and pins it", asy
   t.equal(row?.template_version, 2, "the version current at ingest is pinned on the notification");
 });
 
-t.test("content checks: every problem named, nothing stored", async (t) => {
+t.test("content checks: every problem named, nothing stored (422 when a template is refused)", async (t) => {
   const body = await expectProblem(
     t,
     await request("PUT", "/templates/broken", {
@@ -188,8 +188,8 @@ t.test("content checks: every problem named, nothing stored", async (t) => {
         { channel: "push", locale: "de", subject: "<%= it.x", body_template: "x" },
       ],
     }),
-    400,
-    "validation_failed",
+    422,
+    "template_invalid",
   );
   const problems = crossField.errors ?? [];
   t.same(problems.map((e) => e.field).sort(), [
@@ -202,8 +202,9 @@ t.test("content checks: every problem named, nothing stored", async (t) => {
   ]);
   t.match(
     problems.find((e) => e.field === "variants.2.body_template")?.message,
-    /does not compile: .*Unexpected token/,
+    /^not allowed: line 1, column 13: expected "\)" to close the condition \(at "{"\)/,
   );
+  t.match(problems.find((e) => e.field === "variants.3.subject")?.message, /line 1, column 1: unclosed tag/);
   t.match(problems.find((e) => e.field === "variants")?.message, /email variants need one in the default locale de/);
   t.match(problems.find((e) => e.field === "variants.0.subject")?.message, /email variant needs a subject/);
   await expectProblem(t, await request("GET", "/templates/broken"), 404, "not_found");

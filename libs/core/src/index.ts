@@ -16,5 +16,6 @@ export * from "./preferences.js";
 export * from "./quiet-hours.js";
 export * from "./status.js";
 export * from "./template.js";
+export * from "./template-syntax.js";
 export * from "./template-variants.js";
 export * from "./token-bucket.js";

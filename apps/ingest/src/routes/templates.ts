@@ -26,8 +26,8 @@ const TemplatePage = v.object({
 const templates = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Templates", scope: "admin" });
 
 /**
- * Templates, scope `admin`: an eta template is code that the processor runs, so only an
- * operator's key may write one; reading them is kept to the same keys.
+ * Templates, scope `admin`: only an operator's key may write one (reading them is kept to the
+ * same keys), and every subject and body is held to the logic-less template subset.
  */
 export function mountTemplates(
   v1: Hono<AuthEnv>,
@@ -83,7 +83,7 @@ export function mountTemplates(
     templates({
       summary: "Write a template's next version",
       description:
-        "Versions are immutable: every change writes the next one, and identical content writes nothing. Bodies are eta templates (code), so only admin keys may write them; they must compile and declare their data parameters.",
+        "Versions are immutable: every change writes the next one, and identical content writes nothing. Subjects and bodies are eta templates held to a logic-less subset (escaped interpolation of data paths, a fixed set of filters, if/else and for-of over data arrays); anything else is refused with 422 template_invalid naming the line and column. Only admin keys may write them.",
       body: TemplateRequest,
       responses: {
         201: {
@@ -93,7 +93,13 @@ export function mountTemplates(
         },
         200: { description: "The content equals the latest version: nothing written", schema: TemplateResponse },
       },
-      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+      problems: [
+        "validation_failed",
+        "template_invalid",
+        "malformed_json",
+        "payload_too_large",
+        "unsupported_media_type",
+      ],
     }),
     limitBody(deps.maxBodyBytes),
     admin,

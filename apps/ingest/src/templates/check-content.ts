@@ -1,4 +1,12 @@
-import { CHANNELS, type FieldError, isHtmlBody, subjectProblem, templateEngineOptions } from "@notify/core";
+import {
+  CHANNELS,
+  checkTemplate,
+  type FieldError,
+  formatTemplateProblem,
+  isHtmlBody,
+  subjectProblem,
+  templateEngineOptions,
+} from "@notify/core";
 import { Eta } from "eta";
 import type { TemplateRequest } from "./schemas.js";
 
@@ -6,10 +14,14 @@ import type { TemplateRequest } from "./schemas.js";
 const engines = { html: new Eta(templateEngineOptions(true)), plain: new Eta(templateEngineOptions(false)) };
 
 /**
- * A compile error without the generated code eta appends after a "====" rule: the message and
- * the place it names are what an author needs.
+ * Why a template source is refused: the first place it leaves the logic-less subset (line,
+ * column and token), else a compile error without the generated code eta appends after a
+ * "====" rule. The subset check comes first and is what refuses code; compiling is a second
+ * guard (the engine checks again and compiles only code generated from the parsed tags).
  */
-function compileProblem(engine: Eta, source: string): string | null {
+function templateProblem(engine: Eta, source: string): string | null {
+  const check = checkTemplate(source);
+  if (!check.ok) return `not allowed: ${formatTemplateProblem(check.problem)}`;
   try {
     engine.compile(source);
     return null;
@@ -25,14 +37,21 @@ function compileProblem(engine: Eta, source: string): string | null {
   }
 }
 
+export interface ContentProblems {
+  fields: FieldError[];
+  /** Whether a subject or body is refused: the request is answered 422 template_invalid. */
+  template: boolean;
+}
+
 /**
  * The checks that span fields: one variant per (channel, locale), a subject where the channel
  * needs one and none where it cannot have one, a default-locale variant for every channel
- * (the end of each fallback chain), and every subject and body compiling with eta. Templates
- * are not run here: they are code, and running them is the renderer's job.
+ * (the end of each fallback chain), and every subject and body within the template subset
+ * (template-syntax.ts in @notify/core). Templates are not run here.
  */
-export function contentProblems(input: TemplateRequest): FieldError[] {
+export function contentProblems(input: TemplateRequest): ContentProblems {
   const problems: FieldError[] = [];
+  let template = false;
   const seen = new Map<string, number>();
   input.variants.forEach((variant, index) => {
     const at = `variants.${index}`;
@@ -46,11 +65,17 @@ export function contentProblems(input: TemplateRequest): FieldError[] {
     } else seen.set(key, index);
     const subject = subjectProblem(variant.channel, variant.subject);
     if (subject) problems.push({ field: `${at}.subject`, message: subject });
-    const body = compileProblem(isHtmlBody(variant.channel) ? engines.html : engines.plain, variant.body_template);
-    if (body) problems.push({ field: `${at}.body_template`, message: body });
+    const body = templateProblem(isHtmlBody(variant.channel) ? engines.html : engines.plain, variant.body_template);
+    if (body) {
+      template = true;
+      problems.push({ field: `${at}.body_template`, message: body });
+    }
     if (variant.subject !== null) {
-      const subjectCompile = compileProblem(engines.plain, variant.subject);
-      if (subjectCompile) problems.push({ field: `${at}.subject`, message: subjectCompile });
+      const subjectTemplate = templateProblem(engines.plain, variant.subject);
+      if (subjectTemplate) {
+        template = true;
+        problems.push({ field: `${at}.subject`, message: subjectTemplate });
+      }
     }
   });
   for (const channel of CHANNELS) {
@@ -62,5 +87,5 @@ export function contentProblems(input: TemplateRequest): FieldError[] {
       });
     }
   }
-  return problems;
+  return { fields: problems, template };
 }

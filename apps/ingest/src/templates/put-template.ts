@@ -22,10 +22,14 @@ export async function putTemplate(
   input: TemplateRequest,
 ): Promise<PutTemplateResult> {
   const problems = contentProblems(input);
-  if (problems.length > 0) {
-    throw new AppError("validation_failed", problems.map((p) => `${p.field}: ${p.message}`).join("; "), {
-      fields: problems,
-    });
+  if (problems.fields.length > 0) {
+    // A subject or body outside the template subset is content the service will not run: 422,
+    // every problem of the request named (with line and column for the template ones).
+    throw new AppError(
+      problems.template ? "template_invalid" : "validation_failed",
+      problems.fields.map((p) => `${p.field}: ${p.message}`).join("; "),
+      { fields: problems.fields },
+    );
   }
   const content = {
     default_locale: input.default_locale,

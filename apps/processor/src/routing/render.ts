@@ -1,10 +1,27 @@
-import { type Channel, isHtmlBody, localeFallbackChain, missingParams, templateEngineOptions } from "@notify/core";
+import {
+  type Channel,
+  checkTemplate,
+  isHtmlBody,
+  localeFallbackChain,
+  missingParams,
+  TemplateSyntaxError,
+  templateEngineOptions,
+} from "@notify/core";
 import { type Database, readLatestTemplateVersion, readTemplateVersionForRender } from "@notify/db";
 import { Eta } from "eta";
 import { LRUCache } from "lru-cache";
 
-/** Why a channel could not be rendered: shown as the reason of its `failed` status. */
-export type RenderFailure = "unknown_template" | "no_template_variant" | "template_data_invalid" | "render_failed";
+/**
+ * Why a channel could not be rendered: shown as the reason of its `failed` status.
+ * `template_invalid`: the stored variant is outside the template subset (written before it was
+ * enforced, or straight into the database); it is refused, never compiled or run.
+ */
+export type RenderFailure =
+  | "unknown_template"
+  | "no_template_variant"
+  | "template_data_invalid"
+  | "template_invalid"
+  | "render_failed";
 
 export type RenderOutcome =
   | { ok: true; subject: string | null; body: string; locale: string; version: number }
@@ -25,7 +42,7 @@ interface Variant {
   locale: string;
   subjectSource: string | null;
   bodySource: string;
-  compiled?: { subject: Compiled | null; body: Compiled };
+  compiled?: { subject: Compiled | null; body: Compiled } | { refused: string };
 }
 
 interface Version {
@@ -36,13 +53,17 @@ interface Version {
   variants: Map<string, Variant>;
 }
 
+const isRefused = (source: string) => !checkTemplate(source).ok;
+
 const variantKey = (channel: Channel, locale: string) => `${channel} ${locale.toLowerCase()}`;
 
 /**
- * Renders stored eta templates with the user's locale. A template body is code
- * (eta compiles it to JavaScript): each variant is compiled once, on first use, and kept, as
- * versions never change; renderString would recompile on every call. Data is checked against
- * the version's declared parameters first, because eta renders a missing one as "undefined".
+ * Renders stored eta templates with the user's locale. Each variant is compiled once, on first
+ * use, and kept, as versions never change; renderString would recompile on every call. The
+ * engine's settings check every stored subject and body against the template subset again
+ * (rows written before it was enforced may be unsafe): a refused one fails its channel with
+ * `template_invalid` and is never run, and what compiles is generated from the parsed tags.
+ * Data is checked against the version's declared parameters first.
  */
 export function createRenderer(database: Database, options: { latestTtlMs?: number; maxVersions?: number } = {}) {
   const latestTtlMs = options.latestTtlMs ?? 10_000;
@@ -57,6 +78,21 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
     const fn = engine.compile(source);
     return (data) => fn.call(engine, data as never);
   };
+
+  function compileVariant(variant: Variant, channel: Channel): NonNullable<Variant["compiled"]> {
+    try {
+      return {
+        subject: variant.subjectSource === null ? null : compile(engines.plain, variant.subjectSource),
+        body: compile(isHtmlBody(channel) ? engines.html : engines.plain, variant.bodySource),
+      };
+    } catch (error) {
+      if (error instanceof TemplateSyntaxError) {
+        const part = variant.subjectSource !== null && isRefused(variant.subjectSource) ? "subject" : "body";
+        return { refused: `the ${part} of the ${channel} ${variant.locale} variant is not allowed: ${error.message}` };
+      }
+      throw error;
+    }
+  }
 
   async function latestVersion(templateId: string): Promise<number | null> {
     const hit = latestTtlMs > 0 ? latest.get(templateId) : undefined;
@@ -123,10 +159,10 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
       };
     }
     try {
-      variant.compiled ??= {
-        subject: variant.subjectSource === null ? null : compile(engines.plain, variant.subjectSource),
-        body: compile(isHtmlBody(request.channel) ? engines.html : engines.plain, variant.bodySource),
-      };
+      variant.compiled ??= compileVariant(variant, request.channel);
+      if ("refused" in variant.compiled) {
+        return { ok: false, reason: "template_invalid", detail: variant.compiled.refused };
+      }
       return {
         ok: true,
         subject: variant.compiled.subject ? variant.compiled.subject(request.data) : null,
