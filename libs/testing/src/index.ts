@@ -71,8 +71,16 @@ export function freshNamespace(t: Teardown): string {
   return namespace;
 }
 
+/**
+ * A file stream that is never deleted. nats-server 2.9 removes the account's stream folder with
+ * its last file stream, and a stream another test file creates at that instant fails with
+ * "could not create storage directory": while this one exists, the folder never goes.
+ */
+const ANCHOR = { name: "NOTIFY_TEST_ANCHOR", subjects: ["notify_test_anchor"], max_msgs: 1 };
+
 export async function deleteNamespace(namespace: string): Promise<void> {
   const bus = await connectBus({ servers: TEST_NATS_URL, name: "notify-test-cleanup", namespace, partitions: 1 });
+  await bus.jsm.streams.add(ANCHOR).catch(() => undefined);
   const topology = loadTopologyFile();
   const naming = { namespace, partitions: 1 };
   const names = [
