@@ -215,3 +215,14 @@ t.test(
     t.match(await channelRow(sql, id, "sms"), { status: "bounced", reason: "plivo failed (error 4\ufffd2)" });
   },
 );
+
+t.test(
+  "a signed report with parameters named like Object's own members is read as parameters, never a 500",
+  async (t) => {
+    for (const name of ["toString", "constructor", "__proto__", "hasOwnProperty", "valueOf"]) {
+      const res = await postReport({ [name]: "delivered", MessageUUID: newId(), Status: "delivered" });
+      t.equal(res.status, 200, `a parameter named ${name}`);
+      await res.body?.cancel();
+    }
+  },
+);

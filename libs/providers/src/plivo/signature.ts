@@ -10,8 +10,12 @@ import { createHmac, timingSafeEqual } from "node:crypto";
 /** Form parameters as posted: a name may repeat. */
 export type FormParams = Record<string, string[]>;
 
+/**
+ * The posted parameters by name, on an object with no prototype: a parameter named `toString`,
+ * `constructor` or `__proto__` is just a parameter, never an inherited method or the prototype.
+ */
 export const formParams = (body: URLSearchParams): FormParams => {
-  const params: FormParams = {};
+  const params: FormParams = Object.create(null);
   for (const [key, value] of body) params[key] = [...(params[key] ?? []), value];
   return params;
 };
