@@ -1,4 +1,4 @@
-import { DeliverPolicy } from "@nats-io/jetstream";
+import { DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import type { Channel, DeadLetter } from "@notify/core";
 import type { Bus } from "./index.js";
 import { subjectName } from "./topology.js";
@@ -11,37 +11,55 @@ export interface StoredLetter {
 }
 
 /**
- * Reads the dead-letter stream with an ordered consumer (ephemeral: it changes nothing on the
- * server), from `since` on and for one channel's subject when asked. `keep` filters as the
- * letters arrive, so only the kept ones are held in memory. Oldest first.
+ * The messages of `stream` on `subject` (wildcards too), oldest first, read with an ordered
+ * consumer (ephemeral: it changes nothing on the server), from `since` on, at most `limit`.
+ */
+export async function* readSubject(
+  bus: Bus,
+  stream: string,
+  subject: string,
+  options: { since?: Date; limit?: number } = {},
+): AsyncGenerator<JsMsg> {
+  const consumer = await bus.js.consumers.get(stream, {
+    filter_subjects: subject,
+    ...(options.since
+      ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.since.toISOString() }
+      : { deliver_policy: DeliverPolicy.All }),
+  });
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  let read = 0;
+  let left = Math.min(limit, (await consumer.info()).num_pending);
+  while (left > 0) {
+    const batch = await consumer.fetch({ max_messages: Math.min(left, 256), expires: 2000 });
+    let got = 0;
+    for await (const msg of batch) {
+      got++;
+      read++;
+      left = Math.min(limit - read, msg.info.pending);
+      yield msg;
+      if (left <= 0) break;
+    }
+    if (got === 0) break;
+  }
+}
+
+/** When a stored message was stored. */
+export const storedAt = (msg: JsMsg) => new Date(Math.floor(msg.info.timestampNanos / 1e6));
+
+/**
+ * Reads the dead letters, from `since` on and for one channel's subject when asked. `keep`
+ * filters as the letters arrive, so only the kept ones are held in memory. Oldest first.
  */
 export async function readDeadLetterStream(
   bus: Bus,
   options: { channel?: Channel; since?: Date; keep?: (letter: StoredLetter) => boolean },
 ): Promise<StoredLetter[]> {
   const subject = options.channel ? bus.subjects.dlq(options.channel) : subjectName(bus.naming, "notify.dlq.*");
-  const consumer = await bus.js.consumers.get(bus.streams.dlq, {
-    filter_subjects: subject,
-    ...(options.since
-      ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.since.toISOString() }
-      : { deliver_policy: DeliverPolicy.All }),
-  });
   const letters: StoredLetter[] = [];
-  let left = (await consumer.info()).num_pending;
-  while (left > 0) {
-    const batch = await consumer.fetch({ max_messages: Math.min(left, 256), expires: 2000 });
-    let got = 0;
-    for await (const msg of batch) {
-      got++;
-      left = msg.info.pending;
-      const stored = {
-        seq: msg.seq,
-        time: new Date(Math.floor(msg.info.timestampNanos / 1e6)),
-        letter: msg.json<DeadLetter>(),
-      };
-      if (options.keep === undefined || options.keep(stored)) letters.push(stored);
-    }
-    if (got === 0) break;
+  const since = options.since ? { since: options.since } : {};
+  for await (const msg of readSubject(bus, bus.streams.dlq, subject, since)) {
+    const stored = { seq: msg.seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
+    if (options.keep === undefined || options.keep(stored)) letters.push(stored);
   }
   return letters;
 }

@@ -1,5 +1,6 @@
-import { DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
+import type { JsMsg } from "@nats-io/jetstream";
 import { headers } from "@nats-io/transport-node";
+import { readSubject, storedAt } from "./dead-letters.js";
 import type { Bus } from "./index.js";
 import { subjectName } from "./topology.js";
 
@@ -78,36 +79,23 @@ export interface StoredPoison {
   data: Uint8Array;
 }
 
-/** Every poison message kept, oldest first, read with an ordered consumer (changes nothing). */
+/** Every poison message kept (at most `limit`, 1000 by default), oldest first; changes nothing. */
 export async function readPoisonMessages(bus: Bus, options: { limit?: number } = {}): Promise<StoredPoison[]> {
-  const consumer = await bus.js.consumers.get(bus.streams.dlq, {
-    filter_subjects: subjectName(bus.naming, "notify.dlq.poison.>"),
-    deliver_policy: DeliverPolicy.All,
-  });
+  const subject = subjectName(bus.naming, "notify.dlq.poison.>");
   const found: StoredPoison[] = [];
-  const limit = options.limit ?? 1000;
-  let left = Math.min(limit, (await consumer.info()).num_pending);
-  while (left > 0) {
-    const batch = await consumer.fetch({ max_messages: Math.min(left, 256), expires: 2000 });
-    let got = 0;
-    for await (const msg of batch) {
-      got++;
-      left = Math.min(limit - found.length - 1, msg.info.pending);
-      const h = msg.headers;
-      found.push({
-        seq: msg.seq,
-        time: new Date(Math.floor(msg.info.timestampNanos / 1e6)),
-        reason: h?.get(POISON_HEADERS.reason) ?? "",
-        stream: h?.get(POISON_HEADERS.stream) ?? "",
-        subject: h?.get(POISON_HEADERS.subject) ?? "",
-        sourceSeq: Number(h?.get(POISON_HEADERS.seq) ?? 0),
-        consumer: h?.get(POISON_HEADERS.consumer) ?? "",
-        deliveries: Number(h?.get(POISON_HEADERS.deliveries) ?? 0),
-        data: msg.data,
-      });
-      if (left <= 0) break;
-    }
-    if (got === 0) break;
+  for await (const msg of readSubject(bus, bus.streams.dlq, subject, { limit: options.limit ?? 1000 })) {
+    const h = msg.headers;
+    found.push({
+      seq: msg.seq,
+      time: storedAt(msg),
+      reason: h?.get(POISON_HEADERS.reason) ?? "",
+      stream: h?.get(POISON_HEADERS.stream) ?? "",
+      subject: h?.get(POISON_HEADERS.subject) ?? "",
+      sourceSeq: Number(h?.get(POISON_HEADERS.seq) ?? 0),
+      consumer: h?.get(POISON_HEADERS.consumer) ?? "",
+      deliveries: Number(h?.get(POISON_HEADERS.deliveries) ?? 0),
+      data: msg.data,
+    });
   }
   return found;
 }

@@ -32,16 +32,6 @@ t.test(
       t.equal(tally.lost, 0, `${channel}: nothing reported delivered that its provider lacks`);
       t.equal(tally.duplicates, 0, `${channel}: no provider received anything twice`);
       t.equal(tally.waiting, 0, `${channel}: no channel left waiting`);
-      t.equal(
-        tally.unsettledReceived +
-          tally.unsettledNotReceived +
-          tally.delivered +
-          tally.failed +
-          tally.bounced +
-          tally.suppressed,
-        tally.expected,
-        `${channel}: every send accounted for`,
-      );
     }
     // At-most-once's floor: a send in flight when its worker was killed may have reached the
     // provider, so it is never repeated; one kill of the workers holds at most the pools' slots.
