@@ -81,6 +81,21 @@ const request = fc.record({
   ),
 });
 
+const WELL_FORMED = {
+  target: "sendgrid" as "sendgrid" | "plivo" | "other",
+  signed: true,
+  timestamp: "now",
+  sendgridBody: Buffer.from(JSON.stringify([{ event: "delivered", sg_event_id: "e-1", sg_message_id: "m-1.x" }])),
+  plivoParams: { MessageUUID: "0b7f7c56-0000-4000-8000-000000000001", Status: "delivered" } as Record<string, string>,
+  query: {} as Record<string, string>,
+  contentType: "application/json" as
+    | "application/json"
+    | "application/x-www-form-urlencoded"
+    | "text/plain"
+    | "multipart/form-data"
+    | "",
+};
+
 t.test(`${RUNS} generated webhook posts: no 5xx, every refusal problem+json`, async (t) => {
   const failures: string[] = [];
   const statuses = new Map<number, number>();
@@ -130,7 +145,15 @@ t.test(`${RUNS} generated webhook posts: no 5xx, every refusal problem+json`, as
           failures.push(`not problem+json: ${what}`);
         return failures.length === 0;
       }),
-      { numRuns: RUNS, seed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined },
+      {
+        numRuns: RUNS,
+        seed: process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined,
+        // Well-formed signed posts to both webhooks always run, besides the generated ones.
+        examples: [
+          [{ ...WELL_FORMED, target: "plivo" as const, contentType: "application/x-www-form-urlencoded" as const }],
+          [{ ...WELL_FORMED, target: "sendgrid" as const }],
+        ],
+      },
     )
     .catch((error: Error) => failures.push(error.message.slice(0, 2000)));
   t.same(failures, [], "no 5xx, every refusal problem+json");

@@ -34,6 +34,15 @@ t.teardown(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
+/** The last lines an app printed (turbo prefixes them with its package), for a failure message. */
+const appLines = (app: string) =>
+  output
+    .join("")
+    .split("\n")
+    .filter((line) => line.includes(`@notify/${app}:`) || line.includes(`[${app}`))
+    .slice(-40)
+    .join("\n");
+
 t.test("turbo dev runs every app from source on the embedded stack, and Ctrl-C stops it all", async (t) => {
   const settings = await eventually(
     async () =>
@@ -49,7 +58,7 @@ t.test("turbo dev runs every app from source on the embedded stack, and Ctrl-C s
     await eventually(
       async () => ((await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok ? true : undefined),
       120_000,
-      `${app} to be ready:\n${output.join("").slice(-2000)}`,
+      `${app} to be ready; its lines:\n${appLines(app)}`,
     );
   }
   const env = stackEnv(dataDir);
