@@ -22,7 +22,7 @@ export const IngestConfig = v.pipe(
     ...preauthThrottle(),
     /** Largest accepted request body in bytes (413 beyond). */
     MAX_BODY_BYTES: int(262_144, 1024, 10_485_760),
-    /** How long an API key lookup is cached: revocation takes effect everywhere within this bound. */
+    /** How long an API key lookup is cached. Revocations are announced on NATS and take effect at once; this bounds one an instance missed. */
     AUTH_CACHE_TTL_SECONDS: int(5, 0, 60),
     /** How long a publish may wait for JetStream's ack before POST answers 503. */
     PUBLISH_TIMEOUT_MS: int(3000, 100, 30_000),

@@ -2,10 +2,10 @@ import type { Bus } from "@notify/bus";
 import type { Database } from "@notify/db";
 import type { AttemptThrottle, MetricsRegistry, VersionLifecycle } from "@notify/http";
 import type { Logger } from "@notify/log";
-import type { KeyLookup } from "./auth/api-keys.js";
+import type { CachedKeyLookup, KeyLookup } from "./auth/api-keys.js";
 import type { RateLimiter } from "./auth/rate-limit.js";
 import type { Ingestor } from "./notifications/create.js";
-import type { TemplateInfo } from "./notifications/templates.js";
+import type { TemplateInfo, TemplateLookup } from "./notifications/templates.js";
 
 /** Everything the ingest routes need, built once in main.ts (tests build their own). */
 export interface IngestDeps {
@@ -14,8 +14,10 @@ export interface IngestDeps {
   database: Database;
   bus: Bus;
   log: Logger;
-  lookupKey: KeyLookup;
-  templates: (id: string) => Promise<TemplateInfo | null>;
+  /** With a cache, `forget` drops a key this instance revoked or rotated (others hear it on NATS). */
+  lookupKey: KeyLookup & Partial<Pick<CachedKeyLookup, "forget">>;
+  /** Latest template parameters; with a cache, `forget` drops a template that got a version. */
+  templates: ((id: string) => Promise<TemplateInfo | null>) & Partial<Pick<TemplateLookup, "forget">>;
   /** Accepts notifications with group commit (notifications/create.ts). */
   ingestor: Ingestor;
   maxBodyBytes: number;

@@ -1,4 +1,4 @@
-import { connectBus, streamSettingsFrom } from "@notify/bus";
+import { busConfigFrom, connectBus, onKeyChanged, onTemplateChanged } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createAttemptThrottle, createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
@@ -21,18 +21,19 @@ const database = createDb({
 });
 // At start ingest waits for NATS; once running, a lost connection makes POST answer 503 until it is back.
 const bus = await connectBus({
-  servers: config.NATS_URL,
-  name: "notify-ingest",
-  namespace: config.NATS_NAMESPACE,
-  partitions: config.LANE_PARTITIONS,
-  streamSettings: streamSettingsFrom(config),
+  ...busConfigFrom(config, "ingest"),
   publishTimeoutMs: config.PUBLISH_TIMEOUT_MS,
   waitOnFirstConnect: true,
 });
 const metrics = createMetrics("ingest");
 await prepareStreams(bus, { log, metrics });
 
+const lookupKey = createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, log);
+// A key revoked or rotated by any instance or the CLI leaves every instance's cache at once.
+const stopHearingKeys = onKeyChanged(bus, (event) => lookupKey.forget(event.key_id));
 const templates = createTemplateLookup(database);
+// So does a template given a version on any instance: the next POST anywhere pins the new version.
+const stopHearingTemplates = onTemplateChanged(bus, (event) => templates.forget(event.template_id));
 const ingestor = createIngestor({ database, bus, log, templates }, { queueLimit: config.INGEST_QUEUE_LIMIT });
 let stopping = false;
 const app = createApp({
@@ -40,7 +41,7 @@ const app = createApp({
   database,
   bus,
   log,
-  lookupKey: createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, log),
+  lookupKey,
   rateLimiter: createRateLimiter({ perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST }),
   preauthThrottle: createAttemptThrottle({ perSecond: config.PREAUTH_RATE_PER_SECOND, burst: config.PREAUTH_BURST }),
   allowPrivatePushEndpoints: config.NOTIFY_PROFILE === "development",
@@ -76,6 +77,8 @@ onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   await server.close();
   await ingestor.drain();
   await maintenance.stop();
+  stopHearingKeys();
+  stopHearingTemplates();
   await bus.close();
   await database.close();
   await admin.close();

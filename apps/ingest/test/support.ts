@@ -1,4 +1,5 @@
-import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
+import { type Bus, connectBus } from "@notify/bus";
+import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
 import { createAdminApp, createApp, type IngestDeps } from "../src/app.js";
 import { createKeyLookup } from "../src/auth/api-keys.js";
@@ -29,4 +30,17 @@ export async function ingestApp(t: Pick<Test, "teardown">, overrides: Partial<In
     ...overrides,
   };
   return { app: createApp(deps), admin: createAdminApp(deps), deps, database, bus, log, lines };
+}
+
+/** Another ingest instance's NATS connection, on the same namespace as `bus`, closed at teardown. */
+export async function otherConnection(t: Pick<Test, "teardown">, bus: Bus): Promise<Bus> {
+  const own = await connectBus({
+    servers: TEST_NATS_URL,
+    name: "ingest-b",
+    namespace: bus.naming.namespace,
+    partitions: bus.naming.partitions,
+  });
+  // Its subscriptions end with it.
+  t.teardown(() => own.close());
+  return own;
 }

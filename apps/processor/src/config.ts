@@ -19,6 +19,18 @@ export const ProcessorConfig = v.object({
   PORT: port(3001),
   /** Its interface: loopback by default; 0.0.0.0 where probes or a scraper run elsewhere. */
   HOST: text("127.0.0.1"),
+  /**
+   * This instance among the processors sharing the lane partitions (notify_leases). Keep it the
+   * same across restarts of one instance, so a restart takes its own partitions back at once;
+   * never give two running instances the same one. Default: host name and PORT.
+   */
+  INSTANCE_ID: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 of A-Z, a-z, 0-9, _, -"))),
+  /**
+   * Seconds an instance may be silent before its partitions and the periodic jobs move to
+   * another one. At least the lane consumers' ack wait (8 s), so what it held is delivered again
+   * before anything newer; the instance itself stops consuming after half of it without a beat.
+   */
+  LEASE_TTL_SECONDS: int(10, 9, 300),
   /** Lane messages handled at once per lane partition; one user's stay in order regardless. */
   PARTITION_CONCURRENCY: int(16, 1, 1024),
   /** Categories that no preference can suppress (comma-separated). */

@@ -1,6 +1,7 @@
-import { type Bus, type ConsumerRunner, decodeJson, type KV, runConsumer } from "@notify/bus";
+import { type Bus, type ConsumerRunner, decodeJson, type KV, onTemplateChanged, runConsumer } from "@notify/bus";
 import { LaneMessage, PRIORITIES, type Priority, schemaProblem } from "@notify/core";
 import type { Database } from "@notify/db";
+import { retryLogLevel } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { createProfileSource } from "./preferences/profiles.js";
 import type { PolicyConfig, RouteDeps } from "./routing/plan.js";
@@ -34,51 +35,66 @@ export async function laneDeps(deps: ProcessorDeps, lane: Priority): Promise<Rou
   } catch (error) {
     deps.log.warn({ err: error }, "notify_prefs bucket unavailable; preferences come from Postgres");
   }
+  const render = createRenderer(database);
+  // A template given a version on any ingest instance: unpinned renders read the latest again.
+  // The subscription ends with the connection.
+  onTemplateChanged(deps.bus, (event) => render.forget(event.template_id));
   return {
     database,
     bus: deps.bus,
     log: deps.log.child({ lane }),
-    render: createRenderer(database),
+    render,
     profiles: createProfileSource({ database, kv, ttlMs: deps.preferenceTtlMs, log: deps.log }),
     policy: deps.policy,
     now: deps.now ?? (() => new Date()),
   };
 }
 
+/** The durable consumer of a lane partition. */
+export const partitionDurable = (lane: Priority, partition: number) => `processor-${lane}-p${partition}`;
+
 /**
- * One runner per (lane, partition) durable consumer. The lanes have separate consumers,
+ * The runner of one (lane, partition) durable consumer. The lanes have separate consumers,
  * concurrency and Postgres pools, so a promotional backlog never holds transactional work
  * (invariant 4); within a partition, one user's messages are handled in order, keyed by user id
  * (invariant 5).
  */
+export function runPartition(
+  deps: ProcessorDeps,
+  lane: RouteDeps,
+  priority: Priority,
+  partition: number,
+): Promise<ConsumerRunner> {
+  return runConsumer({
+    bus: deps.bus,
+    stream: deps.bus.streams.lane(priority),
+    durable: partitionDurable(priority, partition),
+    concurrency: deps.partitionConcurrency,
+    decode: (msg) => decodeJson<LaneMessage>(msg, (value) => schemaProblem(LaneMessage, value)),
+    keyOf: (message) => message.user_id,
+    async handle(message) {
+      const outcome = await routeNotification(lane, message);
+      if (outcome === "gone")
+        lane.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
+      return { ack: true };
+    },
+    onError: (error, msg) =>
+      lane.log[retryLogLevel(error)]({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
+    onPoison(reason, msg) {
+      deps.onPoison?.(msg.info.stream);
+      lane.log.error({ subject: msg.subject, seq: msg.seq, reason }, "poison message set aside");
+    },
+    onLost: (error) => lane.log.error({ err: error, partition }, "lost the lane consumer; getting it back"),
+  });
+}
+
+/** Every partition of both lanes in this process (one instance, or a test). */
 export async function startConsumers(deps: ProcessorDeps): Promise<ConsumerRunner[]> {
   const runners: ConsumerRunner[] = [];
   for (const priority of PRIORITIES) {
     const lane = await laneDeps(deps, priority);
     for (let partition = 0; partition < deps.bus.naming.partitions; partition++) {
-      runners.push(
-        await runConsumer({
-          bus: deps.bus,
-          stream: deps.bus.streams.lane(priority),
-          durable: `processor-${priority}-p${partition}`,
-          concurrency: deps.partitionConcurrency,
-          decode: (msg) => decodeJson<LaneMessage>(msg, (value) => schemaProblem(LaneMessage, value)),
-          keyOf: (message) => message.user_id,
-          async handle(message) {
-            const outcome = await routeNotification(lane, message);
-            if (outcome === "gone")
-              lane.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
-            return { ack: true };
-          },
-          onError: (error, msg) =>
-            lane.log.error({ err: error, subject: msg.subject, seq: msg.seq }, "routing failed; will retry"),
-          onPoison(reason, msg) {
-            deps.onPoison?.(msg.info.stream);
-            lane.log.error({ subject: msg.subject, seq: msg.seq, reason }, "poison message set aside");
-          },
-          onLost: (error) => lane.log.error({ err: error, partition }, "lost the lane consumer; getting it back"),
-        }),
-      );
+      runners.push(await runPartition(deps, lane, priority, partition));
     }
   }
   return runners;

@@ -1,13 +1,15 @@
-import { type ConsumerRunner, connectBus, loadTopologyFile, streamSettingsFrom } from "@notify/bus";
+import { hostname } from "node:os";
+import { busConfigFrom, connectBus, loadTopologyFile } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
-import { laneDeps, startConsumers } from "./consumers.js";
+import { laneDeps } from "./consumers.js";
 import { startScheduler } from "./deferral/scheduler.js";
 import { laneBacklogCollector, poisonCounter, reconcilerCounter } from "./metrics.js";
+import { type LeasedPartitions, SINGLETON, startLeasedPartitions } from "./partitions.js";
 import { startReconciler } from "./reconciler/reconciler.js";
 import { startRetention } from "./retention/job.js";
 
@@ -26,11 +28,7 @@ const transactionalDatabase = createDb({
   statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
 });
 const bus = await connectBus({
-  servers: config.NATS_URL,
-  name: "notify-processor",
-  namespace: config.NATS_NAMESPACE,
-  partitions: config.LANE_PARTITIONS,
-  streamSettings: streamSettingsFrom(config),
+  ...busConfigFrom(config, "processor"),
   waitOnFirstConnect: true,
 });
 const topology = loadTopologyFile();
@@ -40,7 +38,7 @@ await prepareStreams(bus, { log, metrics, topology });
 const prefsBucket = topology.kv.find((b) => b.bucket === "notify_prefs");
 
 let stopping = false;
-const runners: ConsumerRunner[] = [];
+let partitions: LeasedPartitions | undefined;
 const app = newApp(log, { metrics });
 mountHealth(
   app,
@@ -48,7 +46,10 @@ mountHealth(
     postgres: () => database.ping(),
     postgres_transactional: () => transactionalDatabase.ping(),
     nats: () => bus.isConnected(),
-    consumers: () => runners.length > 0 && runners.every((r) => r.healthy()),
+    // An instance may hold no partition (more instances than partitions); one that cannot beat
+    // in notify_leases, or has lost a consumer it holds, is not ready.
+    consumers: () =>
+      partitions !== undefined && partitions.leases.healthy() && partitions.runners().every((r) => r.healthy()),
   },
   () => stopping,
 );
@@ -68,16 +69,27 @@ const deps = {
   preferenceTtlMs: (prefsBucket?.ttl_seconds ?? 5) * 1000,
   onPoison: poisonCounter(metrics),
 };
-runners.push(...(await startConsumers(deps)));
-const scheduler = startScheduler(await laneDeps(deps, "promotional"), { intervalMs: config.DEFERRED_POLL_INTERVAL_MS });
+const instance =
+  config.INSTANCE_ID ??
+  `${hostname()
+    .replace(/[^A-Za-z0-9_-]/g, "_")
+    .slice(0, 56)}-${server.port}`;
+partitions = await startLeasedPartitions(deps, { id: instance, ttlMs: config.LEASE_TTL_SECONDS * 1000 });
+const leases = partitions.leases;
+// The periodic jobs run on one instance of the deployment: the one holding the singleton lease.
+const leader = () => leases.holds(SINGLETON);
+const scheduler = startScheduler(await laneDeps(deps, "promotional"), {
+  intervalMs: config.DEFERRED_POLL_INTERVAL_MS,
+  leader,
+});
 // Broadcasts are promotional: the expander shares the promotional lane's pool.
 const expander = startExpander(
   { database, bus, log },
-  { intervalMs: config.BROADCAST_POLL_INTERVAL_MS, batchSize: config.BROADCAST_BATCH_SIZE },
+  { intervalMs: config.BROADCAST_POLL_INTERVAL_MS, batchSize: config.BROADCAST_BATCH_SIZE, leader },
 );
 const retention = startRetention(
   { database, log },
-  { intervalMs: config.RETENTION_INTERVAL_MS, days: config.RETENTION_DAYS, dir: config.ARCHIVE_DIR },
+  { intervalMs: config.RETENTION_INTERVAL_MS, days: config.RETENTION_DAYS, dir: config.ARCHIVE_DIR, leader },
 );
 const reconciler = startReconciler(
   {
@@ -91,19 +103,14 @@ const reconciler = startReconciler(
     intervalMs: config.RECONCILE_INTERVAL_MS,
     afterMs: config.RECONCILE_AFTER_SECONDS * 1000,
     lookbackMs: config.RECONCILE_LOOKBACK_HOURS * 3_600_000,
+    leader,
   },
 );
-log.info({ port: server.port, consumers: runners.length }, "processor consuming");
+log.info({ port: server.port, instance }, "processor running; partitions are shared through notify_leases");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
-  await Promise.all([
-    ...runners.map((r) => r.stop()),
-    scheduler.stop(),
-    expander.stop(),
-    retention.stop(),
-    reconciler.stop(),
-  ]);
+  await Promise.all([partitions?.stop(), scheduler.stop(), expander.stop(), retention.stop(), reconciler.stop()]);
   await bus.close();
   await Promise.all([database.close(), transactionalDatabase.close()]);
   await server.close();

@@ -1,4 +1,4 @@
-import { connectBus, streamSettingsFrom } from "@notify/bus";
+import { busConfigFrom, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createAttemptThrottle, createMetrics, listen, onShutdown } from "@notify/http";
@@ -16,11 +16,7 @@ const database = createDb({
   statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
 });
 const bus = await connectBus({
-  servers: config.NATS_URL,
-  name: "notify-receipts",
-  namespace: config.NATS_NAMESPACE,
-  partitions: config.LANE_PARTITIONS,
-  streamSettings: streamSettingsFrom(config),
+  ...busConfigFrom(config, "receipts"),
   waitOnFirstConnect: true,
 });
 

@@ -46,7 +46,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   mountMetrics(app, deps.metrics);
   if (deps.adminToken !== undefined) {
     app.use("/admin/*", requireToken(deps.adminToken));
-    // This process's breakers: each worker process judges its providers on its own calls.
+    // This process's breakers: each judges its provider on its own calls and takes the other
+    // worker processes' decisions (notify_breakers).
     app.get("/admin/breakers", (c) => {
       c.header("cache-control", "no-store");
       return c.json({ pid: process.pid, data: deps.breakers.map((b) => b.snapshot()) });

@@ -1,6 +1,7 @@
 import { type Bus, type ConsumerRunner, decodeJson, runConsumer } from "@notify/bus";
 import { type Channel, PRIORITIES, type Priority, schemaProblem, WorkItem } from "@notify/core";
 import type { Database } from "@notify/db";
+import { retryLogLevel } from "@notify/http";
 import { type DeliverDeps, deliver } from "./delivery/deliver.js";
 import type { DeliveryMetrics } from "./metrics.js";
 import type { ProviderGate } from "./providers/gate.js";
@@ -99,7 +100,10 @@ async function startPool(deps: ConsumersDeps, gate: ProviderGate, pool: Pool): P
       }
     },
     onError: (error, msg) =>
-      log.error({ err: error, ...labels, subject: msg.subject, seq: msg.seq }, "delivery failed; will retry"),
+      log[retryLogLevel(error)](
+        { err: error, ...labels, subject: msg.subject, seq: msg.seq },
+        "delivery failed; will retry",
+      ),
     onPoison(reason, msg) {
       metrics.poison.inc({ stream: msg.info.stream });
       log.error({ ...labels, subject: msg.subject, seq: msg.seq, reason }, "poison message set aside");

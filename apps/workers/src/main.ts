@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { connectBus, streamSettingsFrom } from "@notify/bus";
+import { busConfigFrom, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb, storeInboxItem } from "@notify/db";
 import { createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
@@ -9,6 +9,7 @@ import { createChannelProviders } from "@notify/providers/channels";
 import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
 import { queueDepthCollector, startConsumers } from "./consumers.js";
+import { createUnusedClaims } from "./delivery/unused-claims.js";
 import { createDeliveryMetrics } from "./metrics.js";
 import { createGates } from "./providers/gate.js";
 
@@ -30,17 +31,14 @@ const databases = {
   }),
 };
 const bus = await connectBus({
-  servers: config.NATS_URL,
-  name: "notify-workers",
-  namespace: config.NATS_NAMESPACE,
-  partitions: config.LANE_PARTITIONS,
-  streamSettings: streamSettingsFrom(config),
+  ...busConfigFrom(config, "workers"),
   waitOnFirstConnect: true,
 });
 const registry = createMetrics("workers");
 await prepareStreams(bus, { log, metrics: registry });
 const guard = await bus.kv("notify_send_guard");
 const rateKv = await bus.kv("notify_rate");
+const breakerKv = await bus.kv("notify_breakers");
 
 // A channel has a pool only when its provider is on; in-app delivers to our own inbox.
 const providers: Provider[] = Object.values(
@@ -63,6 +61,8 @@ const metrics = createDeliveryMetrics(registry);
 const deadlineMs = config.PROVIDER_TIMEOUT_MS + 2000;
 const gates = createGates(providers, {
   rateKv,
+  breakerKv,
+  worker: `${hostname()}:${process.pid}`,
   metrics,
   log,
   settings: {
@@ -111,6 +111,7 @@ const delivery = await startConsumers({
   // Past the deadline a live worker has had its answer; 5 s more cover the writes after it.
   claimTtlMs: deadlineMs + 5000,
   worker: `${hostname()}:${process.pid}`,
+  unusedClaims: createUnusedClaims(),
   concurrency: { transactional: config.TRANSACTIONAL_CONCURRENCY, promotional: config.PROMOTIONAL_CONCURRENCY },
 });
 registry.collect(queueDepthCollector(bus, delivery.pools, metrics));

@@ -8,6 +8,7 @@ import { createMetrics, type MetricsRegistry } from "@notify/http";
 import type { OutboundMessage, Provider, SendResult } from "@notify/providers";
 import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import type { DeliverDeps } from "../src/delivery/deliver.js";
+import { createUnusedClaims } from "../src/delivery/unused-claims.js";
 import { createDeliveryMetrics, type DeliveryMetrics } from "../src/metrics.js";
 import { createGates, type GateSettings, type ProviderGate } from "../src/providers/gate.js";
 
@@ -86,6 +87,7 @@ export async function harness(t: Tap): Promise<Harness> {
         retryMaxMs: 1000,
         claimTtlMs: 10_000,
         worker: "test:1",
+        unusedClaims: createUnusedClaims(),
         ...overrides,
       };
     },

@@ -2,13 +2,16 @@ import { applyTopology, connectBus, streamSettingsFrom } from "./index.js";
 
 // npm run nats:apply [-- --force]: creates every stream, consumer and KV bucket of nats/ that is
 // missing, with the apps' settings (NATS_REPLICAS, NATS_LANE_MAX_*, NATS_WORK_MAX_*). Existing
-// streams keep theirs and the report says where they differ; --force replaces them.
+// streams keep theirs and the report says where they differ; --force replaces them. On a server
+// with one user per role it connects as the setup user (NATS_USER, NATS_PASSWORD).
 const env = process.env;
 const number = (name: string) => (env[name] === undefined || env[name] === "" ? undefined : Number(env[name]));
 const force = process.argv.includes("--force");
 const bus = await connectBus({
   servers: env.NATS_URL ?? "nats://127.0.0.1:4222",
   name: "notify-nats-apply",
+  role: "setup",
+  ...(env.NATS_USER ? { user: env.NATS_USER, password: env.NATS_PASSWORD ?? "" } : {}),
   namespace: env.NATS_NAMESPACE ?? "",
   partitions: Number(env.LANE_PARTITIONS ?? 16),
   streamSettings: {

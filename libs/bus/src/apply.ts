@@ -1,6 +1,8 @@
 import {
   AckPolicy,
   DiscardPolicy,
+  JetStreamApiCodes,
+  JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
   RetentionPolicy,
@@ -9,7 +11,8 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
-import type { Bus } from "./index.js";
+import type { Bus, BusConfig, TopologyMode } from "./index.js";
+import { type Role, requiredObjects } from "./roles.js";
 import {
   type ConsumerDef,
   type KvDef,
@@ -193,6 +196,91 @@ export async function applyTopology(
   for (const def of resolved.kv) report.push(await applyKv(bus.jsm, bus.js, def, settings));
   for (const def of resolved.consumers) report.push(await applyConsumer(bus.jsm, def));
   return report;
+}
+
+/** What a role uses and the server does not have: the start waits for the setup job to create it. */
+export class TopologyMissingError extends Error {
+  override name = "TopologyMissingError";
+  readonly missing: string[];
+  constructor(missing: string[]) {
+    super(`missing on the NATS server: ${missing.join(", ")} (the setup job creates them: npm run nats:apply)`);
+    this.missing = missing;
+  }
+}
+
+/**
+ * Checks, without creating anything, that the streams, consumers and buckets the bus's role
+ * uses exist (all of the topology's when it has no role). Throws TopologyMissingError naming
+ * what is missing; any other error (a permission refused, the server away) as it came.
+ */
+export async function verifyTopology(
+  bus: Pick<Bus, "jsm" | "naming" | "role">,
+  topology: Topology = loadTopologyFile(),
+): Promise<void> {
+  const needed: { streams: string[]; consumers: Array<{ stream: string; durable: string }>; buckets: string[] } =
+    bus.role === undefined
+      ? (() => {
+          const resolved = resolveTopology(topology, bus.naming);
+          return {
+            streams: resolved.streams.map((s) => s.name),
+            consumers: resolved.consumers.map((c) => ({ stream: c.stream, durable: c.durable })),
+            buckets: resolved.kv.map((k) => k.bucket),
+          };
+        })()
+      : requiredObjects(bus.role, topology, bus.naming);
+  const missing: string[] = [];
+  const absent = (error: unknown) => {
+    const code = error instanceof JetStreamApiError ? error.code : undefined;
+    if (code === JetStreamApiCodes.StreamNotFound || code === JetStreamApiCodes.ConsumerNotFound) return true;
+    throw error;
+  };
+  for (const name of [...needed.streams, ...needed.buckets.map((b) => `KV_${b}`)]) {
+    await bus.jsm.streams.info(name).catch((error) => absent(error) && missing.push(`stream ${name}`));
+  }
+  for (const { stream, durable } of needed.consumers) {
+    if (missing.includes(`stream ${stream}`)) continue;
+    await bus.jsm.consumers
+      .info(stream, durable)
+      .catch((error) => absent(error) && missing.push(`consumer ${stream}/${durable}`));
+  }
+  if (missing.length > 0) throw new TopologyMissingError(missing);
+}
+
+/** What a start does about the topology in the bus's mode: apply it, or check that it is there. */
+export async function ensureTopology(
+  bus: Pick<Bus, "jsm" | "js" | "naming" | "streamSettings" | "role" | "topologyMode">,
+  topology: Topology = loadTopologyFile(),
+): Promise<AppliedRow[]> {
+  if (bus.topologyMode === "apply") return applyTopology(bus, topology);
+  await verifyTopology(bus, topology);
+  return [];
+}
+
+/**
+ * Connection settings of an app from its configuration: the servers, its role's user and inbox,
+ * the namespace and partitions, and what it does about the topology at start.
+ */
+export function busConfigFrom(
+  config: {
+    NATS_URL: string;
+    NATS_USER?: string | undefined;
+    NATS_PASSWORD?: string | undefined;
+    NATS_TOPOLOGY: TopologyMode;
+    NATS_NAMESPACE: string;
+    LANE_PARTITIONS: number;
+  } & Parameters<typeof streamSettingsFrom>[0],
+  role: Role,
+): BusConfig {
+  return {
+    servers: config.NATS_URL,
+    name: `notify-${role}`,
+    role,
+    ...(config.NATS_USER ? { user: config.NATS_USER, password: config.NATS_PASSWORD ?? "" } : {}),
+    topology: config.NATS_TOPOLOGY,
+    namespace: config.NATS_NAMESPACE,
+    partitions: config.LANE_PARTITIONS,
+    streamSettings: streamSettingsFrom(config),
+  };
 }
 
 /** Stream settings from the apps' configuration; a limit left unset keeps nats/topology.json's. */

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "@nats-io/jetstream";
-import { applyTopology } from "./apply.js";
+import { ensureTopology } from "./apply.js";
 import type { Bus } from "./index.js";
 import { PoisonMessageError, setAsidePoison } from "./poison.js";
 
@@ -37,15 +37,22 @@ export interface ConsumerRunner {
   healthy(): boolean;
 }
 
+/**
+ * How long a keyed runner retries a failed message in place before it sends it back to the
+ * queue (where the next message of its key may pass it): longer than a dependency's failover.
+ */
+export const ORDERED_RETRY_MS = 60_000;
+
 /** Backoff for handler crashes: exponential with full jitter, capped, never a bare nak. */
 export const crashBackoffMs = (deliveryCount: number) =>
   Math.round(Math.random() * Math.min(30_000, 250 * 2 ** Math.min(deliveryCount, 10)));
 
 /**
  * Pulls from a durable consumer and settles every message through `handle`, at most
- * `concurrency` at once and in order per key. The client keeps pulling through outages; when the
+ * `concurrency` at once and in order per key, a failed message included. The client keeps pulling through outages; when the
  * consumer (or its stream) is gone, deleted by hand or lost by the server, the runner reports
- * itself unhealthy, puts the declared topology back, and is healthy again once the consumer
+ * itself unhealthy, puts the declared topology back (or, where its user may not, waits for the
+ * setup job to), and is healthy again once the consumer
  * answers: it never idles while readiness says all is well.
  */
 export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise<ConsumerRunner> {
@@ -80,11 +87,27 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
 
   const settle = async (msg: JsMsg, value: T) => {
     let disposition: Disposition;
-    try {
-      disposition = await options.handle(value, msg);
-    } catch (error) {
-      options.onError(error, msg);
-      disposition = { retryInMs: crashBackoffMs(msg.info.deliveryCount) };
+    const started = Date.now();
+    for (let failures = 0; ; failures++) {
+      try {
+        disposition = await options.handle(value, msg);
+        break;
+      } catch (error) {
+        options.onError(error, msg);
+        const backoffMs = crashBackoffMs(msg.info.deliveryCount + failures);
+        // Sent back to the queue, the message would be overtaken by the next one of its key. A
+        // keyed runner keeps it in hand (the heartbeat keeps it its own) and tries it again, for
+        // up to ORDERED_RETRY_MS; only then, or at stop(), does it go back.
+        if (
+          options.keyOf === undefined ||
+          stopped.signal.aborted ||
+          Date.now() - started + backoffMs > ORDERED_RETRY_MS
+        ) {
+          disposition = { retryInMs: backoffMs };
+          break;
+        }
+        await sleep(backoffMs, undefined, { signal: stopped.signal }).catch(() => {});
+      }
     }
     if ("ack" in disposition) await msg.ackAck().catch(() => msg.ack());
     else if ("retryInMs" in disposition) msg.nak(disposition.retryInMs);
@@ -117,13 +140,13 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
     healthy = false;
   };
 
-  // The declared topology is put back until the consumer answers; then the pull starts afresh
+  // The declared topology is put back (or checked, see ensureTopology) until the consumer answers; then the pull starts afresh
   // (the old one would only notice at its next expiry, up to 30 s later).
   const recover = () => {
     recovering ??= (async () => {
       for (let failures = 0; !stopped.signal.aborted; failures++) {
         try {
-          await applyTopology(options.bus);
+          await ensureTopology(options.bus);
           await options.bus.jsm.consumers.info(options.stream, options.durable);
           await messages.close();
           return;

@@ -43,8 +43,8 @@ export class PublishRejectedError extends Error {
  * error objects for their stack traces); ingest and fan-out publish thousands a second, so the
  * acks are matched here by a counter in the reply subject and timed out by one sweep.
  */
-export function createPublisher(nc: NatsConnection, timeoutMs: number) {
-  const prefix = createInbox();
+export function createPublisher(nc: NatsConnection, timeoutMs: number, inboxPrefix?: string) {
+  const prefix = createInbox(inboxPrefix);
   const pending = new Map<string, { resolve(ack: PubAck): void; reject(error: Error): void; deadline: number }>();
   const decoder = new TextDecoder();
   let counter = 0;

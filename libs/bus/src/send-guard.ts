@@ -37,6 +37,10 @@ export async function claimGuard(
     return { value: claim, revision };
   } catch (error) {
     if (isWrongLastSequence(error)) return null;
+    // The answer was lost (a timeout, a dropped connection), not necessarily the write. The guard
+    // holding exactly this claim means it landed: it is ours, and no provider was called under it.
+    const now = await readGuard(kv, key).catch(() => null);
+    if (now !== null && JSON.stringify(now.value) === JSON.stringify(claim)) return now;
     throw error;
   }
 }

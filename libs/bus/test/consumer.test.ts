@@ -138,3 +138,34 @@ t.test("a held message is kept in progress past the ack wait, and not redelivere
   await new Promise((r) => setTimeout(r, ackWaitMs));
   t.same(seen, [1], "delivered once: the heartbeat held it through three ack waits");
 });
+
+t.test("a keyed message whose handler fails is retried in place, so the next of its key never passes it", async (t) => {
+  const handled: string[] = [];
+  const errors: string[] = [];
+  let failuresLeft = 2;
+  const runner = await runConsumer({
+    bus,
+    stream,
+    durable,
+    concurrency: 4,
+    decode: (msg) => decodeJson<{ id: string; user: string }>(msg, () => null),
+    keyOf: (value) => value.user,
+    handle: async (value) => {
+      // A dependency times out twice on the first message (a NATS node failing over).
+      if (value.id === "first" && failuresLeft-- > 0) throw new Error("timeout");
+      handled.push(value.id);
+      return { ack: true };
+    },
+    onError: (error) => errors.push(String(error)),
+  });
+  t.teardown(() => runner.stop());
+  await bus.publish(subject, { id: "first", user: "ordered" }, "ordered-1");
+  await bus.publish(subject, { id: "second", user: "ordered" }, "ordered-2");
+  await bus.publish(subject, { id: "other", user: "someone else" }, "ordered-3");
+  await eventually(async () => (handled.length === 3 ? true : undefined), 15_000, "all three handled");
+  t.equal(errors.length, 2, "both failures reported");
+  t.ok(handled.indexOf("first") < handled.indexOf("second"), "the key's order held through the failures");
+  t.equal(handled.indexOf("other"), 0, "another key did not wait for it");
+  const info = await bus.jsm.consumers.info(stream, durable);
+  t.equal(info.num_redelivered, 0, "nothing went back to the queue");
+});

@@ -18,4 +18,7 @@ export const NatsConfig = v.object({
   NATS_URL: v.pipe(v.string(`is required: ${HINT}`), v.minLength(1)),
   NATS_NAMESPACE: common.NATS_NAMESPACE,
   LANE_PARTITIONS: common.LANE_PARTITIONS,
+  /** The operator's NATS user on a server with one user per role (nats/nats.conf: operator). */
+  NATS_USER: common.NATS_USER,
+  NATS_PASSWORD: common.NATS_PASSWORD,
 });

@@ -1,7 +1,8 @@
+import { announceKeyChanged } from "@notify/bus";
 import { SCOPES, type Scope } from "@notify/core";
 import type { ApiKeyRecord, IssuedApiKey } from "@notify/db";
 import { issueKey, listAllKeys, revokeKeyById, rotateKeyById } from "@notify/ops";
-import { type Command, type CommandGroup, type Io, parseOptions, UsageError } from "./command.js";
+import { type CliDeps, type Command, type CommandGroup, type Io, parseOptions, UsageError } from "./command.js";
 import { parseGraceDuration } from "./duration.js";
 import { table } from "./table.js";
 
@@ -122,6 +123,7 @@ const rotate: Command = async (argv, io, deps) => {
   const id = positionals[0] as string;
   const graceSeconds = values.grace === undefined ? 0 : parseGraceDuration(values.grace);
   const rotated = await rotateKeyById(deps.database, id, graceSeconds);
+  await announce(deps, id);
   printIssued(io, values.json, rotated, [["replaces", `${rotated.previous.id} (${statusText(rotated.previous)})`]]);
 };
 
@@ -129,13 +131,28 @@ const revoke: Command = async (argv, io, deps) => {
   const { values, positionals } = parseOptions(argv, { json: { type: "boolean" } }, ["ID"]);
   const id = positionals[0] as string;
   const revoked = await revokeKeyById(deps.database, id);
+  const told = await announce(deps, id);
   if (values.json) {
     printJson(io, revoked);
     return;
   }
   io.stdout.write(table(details(revoked)));
-  io.stderr.write("notify: running ingest processes refuse the key within AUTH_CACHE_TTL_SECONDS (default 5 s)\n");
+  io.stderr.write(
+    told
+      ? "notify: running ingest processes were told on NATS and refuse the key now\n"
+      : "notify: running ingest processes refuse the key within AUTH_CACHE_TTL_SECONDS (default 5 s)\n",
+  );
 };
+
+/** Tells running ingest processes on NATS (when NATS_URL is set) to drop their cached copy of the key. */
+async function announce(deps: CliDeps, keyId: string): Promise<boolean> {
+  if (!deps.bus) return false;
+  try {
+    return await announceKeyChanged(await deps.bus(), { key_id: keyId });
+  } catch {
+    return false;
+  }
+}
 
 export const keys: CommandGroup = {
   name: "keys",

@@ -34,6 +34,8 @@ const deps = {
       bus = await connectBus({
         servers: config.NATS_URL,
         name: "notify-cli",
+        role: "operator",
+        ...(config.NATS_USER ? { user: config.NATS_USER, password: config.NATS_PASSWORD ?? "" } : {}),
         namespace: config.NATS_NAMESPACE,
         partitions: config.LANE_PARTITIONS,
       });

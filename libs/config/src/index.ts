@@ -149,6 +149,12 @@ export const common = {
   DATABASE_URL: url(),
   /** NATS server(s). */
   NATS_URL: v.optional(v.string(), "nats://127.0.0.1:4222"),
+  /** NATS user of this app, on a server with one user per app (nats/nats.conf: ingest, processor, workers, receipts). Unset: no authentication. */
+  NATS_USER: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
+  /** Password of NATS_USER. */
+  NATS_PASSWORD: v.optional(v.string()),
+  /** At start, `apply`: create the streams, consumers and buckets that are missing; `verify`: only check that what the app uses exists, waiting for the setup job (`npm run nats:apply`) to create it. `verify` where the app's NATS user may not create them (nats/nats.conf). */
+  NATS_TOPOLOGY: v.optional(v.picklist(["apply", "verify"], "must be apply or verify"), "apply"),
   /** Prefix for every stream, subject and KV bucket, so tenants and tests can share a server. */
   NATS_NAMESPACE: v.optional(v.pipe(v.string(), v.regex(/^([a-z0-9_]{1,32})?$/, "must be 0-32 of a-z, 0-9, _")), ""),
   /** Number of lane partitions. Changing it needs a drained lane (see nats/README.md). */

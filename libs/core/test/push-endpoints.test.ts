@@ -59,7 +59,9 @@ const publicFirst = fc.constantFrom(
 );
 const publicIpv4 = ipv4(publicFirst);
 const publicIpv6 = fc.oneof(ipv6("2a00", 7), ipv6("2606", 7), ipv6("2c0f", 7), ipv6("2400", 7));
-const label = fc.stringMatching(/^[a-z][a-z0-9-]{0,20}[a-z0-9]$/);
+// A label starting "xn--" is punycode to the URL parser, and a random one is invalid punycode: no
+// URL can carry it (new URL throws), so it says nothing about which hosts are allowed.
+const label = fc.stringMatching(/^[a-z][a-z0-9-]{0,20}[a-z0-9]$/).filter((l) => !l.startsWith("xn--"));
 const publicName = fc
   .tuple(fc.array(label, { minLength: 1, maxLength: 3 }), fc.constantFrom("com", "net", "org", "io", "de", "co.uk"))
   .map(([labels, tld]) => [...labels, tld].join("."));

@@ -1,4 +1,5 @@
 export * from "./banner.js";
+export * from "./cluster.js";
 export * from "./nats-server.js";
 export * from "./paths.js";
 export * from "./pids.js";

@@ -60,6 +60,12 @@ export async function startLocalNats(options: {
   port: number;
   binary?: string;
   logFile: string;
+  /** A configuration file (users, permissions); the flags here still set address, port and store. */
+  configFile?: string;
+  /** The server's environment: a configuration file's `$VARIABLE`s are read from it. */
+  env?: Record<string, string>;
+  /** A node of a JetStream cluster: its name, its route port and the other nodes' routes. */
+  cluster?: { name: string; serverName: string; port: number; routes: string[] };
 }): Promise<LocalNats> {
   const bin = findNatsServer(options.binary);
   if (!bin) throw new Error(NATS_INSTALL_HELP);
@@ -73,8 +79,17 @@ export async function startLocalNats(options: {
   const host = "127.0.0.1";
   const child: ChildProcess = spawn(
     bin,
-    ["-a", host, "-p", String(options.port), "-js", "-sd", store, "-P", pidFile, "-l", options.logFile],
-    { stdio: "ignore" },
+    [
+      ...(options.configFile ? ["-c", options.configFile] : []),
+      ...["-a", host, "-p", String(options.port), "-js", "-sd", store, "-P", pidFile, "-l", options.logFile],
+      ...(options.cluster
+        ? [
+            ...["-n", options.cluster.serverName, "--cluster_name", options.cluster.name],
+            ...["--cluster", `nats://${host}:${options.cluster.port}`, "--routes", options.cluster.routes.join(",")],
+          ]
+        : []),
+    ],
+    { stdio: "ignore", ...(options.env ? { env: { PATH: process.env.PATH ?? "", ...options.env } } : {}) },
   );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.once("error", () => {});
@@ -98,6 +113,81 @@ export async function startLocalNats(options: {
       const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
       await exited;
       clearTimeout(timer);
+    },
+  };
+}
+
+export interface NatsCluster {
+  /** Every node's client URL, comma-separated: what NATS_URL is given. */
+  url: string;
+  nodes: Array<{
+    name: string;
+    url: string;
+    running(): boolean;
+    stop(): Promise<void>;
+    /** SIGKILL, as a crash: the node's store is left as it was. */
+    kill(): Promise<void>;
+    start(): Promise<void>;
+  }>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A JetStream cluster of `size` nats-server processes on loopback, each with its store under
+ * `<dataDir>/<node>`, routed to each other; a node stopped can be started again on its store.
+ */
+export async function startNatsCluster(options: {
+  dataDir: string;
+  size?: number;
+  ports: { client: number; route: number }[];
+  binary?: string;
+}): Promise<NatsCluster> {
+  const size = options.size ?? 3;
+  const routes = options.ports.slice(0, size).map((p) => `nats://127.0.0.1:${p.route}`);
+  const nodes = await Promise.all(
+    Array.from({ length: size }, async (_, i) => {
+      const name = `n${i + 1}`;
+      const dataDir = join(options.dataDir, name);
+      const ports = options.ports[i] as { client: number; route: number };
+      let server: LocalNats | undefined;
+      const start = async () => {
+        server = await startLocalNats({
+          dataDir,
+          port: ports.client,
+          logFile: join(dataDir, "nats-server.log"),
+          ...(options.binary ? { binary: options.binary } : {}),
+          cluster: {
+            name: "notify",
+            serverName: name,
+            port: ports.route,
+            routes: routes.filter((_, j) => j !== i),
+          },
+        });
+      };
+      mkdirSync(dataDir, { recursive: true });
+      await start();
+      return {
+        name,
+        url: `nats://127.0.0.1:${ports.client}`,
+        running: () => server !== undefined,
+        async stop() {
+          await server?.stop();
+          server = undefined;
+        },
+        async kill() {
+          if (server) process.kill(server.pid, "SIGKILL");
+          await server?.stop();
+          server = undefined;
+        },
+        start,
+      };
+    }),
+  );
+  return {
+    url: nodes.map((n) => n.url).join(","),
+    nodes,
+    stop: async () => {
+      await Promise.all(nodes.map((n) => n.stop()));
     },
   };
 }

@@ -57,6 +57,8 @@ export interface StackOptions {
    * their sandboxes.
    */
   env?: Record<string, string | undefined>;
+  /** Settings of one app only, over the others (e.g. its own NATS user). */
+  appSettings?: Partial<Record<AppName, Record<string, string>>>;
   /** Apps to run (default: all four). */
   apps?: readonly AppName[];
   onLine?: (source: string, line: string) => void;
@@ -273,7 +275,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const apps = new Map<AppName, AppProcess>();
     const spawnOne = (name: AppName) => {
       const admin = ADMIN_OF[name];
-      const env = { ...common, PORT: String(ports[name]), ...(admin ? { ADMIN_PORT: String(ports[admin]) } : {}) };
+      const env = {
+        ...common,
+        ...options.appSettings?.[name],
+        PORT: String(ports[name]),
+        ...(admin ? { ADMIN_PORT: String(ports[admin]) } : {}),
+      };
       const proc = spawnApp(name, env, onLine);
       apps.set(name, proc);
       return proc;

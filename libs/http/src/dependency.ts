@@ -95,6 +95,13 @@ export function unavailableDependency(error: unknown): Dependency | null {
   return null;
 }
 
+/**
+ * How loudly to log a failure whose work is retried: a warning when a dependency was out of reach
+ * or timed out (it heals by itself and the work comes back), an error otherwise (a fault to fix).
+ */
+export const retryLogLevel = (error: unknown): "warn" | "error" =>
+  unavailableDependency(error) === null ? "error" : "warn";
+
 const safely = (check: () => boolean) => {
   try {
     return check();

@@ -11,6 +11,7 @@ import { problemResponse, toProblem } from "./problem.js";
 import { type RequestLogger, requestLogger } from "./request-logger.js";
 
 export * from "./dependency.js";
+export * from "./forgettable-cache.js";
 export * from "./headers.js";
 export * from "./problem.js";
 export * from "./request-logger.js";

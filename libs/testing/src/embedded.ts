@@ -116,18 +116,20 @@ export function getWithCa(url: string, ca: string): Promise<unknown> {
  * POSTs a notification as an upstream service should: one idempotency key for the request, kept
  * across retries of a 503, a 409 (the first try is still in flight) or a dropped connection until
  * `deadlineMs` has passed, each after the Retry-After asked for (a request whose publish was
- * ambiguous is then a replay, never a second notification). Answers its id.
+ * ambiguous is then a replay, never a second notification). Answers its id. Given several ingest
+ * instances, each retry goes to the next, as a load balancer would move off a dead one.
  */
 export async function postNotification(
-  baseUrl: string,
+  baseUrl: string | readonly string[],
   apiKey: string,
   body: unknown,
   options: { idempotencyKey?: string; deadlineMs?: number } = {},
 ): Promise<string> {
   const idempotencyKey = options.idempotencyKey ?? randomUUID();
   const deadline = Date.now() + (options.deadlineMs ?? 10_000);
-  for (;;) {
-    const response = await fetch(`${baseUrl}/api/v1/notifications`, {
+  const urls = typeof baseUrl === "string" ? [baseUrl] : baseUrl;
+  for (let attempt = 0; ; attempt++) {
+    const response = await fetch(`${urls[attempt % urls.length]}/api/v1/notifications`, {
       method: "POST",
       headers: {
         authorization: `Bearer ${apiKey}`,

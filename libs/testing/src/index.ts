@@ -144,8 +144,10 @@ export async function settled(database: Database, notificationId: string, timeou
 /** A free TCP port on loopback. */
 export { freePort } from "@notify/devstack";
 export * from "./bus.js";
+export * from "./cluster-chaos.js";
 export * from "./embedded.js";
 export * from "./logger.js";
+export * from "./nats-users.js";
 export * from "./outage.js";
 export * from "./stack.js";
 export * from "./tcp-proxy.js";

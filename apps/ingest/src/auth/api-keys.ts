@@ -1,6 +1,6 @@
 import { hashKey, type Scope } from "@notify/core";
 import { type Database, findActiveKeyByHash, touchKeyLastUsed } from "@notify/db";
-import type { AttemptBudget } from "@notify/http";
+import { type AttemptBudget, createForgettableCache } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { LRUCache } from "lru-cache";
 
@@ -30,18 +30,27 @@ const MAX_UNKNOWN = 2_000;
  */
 export type KeyLookup = (key: string, budget?: AttemptBudget) => Promise<Principal | null>;
 
+/** A KeyLookup with a cache, which a revocation announced on NATS empties of the key at once. */
+export type CachedKeyLookup = KeyLookup & { forget(keyId: string): void };
+
 /**
- * Looks a presented key up by hash, with a short cache: revocation reaches every process
- * within `ttlMs`. Unknown keys are cached too, so a flood of bad keys does not reach Postgres,
+ * Looks a presented key up by hash, with a short cache: a revocation reaches every process at
+ * once through `forget` (ingest calls it for each key change announced on NATS), and within
+ * `ttlMs` where an announcement was missed. Unknown keys are cached too, so a flood of bad keys does not reach Postgres,
  * in a cache of their own: however many random keys arrive, they never evict a valid one.
  * Both are bounded LRUs. Concurrent lookups of one key share one query, so a key is looked up
  * in Postgres at most once per `ttlMs` however many requests present it. A key whose
  * `revoked_at` lies ahead is in a rotation grace period and still authenticates.
  */
-export function createKeyLookup(database: Database, ttlMs: number, log?: Logger): KeyLookup {
-  // lru-cache reads a ttl of 0 as "forever"; here it means no cache.
+export function createKeyLookup(database: Database, ttlMs: number, log?: Logger): CachedKeyLookup {
+  // A ttl of 0 means no cache (lru-cache would read it as "forever").
   const cached = ttlMs > 0;
-  const known = new LRUCache<string, Principal>({ max: MAX_ENTRIES, ttl: Math.max(1, ttlMs) });
+  // By hash; a revocation announced on NATS forgets every hash of its key id.
+  const known = createForgettableCache<Principal | null>({
+    max: MAX_ENTRIES,
+    ttlMs,
+    tagOf: (hash, principal) => principal?.keyId ?? hash,
+  });
   const unknown = new LRUCache<string, true>({ max: MAX_UNKNOWN, ttl: Math.max(1, ttlMs) });
   const inFlight = new Map<string, Promise<Principal | null>>();
   const touched = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: TOUCH_INTERVAL_MS });
@@ -55,30 +64,36 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     );
   };
 
-  const query = async (hash: string): Promise<Principal | null> => {
-    const row = await findActiveKeyByHash(database, hash);
-    if (!row) {
-      if (cached) unknown.set(hash, true);
-      return null;
-    }
-    const principal: Principal = {
-      keyId: row.id,
-      clientId: row.client_id,
-      scopes: row.scopes,
-      rateLimit:
-        row.rate_limit_burst !== null && row.rate_limit_per_second !== null
-          ? { burst: row.rate_limit_burst, perSecond: row.rate_limit_per_second }
-          : null,
-    };
+  const query = (hash: string): Promise<Principal | null> => {
     // A grace period ends on time, not up to a cache lifetime later.
-    const ttl = Math.min(ttlMs, (row.revoked_at?.getTime() ?? Number.POSITIVE_INFINITY) - Date.now());
-    if (cached && ttl >= 1) known.set(hash, principal, { ttl });
-    return principal;
+    let until = Number.POSITIVE_INFINITY;
+    return known.load(
+      hash,
+      async () => {
+        const row = await findActiveKeyByHash(database, hash);
+        if (!row) {
+          if (cached) unknown.set(hash, true);
+          return null;
+        }
+        until = row.revoked_at?.getTime() ?? until;
+        return {
+          keyId: row.id,
+          clientId: row.client_id,
+          scopes: row.scopes,
+          rateLimit:
+            row.rate_limit_burst !== null && row.rate_limit_per_second !== null
+              ? { burst: row.rate_limit_burst, perSecond: row.rate_limit_per_second }
+              : null,
+        };
+      },
+      // Unknown keys are kept in a cache of their own, where they cannot evict a valid one.
+      (principal) => (principal === null ? 0 : until - Date.now()),
+    );
   };
 
   const lookup = async (hash: string, budget?: AttemptBudget): Promise<Principal | null> => {
-    const hit = cached ? known.get(hash) : undefined;
-    if (hit !== undefined) return hit;
+    const hit = known.get(hash);
+    if (hit) return hit;
     // Only a key known to be valid skips the address's budget.
     budget?.check();
     if (cached && unknown.has(hash)) return null;
@@ -93,9 +108,10 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     return started;
   };
 
-  return async (key, budget) => {
+  const keyLookup: KeyLookup = async (key, budget) => {
     const principal = await lookup(hashKey(key), budget);
     if (principal) touch(principal.keyId);
     return principal;
   };
+  return Object.assign(keyLookup, { forget: (keyId: string) => known.forget(keyId) });
 }

@@ -1,6 +1,6 @@
 import { AppError, missingParams } from "@notify/core";
 import { type Database, readLatestTemplateParams } from "@notify/db";
-import { LRUCache } from "lru-cache";
+import { createForgettableCache } from "@notify/http";
 
 export interface TemplateInfo {
   id: string;
@@ -8,22 +8,29 @@ export interface TemplateInfo {
   params: string[];
 }
 
+export interface TemplateLookup {
+  (templateId: string): Promise<TemplateInfo | null>;
+  /** Drops what is cached of a template that got a version here or on another instance. */
+  forget(templateId: string): void;
+}
+
 /**
  * Declared parameters of a template's latest version, cached for a few seconds: every POST
- * checks its data against them, and templates change rarely.
+ * checks its data against them, and templates change rarely. A new version is announced on
+ * NATS and every instance forgets its copy at once; the TTL bounds a missed announcement.
  */
-export function createTemplateLookup(database: Database, ttlMs = 5000) {
+export function createTemplateLookup(database: Database, ttlMs = 5000): TemplateLookup {
   // Bounded: template ids come from requests, and an unknown one is cached (as null) too.
-  const cache = new LRUCache<string, { value: TemplateInfo | null }>({ max: 10_000, ttl: Math.max(1, ttlMs) });
-  return async (templateId: string): Promise<TemplateInfo | null> => {
-    const hit = ttlMs > 0 ? cache.get(templateId) : undefined;
-    if (hit !== undefined) return hit.value;
-    const row = await readLatestTemplateParams(database, templateId);
-    const value = row ? { id: templateId, version: row.version, params: row.params } : null;
-    // lru-cache reads a ttl of 0 as "forever"; here it means no cache.
-    if (ttlMs > 0) cache.set(templateId, { value });
-    return value;
+  const cache = createForgettableCache<TemplateInfo | null>({ max: 10_000, ttlMs });
+  const lookup = async (templateId: string): Promise<TemplateInfo | null> => {
+    const hit = cache.get(templateId);
+    if (hit !== undefined) return hit;
+    return cache.load(templateId, async () => {
+      const row = await readLatestTemplateParams(database, templateId);
+      return row ? { id: templateId, version: row.version, params: row.params } : null;
+    });
   };
+  return Object.assign(lookup, { forget: (templateId: string) => cache.forget(templateId) });
 }
 
 /**

@@ -1,3 +1,4 @@
+import { announceKeyChanged } from "@notify/bus";
 import { AppError, SCOPES } from "@notify/core";
 import { createKey, getKey, listKeys, revokeKey, rotateKey } from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
@@ -7,6 +8,7 @@ import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { CreateKeyRequest, ListKeysQuery, RotateKeyRequest } from "../keys/schemas.js";
+import { spreadChange } from "./announce.js";
 import { type Contract, contract, Timestamp } from "./contract.js";
 
 const ApiKeyRecord = v.object({
@@ -49,6 +51,14 @@ async function readOptionalJson(c: Context): Promise<unknown> {
  * of every client. Answers that carry a plaintext key are never cached.
  */
 export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
+  // A key revoked or rotated here is refused by every ingest instance at once.
+  const keyChanged = (c: Context<AuthEnv>, id: string) =>
+    spreadChange(c, {
+      forget: () => deps.lookupKey.forget?.(id),
+      announce: () => announceKeyChanged(deps.bus, { key_id: id }),
+      fields: { target_key_id: id },
+      within: "AUTH_CACHE_TTL_SECONDS",
+    });
   const admin = requireScope("admin");
 
   v1.post(
@@ -137,6 +147,7 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       const body = validate(RotateKeyRequest, await readOptionalJson(c));
       const rotated = await postgres(rotateKey(deps.database, id, { graceSeconds: body.grace_seconds }));
       if (!rotated) throw unknownKey(id);
+      await keyChanged(c, id);
       c.get("log").info(
         { target_key_id: rotated.id, replaced_key_id: id, replaced_until: rotated.previous.revoked_at },
         "API key rotated",
@@ -155,6 +166,7 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       const id = c.req.param("id");
       const revoked = await postgres(revokeKey(deps.database, id));
       if (!revoked) throw unknownKey(id);
+      await keyChanged(c, id);
       c.get("log").info({ target_key_id: id, target_client_id: revoked.client_id }, "API key revoked");
       return c.body(null, 204);
     },

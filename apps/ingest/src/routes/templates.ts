@@ -1,3 +1,4 @@
+import { announceTemplateChanged } from "@notify/bus";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
@@ -14,6 +15,7 @@ import {
   TemplateRequest,
   TemplateResponse,
 } from "../templates/schemas.js";
+import { spreadChange } from "./announce.js";
 import { type Contract, contract } from "./contract.js";
 
 const TemplatePage = v.object({
@@ -31,7 +33,7 @@ const templates = (route: Omit<Contract, "tag" | "scope">) => contract({ ...rout
  */
 export function mountTemplates(
   v1: Hono<AuthEnv>,
-  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">,
+  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "bus" | "templates">,
 ): void {
   const admin = requireScope("admin");
 
@@ -110,6 +112,14 @@ export function mountTemplates(
       const result = await putTemplate(deps.database, id, input);
       const { version } = result.template;
       if (result.kind === "unchanged") return c.json(result.template, 200);
+      // Every ingest and processor instance forgets its cached latest version at once, so a
+      // notification posted right after the PUT, to any instance, pins the new version.
+      await spreadChange(c, {
+        forget: () => deps.templates.forget?.(id),
+        announce: () => announceTemplateChanged(deps.bus, { template_id: id }),
+        fields: { template_id: id },
+        within: "their cache TTL (5 s in ingest, 10 s in the processor)",
+      });
       c.get("log").info(
         { template_id: id, version },
         result.kind === "created" ? "template created" : "template versioned",

@@ -2,7 +2,7 @@ import type { Bus } from "@notify/bus";
 import { type LaneMessage, partitionOf } from "@notify/core";
 import { type Database, expandBroadcastBatch, settleBroadcastOutbox } from "@notify/db";
 import type { Logger } from "@notify/log";
-import { every } from "../periodic.js";
+import { every, type Leader } from "../periodic.js";
 
 export interface ExpanderDeps {
   database: Database;
@@ -77,12 +77,21 @@ export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promis
  * The processor's broadcast loop: batch after batch while there is work, then a nap of
  * `intervalMs`. All state is in Postgres, so a restarted or second processor resumes exactly.
  */
-export function startExpander(deps: ExpanderDeps, options: { intervalMs: number; batchSize: number }): Expander {
-  return every(options.intervalMs, deps.log, "expanding broadcasts", async (isStopping) => {
-    let result: BatchResult;
-    do {
-      result = await expandBatch(deps, options.batchSize);
-      if (result.kind === "finished") deps.log.info({ broadcast_id: result.broadcastId }, "broadcast expanded");
-    } while (!isStopping() && result.kind !== "idle");
-  });
+export function startExpander(
+  deps: ExpanderDeps,
+  options: { intervalMs: number; batchSize: number; leader?: Leader },
+): Expander {
+  return every(
+    options.intervalMs,
+    deps.log,
+    "expanding broadcasts",
+    async (isStopping) => {
+      let result: BatchResult;
+      do {
+        result = await expandBatch(deps, options.batchSize);
+        if (result.kind === "finished") deps.log.info({ broadcast_id: result.broadcastId }, "broadcast expanded");
+      } while (!isStopping() && result.kind !== "idle");
+    },
+    options.leader,
+  );
 }

@@ -1,5 +1,5 @@
 import { purgeCapCounts as purgeCounts } from "@notify/db";
-import { every } from "../periodic.js";
+import { every, type Leader } from "../periodic.js";
 import type { RouteDeps } from "../routing/plan.js";
 import { releaseDue } from "./release.js";
 
@@ -26,17 +26,26 @@ export async function purgeCapCounts(deps: Pick<RouteDeps, "database" | "now">):
  * counters. State lives in Postgres only, so a restart (or a second processor) picks up
  * exactly where it stood.
  */
-export function startScheduler(deps: RouteDeps, options: { intervalMs: number; batchSize?: number }): Scheduler {
+export function startScheduler(
+  deps: RouteDeps,
+  options: { intervalMs: number; batchSize?: number; leader?: Leader },
+): Scheduler {
   const batchSize = options.batchSize ?? 100;
   let lastPurge = 0;
-  return every(options.intervalMs, deps.log, "releasing deferred notifications", async (isStopping) => {
-    let result: Awaited<ReturnType<typeof releaseDue>>;
-    do result = await releaseDue(deps, batchSize);
-    while (!isStopping() && result.settled === batchSize);
-    if (Date.now() - lastPurge >= PURGE_EVERY_MS) {
-      const purged = await purgeCapCounts(deps);
-      lastPurge = Date.now();
-      if (purged > 0) deps.log.info({ purged }, "purged old promotional counters");
-    }
-  });
+  return every(
+    options.intervalMs,
+    deps.log,
+    "releasing deferred notifications",
+    async (isStopping) => {
+      let result: Awaited<ReturnType<typeof releaseDue>>;
+      do result = await releaseDue(deps, batchSize);
+      while (!isStopping() && result.settled === batchSize);
+      if (Date.now() - lastPurge >= PURGE_EVERY_MS) {
+        const purged = await purgeCapCounts(deps);
+        lastPurge = Date.now();
+        if (purged > 0) deps.log.info({ purged }, "purged old promotional counters");
+      }
+    },
+    options.leader,
+  );
 }

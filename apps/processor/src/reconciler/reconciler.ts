@@ -12,7 +12,7 @@ import {
   withSweepLock,
 } from "@notify/db";
 import type { Logger } from "@notify/log";
-import { every, type Periodic } from "../periodic.js";
+import { every, type Leader, type Periodic } from "../periodic.js";
 import { buildItem, type RouteDeps } from "../routing/plan.js";
 import { routeNotification } from "../routing/route.js";
 import { idFloor } from "./ids.js";
@@ -211,8 +211,17 @@ async function redrive(deps: ReconcilerDeps, w: WaitingChannel): Promise<boolean
 }
 
 /** The reconciler every `intervalMs`; a round another instance is running is skipped. */
-export function startReconciler(deps: ReconcilerDeps, options: ReconcilerOptions & { intervalMs: number }): Periodic {
-  return every(options.intervalMs, deps.log, "reconciling stalled work", async () => {
-    await reconcile(deps, options);
-  });
+export function startReconciler(
+  deps: ReconcilerDeps,
+  options: ReconcilerOptions & { intervalMs: number; leader?: Leader },
+): Periodic {
+  return every(
+    options.intervalMs,
+    deps.log,
+    "reconciling stalled work",
+    async () => {
+      await reconcile(deps, options);
+    },
+    options.leader,
+  );
 }

@@ -1,7 +1,7 @@
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { archiveAll } from "@notify/ops";
-import { every } from "../periodic.js";
+import { every, type Leader } from "../periodic.js";
 
 export interface RetentionJob {
   /** Finishes the batch in hand, then stops. */
@@ -14,10 +14,16 @@ export interface RetentionJob {
  */
 export function startRetention(
   deps: { database: Database; log: Logger },
-  options: { intervalMs: number; days: number; dir: string },
+  options: { intervalMs: number; days: number; dir: string; leader?: Leader },
 ): RetentionJob {
-  return every(options.intervalMs, deps.log, "archiving notifications", async () => {
-    const archived = await archiveAll(deps.database, { dir: options.dir, days: options.days });
-    if (archived > 0) deps.log.info({ archived, dir: options.dir }, "archived notifications past retention");
-  });
+  return every(
+    options.intervalMs,
+    deps.log,
+    "archiving notifications",
+    async () => {
+      const archived = await archiveAll(deps.database, { dir: options.dir, days: options.days });
+      if (archived > 0) deps.log.info({ archived, dir: options.dir }, "archived notifications past retention");
+    },
+    options.leader,
+  );
 }

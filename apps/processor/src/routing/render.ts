@@ -8,6 +8,7 @@ import {
   templateEngineOptions,
 } from "@notify/core";
 import { type Database, readLatestTemplateVersion, readTemplateVersionForRender } from "@notify/db";
+import { createForgettableCache } from "@notify/http";
 import { Eta } from "eta";
 import { LRUCache } from "lru-cache";
 
@@ -72,7 +73,8 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
   // Promises, so that a burst of first renders of one version makes one query, not hundreds.
   // Bounded LRUs: template ids come from requests. lru-cache reads a ttl of 0 as "forever".
   const versions = new LRUCache<string, Promise<Version | null>>({ max: maxVersions });
-  const latest = new LRUCache<string, { version: number }>({ max: maxVersions, ttl: Math.max(1, latestTtlMs) });
+  // A template given a version is forgotten at once (announced on NATS); a missing one is not kept.
+  const latest = createForgettableCache<number | null>({ max: maxVersions, ttlMs: latestTtlMs });
 
   const compile = (engine: Eta, source: string): Compiled => {
     const fn = engine.compile(source);
@@ -95,12 +97,13 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
   }
 
   async function latestVersion(templateId: string): Promise<number | null> {
-    const hit = latestTtlMs > 0 ? latest.get(templateId) : undefined;
-    if (hit !== undefined) return hit.version;
-    const version = await readLatestTemplateVersion(database, templateId);
-    if (version === null) return null;
-    if (latestTtlMs > 0) latest.set(templateId, { version });
-    return version;
+    const hit = latest.get(templateId);
+    if (hit !== undefined) return hit;
+    return latest.load(
+      templateId,
+      () => readLatestTemplateVersion(database, templateId),
+      (version) => (version === null ? 0 : latestTtlMs),
+    );
   }
 
   async function fetchVersion(templateId: string, version: number): Promise<Version | null> {
@@ -134,7 +137,7 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
     return loading;
   }
 
-  return async function render(request: RenderRequest): Promise<RenderOutcome> {
+  async function render(request: RenderRequest): Promise<RenderOutcome> {
     const version = request.version ?? (await latestVersion(request.templateId));
     const found = version === null ? null : await loadVersion(request.templateId, version);
     if (!found) {
@@ -173,6 +176,11 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
     } catch (error) {
       return { ok: false, reason: "render_failed", detail: error instanceof Error ? error.message : String(error) };
     }
-  };
+  }
+
+  return Object.assign(render, {
+    /** A template got a version: the next render without a pinned version reads the latest again. */
+    forget: (templateId: string) => latest.forget(templateId),
+  });
 }
 export type Renderer = ReturnType<typeof createRenderer>;

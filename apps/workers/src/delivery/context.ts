@@ -4,6 +4,7 @@ import type { DeliveryChannelRow, Sql } from "@notify/db";
 import type { Logger } from "@notify/log";
 import type { DeliveryMetrics } from "../metrics.js";
 import type { ProviderGate } from "../providers/gate.js";
+import type { UnusedClaims } from "./unused-claims.js";
 
 export interface DeliverDeps {
   /** Postgres of this item's lane: transactional has a pool of its own (invariant 4). */
@@ -24,6 +25,8 @@ export interface DeliverDeps {
   claimTtlMs: number;
   /** host:pid, written into claims for operators. */
   worker: string;
+  /** This process's claims whose write may have landed though its answer was lost. */
+  unusedClaims: UnusedClaims;
 }
 
 /** One work item in hand: what each step of its delivery (send, park, resume, settle) reads. */

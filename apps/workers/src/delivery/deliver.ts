@@ -49,17 +49,24 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
       // fails if one exists after all), saving a read on the hot path.
       const first = tries === 0 && row.attempts === 0 && row.status === "pending";
       const seen = first ? null : await readGuard(deps.guard, ctx.key);
-      if (!isClaimable(seen)) return await resume(ctx, seen as GuardEntry);
+      // This process's own claim whose write answered with a timeout: nothing was sent under it.
+      const unused =
+        seen !== null && seen.value.worker === deps.worker && deps.unusedClaims.take(ctx.key, seen.value.at);
+      if (!unused && !isClaimable(seen)) return await resume(ctx, seen as GuardEntry);
       const settled = new Set([...(seen?.value.settled ?? []), ...(seen?.value.accepted ?? []).map((a) => a.key)]);
       const addresses = addressesOf(item).filter((a) => !settled.has(a.key));
       ctx.waitedMs += await deps.gate.limiter.acquire(item.priority, addresses.length);
+      const at = Date.now();
       const claim = await claimGuard(deps.guard, ctx.key, seen, {
         state: "sending",
-        at: Date.now(),
+        at,
         attempt: row.attempts + 1,
         worker: deps.worker,
         ...(seen?.value.accepted ? { accepted: seen.value.accepted } : {}),
         ...(seen?.value.settled ? { settled: seen.value.settled } : {}),
+      }).catch((error: unknown) => {
+        deps.unusedClaims.remember(ctx.key, at);
+        throw error;
       });
       if (claim) return await send(ctx, claim, addresses);
     }

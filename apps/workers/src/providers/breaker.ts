@@ -44,6 +44,11 @@ export interface ProviderBreaker {
     countsAsFailure: (result: SendResult) => boolean,
   ): Promise<SendResult | typeof REJECTED>;
   snapshot(): BreakerSnapshot;
+  /**
+   * Takes a state another worker process reached (shared through notify_breakers): opened, it
+   * parks this process's work for its own open period, then probes; closed, it lets work through.
+   */
+  force(state: "open" | "closed"): Promise<void>;
   /** Clears the open-state timer, which would otherwise keep the process alive. */
   dispose(): void;
 }
@@ -58,8 +63,8 @@ class CountedFailure extends Error {
 /**
  * A circuit breaker per provider over mollitia's window of the most recent calls
  * (its time-window breaker re-validates up to a thousand stored calls on every call, which cost
- * 7% of a busy worker's CPU). One per process: each worker judges the provider by its own
- * calls, so no shared state can stall.
+ * 7% of a busy worker's CPU). One per process, judging the provider by its own calls; what it
+ * decides is shared with the other worker processes by shareBreakerState.
  */
 export function createBreaker(
   provider: string,
@@ -108,6 +113,7 @@ export function createBreaker(
       since: new Date(module.stateTimestamp).toISOString(),
       half_open_at: module.state === BreakerState.OPENED ? new Date(openUntil()).toISOString() : null,
     }),
+    force: (state) => (state === "open" ? module.open() : module.close()),
     dispose: () => circuit.dispose(),
   };
 }

@@ -12,6 +12,7 @@ import {
   REJECTED,
 } from "./breaker.js";
 import { createRateLimiter, type RateLimiter } from "./rate-limiter.js";
+import { type SharedBreaker, shareBreakerState } from "./shared-breaker.js";
 
 /** A provider with what guards it: its circuit breaker, its shared token buckets, a deadline. */
 export interface ProviderGate {
@@ -41,7 +42,13 @@ async function withDeadline(call: Promise<SendResult>, ms: number, provider: str
 
 export function createGate(
   provider: Provider,
-  options: { breaker: ProviderBreaker; limiter: RateLimiter; deadlineMs: number; metrics: DeliveryMetrics },
+  options: {
+    breaker: ProviderBreaker;
+    limiter: RateLimiter;
+    deadlineMs: number;
+    metrics: DeliveryMetrics;
+    shared?: SharedBreaker;
+  },
 ): ProviderGate {
   const { breaker, limiter, metrics } = options;
   const call = async (message: OutboundMessage): Promise<SendResult> => {
@@ -68,6 +75,7 @@ export function createGate(
     },
     close() {
       limiter.close();
+      void options.shared?.stop();
       breaker.dispose();
     },
   };
@@ -87,7 +95,16 @@ const BREAKER_STATES: readonly BreakerStateName[] = ["closed", "half_open", "ope
 /** One gate per configured provider; a channel has a pool only when its provider is here. */
 export function createGates(
   providers: readonly Provider[],
-  deps: { rateKv: KV; metrics: DeliveryMetrics; log: Logger; settings: GateSettings },
+  deps: {
+    rateKv: KV;
+    /** notify_breakers: each breaker's decisions shared with the other worker processes. */
+    breakerKv?: KV;
+    /** This process, as the other workers see it (host:pid). */
+    worker?: string;
+    metrics: DeliveryMetrics;
+    log: Logger;
+    settings: GateSettings;
+  },
 ): ProviderGate[] {
   const channels = new Set<string>();
   return providers.map((provider) => {
@@ -100,7 +117,9 @@ export function createGates(
         metrics.breakerState.set({ provider: provider.name, state: s }, s === state ? 1 : 0);
     };
     showState("closed");
+    let shared: SharedBreaker | undefined;
     const breaker = createBreaker(provider.name, settings.breaker, (state) => {
+      shared?.onLocalChange(state);
       showState(state);
       metrics.breakerTransitions.inc({ provider: provider.name, state });
       if (state === "open")
@@ -117,6 +136,20 @@ export function createGates(
       key: provider.name,
       rates: splitRate(limit, settings.transactionalReservedPercent),
     });
-    return createGate(provider, { breaker, limiter, deadlineMs: settings.deadlineMs, metrics });
+    if (deps.breakerKv)
+      shared = shareBreakerState({
+        kv: deps.breakerKv,
+        breaker,
+        worker: deps.worker ?? `${process.pid}`,
+        log,
+        openMs: settings.breaker.openMs,
+      });
+    return createGate(provider, {
+      breaker,
+      limiter,
+      deadlineMs: settings.deadlineMs,
+      metrics,
+      ...(shared ? { shared } : {}),
+    });
   });
 }

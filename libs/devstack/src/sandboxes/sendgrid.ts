@@ -157,6 +157,12 @@ export interface RunningSendgridSandbox extends SendgridSandbox {
   close(): Promise<void>;
 }
 
+// How long events gather before a post, and at most how many one post carries (SendGrid's own
+// batches are up to 768 KB, about 2 000 of the sandbox's events; smaller here, to stay far
+// below any receiver's body limit).
+const BATCH_MS = 100;
+const BATCH_EVENTS = 500;
+
 // SendGrid's documented limit for a whole Mail Send request.
 const MAX_BODY_BYTES = 30 * 1024 * 1024;
 
@@ -247,11 +253,11 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
    * SendGrid retries failed posts for 24 h. In memory, three tries a second apart are enough
    * locally; with a journal (`messageId` set), until acknowledged, then the journal says so.
    */
-  const postEvents = async (events: SendgridEvent[], messageId?: string): Promise<SandboxEventPost | undefined> => {
+  const postEvents = async (events: SendgridEvent[], messageIds?: string[]): Promise<SandboxEventPost | undefined> => {
     const url = options.eventWebhookUrl;
     if (url === undefined || events.length === 0) return undefined;
     const body = Buffer.from(JSON.stringify(events));
-    const answer = await (messageId === undefined ? inMemory : durable).post((signal) => {
+    const answer = await (messageIds === undefined ? inMemory : durable).post((signal) => {
       // Signed per try: a receiver may refuse stale timestamps.
       const timestamp = String(Math.floor(Date.now() / 1000));
       const headers = {
@@ -262,7 +268,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
       return postStatus(url, { headers, body, signal });
     });
     if (answer === undefined) return undefined;
-    if (messageId !== undefined) journal?.append({ type: "acked", message_id: messageId });
+    for (const messageId of messageIds ?? []) journal?.append({ type: "acked", message_id: messageId });
     const post = { events, answer };
     eventPosts.push(post);
     return post;
@@ -272,6 +278,41 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     inFlight.add(task);
     void task.finally(() => inFlight.delete(task));
     return task;
+  };
+
+  /**
+   * SendGrid posts events in batches (every few seconds, or at 768 KB), never one request per
+   * mail. The sandbox gathers what its sends produce for BATCH_MS, up to BATCH_EVENTS, so a
+   * receiver meets batches as in production while tests still see receipts within moments.
+   */
+  let batch: { events: SendgridEvent[]; messageIds: string[]; flush: () => void } | undefined;
+  const queueEvents = (events: SendgridEvent[], messageId: string | undefined): void => {
+    if (options.eventWebhookUrl === undefined || events.length === 0) return;
+    if (batch === undefined) {
+      const gathering = { events: [] as SendgridEvent[], messageIds: [] as string[], flush: () => {} };
+      const due = new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, BATCH_MS);
+        timer.unref();
+        gathering.flush = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      batch = gathering;
+      // Tracked from the first event, so settled() waits for the batch to be posted.
+      void track(
+        due.then(() => {
+          if (batch === gathering) batch = undefined;
+          return postEvents(gathering.events, journal === undefined ? undefined : gathering.messageIds);
+        }),
+      );
+    }
+    batch.events.push(...events);
+    if (messageId !== undefined) batch.messageIds.push(messageId);
+    if (batch.events.length >= BATCH_EVENTS) {
+      batch.flush();
+      batch = undefined;
+    }
   };
 
   const report = (request: SandboxEventRequest): Promise<SandboxEventPost | undefined> => {
@@ -346,7 +387,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     journal?.append({ type: "mail", message_id: messageId, mails: accepted, events });
     mails.push(...accepted);
     // After the answer, as at SendGrid: events usually reach receipts before the worker records the send.
-    setImmediate(() => void track(postEvents(events, journal === undefined ? undefined : messageId)));
+    queueEvents(events, messageId);
     return c.body(null, 202, { "X-Message-Id": messageId });
   };
 
@@ -356,7 +397,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
   };
 
   // Unacknowledged events from earlier runs: posted again with their ids, as SendGrid retries.
-  for (const [messageId, events] of unacknowledged) void track(postEvents(events, messageId));
+  for (const [messageId, events] of unacknowledged) void track(postEvents(events, [messageId]));
 
   const app = new Hono();
   app.post(

@@ -1,6 +1,6 @@
 import { Client } from "@sendgrid/client";
 import { MailService } from "@sendgrid/mail";
-import { convert, type HtmlToTextOptions } from "html-to-text";
+import { compile, type HtmlToTextOptions } from "html-to-text";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";
@@ -66,8 +66,13 @@ const TEXT_OPTIONS: HtmlToTextOptions = {
   ],
 };
 
-/** A readable text/plain alternative: mail without one scores worse with spam filters. */
-const htmlToText = (html: string): string => convert(html, TEXT_OPTIONS).trim();
+/**
+ * A readable text/plain alternative: mail without one scores worse with spam filters. Compiled
+ * once: `convert` builds its selector decision tree again on every call (a tenth of a busy
+ * worker's CPU, in profiles).
+ */
+const toText = compile(TEXT_OPTIONS);
+const htmlToText = (html: string): string => toText(html).trim();
 
 export function createSendgridProvider(config: SendgridConfig): Provider {
   const client = new Client();

@@ -1,0 +1,72 @@
+import { onKeyChanged } from "@notify/bus";
+import { hashKey } from "@notify/core";
+import { seedApiKey } from "@notify/db";
+import { eventually } from "@notify/testing";
+import t from "tap";
+import { createKeyLookup } from "../src/auth/api-keys.js";
+import { ingestApp, otherConnection } from "./support.js";
+
+// Several ingest instances behind a load balancer, each caching keys for a minute: a key revoked
+// through one of them is refused by every other at once, because the revocation is announced on
+// NATS; the cache TTL only bounds an announcement that was missed.
+const a = await ingestApp(t);
+const { database, bus } = a;
+const CACHE_MS = 60_000;
+
+/** Another ingest instance: its own NATS connection and key cache. */
+async function otherInstance() {
+  const lookup = createKeyLookup(database, CACHE_MS);
+  onKeyChanged(await otherConnection(t, bus), (event) => lookup.forget(event.key_id));
+  return lookup;
+}
+const adminKey = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const keyId = async (key: string) =>
+  ((await database.sql`select id from api_keys where key_hash = ${hashKey(key)}`)[0] as { id: string }).id;
+
+t.test("a key revoked through one instance is refused by another within moments, not the cache TTL", async (t) => {
+  const b = await otherInstance();
+  const key = await seedApiKey(database, { clientId: "shop", name: "shop", scopes: ["ingest"] });
+  t.ok(await b(key), "b knows the key, and caches it for a minute");
+
+  const revoked = await a.app.request(`/api/v1/keys/${await keyId(key)}`, {
+    method: "DELETE",
+    headers: { authorization: `Bearer ${adminKey}` },
+  });
+  t.equal(revoked.status, 204);
+  await eventually(async () => ((await b(key)) === null ? true : undefined), 2000, "b refuses the key");
+});
+
+t.test("rotation is announced too: the old key's grace ends on time everywhere", async (t) => {
+  const b = await otherInstance();
+  const key = await seedApiKey(database, { clientId: "shop", name: "rotated", scopes: ["ingest"] });
+  t.ok(await b(key));
+  const rotated = await a.app.request(`/api/v1/keys/${await keyId(key)}/rotate`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${adminKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ grace_seconds: 0 }),
+  });
+  t.equal(rotated.status, 201);
+  await eventually(async () => ((await b(key)) === null ? true : undefined), 2000, "b refuses the old key");
+});
+
+t.test("without an announcement the cache holds: the announcement is what reached b", async (t) => {
+  const b = await otherInstance();
+  const key = await seedApiKey(database, { clientId: "shop", name: "quiet", scopes: ["ingest"] });
+  t.ok(await b(key));
+  await database.sql`update api_keys set revoked_at = now() where key_hash = ${hashKey(key)}`;
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.ok(await b(key), "still cached: nothing told b");
+  b.forget(await keyId(key));
+  t.equal(await b(key), null, "forgotten, it is looked up again and refused");
+});
+
+t.test("a malformed announcement is ignored", async (t) => {
+  const b = await otherInstance();
+  const key = await seedApiKey(database, { clientId: "shop", name: "kept", scopes: ["ingest"] });
+  t.ok(await b(key));
+  for (const junk of ["not json", "{}", '{"key_id": 5}', "null"])
+    bus.nc.publish(`${bus.naming.namespace}.notify.events.keys`, junk);
+  await bus.nc.flush();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.ok(await b(key), "the key still authenticates");
+});

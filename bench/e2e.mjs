@@ -1,0 +1,372 @@
+// npm run bench:e2e: the whole pipeline on this machine (the four apps, nats-server, PostgreSQL
+// and the provider sandboxes), driven over HTTP: email only at a fixed rate and at saturation,
+// three channels at saturation, and transactional notifications while a promotional flood
+// runs. For each phase: delivered/s, 202 -> delivered latency (p50, p99), and the CPU each
+// process spent per delivered notification, read from /proc, until the last provider receipt
+// was applied. Last, the floor (bench/floor-pipeline.mjs: the same durable work per email in one
+// minimal process) takes the email saturation phase again, and the ratio of the service's CPU
+// per delivered email to the floor's is printed. The README's capacity table comes from here.
+//   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
+//   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000); BENCH_CPU_PROF_DIR=<dir>
+//   writes each app's V8 CPU profile there (bench/cpu-profile.mjs), summarised by bench/profile-top.mjs.
+import { fork, spawn } from "node:child_process";
+import { generateKeyPairSync } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startStack } from "@notify/devstack";
+import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
+import postgres from "postgres";
+
+const EMAILS = Number(process.env.BENCH_EMAILS ?? 6000);
+const RATE = Number(process.env.BENCH_RATE ?? 150);
+const RATE_SECONDS = Number(process.env.BENCH_RATE_SECONDS ?? 20);
+const MIXED = Number(process.env.BENCH_MIXED ?? 2000);
+const FLOOD = Number(process.env.BENCH_FLOOD ?? 3000);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 48);
+const USERS = Number(process.env.BENCH_USERS ?? 2000);
+const TICKS = 100;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const teardowns = [];
+const t = { teardown: (fn) => teardowns.push(fn) };
+const WAITING = ["pending", "deferred", "retrying", "parked"];
+
+/** CPU ticks so far of every process that serves the pipeline, grouped by what it is. */
+function cpuSample() {
+  const groups = {};
+  if (!existsSync("/proc/self/stat")) return null;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    let stat;
+    let cmdline;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+    } catch {
+      continue;
+    }
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    const app = /apps\/(ingest|processor|workers|receipts)\/dist\/main\.js/.exec(cmdline)?.[1];
+    const group =
+      Number(pid) === process.pid
+        ? "load generator"
+        : app
+          ? app
+          : /sandbox-cli\.js/.test(cmdline)
+            ? "sandboxes"
+            : /floor-pipeline\.mjs/.test(cmdline)
+              ? "floor"
+              : comm === "postgres" || comm === "nats-server"
+                ? comm
+                : null;
+    if (group) groups[group] = (groups[group] ?? 0) + ticks;
+  }
+  return groups;
+}
+const cpuSince = (before) => {
+  const after = cpuSample();
+  if (!before || !after) return null;
+  return Object.fromEntries(Object.keys(after).map((k) => [k, ((after[k] - (before[k] ?? 0)) * 1e6) / TICKS]));
+};
+let idle = null;
+const withoutIdle = (cpu, seconds) =>
+  cpu && idle
+    ? Object.fromEntries(Object.entries(cpu).map(([g, us]) => [g, Math.max(0, us - ((idle[g] ?? 0) / 10) * seconds)]))
+    : cpu;
+const SERVICE = ["ingest", "processor", "workers", "receipts", "nats-server", "postgres"];
+
+const pct = (sorted, p) =>
+  sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+
+const { url: databaseUrl } = await freshDatabase(t);
+const namespace = freshNamespace(t);
+const stack = await startStack({
+  dataDir: mkdtempSync(join(tmpdir(), "notify-bench-e2e-")),
+  databaseUrl,
+  natsUrl: TEST_NATS_URL,
+  namespace,
+  basePort: await freePort(),
+  ports: { sandbox: await freePort(), plivoSandbox: await freePort(), pushSandbox: await freePort() },
+  logLevel: "warn",
+  seed: true,
+  env: {
+    // The providers' limits and the per-key limit out of the way: the pipeline is measured.
+    PROVIDER_RATE_LIMITS: "sendgrid=100000:10000,plivo=100000:10000",
+    RATE_LIMIT_PER_SECOND: "100000",
+    RATE_LIMIT_BURST: "100000",
+    ...(process.env.BENCH_CPU_PROF_DIR
+      ? {
+          NODE_OPTIONS: `--import=${new URL("./cpu-profile.mjs", import.meta.url).href}`,
+          CPU_PROFILE_DIR: process.env.BENCH_CPU_PROF_DIR,
+        }
+      : {}),
+  },
+});
+teardowns.push(() => stack.stop());
+const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+teardowns.push(() => sql.end());
+const users = Array.from({ length: USERS }, (_, i) => `bench-user-${i}`);
+await sql`insert into user_contacts ${sql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
+  on conflict (user_id) do nothing`;
+const key = stack.apiKey;
+let counter = 0;
+
+/** One notification; answers its id once accepted. */
+const post = (priority, channels) => {
+  const n = counter++;
+  return postNotification(
+    stack.baseUrl,
+    key,
+    {
+      user_id: users[n % users.length],
+      category: "account",
+      template_id: "welcome",
+      data: { name: `#${n}` },
+      priority,
+      channels,
+    },
+    { deadlineMs: 60_000 },
+  );
+};
+
+/**
+ * Waits until every accepted notification is routed and past waiting, and no receipt arrived
+ * for 2 s. Whole-database counts, once a second, on the partial index of waiting channels: the
+ * poll itself must cost Postgres next to nothing.
+ */
+async function settled() {
+  let receipts = -1;
+  let quietSince = Date.now();
+  for (;;) {
+    const [c] = await sql`
+      select (select count(*)::int from notification_channels where status = any(${WAITING})) as waiting,
+             (select count(distinct notification_id)::int from notification_channels) as routed,
+             (select count(*)::int from notifications) as accepted,
+             (select count(*)::int from provider_receipts where applied_at is not null) as receipts`;
+    if (c.receipts !== receipts) {
+      receipts = c.receipts;
+      quietSince = Date.now();
+    }
+    if (c.waiting === 0 && c.routed === c.accepted && Date.now() - quietSince > 2000) return;
+    await sleep(1000);
+  }
+}
+
+/** What a phase's notifications became: delivered channels, latencies, the span. */
+async function outcome(ids) {
+  const rows = await sql`
+    select extract(epoch from n.created_at) * 1000 as accepted, extract(epoch from e.at) * 1000 as delivered
+    from notifications n join channel_status_events e on e.notification_id = n.id and e.status = 'delivered'
+    where n.id = any(${ids})`;
+  const latencies = rows.map((r) => Number(r.delivered) - Number(r.accepted)).sort((a, b) => a - b);
+  const first = Math.min(...rows.map((r) => Number(r.accepted)));
+  const last = Math.max(...rows.map((r) => Number(r.delivered)));
+  return { delivered: rows.length, latencies, seconds: (last - first) / 1000 };
+}
+
+async function phase(name, send) {
+  const before = cpuSample();
+  const started = Date.now();
+  const ids = await send();
+  await settled();
+  const cpu = withoutIdle(cpuSince(before), (Date.now() - started) / 1000);
+  const o = await outcome(ids);
+  // The settle wait's idle 2 s are counted too (as they are in production): a small overstatement.
+  return { name, accepted: ids.length, wall: (Date.now() - started) / 1000, cpu, ...o };
+}
+
+const saturate = (count, priority, channels) => async () => {
+  const ids = [];
+  let left = count;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (left-- > 0) ids.push(await post(priority, channels));
+    }),
+  );
+  return ids;
+};
+const steady = (rate, seconds, priority, channels) => async () => {
+  const pending = [];
+  const start = Date.now();
+  for (let i = 0; i < rate * seconds; i++) {
+    const due = start + (i * 1000) / rate;
+    if (due > Date.now()) await sleep(due - Date.now());
+    pending.push(post(priority, channels));
+  }
+  return Promise.all(pending);
+};
+
+// Warm-up: connections, compiled templates, JIT. Then statistics, as a running database has
+// them: on tables still empty at the first statements, Postgres keeps generic plans that scan.
+await phase("warm-up", saturate(500, "transactional", ["email"]));
+await sql`analyze`;
+// What every process spends idle (leases, heartbeats, polls, other databases' autovacuum) is
+// measured for 10 s and taken off each phase, so a phase shows what its notifications cost.
+const idleStart = cpuSample();
+await sleep(10_000);
+idle = cpuSince(idleStart);
+console.log(
+  `idle CPU (µs per second): ${Object.entries(idle ?? {})
+    .map(([g, us]) => `${g} ${(us / 10).toFixed(0)}`)
+    .join(", ")}`,
+);
+const results = [];
+results.push(await phase(`email at ${RATE}/s`, steady(RATE, RATE_SECONDS, "transactional", ["email"])));
+results.push(await phase("email at saturation", saturate(EMAILS, "transactional", ["email"])));
+results.push(
+  await phase("email+sms+in_app at saturation", saturate(MIXED, "transactional", ["email", "sms", "in_app"])),
+);
+let transactional = [];
+results.push(
+  await phase("promotional flood + transactional at 10/s", async () => {
+    const flood = saturate(FLOOD, "promotional", ["email"]);
+    const floodIds = flood();
+    const trickle = (async () => {
+      const ids = [];
+      const start = Date.now();
+      for (let i = 0; i < 30 * 10; i++) {
+        const due = start + i * 100;
+        if (due > Date.now()) await sleep(due - Date.now());
+        ids.push(await post("transactional", ["email"]));
+      }
+      return ids;
+    })();
+    transactional = await trickle;
+    return [...(await floodIds), ...transactional];
+  }),
+);
+const tx = await outcome(transactional);
+
+// The floor: the same email saturation on bench/floor-pipeline.mjs, with its own database,
+// namespace and SendGrid sandbox (posting its signed events to the floor).
+const floorDb = await freshDatabase(t);
+const floorNamespace = freshNamespace(t);
+const floorPort = await freePort();
+const floorSandboxPort = await freePort();
+const webhookKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
+const floorSandbox = spawn(
+  process.execPath,
+  [new URL("../libs/devstack/dist/sandbox-cli.js", import.meta.url).pathname],
+  {
+    env: {
+      ...process.env,
+      HOST: "127.0.0.1",
+      PORT: String(floorSandboxPort),
+      SANDBOX_API_KEY: "SG.floor",
+      SANDBOX_EVENT_WEBHOOK_URL: `http://127.0.0.1:${floorPort}/webhooks/sendgrid`,
+      SANDBOX_WEBHOOK_PRIVATE_KEY: webhookKeys.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
+    },
+    stdio: "ignore",
+  },
+);
+teardowns.push(() => floorSandbox.kill());
+const floor = await new Promise((resolve, reject) => {
+  const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), {
+    env: {
+      ...process.env,
+      PORT: String(floorPort),
+      DATABASE_URL: floorDb.url,
+      NATS_URL: TEST_NATS_URL,
+      NATS_NAMESPACE: floorNamespace,
+      SENDGRID_API_KEY: "SG.floor",
+      SENDGRID_BASE_URL: `http://127.0.0.1:${floorSandboxPort}`,
+      SENDGRID_WEBHOOK_PUBLIC_KEY: webhookKeys.publicKey.export({ format: "der", type: "spki" }).toString("base64"),
+    },
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
+  });
+  child.once("message", () => resolve(child));
+  child.once("exit", (code) => reject(new Error(`floor-pipeline exited ${code}`)));
+});
+teardowns.push(() => floor.kill());
+const floorSql = postgres(floorDb.url, { max: 2, onnotice: () => {} });
+teardowns.push(() => floorSql.end());
+/** Until every floor email is delivered and both of its events are stored. */
+async function floorSettled(count) {
+  for (;;) {
+    const [c] = await floorSql`
+      select (select count(*)::int from channel_status_events where status = 'delivered') as delivered,
+             (select count(*)::int from provider_receipts) as receipts`;
+    if (c.delivered >= count && c.receipts >= 2 * count) return;
+    await sleep(500);
+  }
+}
+const floorPhase = async (count) => {
+  const before = cpuSample();
+  const started = Date.now();
+  let left = count;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (left-- > 0)
+        await postNotification(`http://127.0.0.1:${floorPort}`, "none", {
+          user_id: users[left % users.length],
+          data: { name: `#${left}` },
+        });
+    }),
+  );
+  await floorSettled(count);
+  const seconds = (Date.now() - started) / 1000;
+  return { cpu: withoutIdle(cpuSince(before), seconds), seconds };
+};
+await floorPhase(500);
+await floorSql`truncate channel_status_events, provider_receipts`;
+await floorSql`analyze`;
+const floorRun = await floorPhase(EMAILS);
+// What Postgres keeps per notification (rows, indexes, TOAST), for sizing its disk.
+const [size] = await sql`
+  select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_class c
+  join pg_namespace s on s.oid = c.relnamespace where s.nspname = 'public' and c.relkind = 'r'`;
+const [count] = await sql`select count(*)::int as n from notifications`;
+
+const line = (r) => {
+  const service = r.cpu ? SERVICE.reduce((sum, g) => sum + (r.cpu[g] ?? 0), 0) / r.delivered : Number.NaN;
+  return [
+    `${r.name}: ${r.accepted} accepted, ${r.delivered} channel deliveries in ${r.seconds.toFixed(1)} s = ${(r.delivered / r.seconds).toFixed(0)} delivered/s`,
+    `  202 -> delivered: p50 ${pct(r.latencies, 0.5).toFixed(0)} ms, p99 ${pct(r.latencies, 0.99).toFixed(0)} ms`,
+    r.cpu
+      ? `  CPU per delivery (µs): ${Object.entries(r.cpu)
+          .filter(([, us]) => us > 0)
+          .sort((a, b) => b[1] - a[1])
+          .map(([g, us]) => `${g} ${(us / r.delivered).toFixed(0)}`)
+          .join(", ")}\n  service processes (apps, nats-server, postgres): ${service.toFixed(0)} µs per delivery`
+      : "  (no /proc: CPU not measured)",
+  ].join("\n");
+};
+console.log("");
+for (const r of results) console.log(line(r));
+console.log(
+  `transactional while the promotional flood ran: p50 ${pct(tx.latencies, 0.5).toFixed(0)} ms, p99 ${pct(tx.latencies, 0.99).toFixed(0)} ms (${tx.delivered} delivered)`,
+);
+console.log(
+  `Postgres: ${(Number(size.bytes) / count.n / 1024).toFixed(1)} KiB per notification (${count.n} notifications, every table and index)`,
+);
+const saturation = results.find((r) => r.name === "email at saturation");
+const serviceUs = (cpu) => (cpu ? SERVICE.reduce((sum, g) => sum + (cpu[g] ?? 0), 0) : Number.NaN);
+const FLOOR_SERVICE = ["floor", "nats-server", "postgres"];
+const floorUs = floorRun.cpu ? FLOOR_SERVICE.reduce((sum, g) => sum + (floorRun.cpu[g] ?? 0), 0) / EMAILS : Number.NaN;
+const notifyUs = serviceUs(saturation.cpu) / saturation.delivered;
+console.log(
+  `floor (bench/floor-pipeline.mjs), email at saturation: ${EMAILS} delivered in ${floorRun.seconds.toFixed(1)} s = ${(EMAILS / floorRun.seconds).toFixed(0)} delivered/s`,
+);
+if (floorRun.cpu)
+  console.log(
+    `  CPU per delivery (µs): ${Object.entries(floorRun.cpu)
+      .filter(([g, us]) => us > 0 && ["floor", "nats-server", "postgres", "sandboxes", "load generator"].includes(g))
+      .sort((a, b) => b[1] - a[1])
+      .map(([g, us]) => `${g} ${(us / EMAILS).toFixed(0)}`)
+      .join(", ")}\n  service processes (floor, nats-server, postgres): ${floorUs.toFixed(0)} µs per delivery`,
+  );
+console.log(
+  `\nJSON ${JSON.stringify(results.map(({ latencies, ...r }) => ({ ...r, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) })))}`,
+);
+
+console.log(
+  `\nratio (floor / notify service CPU per delivered email): ${(floorUs / notifyUs).toFixed(2)} (${floorUs.toFixed(0)} / ${notifyUs.toFixed(0)} µs)`,
+);
+console.log(
+  `ratio (notify / floor delivered/s): ${(saturation.delivered / saturation.seconds / (EMAILS / floorRun.seconds)).toFixed(2)}`,
+);
+
+for (const fn of teardowns.reverse()) await fn();
+process.exit(0);

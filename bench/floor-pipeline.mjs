@@ -1,0 +1,181 @@
+// The least a durable email pipeline has to do, in one process, as the floor of bench/e2e.mjs:
+// the same libraries, tables, streams and durable consumers as the service, and nothing else.
+//   accept:  read the JSON; claim the idempotency key, insert the row and the outbox entry in one
+//            batched statement (group commit); publish the lane message, acknowledged; answer 202;
+//            delete the outbox entry.
+//   route:   pull the lane message; insert the email channel row; publish the work item,
+//            acknowledged; ack.
+//   deliver: pull the work item; claim the send guard (KV create); send with @sendgrid/mail to the
+//            sandbox; record the guard as sent; mark the channel delivered with its history row; ack.
+//   receipt: verify the Event Webhook batch's ECDSA signature; store every event and apply the
+//            delivered ones, in one statement.
+// No authentication, validation, preferences, templates, rate limits, breakers, retries, logging
+// or metrics: what is left is the cost of the durable work itself.
+import { createHash, createPublicKey, randomUUID, verify } from "node:crypto";
+import { serve } from "@hono/node-server";
+import { applyTopology, connectBus } from "@notify/bus";
+import { createDb } from "@notify/db";
+import { Client } from "@sendgrid/client";
+import { MailService } from "@sendgrid/mail";
+import { Hono } from "hono";
+
+const env = process.env;
+const database = createDb({ url: env.DATABASE_URL, max: 8 });
+const sql = database.sql;
+const bus = await connectBus({
+  servers: env.NATS_URL,
+  name: "notify-bench-floor-pipeline",
+  namespace: env.NATS_NAMESPACE,
+  partitions: 1,
+});
+await applyTopology(bus);
+const guard = await bus.kv("notify_send_guard");
+const client = new Client();
+client.setApiKey(env.SENDGRID_API_KEY);
+client.setDefaultRequest("baseUrl", env.SENDGRID_BASE_URL);
+const mail = new MailService();
+mail.setClient(client);
+const webhookKey = createPublicKey({
+  key: Buffer.from(env.SENDGRID_WEBHOOK_PUBLIC_KEY, "base64"),
+  format: "der",
+  type: "spki",
+});
+const CONCURRENCY = Number(env.FLOOR_CONCURRENCY ?? 32);
+
+// accept
+const queue = [];
+let active = 0;
+async function flush(batch) {
+  const column = (pick) => batch.map(pick);
+  const rows = await sql`
+    with input as (
+      select * from unnest(${column((p) => p.id)}::text[], ${column((p) => p.key)}::text[],
+        ${column((p) => p.hash)}::text[], ${column((p) => String(p.body.user_id))}::text[],
+        ${column((p) => JSON.stringify(p.body.data ?? {}))}::text[]) as i(id, key, request_hash, user_id, data)
+    ),
+    claimed as (
+      insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
+      select 'floor', key, request_hash, id, now() from input on conflict do nothing returning notification_id
+    ),
+    inserted as (
+      insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+      select id, 'floor', user_id, 'account', 'welcome', 'transactional', data::jsonb, key, request_hash, 0
+      from input where id in (select notification_id from claimed) returning id
+    ),
+    outbox as (insert into publish_outbox (notification_ids) select array_agg(id) from inserted returning id)
+    select (select id from outbox)::text as outbox_id`;
+  const lane = bus.subjects.lane("transactional", 0);
+  await Promise.all(batch.map((p) => bus.publish(lane, { notification_id: p.id, ...p.body }, p.id)));
+  for (const p of batch) p.resolve();
+  await sql`delete from publish_outbox where id = ${rows[0].outbox_id}::bigint`;
+}
+function pump() {
+  while (active < 2 && queue.length > 0) {
+    const batch = queue.splice(0, 512);
+    active++;
+    flush(batch)
+      .catch((error) => {
+        for (const p of batch) p.reject(error);
+      })
+      .finally(() => {
+        active--;
+        pump();
+      });
+  }
+}
+
+/** Pulls a durable consumer and handles up to CONCURRENCY messages at once; acks each after `handle`. */
+async function consume(stream, durable, handle) {
+  const consumer = await bus.js.consumers.get(stream, durable);
+  const messages = await consumer.consume({ max_messages: CONCURRENCY });
+  let slots = CONCURRENCY;
+  let wake;
+  for await (const msg of messages) {
+    while (slots === 0) await new Promise((resolve) => (wake = resolve));
+    slots--;
+    handle(msg.json())
+      .then(
+        () => msg.ack(),
+        (error) => {
+          console.error(error);
+          msg.nak(1000);
+        },
+      )
+      .finally(() => {
+        slots++;
+        wake?.();
+      });
+  }
+}
+
+// route
+void consume(bus.streams.lane("transactional"), "processor-transactional-p0", async (message) => {
+  await sql`insert into notification_channels (notification_id, channel, status) values (${message.notification_id}, 'email', 'pending')`;
+  await bus.publish(
+    bus.subjects.work("email", "transactional"),
+    { notification_id: message.notification_id, to: `${message.user_id}@example.com`, name: message.data?.name },
+    `${message.notification_id}:email`,
+  );
+});
+
+// deliver
+const encoder = new TextEncoder();
+void consume(bus.streams.work, "worker-email-transactional", async (item) => {
+  const key = `${item.notification_id}.email`;
+  await guard.create(key, encoder.encode(JSON.stringify({ state: "sending", at: Date.now() })));
+  const [answer] = await mail.send({
+    to: item.to,
+    from: "floor@example.com",
+    subject: "Welcome",
+    html: `<p>Hello ${item.name}</p>`,
+    customArgs: { notification_id: item.notification_id, channel: "email" },
+  });
+  const providerId = answer.headers["x-message-id"];
+  await guard.put(key, encoder.encode(JSON.stringify({ state: "sent", provider_id: providerId })));
+  await sql`
+    with moved as (
+      update notification_channels set status = 'delivered', provider = 'sendgrid', provider_id = ${providerId},
+        attempts = 1, updated_at = now()
+      where notification_id = ${item.notification_id} and channel = 'email' returning notification_id)
+    insert into channel_status_events (notification_id, channel, status, attempt, provider_id)
+    select notification_id, 'email', 'delivered', 1, ${providerId} from moved`;
+});
+
+const app = new Hono();
+app.post("/api/v1/notifications", async (c) => {
+  const body = await c.req.json();
+  const id = randomUUID();
+  const hash = createHash("sha256").update(JSON.stringify(body)).digest("hex");
+  await new Promise((resolve, reject) => {
+    queue.push({ id, key: c.req.header("idempotency-key") ?? id, hash, body, resolve, reject });
+    pump();
+  });
+  return c.json({ notification_id: id, status: "accepted" }, 202);
+});
+
+// receipt
+app.post("/webhooks/sendgrid", async (c) => {
+  const body = new Uint8Array(await c.req.arrayBuffer());
+  const timestamp = c.req.header("x-twilio-email-event-webhook-timestamp") ?? "";
+  const signature = Buffer.from(c.req.header("x-twilio-email-event-webhook-signature") ?? "", "base64");
+  const signed = Buffer.concat([Buffer.from(timestamp), body]);
+  if (!verify("sha256", signed, { key: webhookKey, dsaEncoding: "der" }, signature)) return c.body(null, 401);
+  const events = JSON.parse(Buffer.from(body).toString("utf8"));
+  const column = (pick) => events.map(pick);
+  await sql`
+    with input as (
+      select * from unnest(${column((e) => e.sg_event_id)}::text[], ${column((e) => e.sg_message_id.split(".")[0])}::text[],
+        ${column((e) => e.event)}::text[], ${column((e) => JSON.stringify(e))}::text[]) as i(event_id, provider_id, status, payload)
+    ),
+    stored as (
+      insert into provider_receipts (provider, event_id, provider_id, status, payload, applied_at)
+      select 'sendgrid', event_id, provider_id, status, payload::jsonb, now() from input
+      on conflict do nothing returning provider_id, status
+    )
+    update notification_channels set updated_at = now()
+    where provider = 'sendgrid' and provider_id in (select provider_id from stored where status = 'delivered')`;
+  return c.body(null, 200);
+});
+
+process.on("SIGTERM", () => process.exit(0));
+serve({ fetch: app.fetch, port: Number(env.PORT), hostname: "127.0.0.1" }, () => process.send?.("ready"));

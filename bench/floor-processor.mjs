@@ -1,0 +1,79 @@
+// The least a router has to do per lane message, as the floor of bench/processor.mjs: the same
+// libraries, tables, streams, durable consumers, pool and concurrency as apps/processor (one
+// pull per transactional lane partition, PARTITION_CONCURRENCY messages in hand each, a pool of
+// TRANSACTIONAL_DB_POOL_SIZE connections), and per notification:
+//   read the user's contacts and preferences (the processor's profile query; one Postgres read
+//   costs Postgres and client less CPU than one get from the notify_prefs bucket);
+//   insert the channel row (one statement);
+//   publish the work item to NOTIFY_WORK and wait for its ack;
+//   ack the lane message.
+// No validation, policy, template engine, preference cache, per-user ordering, leases, periodic
+// jobs, logging or metrics: what is left is the cost of the durable work itself. The bench's
+// notifications are email only, so each has one channel.
+import { connectBus } from "@notify/bus";
+import { createDb, readProfileRow } from "@notify/db";
+
+const env = process.env;
+const PARTITIONS = Number(env.LANE_PARTITIONS ?? 16);
+const CONCURRENCY = Number(env.PARTITION_CONCURRENCY ?? 16);
+const database = createDb({ url: env.DATABASE_URL, max: Number(env.TRANSACTIONAL_DB_POOL_SIZE ?? 5) });
+const bus = await connectBus({
+  servers: env.NATS_URL,
+  name: "notify-bench-floor-processor",
+  namespace: env.NATS_NAMESPACE,
+  partitions: PARTITIONS,
+});
+
+async function route(message) {
+  const profile = await readProfileRow(database, message.user_id);
+  await database.sql`
+    insert into notification_channels (notification_id, channel, status)
+    values (${message.notification_id}, 'email', 'pending') on conflict do nothing`;
+  // The welcome template's email variant, as the processor renders it.
+  const name = message.data.name;
+  await bus.publish(
+    bus.subjects.work("email", message.priority),
+    {
+      notification_id: message.notification_id,
+      channel: "email",
+      priority: message.priority,
+      user_id: message.user_id,
+      category: message.category,
+      to: profile.email,
+      subject: `Welcome, ${name}!`,
+      body: `<h1>Hello ${name}</h1><p>Thanks for joining.</p>`,
+      attempt: 0,
+    },
+    `${message.notification_id}:email`,
+  );
+}
+
+/** Pulls one partition's durable consumer as the processor does, CONCURRENCY messages at once. */
+async function consume(partition) {
+  const consumer = await bus.js.consumers.get(
+    bus.streams.lane("transactional"),
+    `processor-transactional-p${partition}`,
+  );
+  const messages = await consumer.consume({ max_messages: Math.max(CONCURRENCY, 8) });
+  let slots = CONCURRENCY;
+  let wake;
+  for await (const msg of messages) {
+    while (slots === 0) await new Promise((resolve) => (wake = resolve));
+    slots--;
+    route(msg.json())
+      .then(
+        () => msg.ack(),
+        (error) => {
+          console.error(error);
+          msg.nak(1000);
+        },
+      )
+      .finally(() => {
+        slots++;
+        wake?.();
+      });
+  }
+}
+
+for (let partition = 0; partition < PARTITIONS; partition++) void consume(partition);
+process.on("SIGTERM", () => process.exit(0));

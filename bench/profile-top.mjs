@@ -1,0 +1,53 @@
+// node bench/profile-top.mjs <dir>: the heaviest functions (self time) of each V8 CPU profile in
+// <dir> (written by `node --cpu-prof`, e.g. by BENCH_CPU_PROF_DIR=<dir> npm run bench:e2e), and
+// the share of each package, to see where an app's CPU goes.
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const dir = process.argv[2];
+const TOP = Number(process.env.TOP ?? 15);
+if (!dir) {
+  console.error("usage: node bench/profile-top.mjs <dir of .cpuprofile files>");
+  process.exit(2);
+}
+/** Where a frame's code lives: a package under node_modules, the project's own, or node itself. */
+const owner = (url) => {
+  if (!url) return "(native)";
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
+  if (pkg) return pkg;
+  if (url.startsWith("node:")) return "node";
+  const own = /\/(apps|libs)\/([^/]+)\//.exec(url);
+  return own ? `${own[1]}/${own[2]}` : url;
+};
+for (const file of readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"))) {
+  const profile = JSON.parse(readFileSync(join(dir, file), "utf8"));
+  const self = new Map();
+  const counts = new Map();
+  for (const id of profile.samples) counts.set(id, (counts.get(id) ?? 0) + 1);
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  let total = 0;
+  for (const [id, n] of counts) {
+    const node = byId.get(id);
+    const { functionName, url, lineNumber } = node.callFrame;
+    const name = `${functionName || "(anonymous)"} ${url ? `${url.replace(/^.*\/(node_modules|apps|libs)\//, "$1/")}:${lineNumber + 1}` : ""}`;
+    self.set(name, (self.get(name) ?? 0) + n);
+    total += n;
+  }
+  const idle = [...self].filter(([k]) => /^\(idle\)|^\(program\)|^\(garbage collector\)/.test(k));
+  const packages = new Map();
+  for (const [id, n] of counts) {
+    const key = owner(byId.get(id).callFrame.url);
+    packages.set(key, (packages.get(key) ?? 0) + n);
+  }
+  const pct = (n) => `${((100 * n) / total).toFixed(1)}%`;
+  console.log(`\n${file}: ${total} samples; ${idle.map(([k, n]) => `${k.trim()} ${pct(n)}`).join(", ")}`);
+  console.log("  by package:");
+  for (const [k, n] of [...packages].sort((a, b) => b[1] - a[1]).slice(0, 10))
+    console.log(`    ${pct(n).padStart(6)}  ${k}`);
+  console.log("  heaviest functions (self):");
+  for (const [k, n] of [...self]
+    .sort((a, b) => b[1] - a[1])
+    .filter(([k]) => !/^\((idle|program)\)/.test(k))
+    .slice(0, TOP))
+    console.log(`    ${pct(n).padStart(6)}  ${k}`);
+}

@@ -1,0 +1,71 @@
+import type { Bus } from "./index.js";
+import { subjectName } from "./topology.js";
+
+/**
+ * Configuration changes every running instance must see at once, announced on core NATS
+ * subjects (not streams): at most once, so an instance disconnected at that moment still sees
+ * the change when its cache entry ages out. Each cache that listens has such a bound.
+ */
+
+/** An API key was revoked or rotated: every ingest instance drops what it cached of it. */
+export interface KeyChanged {
+  key_id: string;
+}
+
+/** A template got a version (or was created): caches of its latest version and parameters drop it. */
+export interface TemplateChanged {
+  template_id: string;
+}
+
+type Announcer = Pick<Bus, "nc" | "naming">;
+
+export const keyEventsSubject = (bus: Pick<Bus, "naming">) => subjectName(bus.naming, "notify.events.keys");
+export const templateEventsSubject = (bus: Pick<Bus, "naming">) => subjectName(bus.naming, "notify.events.templates");
+
+/** Publishes one announcement; answers whether the server had it within `timeoutMs`. */
+async function announce(bus: Announcer, subject: string, event: object, timeoutMs: number): Promise<boolean> {
+  bus.nc.publish(subject, JSON.stringify(event));
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  try {
+    return await Promise.race([bus.nc.flush().then(() => true), late]);
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Calls `listener` with each announcement whose `field` is a string; returns the unsubscribe. */
+function hear<T extends object>(bus: Announcer, subject: string, field: keyof T, listener: (event: T) => void) {
+  const subscription = bus.nc.subscribe(subject, {
+    callback: (error, msg) => {
+      if (error) return;
+      try {
+        const event = msg.json<T>();
+        if (typeof event?.[field] === "string") listener(event);
+      } catch {
+        // Not ours to crash on: a malformed announcement is ignored; the TTL still bounds the cache.
+      }
+    },
+  });
+  return () => subscription.unsubscribe();
+}
+
+/** Tells every running ingest instance that a key changed (AUTH_CACHE_TTL_SECONDS bounds a miss). */
+export const announceKeyChanged = (bus: Announcer, event: KeyChanged, timeoutMs = 2000) =>
+  announce(bus, keyEventsSubject(bus), event, timeoutMs);
+
+/** Each key change announced by any instance or the CLI. */
+export const onKeyChanged = (bus: Announcer, listener: (event: KeyChanged) => void) =>
+  hear<KeyChanged>(bus, keyEventsSubject(bus), "key_id", listener);
+
+/** Tells every ingest and processor instance that a template changed (their caches' TTL bounds a miss). */
+export const announceTemplateChanged = (bus: Announcer, event: TemplateChanged, timeoutMs = 2000) =>
+  announce(bus, templateEventsSubject(bus), event, timeoutMs);
+
+/** Each template change announced by any ingest instance. */
+export const onTemplateChanged = (bus: Announcer, listener: (event: TemplateChanged) => void) =>
+  hear<TemplateChanged>(bus, templateEventsSubject(bus), "template_id", listener);

@@ -1,0 +1,197 @@
+import { bucketName, type Naming, resolveTopology, streamName, subjectName, type Topology } from "./topology.js";
+
+/**
+ * Who connects to NATS, each as a user of its own: the four apps, the setup job that applies the
+ * topology, and the operator's `notify` CLI.
+ */
+export const ROLES = ["setup", "ingest", "processor", "workers", "receipts", "operator"] as const;
+export type Role = (typeof ROLES)[number];
+
+/**
+ * What a role does on the bus, in the topology's declared names (before a namespace). The
+ * server permissions (permissionsFor) and the start-up check of the topology (a role that may
+ * not create streams waits until they are there) are both derived from it, so the two cannot
+ * disagree.
+ */
+export interface RoleAccess {
+  /** What it is for, written into the server configuration. */
+  purpose: string;
+  /** Stream subjects it publishes to, as [stream, subject]. */
+  publishes: Array<[stream: string, subject: string]>;
+  /**
+   * Streams whose durable consumers it pulls from and acknowledges (every consumer declared on
+   * them); a message none can decode is set aside on that stream's poison subject.
+   */
+  pulls: string[];
+  /** Streams it reads without consuming, through an ordered (ephemeral) consumer. */
+  browses: string[];
+  /** Streams it reads single stored messages of, by sequence or by subject (message get). */
+  gets: string[];
+  /** KV buckets it reads and writes. */
+  kv: string[];
+  /** Core subjects (no stream) it announces on, and hears. */
+  announces?: string[];
+  hears?: string[];
+  /** The whole JetStream API: creates and changes streams, consumers and buckets. */
+  manages?: boolean;
+}
+
+const LANES = ["NOTIFY_LANE_TRANSACTIONAL", "NOTIFY_LANE_PROMOTIONAL"];
+const none = { publishes: [], pulls: [], browses: [], gets: [], kv: [] };
+
+export const ROLE_ACCESS: Record<Role, RoleAccess> = {
+  setup: {
+    ...none,
+    purpose:
+      "applies nats/topology.json (npm run nats:apply, compose's nats-setup): the only user that creates or changes streams, consumers and buckets",
+    manages: true,
+  },
+  ingest: {
+    ...none,
+    purpose:
+      "publishes accepted notifications to the lanes; lists dead letters for GET /api/v1/dead-letters; announces and hears key revocations and template changes",
+    publishes: [
+      ["NOTIFY_LANE_TRANSACTIONAL", "notify.lane.transactional.*"],
+      ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
+    ],
+    browses: ["NOTIFY_DLQ"],
+    // Key revocations and rotations, template versions: every instance drops what it cached at once.
+    announces: ["notify.events.keys", "notify.events.templates"],
+    hears: ["notify.events.keys", "notify.events.templates"],
+  },
+  processor: {
+    ...none,
+    purpose:
+      "pulls the lanes, publishes work items and broadcast recipients, caches preferences, hears template changes; its reconciler looks up the oldest stored message of a subject",
+    publishes: [
+      ["NOTIFY_WORK", "notify.work.*.*"],
+      ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
+    ],
+    pulls: LANES,
+    gets: [...LANES, "NOTIFY_WORK"],
+    kv: ["notify_prefs", "notify_leases"],
+    hears: ["notify.events.templates"],
+  },
+  workers: {
+    ...none,
+    purpose:
+      "pulls work items, claims the send guard, shares the providers' token buckets and breaker decisions, publishes dead letters",
+    publishes: [["NOTIFY_DLQ", "notify.dlq.*"]],
+    pulls: ["NOTIFY_WORK"],
+    kv: ["notify_send_guard", "notify_rate", "notify_breakers"],
+  },
+  receipts: {
+    ...none,
+    purpose: "no stream access: reports the connection in its readiness",
+  },
+  operator: {
+    ...none,
+    purpose:
+      "the notify CLI: reads dead letters and poison messages, replays dead letters to the work stream (checking the send guard), announces key revocations",
+    publishes: [["NOTIFY_WORK", "notify.work.*.*"]],
+    announces: ["notify.events.keys"],
+    browses: ["NOTIFY_DLQ"],
+    gets: ["NOTIFY_DLQ"],
+    kv: ["notify_send_guard"],
+  },
+};
+
+/** The inbox prefix of a role: its replies arrive under it, and it may subscribe to nothing else. */
+export const inboxPrefix = (role: Role) => `_INBOX.${role}`;
+
+/** A role's streams (declared names): those it publishes to, pulls, browses or reads from. */
+export function streamsOf(access: RoleAccess): string[] {
+  const poison = access.pulls.length > 0 ? ["NOTIFY_DLQ"] : [];
+  return [
+    ...new Set([
+      ...access.publishes.map(([stream]) => stream),
+      ...access.pulls,
+      ...access.browses,
+      ...access.gets,
+      ...poison,
+    ]),
+  ];
+}
+
+export interface Permissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+/**
+ * The subjects a role may publish and subscribe to, under a namespace: nothing else. The
+ * JetStream API is one subject per operation and object, so each grant names its stream.
+ */
+export function permissionsFor(role: Role, naming: Pick<Naming, "namespace">): Permissions {
+  const access = ROLE_ACCESS[role];
+  const stream = (name: string) => streamName({ ...naming, partitions: 1 }, name);
+  const subject = (name: string) => subjectName({ ...naming, partitions: 1 }, name);
+  const publish: string[] = ["$JS.API.INFO"];
+  if (access.manages) publish.push("$JS.API.>");
+  for (const name of streamsOf(access)) publish.push(`$JS.API.STREAM.INFO.${stream(name)}`);
+  for (const [, name] of access.publishes) publish.push(subject(name));
+  for (const name of access.pulls) {
+    const s = stream(name);
+    publish.push(
+      `$JS.API.CONSUMER.INFO.${s}.*`,
+      `$JS.API.CONSUMER.MSG.NEXT.${s}.*`,
+      `$JS.ACK.${s}.>`,
+      subject(`notify.dlq.poison.${s}`),
+    );
+  }
+  for (const name of access.browses) {
+    const s = stream(name);
+    publish.push(
+      `$JS.API.CONSUMER.CREATE.${s}.>`,
+      `$JS.API.CONSUMER.INFO.${s}.*`,
+      `$JS.API.CONSUMER.MSG.NEXT.${s}.*`,
+      `$JS.API.CONSUMER.DELETE.${s}.*`,
+    );
+  }
+  for (const name of access.gets) publish.push(`$JS.API.STREAM.MSG.GET.${stream(name)}`);
+  for (const name of access.kv) {
+    const bucket = bucketName({ ...naming, partitions: 1 }, name);
+    // A read is a direct get or a message get, as the client chooses; a write is a publish.
+    publish.push(
+      `$JS.API.STREAM.INFO.KV_${bucket}`,
+      `$JS.API.DIRECT.GET.KV_${bucket}.>`,
+      `$JS.API.STREAM.MSG.GET.KV_${bucket}`,
+      `$KV.${bucket}.>`,
+    );
+  }
+  for (const name of access.announces ?? []) publish.push(subject(name));
+  const subscribe = [`${inboxPrefix(role)}.>`, ...(access.hears ?? []).map(subject)];
+  return { publish: [...new Set(publish)], subscribe };
+}
+
+/** What a role checks at start when it may not create the topology: its streams, consumers and buckets. */
+export function requiredObjects(
+  role: Role,
+  topology: Topology,
+  naming: Naming,
+): { streams: string[]; consumers: Array<{ stream: string; durable: string }>; buckets: string[] } {
+  const access = ROLE_ACCESS[role];
+  const resolved = resolveTopology(topology, naming);
+  const pulled = new Set(access.pulls.map((name) => streamName(naming, name)));
+  return {
+    streams: streamsOf(access).map((name) => streamName(naming, name)),
+    consumers: resolved.consumers
+      .filter((c) => pulled.has(c.stream))
+      .map((c) => ({ stream: c.stream, durable: c.durable })),
+    buckets: access.kv.map((name) => bucketName(naming, name)),
+  };
+}
+
+/** A NATS subject pattern match: `*` is one token, `>` one or more at the end. */
+export function subjectMatches(pattern: string, subject: string): boolean {
+  const p = pattern.split(".");
+  const s = subject.split(".");
+  for (let i = 0; i < p.length; i++) {
+    if (p[i] === ">") return s.length > i;
+    if (i >= s.length || (p[i] !== "*" && p[i] !== s[i])) return false;
+  }
+  return p.length === s.length;
+}
+
+/** The server's environment variable holding a role's password. */
+export const passwordVariable = (role: Role) => `NATS_${role.toUpperCase()}_PASSWORD`;

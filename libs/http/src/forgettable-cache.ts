@@ -1,0 +1,48 @@
+import { LRUCache } from "lru-cache";
+
+/**
+ * A bounded read-through cache of rows another instance may change at any moment (an API key
+ * revoked, a template given a version), which every instance hears announced on NATS:
+ * `forget(tag)` drops every entry carrying the tag, and a read that began before the forget does
+ * not keep what it saw, as that may be the old row. The TTL bounds an announcement missed.
+ */
+export interface ForgettableCache<V> {
+  /** The value kept for `key`, if any (null is a value: "there is no such row"). */
+  get(key: string): V | undefined;
+  /**
+   * Reads `key` through `read` and keeps the value for `ttlOf(value)` ms (the cache's TTL when
+   * absent; below 1, not kept), unless its tag was forgotten while the read ran.
+   */
+  load(key: string, read: () => Promise<V>, ttlOf?: (value: V) => number): Promise<V>;
+  forget(tag: string): void;
+}
+
+export function createForgettableCache<V>(options: {
+  max: number;
+  /** 0: nothing is kept (lru-cache would read a ttl of 0 as "forever"). */
+  ttlMs: number;
+  /** What `forget` names an entry by; the key itself when absent. */
+  tagOf?: (key: string, value: V) => string;
+}): ForgettableCache<V> {
+  const { max, ttlMs } = options;
+  const tagOf = options.tagOf ?? ((key: string) => key);
+  const entries = new LRUCache<string, { value: V }>({ max, ttl: Math.max(1, ttlMs) });
+  // When each tag was last forgotten, on a counter (two events in one millisecond stay ordered).
+  const forgotten = new LRUCache<string, number>({ max, ttl: Math.max(1, ttlMs) });
+  let clock = 0;
+  return {
+    get: (key) => (ttlMs > 0 ? entries.get(key)?.value : undefined),
+    async load(key, read, ttlOf) {
+      const began = ++clock;
+      const value = await read();
+      const ttl = Math.min(ttlMs, ttlOf ? ttlOf(value) : ttlMs);
+      if (ttl >= 1 && (forgotten.get(tagOf(key, value)) ?? -1) < began) entries.set(key, { value }, { ttl });
+      return value;
+    },
+    forget(tag) {
+      forgotten.set(tag, ++clock);
+      if (!options.tagOf) entries.delete(tag);
+      else for (const [key, entry] of entries.entries()) if (tagOf(key, entry.value) === tag) entries.delete(key);
+    },
+  };
+}
