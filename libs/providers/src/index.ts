@@ -1,4 +1,5 @@
 export * from "./channels.js";
+export * from "./deadline.js";
 export * from "./inapp/provider.js";
 export * from "./plivo/provider.js";
 export * from "./plivo/signature.js";

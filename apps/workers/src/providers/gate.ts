@@ -1,7 +1,7 @@
 import type { KV } from "@notify/bus";
 import { type RateLimit, splitRate } from "@notify/core";
 import type { Logger } from "@notify/log";
-import type { OutboundMessage, Provider, SendResult } from "@notify/providers";
+import { type OutboundMessage, type Provider, type SendResult, withDeadline } from "@notify/providers";
 import { type AddressResult, classify, countsAgainstProvider } from "../delivery/outcome.js";
 import type { DeliveryMetrics } from "../metrics.js";
 import {
@@ -24,22 +24,6 @@ export interface ProviderGate {
   close(): void;
 }
 
-/**
- * Bounds a call whatever the provider implementation does: a provider with no deadline of its
- * own must not hold a pool slot and a send guard forever.
- */
-async function withDeadline(call: Promise<SendResult>, ms: number, provider: string): Promise<SendResult> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<SendResult>((resolve) => {
-    timer = setTimeout(resolve, ms, { outcome: "transient", reason: `${provider} gave no answer within ${ms} ms` });
-  });
-  try {
-    return await Promise.race([call, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 export function createGate(
   provider: Provider,
   options: {
@@ -53,7 +37,12 @@ export function createGate(
   const { breaker, limiter, metrics } = options;
   const call = async (message: OutboundMessage): Promise<SendResult> => {
     try {
-      return await withDeadline(provider.send(message), options.deadlineMs, provider.name);
+      // Bounds a call whatever the provider does: one with no deadline of its own must not hold
+      // a pool slot and a send guard forever.
+      return await withDeadline(provider.send(message), options.deadlineMs, {
+        outcome: "transient",
+        reason: `${provider.name} gave no answer within ${options.deadlineMs} ms`,
+      } as SendResult);
     } catch (error) {
       // A provider that throws instead of classifying: the request may have left, so the
       // outcome is unknown, like a timeout.
