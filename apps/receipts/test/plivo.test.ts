@@ -105,6 +105,19 @@ t.test("a repeated report is applied once; a late delivered never undoes a bounc
   );
   const [events] = await sql`select count(*)::int as n from channel_status_events where notification_id = ${id}`;
   t.equal(events?.n, 1);
+  // One log line per report: the access line, carrying what the report did.
+  const logged = receipts
+    .lines()
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((line) => line.provider_id === uuid);
+  t.same(
+    logged.map((l) => [l.msg, l.route, l.status, l.state, l.stored, l.duplicates]),
+    [
+      ["request", "/webhooks/plivo", 200, "failed", 1, 0],
+      ["request", "/webhooks/plivo", 200, "failed", 0, 1],
+      ["request", "/webhooks/plivo", 200, "delivered", 1, 0],
+    ],
+  );
 });
 
 t.test("a report for a send not recorded yet is kept and applied once it is", async (t) => {

@@ -78,27 +78,149 @@ async function apply(tx: TransactionSql, receipt: StoredReceipt): Promise<boolea
   return true;
 }
 
-/** Stores each new receipt (once per event id) and applies it when its send is recorded. */
+/** One receipt as the set-based statements read it (jsonb_to_recordset). */
+interface BatchRow {
+  provider: string;
+  event_id: string;
+  provider_id: string;
+  status: string;
+  reason: string | null;
+  payload: unknown;
+  /** Which statement applies it: the n-th status-moving event of its message in the batch. */
+  round: number;
+  /** The channel statuses its status may move from (empty for events that move none). */
+  movable: string[];
+}
+
+const keyOf = (provider: string, id: string): string => `${provider}\u0000${id}`;
+
+const batchColumns = `provider text, event_id text, provider_id text, status text, reason text, payload jsonb,
+  round int, movable text[]`;
+
+/**
+ * Stores each new receipt (once per event id) and applies it when its send is recorded: a
+ * batch of any size costs one statement, plus one per further status-moving event of one
+ * message in the batch (a delivery and its bounce in one post keep their order), and, only for
+ * receipts whose send is not recorded under their provider id, one transaction binding them by
+ * the notification id in their payload.
+ *
+ * A receipt is stored applied when its channel exists, in the statement that moves the
+ * channel, so the two never disagree. A receipt of a later round is stored unapplied and
+ * marked in its own statement: if that statement fails, the receipt is still there unapplied
+ * for the pending sweep, never applied without its move.
+ */
 export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<RecordOutcome> {
   const outcome: RecordOutcome = { stored: 0, duplicates: 0, pending: 0 };
-  if (receipts.length === 0) return outcome;
-  await sql.begin(async (tx) => {
-    for (const r of receipts) {
-      const [row] = await tx<StoredReceipt[]>`
-        insert into provider_receipts (provider, event_id, provider_id, status, reason, payload)
-        values (${r.provider}, ${r.eventId}, ${r.providerId}, ${r.status ?? NO_STATUS}, ${r.reason}, ${tx.json(r.payload as never)})
-        on conflict do nothing
-        returning provider, event_id, provider_id, status, reason`;
-      if (row === undefined) {
-        outcome.duplicates += 1;
-        continue;
-      }
-      outcome.stored += 1;
-      if (!(await apply(tx, row))) outcome.pending += 1;
+  const seen = new Set<string>();
+  const moves = new Map<string, number>();
+  const rows: BatchRow[] = [];
+  for (const r of receipts) {
+    const key = keyOf(r.provider, r.eventId);
+    if (seen.has(key)) {
+      outcome.duplicates += 1;
+      continue;
     }
-  });
+    seen.add(key);
+    let round = 1;
+    if (r.status !== null) {
+      const message = keyOf(r.provider, r.providerId);
+      round = (moves.get(message) ?? 0) + 1;
+      moves.set(message, round);
+    }
+    rows.push({
+      provider: r.provider,
+      event_id: r.eventId,
+      provider_id: r.providerId,
+      status: r.status ?? NO_STATUS,
+      reason: r.reason,
+      payload: r.payload,
+      round,
+      movable: r.status === null ? [] : statusesMovableTo(r.status),
+    });
+  }
+  if (rows.length === 0) return outcome;
+
+  const stored = await sql<{ event_id: string; provider: string; applied: boolean; round: number }[]>`
+    with input as (
+      select * from jsonb_to_recordset(${sql.json(rows as never)}) as r(${sql.unsafe(batchColumns)})
+    ),
+    stored as (
+      insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, applied_at)
+      select i.provider, i.event_id, i.provider_id, i.status, i.reason, i.payload,
+        case when i.round = 1 and exists (
+          select 1 from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id
+        ) then now() end
+      from input i
+      on conflict do nothing
+      returning provider, event_id, provider_id, applied_at is not null as applied
+    ),
+    moved as (
+      update notification_channels c set status = i.status, reason = i.reason, updated_at = now()
+      from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
+      where s.applied and i.status <> ${NO_STATUS}
+        and c.provider = s.provider and c.provider_id = s.provider_id and c.status = any(i.movable)
+      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
+    ),
+    history as (
+      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
+      select notification_id, channel, status, reason, attempts, provider_id from moved
+    )
+    select s.provider, s.event_id, s.applied, i.round from stored s
+    join input i on i.provider = s.provider and i.event_id = s.event_id`;
+  outcome.stored = stored.length;
+  outcome.duplicates += rows.length - stored.length;
+
+  const isNew = new Set(stored.map((s) => keyOf(s.provider, s.event_id)));
+  const applied = new Set(stored.filter((s) => s.applied).map((s) => keyOf(s.provider, s.event_id)));
+  const later = rows.filter((r) => r.round > 1 && isNew.has(keyOf(r.provider, r.event_id)));
+  const lastRound = Math.max(1, ...later.map((r) => r.round));
+  for (let round = 2; round <= lastRound; round++) {
+    const marked = await sql<{ provider: string; event_id: string }[]>`
+      with input as (
+        select * from jsonb_to_recordset(${sql.json(later.filter((r) => r.round === round) as never)})
+          as r(${sql.unsafe(batchColumns)})
+      ),
+      marked as (
+        update provider_receipts r set applied_at = now()
+        from input i
+        where r.provider = i.provider and r.event_id = i.event_id and r.applied_at is null
+          and exists (select 1 from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id)
+        returning r.provider, r.event_id, r.provider_id
+      ),
+      moved as (
+        update notification_channels c set status = i.status, reason = i.reason, updated_at = now()
+        from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
+        where c.provider = m.provider and c.provider_id = m.provider_id and c.status = any(i.movable)
+        returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
+      ),
+      history as (
+        insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
+        select notification_id, channel, status, reason, attempts, provider_id from moved
+      )
+      select provider, event_id from marked`;
+    for (const m of marked) applied.add(keyOf(m.provider, m.event_id));
+  }
+
+  // Sends not recorded under their provider id (a worker that died after the provider took
+  // them): bound by the payload's notification id, in batch order.
+  const unbound = rows.filter(
+    (r) => isNew.has(keyOf(r.provider, r.event_id)) && !applied.has(keyOf(r.provider, r.event_id)),
+  );
+  if (unbound.some((r) => hasChannelRef(r.payload))) {
+    await sql.begin(async (tx) => {
+      for (const r of unbound) {
+        if (await apply(tx, r)) applied.add(keyOf(r.provider, r.event_id));
+      }
+    });
+  }
+  outcome.pending = unbound.filter((r) => !applied.has(keyOf(r.provider, r.event_id))).length;
   return outcome;
 }
+
+const hasChannelRef = (payload: unknown): boolean => {
+  const p = payload as { notification_id?: unknown; channel?: unknown } | null;
+  return typeof p?.notification_id === "string" && typeof p.channel === "string";
+};
 
 /**
  * Applies receipts that arrived before their send was recorded (a provider can report faster

@@ -1,6 +1,6 @@
 import { AppError, type ChannelStatus } from "@notify/core";
 import { recordReceipts, type Sql } from "@notify/db";
-import { type AppEnv, limitBody } from "@notify/http";
+import { type AppEnv, limitBody, noteAccess } from "@notify/http";
 import { formParams, verifyPlivoSignature } from "@notify/providers/plivo/signature";
 import type { Hono } from "hono";
 import type { ReceiptMetrics } from "./metrics.js";
@@ -103,7 +103,7 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
         },
       },
     ]);
-    c.get("log").info({ provider: "plivo", provider_id: messageUuid, state, ...outcome }, "receipt");
+    noteAccess(c, { provider: "plivo", provider_id: messageUuid, state, ...outcome });
     return c.body(null, 200);
   });
 }

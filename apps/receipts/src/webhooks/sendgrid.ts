@@ -1,7 +1,7 @@
 import type { KeyObject } from "node:crypto";
 import { AppError, type ChannelStatus } from "@notify/core";
 import { type Receipt, type RecordOutcome, recordReceipts, type Sql } from "@notify/db";
-import { type AppEnv, limitBody } from "@notify/http";
+import { type AppEnv, limitBody, noteAccess } from "@notify/http";
 import {
   SENDGRID_SIGNATURE_HEADER,
   SENDGRID_TIMESTAMP_HEADER,
@@ -154,16 +154,13 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
         "receipts: events rejected or repaired",
       );
     }
-    log.info(
-      {
-        provider: "sendgrid",
-        events: batch.size,
-        rejected: rejected.length,
-        repaired: batch.repaired.length,
-        ...outcome,
-      },
-      "receipts",
-    );
+    noteAccess(c, {
+      provider: "sendgrid",
+      events: batch.size,
+      rejected: rejected.length,
+      repaired: batch.repaired.length,
+      ...outcome,
+    });
     return c.json(
       {
         events: batch.size,

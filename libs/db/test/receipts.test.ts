@@ -1,0 +1,185 @@
+import { randomUUID } from "node:crypto";
+import { CHANNEL_STATUSES, type ChannelStatus, canTransition } from "@notify/core";
+import { freshDatabase } from "@notify/testing";
+import fc from "fast-check";
+import postgres from "postgres";
+import t from "tap";
+import { type Receipt, recordReceipts } from "../src/index.js";
+
+const { url, database } = await freshDatabase(t);
+const { sql } = database;
+
+// A batch of receipts recorded set-based must leave exactly what applying them one by one, in
+// order, leaves: the same channel statuses and reasons, the same history per channel, the same
+// counts of stored, duplicate and pending events.
+
+interface EventSetup {
+  /** Which channel's provider id it names (indexes past the channels name no send). */
+  message: number;
+  status: ChannelStatus | null;
+  /** Carries the notification id and channel, as SendGrid's custom_args do. */
+  withRef: boolean;
+  /** From a small pool, so that duplicates (within the batch and with earlier posts) occur. */
+  eventId: number;
+}
+
+// Each channel: its status, and whether its send is recorded under provider id `m<index>` (or
+// not: a worker died after the send).
+const channelArb = fc.record({ status: fc.constantFrom(...CHANNEL_STATUSES), recorded: fc.boolean() });
+const eventArb = (channels: number) =>
+  fc.record({
+    message: fc.nat(channels),
+    status: fc.option(fc.constantFrom<ChannelStatus>("delivered", "bounced", "failed", "unsettled"), { nil: null }),
+    withRef: fc.boolean(),
+    eventId: fc.nat(12),
+  });
+const scenarioArb = fc.array(channelArb, { minLength: 1, maxLength: 4 }).chain((channels) =>
+  fc.record({
+    channels: fc.constant(channels),
+    earlier: fc.array(eventArb(channels.length), { maxLength: 4 }),
+    batch: fc.array(eventArb(channels.length), { minLength: 1, maxLength: 14 }),
+  }),
+);
+
+interface ModelChannel {
+  providerId: string | null;
+  status: ChannelStatus;
+  reason: string | null;
+  history: ChannelStatus[];
+}
+
+/** The one-by-one semantics: dedup by event id, apply when the send is known, bind by payload. */
+function model(channels: ModelChannel[], seen: Set<string>, batch: Receipt[]) {
+  const outcome = { stored: 0, duplicates: 0, pending: 0 };
+  for (const r of batch) {
+    if (seen.has(r.eventId)) {
+      outcome.duplicates += 1;
+      continue;
+    }
+    seen.add(r.eventId);
+    outcome.stored += 1;
+    let channel = channels.find((c) => c.providerId === r.providerId);
+    const ref = r.payload as { notification_index?: number };
+    if (channel === undefined && ref.notification_index !== undefined) {
+      const target = channels[ref.notification_index];
+      if (target && target.providerId === null) {
+        target.providerId = r.providerId;
+        channel = target;
+      }
+    }
+    if (channel === undefined) {
+      outcome.pending += 1;
+      continue;
+    }
+    if (r.status !== null && canTransition(channel.status, r.status)) {
+      channel.status = r.status;
+      channel.reason = r.reason;
+      channel.history.push(r.status);
+    }
+  }
+  return outcome;
+}
+
+t.test("a batch recorded at once leaves what applying it receipt by receipt leaves", async (t) => {
+  let runs = 0;
+  await fc.assert(
+    fc.asyncProperty(scenarioArb, async ({ channels, earlier, batch }) => {
+      runs += 1;
+      const run = randomUUID();
+      const ids = channels.map(() => randomUUID());
+      for (const [i, c] of channels.entries()) {
+        await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+          values (${ids[i] as string}, 'c', 'u', 'promo', 'welcome', 'promotional', ${sql.json({})}, ${ids[i] as string}, 'h', 0)`;
+        await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
+          values (${ids[i] as string}, 'email', ${c.status}, ${c.recorded ? "sendgrid" : null}, ${c.recorded ? `${run}-m${i}` : null})`;
+      }
+      const receipt = (e: EventSetup, n: number): Receipt => ({
+        provider: "sendgrid",
+        eventId: `${run}-e${e.eventId}`,
+        providerId: `${run}-m${e.message}`,
+        status: e.status,
+        reason: `${e.status ?? "none"} #${n}`,
+        payload:
+          e.withRef && e.message < channels.length
+            ? { notification_id: ids[e.message], channel: "email", notification_index: e.message }
+            : {},
+      });
+      const modelChannels: ModelChannel[] = channels.map((c, i) => ({
+        providerId: c.recorded ? `${run}-m${i}` : null,
+        status: c.status,
+        reason: null,
+        history: [],
+      }));
+      const seen = new Set<string>();
+      const earlierReceipts = earlier.map((e, n) => receipt(e, n));
+      const batchReceipts = batch.map((e, n) => receipt(e, 100 + n));
+      const expectedEarlier = model(modelChannels, seen, earlierReceipts);
+      const expected = model(modelChannels, seen, batchReceipts);
+      // Earlier posts one receipt each, as Plivo sends them; then the batch in one call.
+      const gotEarlier = { stored: 0, duplicates: 0, pending: 0 };
+      for (const r of earlierReceipts) {
+        const o = await recordReceipts(sql, [r]);
+        gotEarlier.stored += o.stored;
+        gotEarlier.duplicates += o.duplicates;
+        gotEarlier.pending += o.pending;
+      }
+      t.same(gotEarlier, expectedEarlier);
+      t.same(await recordReceipts(sql, batchReceipts), expected, "the batch's counts");
+      for (const [i, id] of ids.entries()) {
+        const [row] = await sql<{ status: string; reason: string | null; provider_id: string | null }[]>`
+          select status, reason, provider_id from notification_channels where notification_id = ${id}`;
+        const history = await sql<{ status: string }[]>`
+          select status from channel_status_events where notification_id = ${id} order by id`;
+        const want = modelChannels[i] as ModelChannel;
+        t.same(
+          {
+            status: row?.status,
+            reason: row?.reason ?? null,
+            providerId: row?.provider_id,
+            history: history.map((h) => h.status),
+          },
+          { status: want.status, reason: want.reason, providerId: want.providerId, history: want.history },
+          `channel ${i}`,
+        );
+      }
+    }),
+    { numRuns: Number(process.env.FUZZ_RUNS ?? 60) },
+  );
+  t.ok(runs > 0);
+});
+
+t.test("a batch whose sends are all recorded costs a statement per round, not per receipt", async (t) => {
+  const id = randomUUID();
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${id}, 'c', 'u', 'promo', 'welcome', 'promotional', ${sql.json({})}, ${id}, 'h', 0)`;
+  await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
+    values (${id}, 'email', 'pending', 'sendgrid', ${`m-${id}`})`;
+  const batch: Receipt[] = Array.from({ length: 500 }, (_, n) => ({
+    provider: "sendgrid",
+    eventId: `e-${id}-${n}`,
+    providerId: `m-${id}`,
+    status: null,
+    reason: null,
+    payload: { notification_id: id, channel: "email" },
+  }));
+  batch.splice(100, 0, { ...(batch[0] as Receipt), eventId: `e-${id}-delivered`, status: "delivered" });
+  batch.push({ ...(batch[0] as Receipt), eventId: `e-${id}-bounce`, status: "bounced", reason: "bounce" });
+  // The statements one call sends, counted on a connection of its own.
+  const statements: string[] = [];
+  const counted = postgres(url, { max: 1, onnotice: () => {}, debug: (_c, query) => statements.push(query) });
+  t.teardown(() => counted.end());
+  await counted`select 1`;
+  statements.length = 0;
+  t.same(await recordReceipts(counted, batch), { stored: 502, duplicates: 0, pending: 0 });
+  t.equal(statements.length, 2, "two statements for 502 receipts, a delivery and its bounce among them");
+  const history = await sql<{ status: string }[]>`
+    select status from channel_status_events where notification_id = ${id} order by id`;
+  t.same(
+    history.map((h) => h.status),
+    ["delivered", "bounced"],
+    "the delivery, then the bounce",
+  );
+  const applied =
+    await sql`select 1 from provider_receipts where provider_id = ${`m-${id}`} and applied_at is not null`;
+  t.equal(applied.length, 502, "all applied");
+});
