@@ -10,8 +10,9 @@ export interface ForgettableCache<V> {
   /** The value kept for `key`, if any (null is a value: "there is no such row"). */
   get(key: string): V | undefined;
   /**
-   * Reads `key` through `read` and keeps the value for `ttlOf(value)` ms (the cache's TTL when
-   * absent; below 1, not kept), unless its tag was forgotten while the read ran.
+   * The value kept for `key`; else reads it through `read` and keeps it for `ttlOf(value)` ms
+   * (the cache's TTL when absent; below 1, not kept), unless its tag was forgotten while the
+   * read ran.
    */
   load(key: string, read: () => Promise<V>, ttlOf?: (value: V) => number): Promise<V>;
   forget(tag: string): void;
@@ -30,9 +31,12 @@ export function createForgettableCache<V>(options: {
   // When each tag was last forgotten, on a counter (two events in one millisecond stay ordered).
   const forgotten = new LRUCache<string, number>({ max, ttl: Math.max(1, ttlMs) });
   let clock = 0;
+  const get = (key: string): V | undefined => (ttlMs > 0 ? entries.get(key)?.value : undefined);
   return {
-    get: (key) => (ttlMs > 0 ? entries.get(key)?.value : undefined),
+    get,
     async load(key, read, ttlOf) {
+      const hit = get(key);
+      if (hit !== undefined) return hit;
       const began = ++clock;
       const value = await read();
       const ttl = Math.min(ttlMs, ttlOf ? ttlOf(value) : ttlMs);

@@ -8,6 +8,8 @@ t.test("keeps what it read, until forgotten", async (t) => {
   t.equal(cache.get("a"), undefined);
   t.equal(await cache.load("a", read), 1);
   t.equal(cache.get("a"), 1);
+  t.equal(await cache.load("a", read), 1, "a load of a kept key answers from the cache");
+  t.equal(reads, 1, "without reading");
   t.equal(await cache.load("none", async () => null), null);
   t.equal(cache.get("none"), null, "null is a value: there is no such row");
   cache.forget("a");

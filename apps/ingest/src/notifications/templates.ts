@@ -22,14 +22,11 @@ export interface TemplateLookup {
 export function createTemplateLookup(database: Database, ttlMs = 5000): TemplateLookup {
   // Bounded: template ids come from requests, and an unknown one is cached (as null) too.
   const cache = createForgettableCache<TemplateInfo | null>({ max: 10_000, ttlMs });
-  const lookup = async (templateId: string): Promise<TemplateInfo | null> => {
-    const hit = cache.get(templateId);
-    if (hit !== undefined) return hit;
-    return cache.load(templateId, async () => {
+  const lookup = (templateId: string): Promise<TemplateInfo | null> =>
+    cache.load(templateId, async () => {
       const row = await readLatestTemplateParams(database, templateId);
       return row ? { id: templateId, version: row.version, params: row.params } : null;
     });
-  };
   return Object.assign(lookup, { forget: (templateId: string) => cache.forget(templateId) });
 }
 

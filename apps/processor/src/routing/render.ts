@@ -96,9 +96,7 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
     }
   }
 
-  async function latestVersion(templateId: string): Promise<number | null> {
-    const hit = latest.get(templateId);
-    if (hit !== undefined) return hit;
+  function latestVersion(templateId: string): Promise<number | null> {
     return latest.load(
       templateId,
       () => readLatestTemplateVersion(database, templateId),
