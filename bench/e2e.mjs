@@ -11,12 +11,13 @@
 //   writes each app's V8 CPU profile there (bench/cpu-profile.mjs), summarised by bench/profile-top.mjs.
 import { fork, spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
+import { cpuBetween, cpuTicks } from "./lib.mjs";
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 6000);
 const RATE = Number(process.env.BENCH_RATE ?? 150);
@@ -25,51 +26,22 @@ const MIXED = Number(process.env.BENCH_MIXED ?? 2000);
 const FLOOD = Number(process.env.BENCH_FLOOD ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 48);
 const USERS = Number(process.env.BENCH_USERS ?? 2000);
-const TICKS = 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
 const WAITING = ["pending", "deferred", "retrying", "parked"];
 
 /** CPU ticks so far of every process that serves the pipeline, grouped by what it is. */
-function cpuSample() {
-  const groups = {};
-  if (!existsSync("/proc/self/stat")) return null;
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    let stat;
-    let cmdline;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-    } catch {
-      continue;
-    }
-    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[11]) + Number(fields[12]);
+const cpuSample = () =>
+  cpuTicks(({ pid, comm, cmdline }) => {
     const app = /apps\/(ingest|processor|workers|receipts)\/dist\/main\.js/.exec(cmdline)?.[1];
-    const group =
-      Number(pid) === process.pid
-        ? "load generator"
-        : app
-          ? app
-          : /sandbox-cli\.js/.test(cmdline)
-            ? "sandboxes"
-            : /floor-pipeline\.mjs/.test(cmdline)
-              ? "floor"
-              : comm === "postgres" || comm === "nats-server"
-                ? comm
-                : null;
-    if (group) groups[group] = (groups[group] ?? 0) + ticks;
-  }
-  return groups;
-}
-const cpuSince = (before) => {
-  const after = cpuSample();
-  if (!before || !after) return null;
-  return Object.fromEntries(Object.keys(after).map((k) => [k, ((after[k] - (before[k] ?? 0)) * 1e6) / TICKS]));
-};
+    if (pid === process.pid) return "load generator";
+    if (app) return app;
+    if (/sandbox-cli\.js/.test(cmdline)) return "sandboxes";
+    if (/floor-pipeline\.mjs/.test(cmdline)) return "floor";
+    return comm === "postgres" || comm === "nats-server" ? comm : null;
+  });
+const cpuSince = (before) => cpuBetween(before, cpuSample());
 let idle = null;
 const withoutIdle = (cpu, seconds) =>
   cpu && idle

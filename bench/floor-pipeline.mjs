@@ -18,6 +18,7 @@ import { createDb } from "@notify/db";
 import { Client } from "@sendgrid/client";
 import { MailService } from "@sendgrid/mail";
 import { Hono } from "hono";
+import { consume, groupCommit } from "./floor-lib.mjs";
 
 const env = process.env;
 const database = createDb({ url: env.DATABASE_URL, max: 8 });
@@ -43,73 +44,11 @@ const webhookKey = createPublicKey({
 const CONCURRENCY = Number(env.FLOOR_CONCURRENCY ?? 32);
 
 // accept
-const queue = [];
-let active = 0;
-async function flush(batch) {
-  const column = (pick) => batch.map(pick);
-  const rows = await sql`
-    with input as (
-      select * from unnest(${column((p) => p.id)}::text[], ${column((p) => p.key)}::text[],
-        ${column((p) => p.hash)}::text[], ${column((p) => String(p.body.user_id))}::text[],
-        ${column((p) => JSON.stringify(p.body.data ?? {}))}::text[]) as i(id, key, request_hash, user_id, data)
-    ),
-    claimed as (
-      insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
-      select 'floor', key, request_hash, id, now() from input on conflict do nothing returning notification_id
-    ),
-    inserted as (
-      insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-      select id, 'floor', user_id, 'account', 'welcome', 'transactional', data::jsonb, key, request_hash, 0
-      from input where id in (select notification_id from claimed) returning id
-    ),
-    outbox as (insert into publish_outbox (notification_ids) select array_agg(id) from inserted returning id)
-    select (select id from outbox)::text as outbox_id`;
-  const lane = bus.subjects.lane("transactional", 0);
-  await Promise.all(batch.map((p) => bus.publish(lane, { notification_id: p.id, ...p.body }, p.id)));
-  for (const p of batch) p.resolve();
-  await sql`delete from publish_outbox where id = ${rows[0].outbox_id}::bigint`;
-}
-function pump() {
-  while (active < 2 && queue.length > 0) {
-    const batch = queue.splice(0, 512);
-    active++;
-    flush(batch)
-      .catch((error) => {
-        for (const p of batch) p.reject(error);
-      })
-      .finally(() => {
-        active--;
-        pump();
-      });
-  }
-}
-
-/** Pulls a durable consumer and handles up to CONCURRENCY messages at once; acks each after `handle`. */
-async function consume(stream, durable, handle) {
-  const consumer = await bus.js.consumers.get(stream, durable);
-  const messages = await consumer.consume({ max_messages: CONCURRENCY });
-  let slots = CONCURRENCY;
-  let wake;
-  for await (const msg of messages) {
-    while (slots === 0) await new Promise((resolve) => (wake = resolve));
-    slots--;
-    handle(msg.json())
-      .then(
-        () => msg.ack(),
-        (error) => {
-          console.error(error);
-          msg.nak(1000);
-        },
-      )
-      .finally(() => {
-        slots++;
-        wake?.();
-      });
-  }
-}
+const accept = groupCommit({ sql, bus, clientId: "floor", lane: bus.subjects.lane("transactional", 0) });
 
 // route
-void consume(bus.streams.lane("transactional"), "processor-transactional-p0", async (message) => {
+const pull = (stream, durable) => ({ stream, durable, concurrency: CONCURRENCY });
+void consume(bus, pull(bus.streams.lane("transactional"), "processor-transactional-p0"), async (message) => {
   await sql`insert into notification_channels (notification_id, channel, status) values (${message.notification_id}, 'email', 'pending')`;
   await bus.publish(
     bus.subjects.work("email", "transactional"),
@@ -120,7 +59,7 @@ void consume(bus.streams.lane("transactional"), "processor-transactional-p0", as
 
 // deliver
 const encoder = new TextEncoder();
-void consume(bus.streams.work, "worker-email-transactional", async (item) => {
+void consume(bus, pull(bus.streams.work, "worker-email-transactional"), async (item) => {
   const key = `${item.notification_id}.email`;
   await guard.create(key, encoder.encode(JSON.stringify({ state: "sending", at: Date.now() })));
   const [answer] = await mail.send({
@@ -146,10 +85,7 @@ app.post("/api/v1/notifications", async (c) => {
   const body = await c.req.json();
   const id = randomUUID();
   const hash = createHash("sha256").update(JSON.stringify(body)).digest("hex");
-  await new Promise((resolve, reject) => {
-    queue.push({ id, key: c.req.header("idempotency-key") ?? id, hash, body, resolve, reject });
-    pump();
-  });
+  await accept({ id, key: c.req.header("idempotency-key") ?? id, hash, body });
   return c.json({ notification_id: id, status: "accepted" }, 202);
 });
 

@@ -12,6 +12,7 @@
 // notifications are email only, so each has one channel.
 import { connectBus } from "@notify/bus";
 import { createDb, readProfileRow } from "@notify/db";
+import { consume } from "./floor-lib.mjs";
 
 const env = process.env;
 const PARTITIONS = Number(env.LANE_PARTITIONS ?? 16);
@@ -48,32 +49,13 @@ async function route(message) {
   );
 }
 
-/** Pulls one partition's durable consumer as the processor does, CONCURRENCY messages at once. */
-async function consume(partition) {
-  const consumer = await bus.js.consumers.get(
-    bus.streams.lane("transactional"),
-    `processor-transactional-p${partition}`,
-  );
-  const messages = await consumer.consume({ max_messages: Math.max(CONCURRENCY, 8) });
-  let slots = CONCURRENCY;
-  let wake;
-  for await (const msg of messages) {
-    while (slots === 0) await new Promise((resolve) => (wake = resolve));
-    slots--;
-    route(msg.json())
-      .then(
-        () => msg.ack(),
-        (error) => {
-          console.error(error);
-          msg.nak(1000);
-        },
-      )
-      .finally(() => {
-        slots++;
-        wake?.();
-      });
-  }
-}
+/** One partition's durable consumer, pulled as the processor does, CONCURRENCY messages at once. */
+const partition = (p) => ({
+  stream: bus.streams.lane("transactional"),
+  durable: `processor-transactional-p${p}`,
+  concurrency: CONCURRENCY,
+  prefetch: Math.max(CONCURRENCY, 8),
+});
 
-for (let partition = 0; partition < PARTITIONS; partition++) void consume(partition);
+for (let p = 0; p < PARTITIONS; p++) void consume(bus, partition(p), route);
 process.on("SIGTERM", () => process.exit(0));

@@ -59,45 +59,61 @@ const TICKS = (() => {
 })();
 
 /**
- * CPU time (user + system, from /proc) of the processes that serve a run: the load generator
- * (this process), the server under test (by pid), and every postgres and nats-server process.
- * `measure(fn)` returns fn's result and the CPU each group spent meanwhile, in microseconds.
- * Null where /proc is missing (not Linux).
+ * CPU ticks so far (user + system, from /proc) of every process `groupOf` names a group for,
+ * summed by group; null where /proc is missing (not Linux). `groupOf` gets each process's pid,
+ * comm and command line (arguments joined by spaces) and answers a group name or null.
+ */
+export function cpuTicks(groupOf) {
+  if (!existsSync("/proc/self/stat")) return null;
+  const groups = {};
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    let stat;
+    let cmdline;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+    } catch {
+      continue;
+    }
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const group = groupOf({ pid: Number(pid), comm, cmdline });
+    if (group) groups[group] = (groups[group] ?? 0) + Number(fields[11]) + Number(fields[12]);
+  }
+  return groups;
+}
+
+/** Microseconds of CPU per group between two cpuTicks() samples (null if either is). */
+export function cpuBetween(before, after) {
+  if (!before || !after) return null;
+  const groups = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return Object.fromEntries([...groups].map((k) => [k, (((after[k] ?? 0) - (before[k] ?? 0)) * 1e6) / TICKS]));
+}
+
+/**
+ * CPU time of the processes that serve a run: the load generator (this process), the server
+ * under test (by pid), and every postgres and nats-server process. `measure(fn)` returns fn's
+ * result and the CPU each group spent meanwhile, in microseconds (null without /proc).
  */
 export function cpuMeter(serverPids) {
-  if (!existsSync("/proc/self/stat")) return { measure: async (fn) => ({ result: await fn(), cpu: null }) };
+  const groupOf = ({ pid, comm }) =>
+    pid === process.pid
+      ? "load generator"
+      : serverPids().includes(pid)
+        ? "server"
+        : comm === "postgres" || comm === "nats-server"
+          ? comm
+          : null;
   const sample = () => {
-    const groups = { "load generator": 0, server: 0, postgres: 0, "nats-server": 0 };
-    for (const pid of readdirSync("/proc")) {
-      if (!/^\d+$/.test(pid)) continue;
-      let stat;
-      try {
-        stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      } catch {
-        continue;
-      }
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      const ticks = Number(fields[11]) + Number(fields[12]);
-      const group =
-        Number(pid) === process.pid
-          ? "load generator"
-          : serverPids().includes(Number(pid))
-            ? "server"
-            : comm === "postgres" || comm === "nats-server"
-              ? comm
-              : null;
-      if (group) groups[group] += ticks;
-    }
-    return groups;
+    const ticks = cpuTicks(groupOf);
+    return ticks && { "load generator": 0, server: 0, postgres: 0, "nats-server": 0, ...ticks };
   };
   return {
     async measure(fn) {
       const before = sample();
       const result = await fn();
-      const after = sample();
-      const cpu = Object.fromEntries(Object.keys(before).map((k) => [k, ((after[k] - before[k]) * 1e6) / TICKS]));
-      return { result, cpu };
+      return { result, cpu: cpuBetween(before, sample()) };
     },
   };
 }

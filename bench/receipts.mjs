@@ -10,9 +10,8 @@
 //   BENCH_EVENTS (20000), BENCH_PLIVO_EVENTS (4000), BENCH_CONCURRENCY (8);
 //   BENCH_CPU_PROF_DIR=<dir> writes the receipts app's V8 CPU profile there (bench/cpu-profile.mjs),
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the app's numbers).
-import { execSync, fork } from "node:child_process";
+import { fork } from "node:child_process";
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { spawnApp, waitReady } from "@notify/devstack";
 import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers/plivo/signature";
 import {
@@ -21,6 +20,7 @@ import {
   signSendgridEvents,
 } from "@notify/providers/sendgrid/event-webhook";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import { cpuBetween, cpuTicks } from "./lib.mjs";
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20000);
 const PLIVO_EVENTS = Number(process.env.BENCH_PLIVO_EVENTS ?? 4000);
@@ -198,39 +198,18 @@ const targets = {
   floor: targetOf(floorPort, floor.pid, floorDb),
 };
 
-const TICKS = Number(execSync("getconf CLK_TCK").toString().trim()) || 100;
 const PG_DATABASE = /^postgres: (?:[^:]+: )?(?:autovacuum worker (\S+)|\S+ (\S+) (?:\S+\(\d+\)|\[local\]))/;
 
-/** CPU ticks so far of each group serving a target; null without /proc. */
+/** CPU ticks so far of each group serving a target (its postgres backends only); null without /proc. */
 function cpuSample(target) {
-  if (!existsSync("/proc/self/stat")) return null;
-  const groups = { server: 0, postgres: 0, "nats-server": 0, "load generator": 0 };
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    let stat;
-    let title;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      title = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-    } catch {
-      continue;
-    }
-    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    const database = PG_DATABASE.exec(title);
-    const group =
-      Number(pid) === process.pid
-        ? "load generator"
-        : Number(pid) === target.pid
-          ? "server"
-          : comm === "nats-server" ||
-              (comm === "postgres" && (database === null || (database[1] ?? database[2]) === target.database))
-            ? comm
-            : null;
-    if (group) groups[group] += ticks;
-  }
-  return groups;
+  const ticks = cpuTicks(({ pid, comm, cmdline }) => {
+    if (pid === process.pid) return "load generator";
+    if (pid === target.pid) return "server";
+    if (comm === "nats-server") return comm;
+    const database = PG_DATABASE.exec(cmdline);
+    return comm === "postgres" && (database === null || (database[1] ?? database[2]) === target.database) ? comm : null;
+  });
+  return ticks && { server: 0, postgres: 0, "nats-server": 0, "load generator": 0, ...ticks };
 }
 
 /** Posts every request, CONCURRENCY at a time, each as soon as one is answered. */
@@ -273,7 +252,7 @@ async function phase(name, provider, build) {
   await applied(target, provider, warmUp.reduce((sum, r) => sum + r.events, 0) + events);
   const seconds = (performance.now() - started) / 1000;
   const after = cpuSample(target);
-  const cpu = before && Object.fromEntries(Object.keys(before).map((k) => [k, ((after[k] - before[k]) * 1e6) / TICKS]));
+  const cpu = cpuBetween(before, after);
   return { name, events, posts: requests.length, failed, seconds, cpu };
 }
 

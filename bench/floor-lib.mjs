@@ -1,0 +1,82 @@
+// What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
+
+/**
+ * The least a durable accept does, with group commit: requests queue up, and up to two batches
+ * of at most 512 are in flight, each one statement (claim the idempotency key, insert the row
+ * and its outbox entry), an acknowledged publish of every message to `lane`, then the outbox
+ * entry deleted. `accept(request)` resolves once its batch is published; `request` is
+ * `{ id, key, hash, body }`.
+ */
+export function groupCommit({ sql, bus, clientId, lane }) {
+  const queue = [];
+  let active = 0;
+  async function flush(batch) {
+    const column = (pick) => batch.map(pick);
+    const rows = await sql`
+      with input as (
+        select * from unnest(${column((p) => p.id)}::text[], ${column((p) => p.key)}::text[],
+          ${column((p) => p.hash)}::text[], ${column((p) => String(p.body.user_id))}::text[],
+          ${column((p) => JSON.stringify(p.body.data ?? {}))}::text[]) as i(id, key, request_hash, user_id, data)
+      ),
+      claimed as (
+        insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
+        select ${clientId}, key, request_hash, id, now() from input on conflict do nothing returning notification_id
+      ),
+      inserted as (
+        insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+        select id, ${clientId}, user_id, 'account', 'welcome', 'transactional', data::jsonb, key, request_hash, 0
+        from input where id in (select notification_id from claimed) returning id
+      ),
+      outbox as (insert into publish_outbox (notification_ids) select array_agg(id) from inserted returning id)
+      select (select id from outbox)::text as outbox_id`;
+    await Promise.all(batch.map((p) => bus.publish(lane, { notification_id: p.id, ...p.body }, p.id)));
+    for (const p of batch) p.resolve();
+    await sql`delete from publish_outbox where id = ${rows[0].outbox_id}::bigint`;
+  }
+  function pump() {
+    while (active < 2 && queue.length > 0) {
+      const batch = queue.splice(0, 512);
+      active++;
+      flush(batch)
+        .catch((error) => {
+          for (const p of batch) p.reject(error);
+        })
+        .finally(() => {
+          active--;
+          pump();
+        });
+    }
+  }
+  return (request) =>
+    new Promise((resolve, reject) => {
+      queue.push({ ...request, resolve, reject });
+      pump();
+    });
+}
+
+/**
+ * Pulls a durable consumer and handles up to `concurrency` messages at once, each acked after
+ * `handle(message.json())` (nak'ed, to come back in a second, if it throws). Runs for ever.
+ */
+export async function consume(bus, { stream, durable, concurrency, prefetch = concurrency }, handle) {
+  const consumer = await bus.js.consumers.get(stream, durable);
+  const messages = await consumer.consume({ max_messages: prefetch });
+  let slots = concurrency;
+  let wake;
+  for await (const msg of messages) {
+    while (slots === 0) await new Promise((resolve) => (wake = resolve));
+    slots--;
+    handle(msg.json())
+      .then(
+        () => msg.ack(),
+        (error) => {
+          console.error(error);
+          msg.nak(1000);
+        },
+      )
+      .finally(() => {
+        slots++;
+        wake?.();
+      });
+  }
+}
