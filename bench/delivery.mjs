@@ -1,7 +1,10 @@
-// npm run bench:delivery: sends per second of one worker process against the SendGrid sandbox
-// (real Postgres and NATS; every send claims the guard, takes a token of the provider's shared
-// bucket, goes through the breaker and writes its attempt and status), against raw
-// @sendgrid/mail sends to the same sandbox measured in the same run with the same concurrency.
+// npm run bench:delivery: one worker process sending email to the SendGrid sandbox (real
+// Postgres and NATS; every send claims the guard, takes a token of the provider's shared bucket,
+// goes through the breaker and writes its attempt and status), against two references measured
+// in the same run with the same concurrency and sandbox: raw @sendgrid/mail sends (no durable
+// work at all), and the least durable send (bench/floor-delivery.mjs). For each: sends per
+// second and the CPU per send of the sender, postgres and nats-server, from /proc (the sandbox
+// is not counted). The ratio to the floor in CPU per send is printed last.
 import { fork, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -29,8 +32,12 @@ if (process.argv[2] === "--baseline") {
   service.setClient(client);
   let sent = 0;
   let counting = false;
+  let cpu;
   const deadline = Date.now() + 1000 + seconds * 1000;
-  setTimeout(() => (counting = true), 1000);
+  setTimeout(() => {
+    counting = true;
+    cpu = process.cpuUsage();
+  }, 1000);
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
       while (Date.now() < deadline) {
@@ -39,12 +46,14 @@ if (process.argv[2] === "--baseline") {
       }
     }),
   );
-  process.send?.({ rate: sent / seconds });
+  const used = process.cpuUsage(cpu);
+  process.send?.({ rate: sent / seconds, cpuUs: (used.user + used.system) / sent });
   process.exit(0);
 }
 
 const { spawnApp, waitReady } = await import("@notify/devstack");
-const { connectBus } = await import("@notify/bus");
+const { applyTopology, connectBus } = await import("@notify/bus");
+const { cpuBetween, cpuTicks } = await import("./lib.mjs");
 const { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 4000);
@@ -69,21 +78,87 @@ async function startSandbox() {
 function baseline(url) {
   return new Promise((resolve, reject) => {
     const child = fork(fileURLToPath(import.meta.url), ["--baseline", url, String(SECONDS), String(CONCURRENCY)]);
-    child.once("message", (m) => resolve(m.rate));
+    child.once("message", resolve);
     child.once("exit", (code) => code !== 0 && reject(new Error(`baseline exited ${code}`)));
   });
 }
 
-async function worker(sandboxUrl) {
+const fmtGroups = (r) =>
+  r.cpu === null
+    ? "no /proc"
+    : Object.entries(r.cpu)
+        .map(([group, us]) => `${group} ${(us / r.sends).toFixed(0)}`)
+        .join(", ");
+
+/** Work items for ITEMS pending email channels, on a fresh database and namespace. */
+async function backlog() {
   const { url, database } = await freshDatabase(t);
   const namespace = freshNamespace(t);
   const bus = await connectBus({ servers: TEST_NATS_URL, name: "bench", namespace, partitions: 1 });
+  await applyTopology(bus);
   const ids = Array.from({ length: ITEMS }, () => randomUUID());
   await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
     select id, 'bench', 'u-' || id, 'account', 'welcome', 'transactional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
   await database.sql`insert into notification_channels (notification_id, channel, status)
     select id, 'email', 'pending' from unnest(${ids}::text[]) id`;
+  const publish = async () => {
+    for (let i = 0; i < ids.length; i += 256) {
+      await Promise.all(
+        ids.slice(i, i + 256).map((id, j) =>
+          bus.publish(
+            bus.subjects.work("email", "transactional"),
+            {
+              notification_id: id,
+              channel: "email",
+              priority: "transactional",
+              user_id: `u-${id}`,
+              category: "account",
+              to: mail(i + j).to,
+              subject: mail(0).subject,
+              body: mail(0).html,
+              attempt: 0,
+            },
+            `${id}:email`,
+          ),
+        ),
+      );
+    }
+  };
+  return { url, database, namespace, bus, publish };
+}
 
+/**
+ * Sends per second and CPU per send (the sending process, postgres, nats-server; not the
+ * sandbox) from 10% to 90% of the backlog, leaving out warm-up and the tail.
+ */
+async function drain(database, pid, alive) {
+  const delivered = async () =>
+    (await database.sql`select count(*)::int as n from notification_channels where status = 'delivered'`)[0].n;
+  const groupOf = ({ pid: p, comm }) =>
+    p === pid ? "sender" : comm === "postgres" || comm === "nats-server" ? comm : null;
+  let from;
+  for (;;) {
+    const n = await delivered();
+    const now = performance.now();
+    if (from === undefined && n >= ITEMS * 0.1) from = { n, now, ticks: cpuTicks(groupOf) };
+    if (from !== undefined && n >= ITEMS * 0.9) {
+      const cpu = cpuBetween(from.ticks, cpuTicks(groupOf));
+      const sends = n - from.n;
+      const total = cpu && Object.values(cpu).reduce((a, b) => a + b, 0);
+      return {
+        rate: (sends * 1000) / (now - from.now),
+        cpuUs: total === null ? Number.NaN : total / sends,
+        cpu,
+        sends,
+      };
+    }
+    if (!alive()) throw new Error("the sender exited");
+    await sleep(100);
+  }
+}
+
+async function worker(sandboxUrl) {
+  const { url, database, namespace, bus, publish } = await backlog();
   const port = await freePort();
   const proc = spawnApp("workers", {
     DATABASE_URL: url,
@@ -101,66 +176,59 @@ async function worker(sandboxUrl) {
     PROVIDER_RATE_DEFAULT: "1000000",
   });
   await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
-  for (let i = 0; i < ids.length; i += 256) {
-    await Promise.all(
-      ids.slice(i, i + 256).map((id, j) =>
-        bus.publish(
-          bus.subjects.work("email", "transactional"),
-          {
-            notification_id: id,
-            channel: "email",
-            priority: "transactional",
-            user_id: `u-${id}`,
-            category: "account",
-            to: mail(i + j).to,
-            subject: mail(0).subject,
-            body: mail(0).html,
-            attempt: 0,
-          },
-          `${id}:email`,
-        ),
-      ),
-    );
-  }
-  const accepted = async () => {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-    return Number(/^notify_provider_sends_total\{[^}]*result="accepted"\} (\d+)$/m.exec(text)?.[1] ?? 0);
-  };
-  // The steady rate: from 10% to 90% of the backlog, leaving out warm-up and the tail.
-  let from;
-  for (;;) {
-    const n = await accepted();
-    const now = performance.now();
-    if (from === undefined && n >= ITEMS * 0.1) from = { n, now };
-    if (from !== undefined && n >= ITEMS * 0.9) {
-      const [{ delivered }] = await database.sql`
-        select count(*)::int as delivered from notification_channels where status = 'delivered'`;
-      await proc.stop();
-      await bus.close();
-      return { rate: ((n - from.n) * 1000) / (now - from.now), delivered };
-    }
-    if (proc.child.exitCode !== null) throw new Error("the worker exited");
-    await sleep(100);
-  }
+  await publish();
+  const result = await drain(database, proc.child.pid, () => proc.child.exitCode === null);
+  await proc.stop();
+  await bus.close();
+  return result;
+}
+
+async function floor(sandboxUrl) {
+  const { url, database, namespace, bus, publish } = await backlog();
+  const child = fork(join(root, "bench/floor-delivery.mjs"), {
+    env: {
+      ...process.env,
+      DATABASE_URL: url,
+      NATS_URL: TEST_NATS_URL,
+      NATS_NAMESPACE: namespace,
+      SENDGRID_API_KEY: API_KEY,
+      SENDGRID_BASE_URL: sandboxUrl,
+      FLOOR_CONCURRENCY: String(CONCURRENCY),
+    },
+  });
+  teardowns.push(() => child.kill());
+  await new Promise((resolve) => child.once("message", resolve));
+  await publish();
+  const result = await drain(database, child.pid, () => child.exitCode === null);
+  child.kill();
+  await bus.close();
+  return result;
 }
 
 try {
   const sandboxUrl = await startSandbox();
-  // The baseline runs before and after the worker: on a shared machine the load changes.
+  // The baseline runs before and after the others: on a shared machine the load changes.
   const before = await baseline(sandboxUrl);
+  const least = await floor(sandboxUrl);
   const notify = await worker(sandboxUrl);
   const after = await baseline(sandboxUrl);
-  const raw = (before + after) / 2;
-  const fmt = (n) => `${n.toFixed(0).padStart(6)} sends/s`;
-  console.log(`\nSendGrid sandbox (own process), ${CONCURRENCY} sends in flight`);
-  console.log(
-    `raw @sendgrid/mail              ${fmt(raw)}   (mean of ${before.toFixed(0)} before and ${after.toFixed(0)} after, ${SECONDS} s each)`,
+  const raw = (before.rate + after.rate) / 2;
+  const rawCpu = (before.cpuUs + after.cpuUs) / 2;
+  const line = (name, rate, cpuUs, note) =>
+    console.log(
+      `${name.padEnd(32)}${rate.toFixed(0).padStart(6)} sends/s   ${cpuUs.toFixed(0).padStart(5)} µs CPU/send   ${note}`,
+    );
+  console.log(`\nSendGrid sandbox (own process, not counted), ${CONCURRENCY} sends in flight`);
+  line(
+    "raw @sendgrid/mail",
+    raw,
+    rawCpu,
+    `(client only; mean of ${before.rate.toFixed(0)} before and ${after.rate.toFixed(0)} after)`,
   );
-  console.log(
-    `notify worker, one process      ${fmt(notify.rate)}   (${ITEMS} work items, ${notify.delivered} delivered)`,
-  );
-  console.log(`ratio (worker / raw sends/s): ${(notify.rate / raw).toFixed(3)}`);
-  console.log("plan: about 200 sends/s per push worker");
+  line("floor: durable send", least.rate, least.cpuUs, `(guard, send, guard, status + history; ${fmtGroups(least)})`);
+  line("notify worker, one process", notify.rate, notify.cpuUs, `(${fmtGroups(notify)})`);
+  console.log(`ratio to raw sends/s: floor ${(least.rate / raw).toFixed(2)}, worker ${(notify.rate / raw).toFixed(2)}`);
+  console.log(`ratio (floor / worker CPU per send): ${(least.cpuUs / notify.cpuUs).toFixed(2)}`);
 } finally {
   for (const fn of teardowns.reverse()) await fn();
 }

@@ -80,3 +80,45 @@ export async function consume(bus, { stream, durable, concurrency, prefetch = co
       });
   }
 }
+
+const encoder = new TextEncoder();
+
+/**
+ * The least a durable email send does, per work item `{ notification_id, to, subject, html }`:
+ * claim the send guard (KV create), send with @sendgrid/mail, record the guard as sent, and
+ * mark the channel delivered with its history row in one statement.
+ */
+export function emailDelivery({ sql, guard, mail }) {
+  return async (item) => {
+    const key = `${item.notification_id}.email`;
+    await guard.create(key, encoder.encode(JSON.stringify({ state: "sending", at: Date.now() })));
+    const [answer] = await mail.send({
+      to: item.to,
+      from: "floor@example.com",
+      subject: item.subject,
+      html: item.html,
+      customArgs: { notification_id: item.notification_id, channel: "email" },
+    });
+    const providerId = answer.headers["x-message-id"];
+    await guard.put(key, encoder.encode(JSON.stringify({ state: "sent", provider_id: providerId })));
+    await sql`
+      with moved as (
+        update notification_channels set status = 'delivered', provider = 'sendgrid', provider_id = ${providerId},
+          attempts = 1, updated_at = now()
+        where notification_id = ${item.notification_id} and channel = 'email' returning notification_id)
+      insert into channel_status_events (notification_id, channel, status, attempt, provider_id)
+      select notification_id, 'email', 'delivered', 1, ${providerId} from moved`;
+  };
+}
+
+/** A @sendgrid/mail service speaking to `baseUrl` (a sandbox) with `apiKey`. */
+export async function sendgridMail(apiKey, baseUrl) {
+  const { Client } = await import("@sendgrid/client");
+  const { MailService } = await import("@sendgrid/mail");
+  const client = new Client();
+  client.setApiKey(apiKey);
+  client.setDefaultRequest("baseUrl", baseUrl);
+  const mail = new MailService();
+  mail.setClient(client);
+  return mail;
+}

@@ -15,10 +15,8 @@ import { createHash, createPublicKey, randomUUID, verify } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { applyTopology, connectBus } from "@notify/bus";
 import { createDb } from "@notify/db";
-import { Client } from "@sendgrid/client";
-import { MailService } from "@sendgrid/mail";
 import { Hono } from "hono";
-import { consume, groupCommit } from "./floor-lib.mjs";
+import { consume, emailDelivery, groupCommit, sendgridMail } from "./floor-lib.mjs";
 
 const env = process.env;
 const database = createDb({ url: env.DATABASE_URL, max: 8 });
@@ -31,11 +29,7 @@ const bus = await connectBus({
 });
 await applyTopology(bus);
 const guard = await bus.kv("notify_send_guard");
-const client = new Client();
-client.setApiKey(env.SENDGRID_API_KEY);
-client.setDefaultRequest("baseUrl", env.SENDGRID_BASE_URL);
-const mail = new MailService();
-mail.setClient(client);
+const mail = await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL);
 const webhookKey = createPublicKey({
   key: Buffer.from(env.SENDGRID_WEBHOOK_PUBLIC_KEY, "base64"),
   format: "der",
@@ -58,27 +52,10 @@ void consume(bus, pull(bus.streams.lane("transactional"), "processor-transaction
 });
 
 // deliver
-const encoder = new TextEncoder();
-void consume(bus, pull(bus.streams.work, "worker-email-transactional"), async (item) => {
-  const key = `${item.notification_id}.email`;
-  await guard.create(key, encoder.encode(JSON.stringify({ state: "sending", at: Date.now() })));
-  const [answer] = await mail.send({
-    to: item.to,
-    from: "floor@example.com",
-    subject: "Welcome",
-    html: `<p>Hello ${item.name}</p>`,
-    customArgs: { notification_id: item.notification_id, channel: "email" },
-  });
-  const providerId = answer.headers["x-message-id"];
-  await guard.put(key, encoder.encode(JSON.stringify({ state: "sent", provider_id: providerId })));
-  await sql`
-    with moved as (
-      update notification_channels set status = 'delivered', provider = 'sendgrid', provider_id = ${providerId},
-        attempts = 1, updated_at = now()
-      where notification_id = ${item.notification_id} and channel = 'email' returning notification_id)
-    insert into channel_status_events (notification_id, channel, status, attempt, provider_id)
-    select notification_id, 'email', 'delivered', 1, ${providerId} from moved`;
-});
+const deliver = emailDelivery({ sql, guard, mail });
+void consume(bus, pull(bus.streams.work, "worker-email-transactional"), (item) =>
+  deliver({ ...item, subject: "Welcome", html: `<p>Hello ${item.name}</p>` }),
+);
 
 const app = new Hono();
 app.post("/api/v1/notifications", async (c) => {

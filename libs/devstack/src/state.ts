@@ -41,6 +41,11 @@ export function sharedNamespace(state: StackState): string {
   return state.namespace;
 }
 
+const LOWEST_PORT = 20_000;
+const PORT_RANGE = 12_000;
+const HANDED_OUT_MS = 60_000;
+const handedOut = new Map<number, number>();
+
 /** Whether a TCP port on loopback can be listened on now. */
 export function portFree(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -53,21 +58,36 @@ export function portFree(port: number): Promise<boolean> {
 /**
  * A free port on loopback, picked at random below the kernel's ephemeral range (32768 and up on
  * Linux): a port the system hands out as free is also what it hands to the next outgoing
- * connection of any process, which may take it before the caller listens on it.
+ * connection of any process, which may take it before the caller listens on it. A port is not
+ * handed out twice by one process within a minute: callers bind theirs later, so a port free
+ * at the second call may still be the first caller's.
  */
-export async function freePort(): Promise<number> {
-  for (let tries = 0; tries < 100; tries++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (await portFree(port)) return port;
+export async function freePort(avoid: Iterable<number> = []): Promise<number> {
+  const skip = new Set(avoid);
+  const now = Date.now();
+  for (const [port, at] of handedOut) if (now - at > HANDED_OUT_MS) handedOut.delete(port);
+  const start = Math.floor(Math.random() * PORT_RANGE);
+  for (let i = 0; i < PORT_RANGE; i++) {
+    const port = LOWEST_PORT + ((start + i) % PORT_RANGE);
+    if (skip.has(port) || handedOut.has(port)) continue;
+    if (await portFree(port)) {
+      handedOut.set(port, now);
+      return port;
+    }
   }
-  throw new Error("no free port between 20000 and 32000 on 127.0.0.1");
+  throw new Error(`no free port between ${LOWEST_PORT} and ${LOWEST_PORT + PORT_RANGE} on 127.0.0.1`);
 }
 
-/** The port remembered under `name` when it is still free, otherwise a new free one (remembered). */
+/**
+ * The port remembered under `name` when it is still free and no other name holds it, otherwise
+ * a new free one (remembered) that no other name of the stack holds either: the stack listens
+ * on all of them only later, so a port free now may be another name's.
+ */
 export async function rememberedPort(state: StackState, name: string): Promise<number> {
   const known = state.ports[name];
-  if (known !== undefined && (await portFree(known))) return known;
-  const port = await freePort();
+  const others = Object.entries(state.ports).flatMap(([other, port]) => (other === name ? [] : [port]));
+  if (known !== undefined && !others.includes(known) && (await portFree(known))) return known;
+  const port = await freePort(others);
   state.ports[name] = port;
   return port;
 }

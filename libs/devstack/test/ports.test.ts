@@ -1,0 +1,42 @@
+import { createServer } from "node:net";
+import t from "tap";
+import { freePort, portFree, rememberedPort, type StackState } from "../src/index.js";
+
+// The stack picks every port before it listens on any: a port handed out must not be handed out
+// again, or two of its servers meet on one (EADDRINUSE at start).
+
+const given = new Set<number>();
+
+t.test("one process never gets the same free port twice, though none is bound yet", async (t) => {
+  const ports = [];
+  for (let i = 0; i < 500; i++) ports.push(await freePort());
+  for (const port of ports) given.add(port);
+  t.equal(new Set(ports).size, ports.length, "500 picks, 500 ports");
+});
+
+t.test("a port to avoid is never picked; a free one is found if any is left", async (t) => {
+  let left = 20_000;
+  while (given.has(left) || !(await portFree(left))) left++;
+  const avoid = Array.from({ length: 12_000 }, (_, i) => 20_000 + i).filter((p) => p !== left);
+  t.equal(await freePort(avoid), left, "the one port not avoided");
+});
+
+t.test("a port remembered under two names (or taken by another name) goes to one of them", async (t) => {
+  const shared = await freePort();
+  const state: StackState = { ports: { processor: shared, plivoSandbox: shared } };
+  const processor = await rememberedPort(state, "processor");
+  const plivo = await rememberedPort(state, "plivoSandbox");
+  t.not(processor, plivo);
+  t.equal(new Set(Object.values(state.ports)).size, 2, "the state remembers two ports");
+});
+
+t.test("a remembered port that is busy is replaced by a free one", async (t) => {
+  const busy = createServer();
+  const port = await freePort();
+  await new Promise<void>((resolve) => busy.listen(port, "127.0.0.1", resolve));
+  t.teardown(() => new Promise<void>((resolve) => busy.close(() => resolve())));
+  const state: StackState = { ports: { ingest: port } };
+  const got = await rememberedPort(state, "ingest");
+  t.not(got, port);
+  t.equal(state.ports.ingest, got);
+});
