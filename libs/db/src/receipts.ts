@@ -139,8 +139,11 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<Rec
     });
   }
   if (rows.length === 0) return outcome;
-
-  const stored = await sql<{ event_id: string; provider: string; applied: boolean; round: number }[]>`
+  // One order for every batch (key entries, then channel rows locked in it): two posts holding
+  // the same events (a provider's retry of a post still being stored) wait for each other
+  // instead of deadlocking. A deadlock still met (a worker's write between them) costs a retry.
+  const stored = await retryDeadlock(
+    () => sql<{ event_id: string; provider: string; applied: boolean; round: number }[]>`
     with input as (
       select * from jsonb_to_recordset(${sql.json(rows as never)}) as r(${sql.unsafe(batchColumns)})
     ),
@@ -150,7 +153,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<Rec
         case when i.round = 1 and exists (
           select 1 from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id
         ) then now() end
-      from input i
+      from input i order by i.provider, i.event_id
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
     ),
@@ -166,7 +169,8 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<Rec
       select notification_id, channel, status, reason, attempts, provider_id from moved
     )
     select s.provider, s.event_id, s.applied, i.round from stored s
-    join input i on i.provider = s.provider and i.event_id = s.event_id`;
+    join input i on i.provider = s.provider and i.event_id = s.event_id`,
+  );
   outcome.stored = stored.length;
   outcome.duplicates += rows.length - stored.length;
 
@@ -175,7 +179,8 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<Rec
   const later = rows.filter((r) => r.round > 1 && isNew.has(keyOf(r.provider, r.event_id)));
   const lastRound = Math.max(1, ...later.map((r) => r.round));
   for (let round = 2; round <= lastRound; round++) {
-    const marked = await sql<{ provider: string; event_id: string }[]>`
+    const marked = await retryDeadlock(
+      () => sql<{ provider: string; event_id: string }[]>`
       with input as (
         select * from jsonb_to_recordset(${sql.json(later.filter((r) => r.round === round) as never)})
           as r(${sql.unsafe(batchColumns)})
@@ -197,7 +202,8 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<Rec
         insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
         select notification_id, channel, status, reason, attempts, provider_id from moved
       )
-      select provider, event_id from marked`;
+      select provider, event_id from marked`,
+    );
     for (const m of marked) applied.add(keyOf(m.provider, m.event_id));
   }
 
@@ -207,14 +213,27 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<Rec
     (r) => isNew.has(keyOf(r.provider, r.event_id)) && !applied.has(keyOf(r.provider, r.event_id)),
   );
   if (unbound.some((r) => hasChannelRef(r.payload))) {
-    await sql.begin(async (tx) => {
-      for (const r of unbound) {
-        if (await apply(tx, r)) applied.add(keyOf(r.provider, r.event_id));
-      }
-    });
+    await retryDeadlock(() =>
+      sql.begin(async (tx) => {
+        for (const r of unbound) {
+          if (await apply(tx, r)) applied.add(keyOf(r.provider, r.event_id));
+        }
+      }),
+    );
   }
   outcome.pending = unbound.filter((r) => !applied.has(keyOf(r.provider, r.event_id))).length;
   return outcome;
+}
+
+/** Runs a statement (or transaction) again when Postgres broke a deadlock by failing it: it had no effect. */
+async function retryDeadlock<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (error) {
+      if ((error as { code?: string }).code !== "40P01" || attempt >= 3) throw error;
+    }
+  }
 }
 
 const hasChannelRef = (payload: unknown): boolean => {

@@ -183,3 +183,23 @@ t.test("a batch whose sends are all recorded costs a statement per round, not pe
     await sql`select 1 from provider_receipts where provider_id = ${`m-${id}`} and applied_at is not null`;
   t.equal(applied.length, 502, "all applied");
 });
+
+t.test("two posts holding the same events in opposite orders are both stored, without a deadlock", async (t) => {
+  for (let round = 0; round < 5; round++) {
+    const ids = Array.from({ length: 100 }, () => randomUUID());
+    await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+      select id, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
+    await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
+      select id, 'email', 'pending', 'sendgrid', 'm-' || id from unnest(${ids}::text[]) id`;
+    const batch: Receipt[] = ids.map((id) => ({
+      provider: "sendgrid",
+      eventId: `d-${id}`,
+      providerId: `m-${id}`,
+      status: "delivered",
+      reason: null,
+      payload: {},
+    }));
+    const [a, b] = await Promise.all([recordReceipts(sql, batch), recordReceipts(sql, [...batch].reverse())]);
+    t.equal((a?.stored ?? 0) + (b?.stored ?? 0), 100, `round ${round}: each event stored once`);
+  }
+});
