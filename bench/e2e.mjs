@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
-import { cpuBetween, cpuTicks } from "./lib.mjs";
+import { cpuBetween, cpuTicks, profileEnv } from "./lib.mjs";
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 6000);
 const RATE = Number(process.env.BENCH_RATE ?? 150);
@@ -68,12 +68,7 @@ const stack = await startStack({
     PROVIDER_RATE_LIMITS: "sendgrid=100000:10000,plivo=100000:10000",
     RATE_LIMIT_PER_SECOND: "100000",
     RATE_LIMIT_BURST: "100000",
-    ...(process.env.BENCH_CPU_PROF_DIR
-      ? {
-          NODE_OPTIONS: `--import=${new URL("./cpu-profile.mjs", import.meta.url).href}`,
-          CPU_PROFILE_DIR: process.env.BENCH_CPU_PROF_DIR,
-        }
-      : {}),
+    ...profileEnv(),
   },
 });
 teardowns.push(() => stack.stop());

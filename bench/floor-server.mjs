@@ -1,15 +1,27 @@
-// The least a durable ingest has to do, on bare Hono, as the second reference of
-// bench/ingest.mjs: read the JSON body, claim the idempotency key and insert the row in one
-// batched statement (group commit, the same tables and indexes as ingest), publish it to
-// JetStream and wait for the ack, answer 202, and settle the outbox row. No authentication,
-// validation, rate limit, logging or metrics: what is left is the cost of the durability itself.
+// The least a durable ingest has to do, on bare Hono, as a reference of bench/ingest.mjs: read
+// the JSON body, claim the idempotency key and insert the row in one batched statement (group
+// commit, the same tables and indexes as ingest), publish it to JetStream and wait for the ack,
+// answer 202, and settle the outbox row. No authentication, validation, rate limit, logging or
+// metrics: what is left is the cost of the durability itself.
+//
+// FLOOR_CHECKS=1 adds what every accepted request must also pass, done with the project's own
+// functions and nothing around them: the API key hashed and found, its leaky bucket, the
+// Idempotency-Key parsed, the body validated, the template's parameters checked, the canonical
+// request hash, and the answer's headers (request id, Location, RateLimit). The gap between the
+// two floors is what those checks cost; the gap from there to ingest is the app's plumbing
+// (middleware, logging, metrics, error handling).
 import { createHash, randomUUID } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { connectBus } from "@notify/bus";
+import { hashKey, leak, missingParams, NotificationRequest, newId } from "@notify/core";
 import { createDb } from "@notify/db";
+import { validate } from "@notify/http";
+import { requestHash } from "@notify/ingest/notifications/canonical-json";
+import { parseIdempotencyKey } from "@notify/ingest/routes/notifications";
 import { Hono } from "hono";
 import { groupCommit } from "./floor-lib.mjs";
 
+const checks = process.env.FLOOR_CHECKS === "1";
 const database = createDb({ url: process.env.DATABASE_URL, max: 4 });
 const bus = await connectBus({
   servers: process.env.NATS_URL,
@@ -25,12 +37,38 @@ const accept = groupCommit({
 });
 
 const app = new Hono();
-app.post("/", async (c) => {
-  const body = await c.req.json();
-  const id = randomUUID();
-  const hash = createHash("sha256").update(JSON.stringify(body)).digest("hex");
-  await accept({ id, key: c.req.header("idempotency-key"), hash, body });
-  return c.json({ notification_id: id, status: "accepted" }, 202);
-});
+if (checks) {
+  // The one key and template the load generator uses, as ingest's caches hold them when warm.
+  const keys = new Map([[hashKey(process.env.FLOOR_API_KEY ?? ""), { keyId: "k", clientId: "bench" }]]);
+  const templates = new Map([["welcome", { version: 1, params: ["name"] }]]);
+  const limits = { perSecond: 1_000_000, burst: 1_000_000 };
+  const buckets = new Map();
+  app.post("/", async (c) => {
+    const presented = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "")?.[1] ?? "";
+    const principal = keys.get(hashKey(presented));
+    if (!principal) return c.json({ title: "unauthorized" }, 401);
+    const { decision, drainedAt } = leak(buckets.get(principal.keyId) ?? 0, Date.now(), limits);
+    buckets.set(principal.keyId, drainedAt);
+    const key = parseIdempotencyKey(c.req.header("idempotency-key"));
+    const request = validate(NotificationRequest, await c.req.json());
+    const template = templates.get(request.template_id);
+    if (!template || missingParams(template.params, request.data).length > 0) return c.json({}, 400);
+    const id = newId();
+    await accept({ id, key, hash: requestHash(request), body: request });
+    c.header("x-request-id", randomUUID());
+    c.header("ratelimit-policy", `"default";q=${limits.burst};w=1`);
+    c.header("ratelimit", `"default";r=${decision.remaining};t=${decision.resetSeconds}`);
+    c.header("location", `/api/v1/notifications/${id}`);
+    return c.json({ notification_id: id, status: "accepted" }, 202);
+  });
+} else {
+  app.post("/", async (c) => {
+    const body = await c.req.json();
+    const id = randomUUID();
+    const hash = createHash("sha256").update(JSON.stringify(body)).digest("hex");
+    await accept({ id, key: c.req.header("idempotency-key"), hash, body });
+    return c.json({ notification_id: id, status: "accepted" }, 202);
+  });
+}
 process.on("SIGTERM", () => process.exit(0));
 serve({ fetch: app.fetch, port: Number(process.env.PORT), hostname: "127.0.0.1" }, () => process.send?.("ready"));

@@ -1,19 +1,22 @@
 // npm run bench:ingest: POST /api/v1/notifications over HTTP on the real stack (real Postgres
-// and NATS, full durability: commit + publish ack before 202) against two references measured
-// in the same run with the same load generator:
-//   - a bare Hono hello-world (the first ingest target was half of its req/s), and
+// and NATS, full durability: commit + publish ack before 202) against references measured in
+// the same run with the same load generator:
+//   - a bare Hono hello-world (the first ingest target was half of its req/s),
 //   - the minimal durable ingest on bare Hono (bench/floor-server.mjs): the same batched insert
-//     and acknowledged publish, and nothing else, i.e. what durability alone costs here.
-// For each run it also prints the CPU each process spent per request (load generator, server,
-// postgres, nats-server), from /proc: on a machine where they all share the cores, that is
-// what bounds the req/s.
+//     and acknowledged publish, and nothing else, i.e. what durability alone costs here, and
+//   - the same with the checks every request must pass (FLOOR_CHECKS=1: key, bucket,
+//     Idempotency-Key, validation, template parameters, request hash, answer headers).
+// For each run it prints the CPU each process spent per request (load generator, server,
+// postgres, nats-server), from /proc, and last the ratio of the service's CPU per request
+// (server, postgres, nats-server) of each floor to ingest's. BENCH_CONNECTIONS (50),
+// BENCH_SECONDS (10); BENCH_CPU_PROF_DIR=<dir> writes ingest's and the floors' V8 CPU profiles.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { applyTopology, connectBus } from "@notify/bus";
 import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
-import { cpuMeter, fmt, fmtCpu, load, startFloor, startHello } from "./lib.mjs";
+import { cpuMeter, fmt, fmtCpu, load, profileEnv, startFloor, startHello } from "./lib.mjs";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -36,28 +39,36 @@ const stack = await startStack({
   logLevel: "warn",
   seed: true,
   // The benchmark measures ingest, not the inbound rate limit.
-  env: { RATE_LIMIT_PER_SECOND: "1000000", RATE_LIMIT_BURST: "1000000" },
+  env: { RATE_LIMIT_PER_SECOND: "1000000", RATE_LIMIT_BURST: "1000000", ...profileEnv() },
 });
 const helloPort = await freePort();
 const hello = await startHello(helloPort);
 
-// The floor server writes to its own database and namespace, with the same schema and topology.
-const floorDb = await freshDatabase(t);
-const floorNamespace = freshNamespace(t);
-const topologyBus = await connectBus({
-  servers: natsUrl,
-  name: "notify-bench",
-  namespace: floorNamespace,
-  partitions: 8,
-});
-await applyTopology(topologyBus);
-await topologyBus.close();
-const floorPort = await freePort();
-const floor = await startFloor(floorPort, {
-  DATABASE_URL: floorDb.url,
-  NATS_URL: natsUrl,
-  NATS_NAMESPACE: floorNamespace,
-});
+// Each floor writes to its own database and namespace, with the same schema and topology.
+async function floorServer(env) {
+  const floorDb = await freshDatabase(t);
+  const floorNamespace = freshNamespace(t);
+  const topologyBus = await connectBus({
+    servers: natsUrl,
+    name: "notify-bench",
+    namespace: floorNamespace,
+    partitions: 8,
+  });
+  await applyTopology(topologyBus);
+  await topologyBus.close();
+  const port = await freePort();
+  const server = await startFloor(port, {
+    DATABASE_URL: floorDb.url,
+    NATS_URL: natsUrl,
+    NATS_NAMESPACE: floorNamespace,
+    ...env,
+    ...profileEnv(),
+  });
+  return { port, server };
+}
+const floor = await floorServer({});
+const checked = await floorServer({ FLOOR_CHECKS: "1", FLOOR_API_KEY: stack.apiKey });
+const bearer = { authorization: `Bearer ${stack.apiKey}` };
 
 const body = JSON.stringify({
   user_id: "user-123",
@@ -69,10 +80,11 @@ const body = JSON.stringify({
 });
 const targets = {
   hello: { url: `http://127.0.0.1:${helloPort}/`, headers: {}, pid: () => hello.pid },
-  floor: { url: `http://127.0.0.1:${floorPort}/`, headers: {}, pid: () => floor.pid },
+  floor: { url: `http://127.0.0.1:${floor.port}/`, headers: {}, pid: () => floor.server.pid },
+  checked: { url: `http://127.0.0.1:${checked.port}/`, headers: bearer, pid: () => checked.server.pid },
   ingest: {
     url: `${stack.baseUrl}/api/v1/notifications`,
-    headers: { authorization: `Bearer ${stack.apiKey}` },
+    headers: bearer,
     pid: () => stack.apps.get("ingest")?.child.pid,
   },
 };
@@ -86,23 +98,36 @@ try {
   console.log("warming up...");
   for (const target of Object.values(targets)) await run(target, 2);
   const results = {};
-  for (const [name, target] of Object.entries(targets)) results[name] = await run(target, seconds);
+  for (const [name, target] of Object.entries(targets)) {
+    if (process.env.BENCH_STRACE) console.log(`${name} pid ${target.pid()}`);
+    results[name] = await run(target, seconds);
+  }
 
-  const { hello: h, floor: f, ingest: i } = results;
+  const { hello: h, floor: f, checked: k, ingest: i } = results;
   console.log(`\nPOST, ${connections} connections, ${seconds} s each`);
-  console.log(`hono hello-world        ${fmt(h.result)}`);
-  console.log(`minimal durable ingest  ${fmt(f.result)}`);
-  console.log(`notify ingest           ${fmt(i.result)}`);
+  console.log(`hono hello-world          ${fmt(h.result)}`);
+  console.log(`minimal durable ingest    ${fmt(f.result)}`);
+  console.log(`  + the request's checks  ${fmt(k.result)}`);
+  console.log(`notify ingest             ${fmt(i.result)}`);
   console.log("\nCPU per request (µs), from /proc:");
   console.log(`  hello-world  ${fmtCpu(h.cpu, h.result.total)}`);
   console.log(`  minimal      ${fmtCpu(f.cpu, f.result.total)}`);
+  console.log(`  + checks     ${fmtCpu(k.cpu, k.result.total)}`);
   console.log(`  ingest       ${fmtCpu(i.cpu, i.result.total)}`);
-  console.log(`\nratio (ingest / hello-world req/s): ${(i.result.rps / h.result.rps).toFixed(3)}`);
-  console.log(`ratio (minimal durable / hello-world): ${(f.result.rps / h.result.rps).toFixed(3)}`);
-  console.log(`ratio (ingest / minimal durable): ${(i.result.rps / f.result.rps).toFixed(3)}`);
+  // The service's CPU per request: the server, postgres and nats-server, not the load generator.
+  const service = ({ cpu, result }) =>
+    cpu === null ? Number.NaN : (cpu.server + cpu.postgres + cpu["nats-server"]) / Math.max(1, result.total);
+  const ratio = (a, b) => (service(b) / service(a)).toFixed(2);
+  console.log(`\nreq/s: ingest / minimal durable ${(i.result.rps / f.result.rps).toFixed(2)}`);
+  console.log(
+    `service CPU per request: minimal ${service(f).toFixed(0)} µs, + checks ${service(k).toFixed(0)} µs, ingest ${service(i).toFixed(0)} µs`,
+  );
+  console.log(`ratio (CPU per request, minimal durable / ingest): ${ratio(i, f)}`);
+  console.log(`ratio (CPU per request, minimal durable with the checks / ingest): ${ratio(i, k)}`);
 } finally {
   hello.kill();
-  floor.kill();
+  floor.server.kill();
+  checked.server.kill();
   await stack.stop();
   for (const fn of teardowns.reverse()) await fn();
 }

@@ -47,6 +47,18 @@ function startServer(script, env) {
   });
 }
 
+/**
+ * The environment that makes a spawned app (or floor) record its V8 CPU profile into
+ * $BENCH_CPU_PROF_DIR (bench/cpu-profile.mjs), or nothing when that variable is unset.
+ */
+export const profileEnv = () =>
+  process.env.BENCH_CPU_PROF_DIR
+    ? {
+        NODE_OPTIONS: `--import=${new URL("./cpu-profile.mjs", import.meta.url).href}`,
+        CPU_PROFILE_DIR: process.env.BENCH_CPU_PROF_DIR,
+      }
+    : {};
+
 export const fmt = (r) =>
   `${r.rps.toFixed(0).padStart(7)} req/s   p50 ${String(r.p50).padStart(4)} ms   p99 ${String(r.p99).padStart(4)} ms   (${r.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors)`;
 

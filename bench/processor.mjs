@@ -18,7 +18,7 @@ import { newId, partitionOf } from "@notify/core";
 import { acceptNotifications, seedTemplate } from "@notify/db";
 import { SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { cpuMeter } from "./lib.mjs";
+import { cpuMeter, profileEnv } from "./lib.mjs";
 
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? 20000);
 const WARM = Number(process.env.BENCH_WARM ?? 2000);
@@ -148,12 +148,6 @@ async function run(target) {
 const appData = await preload();
 const floorData = await preload();
 
-const profileEnv = process.env.BENCH_CPU_PROF_DIR
-  ? {
-      NODE_OPTIONS: `--import=${new URL("./cpu-profile.mjs", import.meta.url).href}`,
-      CPU_PROFILE_DIR: process.env.BENCH_CPU_PROF_DIR,
-    }
-  : {};
 const processor = spawnApp(
   "processor",
   {
@@ -166,7 +160,7 @@ const processor = spawnApp(
     HOST: "127.0.0.1",
     // Its default level, as in production: nothing per notification.
     LOG_LEVEL: "info",
-    ...profileEnv,
+    ...profileEnv(),
   },
   (_, line) => {
     if (/"level":(40|50|60)/.test(line)) console.error(`[processor] ${line}`);

@@ -20,7 +20,7 @@ import {
   signSendgridEvents,
 } from "@notify/providers/sendgrid/event-webhook";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { cpuBetween, cpuTicks } from "./lib.mjs";
+import { cpuBetween, cpuTicks, profileEnv } from "./lib.mjs";
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20000);
 const PLIVO_EVENTS = Number(process.env.BENCH_PLIVO_EVENTS ?? 4000);
@@ -162,12 +162,7 @@ const receipts = spawnApp(
     HOST: "127.0.0.1",
     // Its default level, as in production: one line per post.
     LOG_LEVEL: "info",
-    ...(process.env.BENCH_CPU_PROF_DIR
-      ? {
-          NODE_OPTIONS: `--import=${new URL("./cpu-profile.mjs", import.meta.url).href}`,
-          CPU_PROFILE_DIR: process.env.BENCH_CPU_PROF_DIR,
-        }
-      : {}),
+    ...profileEnv(),
   },
   (_, line) => {
     if (/"level":(50|60)/.test(line)) console.error(`[receipts] ${line}`);

@@ -1,4 +1,5 @@
 import type { Bus } from "@notify/bus";
+import type { MaybePromise } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { AttemptThrottle, MetricsRegistry, VersionLifecycle } from "@notify/http";
 import type { Logger } from "@notify/log";
@@ -17,7 +18,7 @@ export interface IngestDeps {
   /** With a cache, `forget` drops a key this instance revoked or rotated (others hear it on NATS). */
   lookupKey: KeyLookup & Partial<Pick<CachedKeyLookup, "forget">>;
   /** Latest template parameters; with a cache, `forget` drops a template that got a version. */
-  templates: ((id: string) => Promise<TemplateInfo | null>) & Partial<Pick<TemplateLookup, "forget">>;
+  templates: ((id: string) => MaybePromise<TemplateInfo | null>) & Partial<Pick<TemplateLookup, "forget">>;
   /** Accepts notifications with group commit (notifications/create.ts). */
   ingestor: Ingestor;
   maxBodyBytes: number;

@@ -7,6 +7,7 @@ export * from "./errors.js";
 export * from "./ids.js";
 export * from "./leaky-bucket.js";
 export * from "./locale.js";
+export * from "./maybe-promise.js";
 export * from "./network.js";
 export * from "./notification.js";
 export * from "./notification-status.js";

@@ -14,11 +14,11 @@ export const limitBody = (maxBytes: number): MiddlewareHandler => {
     throw new AppError("payload_too_large", `the request body exceeds ${maxBytes} bytes`);
   };
   const streaming = bodyLimit({ maxSize: maxBytes, onError: tooLarge });
-  return async (c, next) => {
+  return (c, next) => {
     const declared = c.req.header("content-length");
     if (declared === undefined) return streaming(c, next);
     if (!/^\d+$/.test(declared) || Number(declared) > maxBytes) tooLarge();
-    await next();
+    return next();
   };
 };
 

@@ -62,37 +62,36 @@ export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
     // After next() the route path is the matched handler's; "/*" is this middleware's own.
     const route = c.req.routePath === "/*" ? "(unmatched)" : c.req.routePath;
     durations?.observe(c.req.method, route, status, seconds);
-    const clientId = clientOf(c);
-    const line = {
-      method: c.req.method,
-      route,
-      status,
-      ms: Math.round(seconds * 1000),
-      ...(clientId === undefined ? {} : { client_id: clientId }),
-      ...c.get("access"),
-    };
     const operator = OPERATOR_PATHS.has(c.req.path);
     // A readiness probe answering 503 (starting, stopping, a dependency down) is its job, not a
     // failure: what made it unready is logged where it happened. Probes and scrapes every few
     // seconds would drown the access log, so they are logged at debug.
-    if (status >= 500 && !operator) c.get("log").error(line, "request");
-    else if (operator) c.get("log").debug(line, "request");
-    else c.get("log").info(line, "request");
-  });
-  // A NUL can reach no column (Postgres text refuses it): refused here for every route, path
-  // parameters and query strings alike, instead of failing in a query.
-  app.use((c, next) => {
-    if (NUL_IN_URL.test(c.req.url)) {
-      throw new AppError("validation_failed", "the URL must not contain %00 (NUL)", {
-        fields: [{ field: "(url)", message: "must not contain %00 (NUL)" }],
-      });
-    }
-    return next();
+    const level = status >= 500 && !operator ? "error" : operator ? "debug" : "info";
+    if (!log.isLevelEnabled(level)) return;
+    const clientId = clientOf(c);
+    c.get("log")[level](
+      {
+        method: c.req.method,
+        route,
+        status,
+        ms: Math.round(seconds * 1000),
+        ...(clientId === undefined ? {} : { client_id: clientId }),
+        ...c.get("access"),
+      },
+      "request",
+    );
   });
   // Hono hands only Error instances to onError; anything else thrown (a string, null, a Proxy)
-  // would escape as a bare 500 without a body, so it is answered here the same way.
+  // would escape as a bare 500 without a body, so it is answered here the same way. A NUL can
+  // reach no column (Postgres text refuses it): refused here for every route, path parameters
+  // and query strings alike, instead of failing in a query.
   app.use(async (c, next) => {
     try {
+      if (NUL_IN_URL.test(c.req.url)) {
+        throw new AppError("validation_failed", "the URL must not contain %00 (NUL)", {
+          fields: [{ field: "(url)", message: "must not contain %00 (NUL)" }],
+        });
+      }
       await next();
     } catch (thrown) {
       return answerError(thrown, c, log);

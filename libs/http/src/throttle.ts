@@ -73,31 +73,39 @@ export function createAttemptThrottle(options: AttemptThrottleOptions): AttemptT
     return bucket;
   };
 
+  /**
+   * One address's budget. The bucket key is worked out, and the bucket touched, only when the
+   * budget is used: a valid key never uses it, and this runs on every authenticated request.
+   */
+  class AddressBudget implements AttemptBudget {
+    #key: string | undefined;
+    constructor(private readonly address: string) {}
+    get key(): string {
+      this.#key ??= addressBucket(this.address);
+      return this.#key;
+    }
+    check(): void {
+      const bucket = fill(this.key);
+      if (bucket.tokens >= 1) return;
+      const retryAfterSeconds = Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond));
+      throw new AppError(
+        "rate_limited",
+        `too many failed authentication attempts from this address; retry after ${retryAfterSeconds} s`,
+        { context: { retryAfterSeconds } },
+      );
+    }
+    charge(): void {
+      const bucket = fill(this.key);
+      bucket.tokens = Math.max(0, bucket.tokens - 1);
+    }
+    refund(): void {
+      const bucket = fill(this.key);
+      bucket.tokens = Math.min(burst, bucket.tokens + 1);
+    }
+  }
+
   return {
-    budget(address) {
-      if (address === undefined || address === "") return FREE;
-      const key = addressBucket(address);
-      return {
-        check() {
-          const bucket = fill(key);
-          if (bucket.tokens >= 1) return;
-          const retryAfterSeconds = Math.max(1, Math.ceil((1 - bucket.tokens) / perSecond));
-          throw new AppError(
-            "rate_limited",
-            `too many failed authentication attempts from this address; retry after ${retryAfterSeconds} s`,
-            { context: { retryAfterSeconds } },
-          );
-        },
-        charge() {
-          const bucket = fill(key);
-          bucket.tokens = Math.max(0, bucket.tokens - 1);
-        },
-        refund() {
-          const bucket = fill(key);
-          bucket.tokens = Math.min(burst, bucket.tokens + 1);
-        },
-      };
-    },
+    budget: (address) => (address === undefined || address === "" ? FREE : new AddressBudget(address)),
   };
 }
 

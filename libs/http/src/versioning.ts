@@ -28,6 +28,8 @@ export function versionLifecycle(
   if (lifecycle.deprecatedAt) headers.deprecation = deprecationHeader(lifecycle.deprecatedAt);
   if (lifecycle.sunsetAt) headers.sunset = lifecycle.sunsetAt.toUTCString();
   if (lifecycle.link) headers.link = `<${lifecycle.link}>; rel="deprecation"; type="text/html"`;
+  // A current version has nothing to announce: the middleware only passes the request on.
+  if (Object.keys(headers).length === 0 && !lifecycle.sunsetAt) return (_c, next) => next();
   return async (c, next) => {
     if (lifecycle.sunsetAt && now() >= lifecycle.sunsetAt) {
       throw new AppError("version_sunset", `API ${version} reached its sunset on ${lifecycle.sunsetAt.toUTCString()}`, {

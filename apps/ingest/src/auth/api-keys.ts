@@ -1,4 +1,4 @@
-import { hashKey, type Scope } from "@notify/core";
+import { andThen, hashKey, type MaybePromise, type Scope } from "@notify/core";
 import { type Database, findActiveKeyByHash, touchKeyLastUsed } from "@notify/db";
 import { type AttemptBudget, createForgettableCache } from "@notify/http";
 import type { Logger } from "@notify/log";
@@ -26,9 +26,10 @@ const MAX_UNKNOWN = 2_000;
  * Looks a presented key up; with `budget` (the source address's pre-auth attempts, see
  * createAttemptThrottle) a key the cache does not know to be valid first checks the address
  * still has attempts, and a lookup that goes to Postgres holds one of them while it runs, so
- * one address cannot have more than its burst of lookups in flight.
+ * one address cannot have more than its burst of lookups in flight. A key cached as valid is
+ * answered as a plain value; anything else is a promise, and every failure a rejection.
  */
-export type KeyLookup = (key: string, budget?: AttemptBudget) => Promise<Principal | null>;
+export type KeyLookup = (key: string, budget?: AttemptBudget) => MaybePromise<Principal | null>;
 
 /** A KeyLookup with a cache, which a revocation announced on NATS empties of the key at once. */
 export type CachedKeyLookup = KeyLookup & { forget(keyId: string): void };
@@ -91,11 +92,17 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     );
   };
 
-  const lookup = async (hash: string, budget?: AttemptBudget): Promise<Principal | null> => {
+  // A cached valid key is answered at once (no promise): this runs on every request.
+  const lookup = (hash: string, budget?: AttemptBudget): MaybePromise<Principal | null> => {
     const hit = known.get(hash);
     if (hit) return hit;
-    // Only a key known to be valid skips the address's budget.
-    budget?.check();
+    // Only a key known to be valid skips the address's budget. Past the hit, failures are
+    // rejections, as callers await what they get.
+    try {
+      budget?.check();
+    } catch (error) {
+      return Promise.reject(error);
+    }
     if (cached && unknown.has(hash)) return null;
     const running = inFlight.get(hash);
     if (running) return running;
@@ -108,10 +115,10 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     return started;
   };
 
-  const keyLookup: KeyLookup = async (key, budget) => {
-    const principal = await lookup(hashKey(key), budget);
-    if (principal) touch(principal.keyId);
-    return principal;
-  };
+  const keyLookup: KeyLookup = (key, budget) =>
+    andThen(lookup(hashKey(key), budget), (principal) => {
+      if (principal) touch(principal.keyId);
+      return principal;
+    });
   return Object.assign(keyLookup, { forget: (keyId: string) => known.forget(keyId) });
 }

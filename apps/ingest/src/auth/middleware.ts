@@ -79,16 +79,21 @@ export function authenticate(
       );
     }
     const budget = throttle?.budget(clientAddress(c));
-    const principal = await lookup(key, budget).catch((error: unknown) => {
-      throw asDependencyError(error, "postgres");
-    });
+    const found = lookup(key, budget);
+    const principal =
+      found instanceof Promise
+        ? await found.catch((error: unknown) => {
+            throw asDependencyError(error, "postgres");
+          })
+        : found;
     if (!principal) {
       budget?.charge();
       throw new AppError("invalid_api_key", "the API key is unknown or revoked", {
         context: { wwwAuthenticate: challenge("invalid_token") },
       });
     }
-    const decision = await limiter.admit(principal.keyId, principal.rateLimit);
+    const admitted = limiter.admit(principal.keyId, principal.rateLimit);
+    const decision = admitted instanceof Promise ? await admitted : admitted;
     c.set("principal", principal);
     c.set("log", c.get("log").child({ client_id: principal.clientId, key_id: principal.keyId }));
     await responseHeaders(c, next, rateLimitHeaders(decision, decision.limits));
@@ -100,7 +105,7 @@ export function authenticate(
  * answer is 401 with a bare challenge, with a key lacking the scope 403.
  */
 export function requireScope(scope: Scope): MiddlewareHandler<AuthEnv> {
-  return async (c, next) => {
+  return (c, next) => {
     const principal = c.get("principal") as Principal | undefined;
     if (!principal) {
       // RFC 6750 3.1: a request with no credential of this scheme gets a bare challenge.
@@ -115,6 +120,6 @@ export function requireScope(scope: Scope): MiddlewareHandler<AuthEnv> {
         context: { wwwAuthenticate: challenge("insufficient_scope", `, scope="${scope}"`) },
       });
     }
-    await next();
+    return next();
   };
 }

@@ -1,8 +1,13 @@
-import { AppError, type BucketDecision, type BucketLimits, leak } from "@notify/core";
+import { AppError, type BucketDecision, type BucketLimits, leak, type MaybePromise } from "@notify/core";
+
+export type Admitted = BucketDecision & { limits: BucketLimits };
 
 export interface RateLimiter {
-  /** Admits the request (after its wait in the queue) or throws a 429 problem. */
-  admit(keyId: string, limits: BucketLimits | null): Promise<BucketDecision & { limits: BucketLimits }>;
+  /**
+   * Admits the request (after its wait in the queue: a promise only when there is one) or
+   * throws a 429 problem.
+   */
+  admit(keyId: string, limits: BucketLimits | null): MaybePromise<Admitted>;
 }
 
 /** IETF RateLimit draft headers: the policy (queue size over the time it takes to drain) and now. */
@@ -22,7 +27,7 @@ export function rateLimitHeaders(decision: BucketDecision, limits: BucketLimits)
 export function createRateLimiter(defaults: BucketLimits, now: () => number = Date.now): RateLimiter {
   const buckets = new Map<string, number>();
   return {
-    async admit(keyId, own) {
+    admit(keyId, own) {
       const limits = own ?? defaults;
       const at = now();
       if (buckets.size > 100_000) {
@@ -39,8 +44,9 @@ export function createRateLimiter(defaults: BucketLimits, now: () => number = Da
         );
       }
       buckets.set(keyId, drainedAt);
-      if (decision.delayMs >= 1) await new Promise((resolve) => setTimeout(resolve, decision.delayMs));
-      return { ...decision, limits };
+      const admitted = { ...decision, limits };
+      if (decision.delayMs < 1) return admitted;
+      return new Promise<Admitted>((resolve) => setTimeout(() => resolve(admitted), decision.delayMs));
     },
   };
 }

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { AppError, newId } from "@notify/core";
+import { AppError, type MaybePromise, newId } from "@notify/core";
 import { type Database, insertBroadcast } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
 import { canonicalJson } from "../notifications/canonical-json.js";
@@ -17,7 +17,7 @@ export type BroadcastResult =
  * publish to wait for; expansion starts within the expander's poll interval.
  */
 export async function createBroadcast(
-  deps: { database: Database; templates: (id: string) => Promise<TemplateInfo | null> },
+  deps: { database: Database; templates: (id: string) => MaybePromise<TemplateInfo | null> },
   input: { clientId: string; idempotencyKey: string; request: BroadcastRequest },
 ): Promise<BroadcastResult> {
   const { request } = input;

@@ -1,5 +1,5 @@
 import type { Bus } from "@notify/bus";
-import { AppError } from "@notify/core";
+import { AppError, type MaybePromise } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { asDependencyError } from "../dependency.js";
@@ -15,7 +15,7 @@ export type { CreateInput } from "./prepare.js";
 export interface CreateDeps {
   database: Database;
   bus: Bus;
-  templates: (id: string) => Promise<TemplateInfo | null>;
+  templates: (id: string) => MaybePromise<TemplateInfo | null>;
   log: Logger;
 }
 
@@ -83,7 +83,8 @@ export function createIngestor(
     async create(input) {
       // Checked before and after the preparation (a template lookup may wait), never past the limit.
       if (queue.length >= queueLimit) throw queueFull(queueLimit);
-      const prepared = await prepareNotification(deps, input);
+      const preparing = prepareNotification(deps, input);
+      const prepared = preparing instanceof Promise ? await preparing : preparing;
       if (queue.length >= queueLimit) throw queueFull(queueLimit);
       return new Promise<CreateResult>((resolve, reject) => {
         queue.push({ ...prepared, resolve, reject });

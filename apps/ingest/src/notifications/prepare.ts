@@ -1,5 +1,12 @@
 import type { Bus } from "@notify/bus";
-import { AppError, type LaneMessage, type NotificationRequest, newId, partitionOf } from "@notify/core";
+import {
+  AppError,
+  type LaneMessage,
+  type MaybePromise,
+  type NotificationRequest,
+  newId,
+  partitionOf,
+} from "@notify/core";
 import { asDependencyError } from "../dependency.js";
 import { requestHash } from "./canonical-json.js";
 import { checkTemplate, type TemplateInfo } from "./templates.js";
@@ -25,18 +32,24 @@ export interface Prepared {
  * Gives the notification its id, pins the template's current version and picks the lane
  * partition from the user id.
  */
-export async function prepareNotification(
-  deps: { bus: Bus; templates: (id: string) => Promise<TemplateInfo | null> },
+export function prepareNotification(
+  deps: { bus: Bus; templates: (id: string) => MaybePromise<TemplateInfo | null> },
   input: CreateInput,
-): Promise<Prepared> {
+): MaybePromise<Prepared> {
+  const found = deps.templates(input.request.template_id);
+  return found instanceof Promise
+    ? found.then(
+        (template) => prepared(deps, input, template),
+        (error: unknown) => {
+          throw asDependencyError(error, "postgres");
+        },
+      )
+    : prepared(deps, input, found);
+}
+
+function prepared(deps: { bus: Bus }, input: CreateInput, found: TemplateInfo | null): Prepared {
   const { request } = input;
-  const template = checkTemplate(
-    await deps.templates(request.template_id).catch((error: unknown) => {
-      throw asDependencyError(error, "postgres");
-    }),
-    request.template_id,
-    request.data,
-  );
+  const template = checkTemplate(found, request.template_id, request.data);
   if (!deps.bus.isConnected()) {
     throw new AppError("dependency_unavailable", "nats is unavailable", { context: { retryAfterSeconds: 1 } });
   }

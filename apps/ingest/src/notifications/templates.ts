@@ -1,4 +1,4 @@
-import { AppError, missingParams } from "@notify/core";
+import { AppError, type MaybePromise, missingParams } from "@notify/core";
 import { type Database, readLatestTemplateParams } from "@notify/db";
 import { createForgettableCache } from "@notify/http";
 
@@ -9,7 +9,7 @@ export interface TemplateInfo {
 }
 
 export interface TemplateLookup {
-  (templateId: string): Promise<TemplateInfo | null>;
+  (templateId: string): MaybePromise<TemplateInfo | null>;
   /** Drops what is cached of a template that got a version here or on another instance. */
   forget(templateId: string): void;
 }
@@ -22,11 +22,15 @@ export interface TemplateLookup {
 export function createTemplateLookup(database: Database, ttlMs = 5000): TemplateLookup {
   // Bounded: template ids come from requests, and an unknown one is cached (as null) too.
   const cache = createForgettableCache<TemplateInfo | null>({ max: 10_000, ttlMs });
-  const lookup = (templateId: string): Promise<TemplateInfo | null> =>
-    cache.load(templateId, async () => {
+  // A cached template is answered at once (no promise): every POST asks.
+  const lookup = (templateId: string): MaybePromise<TemplateInfo | null> => {
+    const hit = cache.get(templateId);
+    if (hit !== undefined) return hit;
+    return cache.load(templateId, async () => {
       const row = await readLatestTemplateParams(database, templateId);
       return row ? { id: templateId, version: row.version, params: row.params } : null;
     });
+  };
   return Object.assign(lookup, { forget: (templateId: string) => cache.forget(templateId) });
 }
 

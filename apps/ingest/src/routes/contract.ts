@@ -153,9 +153,13 @@ const operationId = (route: { method: string; path: string }) =>
     .replace(/:(\w+)/g, "By_$1")
     .replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`;
 
-/** The route's OpenAPI description, as a middleware that hono-openapi finds on the route. */
+/**
+ * The route's OpenAPI description, as a middleware that hono-openapi finds on the route. It
+ * only passes the request on, without the async frame describeRoute's own middleware adds to
+ * every request; the description travels on it as describeRoute's properties.
+ */
 export function contract(route: Contract): MiddlewareHandler {
-  return describeRoute({
+  const described = describeRoute({
     operationId,
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
@@ -173,6 +177,9 @@ export function contract(route: Contract): MiddlewareHandler {
       : {}),
     responses: responses(route),
   } as unknown as Parameters<typeof describeRoute>[0]);
+  const passOn: MiddlewareHandler = (_c, next) => next();
+  Object.defineProperty(passOn, "name", { value: described.name, configurable: true });
+  return Object.assign(passOn, described);
 }
 
 const problemSchema = (): Json => ({
