@@ -16,6 +16,26 @@ t.test("partitionOf is stable and in range for any user id", async (t) => {
   t.pass("property held");
 });
 
+t.test("partitionOf hashes the UTF-8 bytes of any id, ASCII or not", async (t) => {
+  const reference = (userId: string, partitions: number) => {
+    let hash = 0x811c9dc5;
+    for (const byte of new TextEncoder().encode(userId)) {
+      hash ^= byte;
+      hash = Math.imul(hash, 0x01000193) >>> 0;
+    }
+    return hash % partitions;
+  };
+  fc.assert(
+    fc.property(
+      fc.oneof(fc.string({ unit: "grapheme", maxLength: 64 }), fc.string({ maxLength: 64 }), fc.string({ unit: "binary" })),
+      fc.integer({ min: 1, max: 2 ** 31 }),
+      (userId, partitions) => partitionOf(userId, partitions) === reference(userId, partitions),
+    ),
+  );
+  t.equal(partitionOf("é", 2 ** 31), reference("é", 2 ** 31), "a two-byte character");
+  t.pass("property held");
+});
+
 t.test("partitionOf matches FNV-1a reference values", async (t) => {
   // FNV-1a 32-bit of "" is 0x811c9dc5 and of "a" is 0xe40c292c (published test vectors).
   t.equal(partitionOf("", 2 ** 31), 0x811c9dc5 % 2 ** 31);

@@ -12,7 +12,8 @@ export interface ForgettableCache<V> {
   /**
    * The value kept for `key`; else reads it through `read` and keeps it for `ttlOf(value)` ms
    * (the cache's TTL when absent; below 1, not kept), unless its tag was forgotten while the
-   * read ran.
+   * read ran. Callers that miss while a read of the key is under way share it, unless a forget
+   * came in between or nothing is cached (a TTL of 0: every load reads).
    */
   load(key: string, read: () => Promise<V>, ttlOf?: (value: V) => number): Promise<V>;
   forget(tag: string): void;
@@ -30,20 +31,34 @@ export function createForgettableCache<V>(options: {
   const entries = new LRUCache<string, { value: V }>({ max, ttl: Math.max(1, ttlMs) });
   // When each tag was last forgotten, on a counter (two events in one millisecond stay ordered).
   const forgotten = new LRUCache<string, number>({ max, ttl: Math.max(1, ttlMs) });
+  // Reads under way, by key: the requests that miss together (a popular entry expiring under
+  // load) share one read instead of each sending its own to the database.
+  const reading = new Map<string, Promise<V>>();
   let clock = 0;
   const get = (key: string): V | undefined => (ttlMs > 0 ? entries.get(key)?.value : undefined);
   return {
     get,
-    async load(key, read, ttlOf) {
+    load(key, read, ttlOf) {
       const hit = get(key);
-      if (hit !== undefined) return hit;
+      if (hit !== undefined) return Promise.resolve(hit);
+      const running = ttlMs > 0 ? reading.get(key) : undefined;
+      if (running !== undefined) return running;
       const began = ++clock;
-      const value = await read();
-      const ttl = Math.min(ttlMs, ttlOf ? ttlOf(value) : ttlMs);
-      if (ttl >= 1 && (forgotten.get(tagOf(key, value)) ?? -1) < began) entries.set(key, { value }, { ttl });
-      return value;
+      const started = (async () => {
+        const value = await read();
+        const ttl = Math.min(ttlMs, ttlOf ? ttlOf(value) : ttlMs);
+        if (ttl >= 1 && (forgotten.get(tagOf(key, value)) ?? -1) < began) entries.set(key, { value }, { ttl });
+        return value;
+      })().finally(() => {
+        if (reading.get(key) === started) reading.delete(key);
+      });
+      if (ttlMs > 0) reading.set(key, started);
+      return started;
     },
     forget(tag) {
+      // A read that began before this may return the old row: later callers start their own.
+      // (Which reads carry the tag is known only once they answer; forgets are rare.)
+      reading.clear();
       forgotten.set(tag, ++clock);
       if (!options.tagOf) entries.delete(tag);
       else for (const [key, entry] of entries.entries()) if (tagOf(key, entry.value) === tag) entries.delete(key);

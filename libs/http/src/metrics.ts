@@ -28,6 +28,8 @@ export interface Gauge {
 
 export interface Histogram {
   observe(labels: Labels, value: number): void;
+  /** The series of these labels, to observe into without handling the labels each time. */
+  series(labels: Labels): (value: number) => void;
 }
 
 /** Seconds, from a millisecond up to a minute: provider calls and waits. */
@@ -85,7 +87,13 @@ export class MetricsRegistry {
       buckets: [...buckets].sort((a, b) => a - b),
       registers: [this.registry],
     });
-    return { observe: (labels, value) => metric.observe(this.#labels(name, labelNames, labels), value) };
+    return {
+      observe: (labels, value) => metric.observe(this.#labels(name, labelNames, labels), value),
+      series: (labels) => {
+        const child = metric.labels(this.#labels(name, labelNames, labels));
+        return (value) => child.observe(value);
+      },
+    };
   }
 
   /** Runs before every scrape: for values read from elsewhere (queue depth, breaker state). */
@@ -158,8 +166,19 @@ export function requestMetrics(metrics: MetricsRegistry): RequestMetrics {
     REQUEST_DURATION_BUCKETS,
     ["method", "route", "status"],
   );
+  // Each (method, route pattern, status) series once bound: a handful per route, and this runs on
+  // every request. Patterns, not paths, so the map stays as small as the series themselves.
+  const bound = new Map<string, (seconds: number) => void>();
   const made: RequestMetrics = {
-    observe: (method, route, status, seconds) => histogram.observe({ method, route, status: String(status) }, seconds),
+    observe: (method, route, status, seconds) => {
+      const key = `${method} ${status} ${route}`;
+      let observe = bound.get(key);
+      if (observe === undefined) {
+        observe = histogram.series({ method, route, status: String(status) });
+        bound.set(key, observe);
+      }
+      observe(seconds);
+    },
   };
   requestHistograms.set(metrics, made);
   return made;

@@ -57,3 +57,35 @@ t.test("a TTL of 0, or a value's TTL below 1 ms, keeps nothing", async (t) => {
   );
   t.equal(some.get("b"), 2);
 });
+
+t.test("misses under way together share one read, unless a forget comes in between", async (t) => {
+  const cache = createForgettableCache<string>({ max: 10, ttlMs: 60_000 });
+  let reads = 0;
+  const releases: Array<(value: string) => void> = [];
+  const read = () => {
+    reads++;
+    return new Promise<string>((resolve) => releases.push(resolve));
+  };
+  const together = [cache.load("a", read), cache.load("a", read), cache.load("a", read)];
+  t.equal(reads, 1, "three misses, one read");
+  cache.forget("a");
+  const after = cache.load("a", read);
+  t.equal(reads, 2, "a miss after the forget does not join the read that began before it");
+  releases[0]?.("old row");
+  releases[1]?.("new row");
+  t.same(await Promise.all(together), ["old row", "old row", "old row"]);
+  t.equal(await after, "new row");
+  t.equal(cache.get("a"), "new row", "only the read begun after the forget is kept");
+
+  const failing = createForgettableCache<string>({ max: 10, ttlMs: 60_000 });
+  const boom = async () => {
+    throw new Error("down");
+  };
+  await t.rejects(Promise.all([failing.load("b", boom), failing.load("b", boom)]), /down/);
+  t.equal(await failing.load("b", async () => "up"), "up", "a failed read is not shared with later callers");
+
+  const uncached = createForgettableCache<string>({ max: 10, ttlMs: 0 });
+  let direct = 0;
+  await Promise.all([uncached.load("c", async () => `${++direct}`), uncached.load("c", async () => `${++direct}`)]);
+  t.equal(direct, 2, "with nothing cached every load reads");
+});
