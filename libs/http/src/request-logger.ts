@@ -15,13 +15,19 @@ export type RequestLogger = Record<Level, LogFn> & { child(bindings: Bindings): 
  */
 class LazyLogger implements RequestLogger {
   #child: Logger | undefined;
+  // A child's own fields stay apart from its parent's until something is logged: merging them
+  // for every authenticated request would cost an object that is rarely used.
   constructor(
     private readonly root: Logger,
     private readonly bindings: Bindings,
+    private readonly more?: Bindings,
   ) {}
+  #merged(): Bindings {
+    return this.more === undefined ? this.bindings : { ...this.bindings, ...this.more };
+  }
   #log(level: Level, obj: unknown, msg?: string): void {
     if (!this.root.isLevelEnabled(level)) return;
-    this.#child ??= this.root.child(this.bindings);
+    this.#child ??= this.root.child(this.#merged());
     this.#child[level](obj as object, msg);
   }
   fatal(obj: unknown, msg?: string) {
@@ -43,7 +49,7 @@ class LazyLogger implements RequestLogger {
     this.#log("trace", obj, msg);
   }
   child(more: Bindings): RequestLogger {
-    return new LazyLogger(this.root, { ...this.bindings, ...more });
+    return new LazyLogger(this.root, this.#merged(), more);
   }
 }
 

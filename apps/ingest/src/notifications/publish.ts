@@ -25,27 +25,39 @@ export interface PublishOutcome {
 /** Publishes the committed notifications of a batch to their lanes, together; msg id = notification id. */
 export async function publishLanes(deps: { bus: Bus; log: Logger }, claimed: Pending[]): Promise<PublishOutcome> {
   const outcome: PublishOutcome = { published: [], failed: [], ambiguous: [], failures: [] };
+  const failed = (item: Pending, error: unknown) => {
+    if (isAmbiguous(error)) {
+      outcome.ambiguous.push(item.message.notification_id);
+      deps.log.warn(
+        { err: error, notification_id: item.message.notification_id },
+        "publish outcome unknown; the recovery sweep will settle it",
+      );
+    } else {
+      outcome.failed.push(item.message.notification_id);
+    }
+    outcome.failures.push({ item, error: asDependencyError(error, "nats") });
+  };
+  // Plain callbacks, not an async function per message: this runs for every request.
   await Promise.all(
-    claimed.map(async (item) => {
+    claimed.map((item) => {
+      const { message } = item;
+      let publishing: Promise<unknown>;
       try {
-        await deps.bus.publish(
-          deps.bus.subjects.lane(item.message.priority, item.partition),
-          item.message,
-          item.message.notification_id,
+        publishing = deps.bus.publish(
+          deps.bus.subjects.lane(message.priority, item.partition),
+          message,
+          message.notification_id,
         );
-        outcome.published.push(item.message.notification_id);
       } catch (error) {
-        if (isAmbiguous(error)) {
-          outcome.ambiguous.push(item.message.notification_id);
-          deps.log.warn(
-            { err: error, notification_id: item.message.notification_id },
-            "publish outcome unknown; the recovery sweep will settle it",
-          );
-        } else {
-          outcome.failed.push(item.message.notification_id);
-        }
-        outcome.failures.push({ item, error: asDependencyError(error, "nats") });
+        failed(item, error);
+        return undefined;
       }
+      return publishing.then(
+        () => {
+          outcome.published.push(message.notification_id);
+        },
+        (error: unknown) => failed(item, error),
+      );
     }),
   );
   return outcome;
