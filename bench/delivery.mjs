@@ -53,7 +53,7 @@ if (process.argv[2] === "--baseline") {
 
 const { spawnApp, waitReady } = await import("@notify/devstack");
 const { applyTopology, connectBus } = await import("@notify/bus");
-const { cpuBetween, cpuTicks } = await import("./lib.mjs");
+const { cpuBetween, cpuFigure, cpuTicks, rateFigure, summarize } = await import("./lib.mjs");
 const { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 4000);
@@ -229,6 +229,13 @@ try {
   line("notify worker, one process", notify.rate, notify.cpuUs, `(${fmtGroups(notify)})`);
   console.log(`ratio to raw sends/s: floor ${(least.rate / raw).toFixed(2)}, worker ${(notify.rate / raw).toFixed(2)}`);
   console.log(`ratio (floor / worker CPU per send): ${(least.cpuUs / notify.cpuUs).toFixed(2)}`);
+  summarize({
+    what: "one worker, one email sent",
+    notify: `${cpuFigure(notify.cpuUs)}, ${rateFigure(notify.rate)}`,
+    floor: `${cpuFigure(least.cpuUs)}, ${rateFigure(least.rate)} (raw @sendgrid/mail: ${rateFigure(raw)})`,
+    ratio: least.cpuUs / notify.cpuUs,
+    command: "npm run bench:delivery",
+  });
 } finally {
   for (const fn of teardowns.reverse()) await fn();
 }

@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
-import { cpuBetween, cpuTicks, profileEnv } from "./lib.mjs";
+import { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, summarize } from "./lib.mjs";
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 6000);
 const RATE = Number(process.env.BENCH_RATE ?? 150);
@@ -334,6 +334,14 @@ console.log(
 console.log(
   `ratio (notify / floor delivered/s): ${(saturation.delivered / saturation.seconds / (EMAILS / floorRun.seconds)).toFixed(2)}`,
 );
+
+summarize({
+  what: "whole pipeline, one email to receipt",
+  notify: `${cpuFigure(notifyUs)}, ${rateFigure(saturation.delivered / saturation.seconds)}`,
+  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)}`,
+  ratio: floorUs / notifyUs,
+  command: "npm run bench:e2e",
+});
 
 for (const fn of teardowns.reverse()) await fn();
 process.exit(0);

@@ -18,7 +18,18 @@ import { join } from "node:path";
 import { applyTopology, connectBus } from "@notify/bus";
 import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
-import { cpuMeter, fmt, fmtCpu, load, profileEnv, startFloor, startHello } from "./lib.mjs";
+import {
+  cpuFigure,
+  cpuMeter,
+  fmt,
+  fmtCpu,
+  load,
+  profileEnv,
+  rateFigure,
+  startFloor,
+  startHello,
+  summarize,
+} from "./lib.mjs";
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -143,6 +154,13 @@ try {
   );
   console.log(`ratio (CPU per request, minimal durable / ingest): ${ratio(i, f)}`);
   console.log(`ratio (CPU per request, minimal durable with the checks / ingest): ${ratio(i, k)}`);
+  summarize({
+    what: `ingest, one accepted request (${connections} connections)`,
+    notify: `${cpuFigure(service(i))}, ${rateFigure(i.result.rps)}`,
+    floor: `${cpuFigure(service(f))}, ${rateFigure(f.result.rps)} (with the checks: ${cpuFigure(service(k))})`,
+    ratio: service(f) / service(i),
+    command: `BENCH_CONNECTIONS=${connections} npm run bench:ingest`,
+  });
 } finally {
   hello.kill();
   floor.server.kill();

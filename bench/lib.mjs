@@ -1,6 +1,6 @@
 import { execSync, fork } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
 import autocannon from "autocannon";
 
 /** Runs autocannon and returns req/s and latency percentiles (ms). */
@@ -58,6 +58,19 @@ export const profileEnv = () =>
         CPU_PROFILE_DIR: process.env.BENCH_CPU_PROF_DIR,
       }
     : {};
+
+/**
+ * One row of the README's performance table (bench/table.mjs), appended as a JSON line to
+ * $BENCH_SUMMARY when it is set: what was measured, notify's figure, its floor's, the ratio
+ * (floor / notify in CPU per unit of work) and the command that reproduces it.
+ */
+export function summarize(row) {
+  if (process.env.BENCH_SUMMARY) appendFileSync(process.env.BENCH_SUMMARY, `${JSON.stringify(row)}\n`);
+}
+
+/** A figure as the README prints it: µs below a millisecond, ms above, thousands spaced. */
+export const cpuFigure = (us) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms CPU` : `${us.toFixed(0)} µs CPU`);
+export const rateFigure = (perSecond) => `${Math.round(perSecond).toLocaleString("en").replaceAll(",", " ")}/s`;
 
 export const fmt = (r) =>
   `${r.rps.toFixed(0).padStart(7)} req/s   p50 ${String(r.p50).padStart(4)} ms   p99 ${String(r.p99).padStart(4)} ms   (${r.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors)`;

@@ -18,7 +18,7 @@ import { newId, partitionOf } from "@notify/core";
 import { acceptNotifications, seedTemplate } from "@notify/db";
 import { SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { cpuMeter, profileEnv } from "./lib.mjs";
+import { cpuFigure, cpuMeter, profileEnv, rateFigure, summarize } from "./lib.mjs";
 
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? 20000);
 const WARM = Number(process.env.BENCH_WARM ?? 2000);
@@ -224,3 +224,10 @@ console.log(`\nratio (processor / floor notifications/s): ${(rate(app) / rate(mi
 console.log(
   `ratio (floor CPU per notification / processor CPU per notification): ${(service(min) / service(app)).toFixed(3)} (${service(min).toFixed(1)} / ${service(app).toFixed(1)} µs, app + postgres + nats-server)`,
 );
+summarize({
+  what: "processor, one routed notification",
+  notify: `${cpuFigure(service(app))}, ${rateFigure(rate(app))}`,
+  floor: `${cpuFigure(service(min))}, ${rateFigure(rate(min))}`,
+  ratio: service(min) / service(app),
+  command: "npm run bench:processor",
+});

@@ -20,7 +20,7 @@ import {
   signSendgridEvents,
 } from "@notify/providers/sendgrid/event-webhook";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { cpuBetween, cpuTicks, profileEnv } from "./lib.mjs";
+import { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, summarize } from "./lib.mjs";
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20000);
 const PLIVO_EVENTS = Number(process.env.BENCH_PLIVO_EVENTS ?? 4000);
@@ -288,3 +288,10 @@ console.log(
 console.log(
   `receipts: ${service(app).toFixed(1)} µs CPU per event (app + postgres); floor: ${service(min).toFixed(1)} µs; ratio (floor / receipts): ${(service(min) / service(app)).toFixed(3)}`,
 );
+summarize({
+  what: `receipts, one SendGrid event (${BATCH} a post)`,
+  notify: `${cpuFigure(service(app))}, ${rateFigure(app.events / app.seconds)}`,
+  floor: `${cpuFigure(service(min))}, ${rateFigure(min.events / min.seconds)}`,
+  ratio: service(min) / service(app),
+  command: "npm run bench:receipts",
+});
