@@ -33,18 +33,25 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"))) {
     self.set(name, (self.get(name) ?? 0) + n);
     total += n;
   }
-  const idle = [...self].filter(([k]) => /^\(idle\)|^\(program\)|^\(garbage collector\)/.test(k));
+  const idle = [...self].filter(([k]) => /^\((idle|program)\)/.test(k));
+  // Shares are of the busy samples: idle and V8's "(program)" left out of the denominator, the
+  // garbage collector kept in (it is work the app causes).
+  const busy = total - idle.reduce((sum, [, n]) => sum + n, 0);
   const packages = new Map();
   for (const [id, n] of counts) {
-    const key = owner(byId.get(id).callFrame.url);
+    const { functionName, url } = byId.get(id).callFrame;
+    if (/^\((idle|program)\)$/.test(functionName)) continue;
+    const key = url ? owner(url) : functionName.startsWith("(") ? functionName : "(native)";
     packages.set(key, (packages.get(key) ?? 0) + n);
   }
-  const pct = (n) => `${((100 * n) / total).toFixed(1)}%`;
-  console.log(`\n${file}: ${total} samples; ${idle.map(([k, n]) => `${k.trim()} ${pct(n)}`).join(", ")}`);
-  console.log("  by package:");
+  const pct = (n, of = busy) => `${((100 * n) / of).toFixed(1)}%`;
+  console.log(
+    `\n${file}: ${total} samples, ${busy} busy; ${idle.map(([k, n]) => `${k.trim()} ${pct(n, total)}`).join(", ")} of all`,
+  );
+  console.log("  by package (share of busy samples):");
   for (const [k, n] of [...packages].sort((a, b) => b[1] - a[1]).slice(0, 10))
     console.log(`    ${pct(n).padStart(6)}  ${k}`);
-  console.log("  heaviest functions (self):");
+  console.log("  heaviest functions (self, share of busy samples):");
   for (const [k, n] of [...self]
     .sort((a, b) => b[1] - a[1])
     .filter(([k]) => !/^\((idle|program)\)/.test(k))
