@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { type Bus, PublishRejectedError, PublishTimeoutError } from "@notify/bus";
-import { AppError, type NotificationRequest } from "@notify/core";
+import { AppError } from "@notify/core";
 import { captureLogger, eventually, freshBus, freshDatabase, inOutbox } from "@notify/testing";
 import t from "tap";
 import { createIngestor } from "../src/notifications/create.js";
 import { recoverUnpublished } from "../src/notifications/recover.js";
+import { minimalRequest } from "./support.js";
 
 // What one batch of the group commit leaves behind when its publishes end differently: the
 // outbox keeps exactly the notifications still to publish, so a retry of a request that was
@@ -40,15 +41,8 @@ const ingestor = createIngestor(
 );
 t.teardown(() => ingestor.drain());
 
-const request = (userId: string): NotificationRequest => ({
-  user_id: userId,
-  category: "orders",
-  template_id: "welcome",
-  data: {},
-  priority: "transactional",
-});
 const create = (userId: string, key: string) =>
-  ingestor.create({ clientId: "shop", idempotencyKey: key, request: request(userId) });
+  ingestor.create({ clientId: "shop", idempotencyKey: key, request: minimalRequest(userId) });
 const idOf = async (key: string) =>
   (await sql<{ id: string }[]>`select id from notifications where dedup_key = ${key}`)[0]?.id;
 const codeOf = (error: unknown) => (error instanceof AppError ? error.code : String(error));

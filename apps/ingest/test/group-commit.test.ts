@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import type { Bus } from "@notify/bus";
-import type { NotificationRequest } from "@notify/core";
 import type { Database } from "@notify/db";
 import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
-import t from "tap";
+import t, { type Test } from "tap";
 import { createIngestor } from "../src/notifications/create.js";
+import { minimalRequest as request } from "./support.js";
 
 // How requests are grouped into batches. A batch costs a statement, a commit and a publish flush
 // whatever its size, so the group commit must not send out batches of one while others wait:
@@ -50,13 +50,6 @@ function holdingBus() {
   };
 }
 
-const request = (userId: string): NotificationRequest => ({
-  user_id: userId,
-  category: "orders",
-  template_id: "welcome",
-  data: {},
-  priority: "transactional",
-});
 const templates = async (id: string) => ({ id, version: 1, params: [] });
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 const until = async (check: () => boolean) => {
@@ -76,17 +69,22 @@ t.test("requests made in one turn of the event loop are one batch", async (t) =>
   t.same(counted.batches, [20], "one statement for the twenty");
 });
 
-t.test("while a batch is in flight, a few late requests wait for it and then go together", async (t) => {
+/** An ingestor (a second batch at 8 waiting) whose first batch, of one request, is in flight. */
+async function oneInFlight(t: Pick<Test, "teardown">) {
   const counted = counting(database);
   const held = holdingBus();
   const ingestor = createIngestor({ database: counted.database, bus: held.bus, log, templates }, { overlapAt: 8 });
   t.teardown(() => ingestor.drain());
   const create = (user: string) =>
     ingestor.create({ clientId: "shop", idempotencyKey: randomUUID(), request: request(user) });
-
   held.hold();
   const first = create("first");
   await until(() => counted.batches.length === 1);
+  return { counted, held, create, first };
+}
+
+t.test("while a batch is in flight, a few late requests wait for it and then go together", async (t) => {
+  const { counted, held, create, first } = await oneInFlight(t);
   const late: Array<ReturnType<typeof create>> = [];
   for (let i = 0; i < 5; i++) {
     late.push(create(`late-${i}`));
@@ -100,16 +98,7 @@ t.test("while a batch is in flight, a few late requests wait for it and then go 
 });
 
 t.test("once enough requests wait, a second batch overlaps the one in flight", async (t) => {
-  const counted = counting(database);
-  const held = holdingBus();
-  const ingestor = createIngestor({ database: counted.database, bus: held.bus, log, templates }, { overlapAt: 8 });
-  t.teardown(() => ingestor.drain());
-  const create = (user: string) =>
-    ingestor.create({ clientId: "shop", idempotencyKey: randomUUID(), request: request(user) });
-
-  held.hold();
-  const first = create("first");
-  await until(() => counted.batches.length === 1);
+  const { counted, held, create, first } = await oneInFlight(t);
   const waiting = Array.from({ length: 8 }, (_, i) => create(`waiting-${i}`));
   await until(() => counted.batches.length === 2);
   t.same(counted.batches, [1, 8], "eight waiting: their batch is stored while the first is still publishing");

@@ -1,4 +1,5 @@
 import { type Bus, connectBus } from "@notify/bus";
+import type { NotificationRequest } from "@notify/core";
 import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
 import { createAdminApp, createApp, type IngestDeps } from "../src/app.js";
@@ -44,3 +45,12 @@ export async function otherConnection(t: Pick<Test, "teardown">, bus: Bus): Prom
   t.teardown(() => own.close());
   return own;
 }
+
+/** The least valid request, for a user: what the group-commit tests send. */
+export const minimalRequest = (userId: string): NotificationRequest => ({
+  user_id: userId,
+  category: "orders",
+  template_id: "welcome",
+  data: {},
+  priority: "transactional",
+});

@@ -31,7 +31,11 @@ t.test("the library has the shape the patch expects", async (t) => {
 
 t.test("answered requests make no Error", async (t) => {
   const subject = `${bus.naming.namespace}.echo`;
-  const sub = bus.nc.subscribe(subject, { callback: (_, msg) => msg.respond(msg.data) });
+  const sub = bus.nc.subscribe(subject, {
+    callback: (_, msg) => {
+      msg.respond(msg.data);
+    },
+  });
   t.teardown(() => sub.unsubscribe());
   made = 0;
   for (let i = 0; i < 20; i++) {
