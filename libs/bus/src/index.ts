@@ -24,7 +24,6 @@ export * from "./nats-config.js";
 export * from "./oldest.js";
 export * from "./poison.js";
 export * from "./publisher.js";
-export * from "./request-cancel.js";
 export * from "./roles.js";
 export * from "./send-guard.js";
 export * from "./topology.js";
