@@ -1,13 +1,17 @@
 // npm run bench:fanout: expands a broadcast to an audience of BENCH_MEMBERS (1,000,000) with
 // the processor's expander (real Postgres and NATS: per batch one transaction inserting the
-// notifications and recipient rows with unnest and moving the cursor, then the batch's lane
-// publishes pipelined and one statement marking them published), and reports recipients/s,
-// against a baseline measured in the same run: the same number of lane messages published
-// alone, pipelined the same way. Peak resident memory is sampled every 100 ms, for a small and
-// the full audience: it must not grow with the audience.
+// notifications, recipient rows and outbox row and moving the cursor, the batch's lane publishes
+// pipelined while the next batch is written), and reports recipients/s and the CPU per recipient
+// of the expander, Postgres and nats-server, read from /proc, against two references in the same
+// run: bench/floor-fanout.mjs, the least a durable expansion does (the same inserts and
+// publishes, nothing else), and the same number of lane messages published alone. Peak resident
+// memory is sampled every 100 ms, for a small and the full audience: it must not grow with the
+// audience. The ratio to the floor (CPU per recipient) is printed last.
 const { connectBus, applyTopology } = await import("@notify/bus");
 const { captureLogger, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
-const { expandBatch } = await import("@notify/processor/broadcasts/expander");
+const { expandBroadcasts } = await import("@notify/processor/broadcasts/expander");
+const { cpuBetween, cpuFigure, cpuTicks, rateFigure, summarize } = await import("./lib.mjs");
+const { floorExpand } = await import("./floor-fanout.mjs");
 
 const MEMBERS = Number(process.env.BENCH_MEMBERS ?? 1_000_000);
 const SMALL = Math.max(1, Math.floor(MEMBERS / 10));
@@ -21,6 +25,21 @@ const bus = await connectBus({ servers: TEST_NATS_URL, name: "bench-fanout", nam
 teardowns.push(() => bus.close());
 await applyTopology(bus);
 const { log } = captureLogger("bench");
+
+/** CPU of this process (the expander), of Postgres and of nats-server, in µs. */
+const cpuGroup = ({ pid, comm }) =>
+  pid === process.pid ? "expander" : comm === "postgres" || comm === "nats-server" ? comm : null;
+async function metered(fn) {
+  const before = cpuTicks(cpuGroup);
+  const result = await fn();
+  return { ...result, cpu: cpuBetween(before, cpuTicks(cpuGroup)) };
+}
+const fmtCpu = (cpu, n) =>
+  cpu === null
+    ? "(no /proc)"
+    : `CPU µs/recipient: ${Object.entries(cpu)
+        .map(([group, us]) => `${group} ${(us / n).toFixed(1)}`)
+        .join(", ")}, total ${(Object.values(cpu).reduce((a, b) => a + b, 0) / n).toFixed(1)}`;
 
 function sampler() {
   let peak = process.memoryUsage().rss;
@@ -41,12 +60,13 @@ async function expand(id, members) {
   global.gc?.();
   const peak = sampler();
   const started = performance.now();
-  for (;;) if ((await expandBatch({ database, bus, log }, BATCH)).kind === "finished") break;
+  const { cpu } = await metered(async () => ({ expanded: await expandBroadcasts({ database, bus, log }, BATCH) }));
   const seconds = (performance.now() - started) / 1000;
-  return { rate: members / seconds, seconds, peakMb: peak() };
+  return { rate: members / seconds, seconds, peakMb: peak(), cpu };
 }
 
 async function publishOnly(count) {
+  const before = cpuTicks(cpuGroup);
   const started = performance.now();
   for (let from = 0; from < count; from += BATCH) {
     const batch = Array.from({ length: Math.min(BATCH, count - from) }, (_, i) => `baseline-${from + i}`);
@@ -70,24 +90,46 @@ async function publishOnly(count) {
       ),
     );
   }
-  return count / ((performance.now() - started) / 1000);
+  const rate = count / ((performance.now() - started) / 1000);
+  return { rate, cpu: cpuBetween(before, cpuTicks(cpuGroup)) };
+}
+
+const total = (cpu) => (cpu === null ? Number.NaN : Object.values(cpu).reduce((a, b) => a + b, 0));
+
+async function floor(members) {
+  global.gc?.();
+  const started = performance.now();
+  const { cpu } = await metered(async () =>
+    floorExpand({ sql: database.sql, bus }, { audienceId: "full", broadcastId: "floor", batch: BATCH }),
+  );
+  return { rate: members / ((performance.now() - started) / 1000), cpu };
 }
 
 try {
   const small = await expand("small", SMALL);
   const full = await expand("full", MEMBERS);
+  const minimal = await floor(MEMBERS);
   const baseline = await publishOnly(MEMBERS);
   const fmt = (n) => Math.round(n).toLocaleString("en-US").padStart(9);
   console.log(`batch ${BATCH}, 16 lane partitions`);
-  console.log(`publish only (baseline)      ${fmt(baseline)} messages/s`);
+  console.log(`publish only (NATS alone)    ${fmt(baseline.rate)} messages/s   ${fmtCpu(baseline.cpu, MEMBERS)}`);
+  console.log(`minimal durable expansion    ${fmt(minimal.rate)} recipients/s   ${fmtCpu(minimal.cpu, MEMBERS)}`);
   console.log(
-    `expand ${SMALL.toLocaleString("en-US").padStart(9)} members    ${fmt(small.rate)} recipients/s   peak RSS ${small.peakMb.toFixed(0)} MB`,
+    `expand ${SMALL.toLocaleString("en-US").padStart(9)} members    ${fmt(small.rate)} recipients/s   peak RSS ${small.peakMb.toFixed(0)} MB   ${fmtCpu(small.cpu, SMALL)}`,
   );
   console.log(
-    `expand ${MEMBERS.toLocaleString("en-US").padStart(9)} members    ${fmt(full.rate)} recipients/s   peak RSS ${full.peakMb.toFixed(0)} MB   (${full.seconds.toFixed(1)} s)`,
+    `expand ${MEMBERS.toLocaleString("en-US").padStart(9)} members    ${fmt(full.rate)} recipients/s   peak RSS ${full.peakMb.toFixed(0)} MB   ${fmtCpu(full.cpu, MEMBERS)}   (${full.seconds.toFixed(1)} s)`,
   );
-  console.log(`ratio (expand / publish only): ${(full.rate / baseline).toFixed(3)}`);
-  console.log(`plan: 33,000/s (10 million pushes in 5 minutes): ${(full.rate / 33_000).toFixed(2)} of it`);
+  console.log(`target: 33,000 recipients/s (10 million pushes in 5 minutes): ${(full.rate / 33_000).toFixed(2)} of it`);
+  const ratio = total(minimal.cpu) / total(full.cpu);
+  console.log(`ratio (floor / expand, CPU per recipient): ${ratio.toFixed(3)}`);
+  summarize({
+    what: `fan-out, one recipient of a ${MEMBERS.toLocaleString("en").replaceAll(",", " ")}-member audience`,
+    notify: `${cpuFigure(total(full.cpu) / MEMBERS)}, ${rateFigure(full.rate)}`,
+    floor: `${cpuFigure(total(minimal.cpu) / MEMBERS)}, ${rateFigure(minimal.rate)}`,
+    ratio,
+    command: "npm run bench:fanout",
+  });
 } finally {
   for (const fn of teardowns.reverse()) await fn();
 }

@@ -1,7 +1,7 @@
 import { type LaneMessage, partitionOf } from "@notify/core";
 import { captureLogger, freshBus, freshDatabase, streamCount } from "@notify/testing";
 import t from "tap";
-import { expandBatch } from "../src/broadcasts/expander.js";
+import { expandBatch, expandBroadcasts } from "../src/broadcasts/expander.js";
 
 // The expander in process: batches in member order, one notification and one lane message per
 // member, a cancel that stops it between batches, and two expanders that never share a batch.
@@ -104,4 +104,74 @@ t.test("a batch whose publishes fail stays in the outbox for ingest's recovery s
     "and all listed in the outbox",
   );
   t.equal(await streamCount(bus, bus.streams.lane("promotional")), before, "nothing reached the lane");
+});
+
+t.test("pipelined expansion: every member once, finish reported after its publishes, no outbox row left", async (t) => {
+  await broadcast("p1", 95, ["email"]);
+  await broadcast("p2", 40, ["email"]);
+  const before = await streamCount(bus, bus.streams.lane("promotional"));
+  // When a broadcast is reported finished, all its lane messages are already on the stream.
+  const finished: { id: string; onLane: Promise<number> }[] = [];
+  const count = await expandBroadcasts(deps, 10, {
+    onFinished: (id) => finished.push({ id, onLane: streamCount(bus, bus.streams.lane("promotional")) }),
+  });
+  t.equal(count, 135, "b-fail, left expanding by the test before, had no member left");
+  const ours = finished.filter((f) => f.id.startsWith("p"));
+  t.same(
+    ours.map((f) => f.id),
+    ["p1", "p2"],
+  );
+  t.ok(((await ours[0]?.onLane) ?? 0) >= before + 95, "p1 finished after its 95 publishes");
+  t.ok(((await ours[1]?.onLane) ?? 0) >= before + 135, "p2 finished after its 40 publishes");
+  for (const [id, n] of [
+    ["p1", 95],
+    ["p2", 40],
+  ] as const) {
+    const rows = await recipients(id);
+    t.equal(new Set(rows.map((r) => r.user_id)).size, n, `${id}: each member once`);
+    t.ok(
+      rows.every((r) => r.published),
+      `${id}: every batch settled`,
+    );
+    t.match(await state(id), { status: "expanded", expanded: n });
+  }
+  t.equal(await streamCount(bus, bus.streams.lane("promotional")), before + 135);
+  const message = (
+    await bus.jsm.streams.getMessage(bus.streams.lane("promotional"), {
+      last_by_subj: bus.subjects.lane("promotional", partitionOf("p2-u000001", bus.naming.partitions)),
+    })
+  )?.json<LaneMessage>();
+  const stamps = await database.sql<{ created_at: Date }[]>`
+    select created_at from notifications where id = ${message?.notification_id ?? ""}`;
+  t.equal(message?.created_at, stamps[0]?.created_at.toISOString(), "the message carries the stored created_at");
+});
+
+t.test("pipelined expansion stops between batches and keeps a failed batch for the recovery sweep", async (t) => {
+  await broadcast("p3", 50, ["email"]);
+  let batches = 0;
+  let publishes = 0;
+  const flaky = {
+    ...deps,
+    bus: {
+      ...bus,
+      // The second batch's publishes fail; the others go through.
+      publish: (async (...args: Parameters<typeof bus.publish>) => {
+        const batch = Math.floor(publishes++ / 10);
+        if (batch === 1) throw Object.assign(new Error("no ack"), { name: "TimeoutError" });
+        return bus.publish(...args);
+      }) as typeof bus.publish,
+    },
+  };
+  const count = await expandBroadcasts(flaky, 10, { isStopping: () => ++batches > 3 });
+  t.equal(count, 30, "three batches, then it stopped");
+  t.match(await state("p3"), { status: "expanding", expanded: 30 });
+  const rows = await recipients("p3");
+  t.equal(rows.length, 30);
+  t.same(
+    rows.filter((r) => !r.published).map((r) => r.user_id),
+    Array.from({ length: 10 }, (_, i) => `p3-u${String(11 + i).padStart(6, "0")}`),
+    "only the failed batch is left in the outbox",
+  );
+  await database.sql`delete from publish_outbox`;
+  await database.sql`update broadcasts set status = 'cancelled' where id = 'p3'`;
 });

@@ -144,7 +144,8 @@ export async function cancelBroadcastExpansion(database: Database, clientId: str
 export interface ExpandedRecipient {
   notification_id: string;
   user_id: string;
-  created_at: Date;
+  /** The lane partition of its user (stored on the notification too). */
+  partition: number;
 }
 
 /** The broadcast a batch expanded, as its lane messages need it. */
@@ -159,27 +160,45 @@ export type ExpandingBroadcast = Omit<
 export type ExpansionStep =
   | { kind: "idle" }
   | { kind: "finished"; broadcastId: string }
-  | { kind: "expanded"; broadcast: ExpandingBroadcast; recipients: ExpandedRecipient[]; outboxId: string | null };
+  | {
+      kind: "expanded";
+      broadcast: ExpandingBroadcast;
+      recipients: ExpandedRecipient[];
+      /** The batch's notifications' created_at: they were inserted by one transaction. */
+      createdAt: Date;
+      outboxId: string | null;
+    };
 
 type BroadcastRow = ExpandingBroadcast & { audience_id: string; request_hash: string; cursor: string | null };
 
 /**
  * Expands one batch of one broadcast. In a single transaction it takes the broadcast's row
  * (SKIP LOCKED: several processors share broadcasts, never one batch), reads the next members
- * after the stored cursor in user id order, inserts their notifications and recipient rows with
- * one unnest statement each, lists the batch in publish_outbox and moves the cursor past it. A
- * crash before the commit leaves nothing and the batch is done again; after it, the cursor says
- * the batch is done: no member is skipped, none gets two (broadcast_recipients' key holds that
- * too). A broadcast with no member left is marked expanded.
+ * after the stored cursor in user id order, then in one statement inserts their notifications
+ * and recipient rows, lists the batch in publish_outbox and moves the cursor past it. A crash
+ * before the commit leaves nothing and the batch is done again; after it, the cursor says the
+ * batch is done: no member is skipped, none gets two (broadcast_recipients' key holds that too).
+ * A broadcast with no member left is marked expanded.
+ *
+ * The batch's ids, users and partitions travel once, as three arrays the statement's parts
+ * share, and nothing comes back per row: every notification of the batch has the
+ * transaction's now() as created_at, which the statement answers once.
+ *
+ * `settled` are outbox rows of earlier batches whose publishes were all acknowledged: they are
+ * deleted in the same transaction, which spares each batch a transaction of its own for that.
+ * If this one fails they stay, and the caller settles them otherwise (or the recovery sweep
+ * republishes them, which JetStream deduplicates by msg id).
  */
 export async function expandBroadcastBatch(
   database: Database,
   batchSize: number,
   partitions: number,
+  settled: readonly string[] = [],
 ): Promise<ExpansionStep> {
   const { sql } = database;
   return sql.begin(async (tx): Promise<ExpansionStep> => {
     const [broadcast] = await tx<BroadcastRow[]>`
+      with settled as (delete from publish_outbox where id = any(${settled as string[]}::bigint[]))
       select id, client_id, audience_id, category, template_id, template_version, requested_channels, data,
         request_hash, cursor
       from broadcasts where status = 'expanding' order by created_at limit 1 for update skip locked`;
@@ -192,23 +211,44 @@ export async function expandBroadcastBatch(
       await tx`update broadcasts set status = 'expanded', finished_at = now(), updated_at = now() where id = ${broadcast.id}`;
       return { kind: "finished", broadcastId: broadcast.id };
     }
-    const userIds = members.map((m) => m.user_id);
-    const ids = userIds.map(() => newId());
-    const rows = await tx<ExpandedRecipient[]>`
-      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
-        requested_channels, data, dedup_key, request_hash, partition)
-      select id, ${broadcast.client_id}, user_id, ${broadcast.category}, ${broadcast.template_id},
-        ${broadcast.template_version}, 'promotional', ${broadcast.requested_channels}::text[],
-        ${sql.json(broadcast.data as never)}, ${`broadcast:${broadcast.id}:`} || user_id, ${broadcast.request_hash}, partition
-      from unnest(${ids}::text[], ${userIds}::text[], ${userIds.map((u) => partitionOf(u, partitions))}::int[])
-        as t(id, user_id, partition)
-      returning id as notification_id, user_id, created_at`;
-    await tx`insert into broadcast_recipients (broadcast_id, user_id, notification_id)
-      select ${broadcast.id}, user_id, id from unnest(${userIds}::text[], ${ids}::text[]) as t(user_id, id)`;
-    const [outbox] = await tx<{ id: string }[]>`
-      insert into publish_outbox (notification_ids) values (${ids}::text[]) returning id::text`;
-    await tx`update broadcasts set cursor = ${userIds.at(-1) as string}, expanded = expanded + ${userIds.length},
-      updated_at = now() where id = ${broadcast.id}`;
+    const recipients: ExpandedRecipient[] = new Array(members.length);
+    const ids: string[] = new Array(members.length);
+    const userIds: string[] = new Array(members.length);
+    const parts: number[] = new Array(members.length);
+    for (let i = 0; i < members.length; i++) {
+      const userId = (members[i] as { user_id: string }).user_id;
+      const recipient = { notification_id: newId(), user_id: userId, partition: partitionOf(userId, partitions) };
+      recipients[i] = recipient;
+      ids[i] = recipient.notification_id;
+      userIds[i] = userId;
+      parts[i] = recipient.partition;
+    }
+    const [written] = await tx<{ outbox_id: string | null; created_at: Date }[]>`
+      with batch as (
+        select * from unnest(${ids}::text[], ${userIds}::text[], ${parts}::int[]) as t(id, user_id, partition)
+      ),
+      inserted as (
+        insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
+          requested_channels, data, dedup_key, request_hash, partition)
+        select id, ${broadcast.client_id}, user_id, ${broadcast.category}, ${broadcast.template_id},
+          ${broadcast.template_version}, 'promotional', ${broadcast.requested_channels}::text[],
+          ${sql.json(broadcast.data as never)}, ${`broadcast:${broadcast.id}:`} || user_id, ${broadcast.request_hash},
+          partition
+        from batch
+      ),
+      recipients as (
+        insert into broadcast_recipients (broadcast_id, user_id, notification_id)
+        select ${broadcast.id}, user_id, id from batch
+      ),
+      outbox as (
+        insert into publish_outbox (notification_ids) select array_agg(id) from batch returning id
+      ),
+      moved as (
+        update broadcasts set cursor = ${userIds.at(-1) as string}, expanded = expanded + ${userIds.length},
+          updated_at = now()
+        where id = ${broadcast.id}
+      )
+      select (select id from outbox)::text as outbox_id, now() as created_at`;
     const expanding: ExpandingBroadcast = {
       id: broadcast.id,
       client_id: broadcast.client_id,
@@ -218,11 +258,12 @@ export async function expandBroadcastBatch(
       requested_channels: broadcast.requested_channels,
       data: broadcast.data,
     };
-    return { kind: "expanded", broadcast: expanding, recipients: [...rows], outboxId: outbox?.id ?? null };
+    return {
+      kind: "expanded",
+      broadcast: expanding,
+      recipients,
+      createdAt: written?.created_at ?? new Date(),
+      outboxId: written?.outbox_id ?? null,
+    };
   });
-}
-
-/** Drops a batch's outbox entry once every one of its lane messages is published. */
-export async function settleBroadcastOutbox(database: Database, outboxId: string): Promise<void> {
-  await database.sql`delete from publish_outbox where id = ${outboxId}::bigint`;
 }

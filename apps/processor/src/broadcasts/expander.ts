@@ -1,6 +1,6 @@
 import type { Bus } from "@notify/bus";
-import { type LaneMessage, partitionOf } from "@notify/core";
-import { type Database, expandBroadcastBatch, settleBroadcastOutbox } from "@notify/db";
+import type { LaneMessage } from "@notify/core";
+import { type Database, deleteSettledOutboxRows, type ExpansionStep, expandBroadcastBatch } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { every, type Leader } from "../periodic.js";
 
@@ -20,6 +20,8 @@ export type BatchResult =
   | { kind: "finished"; broadcastId: string }
   | { kind: "expanded"; count: number };
 
+type ExpandedStep = Extract<ExpansionStep, { kind: "expanded" }>;
+
 /**
  * Expands one batch of one broadcast: the batch's notifications, recipient rows
  * and cursor move are written in one transaction (libs/db expandBroadcastBatch), so no member is
@@ -30,47 +32,105 @@ export type BatchResult =
  * in the outbox is republished by ingest's recovery sweep.
  */
 export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promise<BatchResult> {
-  const partitions = deps.bus.naming.partitions;
-  const step = await expandBroadcastBatch(deps.database, batchSize, partitions);
+  const step = await expandBroadcastBatch(deps.database, batchSize, deps.bus.naming.partitions);
   if (step.kind !== "expanded") return step;
-  const { broadcast, outboxId } = step;
-  const messages: LaneMessage[] = step.recipients.map((row) => ({
-    notification_id: row.notification_id,
-    client_id: broadcast.client_id,
-    user_id: row.user_id,
-    category: broadcast.category,
-    template_id: broadcast.template_id,
-    ...(broadcast.template_version === null ? {} : { template_version: broadcast.template_version }),
-    priority: "promotional",
-    channels: broadcast.requested_channels,
-    data: broadcast.data,
-    created_at: row.created_at.toISOString(),
-  }));
-  const result: BatchResult = { kind: "expanded", count: messages.length };
-  if (messages.length > 0) {
-    // Published together: the publisher pipelines them on one ack inbox.
-    const published = await Promise.allSettled(
-      messages.map((m) =>
-        deps.bus.publish(
-          deps.bus.subjects.lane("promotional", partitionOf(m.user_id, partitions)),
-          m,
-          m.notification_id,
-        ),
-      ),
-    );
-    const done = published.filter((p) => p.status === "fulfilled").length;
-    if (done === messages.length && outboxId !== null) {
-      await settleBroadcastOutbox(deps.database, outboxId).catch((error: unknown) =>
-        deps.log.warn({ err: error }, "settling the outbox failed; the recovery sweep will republish"),
-      );
-    } else {
-      deps.log.warn(
-        { unpublished: messages.length - done },
-        "broadcast publishes failed; the recovery sweep retries them",
-      );
+  const acknowledged = await publishBatch(deps, step);
+  if (acknowledged !== null) await settle(deps, [acknowledged]);
+  return { kind: "expanded", count: step.recipients.length };
+}
+
+/**
+ * Expands broadcasts batch after batch until none is left to expand or `isStopping()` answers
+ * true, and answers how many recipients it expanded. The batches are pipelined: batch N+1's
+ * transaction runs while batch N's lane messages are published, so Postgres and NATS work at
+ * once instead of in turn, and batch N's outbox row, once all its publishes are acknowledged,
+ * is deleted by batch N+2's transaction rather than by one of its own.
+ *
+ * Each batch keeps expandBatch's crash-safety: its rows, outbox row and cursor move commit
+ * together before any of its publishes, and its outbox row is deleted only after all of them
+ * are acknowledged (a crash in between leaves it to the recovery sweep, which JetStream
+ * deduplicates by msg id). At most two batches are in hand, one being written and one being
+ * published; a broadcast is reported finished, and the call returns, only once every publish
+ * before it has settled.
+ */
+export async function expandBroadcasts(
+  deps: ExpanderDeps,
+  batchSize: number,
+  options: { isStopping?: () => boolean; onFinished?: (broadcastId: string) => void } = {},
+): Promise<number> {
+  const partitions = deps.bus.naming.partitions;
+  const isStopping = options.isStopping ?? (() => false);
+  /** The batch being published: answers its outbox row once every publish is acknowledged. */
+  let publishing: Promise<string | null> | undefined;
+  /** Outbox rows of acknowledged batches, for the next transaction to delete. */
+  let acknowledged: string[] = [];
+  let count = 0;
+  try {
+    while (!isStopping()) {
+      const step = await expandBroadcastBatch(deps.database, batchSize, partitions, acknowledged);
+      acknowledged = [];
+      // The previous batch published meanwhile; wait for it before taking the next in hand.
+      const outboxId = await publishing;
+      publishing = undefined;
+      if (outboxId) acknowledged.push(outboxId);
+      if (step.kind === "idle") break;
+      if (step.kind === "finished") {
+        options.onFinished?.(step.broadcastId);
+        continue;
+      }
+      count += step.recipients.length;
+      publishing = publishBatch(deps, step);
     }
+  } finally {
+    const outboxId = await publishing;
+    if (outboxId) acknowledged.push(outboxId);
+    if (acknowledged.length > 0) await settle(deps, acknowledged);
   }
-  return result;
+  return count;
+}
+
+/**
+ * Publishes a committed batch's lane messages, pipelined on the publisher's one ack inbox.
+ * Answers the batch's outbox row when every publish was acknowledged, else null: the row stays
+ * for ingest's recovery sweep. Never rejects.
+ */
+async function publishBatch(deps: ExpanderDeps, step: ExpandedStep): Promise<string | null> {
+  const { broadcast, recipients, outboxId } = step;
+  const { bus } = deps;
+  const subjects = Array.from({ length: bus.naming.partitions }, (_, p) => bus.subjects.lane("promotional", p));
+  const createdAt = step.createdAt.toISOString();
+  const version = broadcast.template_version === null ? {} : { template_version: broadcast.template_version };
+  const published = await Promise.allSettled(
+    recipients.map((r) => {
+      const message: LaneMessage = {
+        notification_id: r.notification_id,
+        client_id: broadcast.client_id,
+        user_id: r.user_id,
+        category: broadcast.category,
+        template_id: broadcast.template_id,
+        ...version,
+        priority: "promotional",
+        channels: broadcast.requested_channels,
+        data: broadcast.data,
+        created_at: createdAt,
+      };
+      return bus.publish(subjects[r.partition] as string, message, r.notification_id);
+    }),
+  );
+  let failed = 0;
+  for (const p of published) if (p.status === "rejected") failed++;
+  if (failed > 0) {
+    deps.log.warn({ unpublished: failed }, "broadcast publishes failed; the recovery sweep retries them");
+    return null;
+  }
+  return outboxId;
+}
+
+/** Deletes acknowledged batches' outbox rows; a failure leaves them to the recovery sweep. */
+async function settle(deps: ExpanderDeps, outboxIds: readonly string[]): Promise<void> {
+  await deleteSettledOutboxRows(deps.database, outboxIds).catch((error: unknown) =>
+    deps.log.warn({ err: error }, "settling the outbox failed; the recovery sweep will republish"),
+  );
 }
 
 /**
@@ -86,11 +146,10 @@ export function startExpander(
     deps.log,
     "expanding broadcasts",
     async (isStopping) => {
-      let result: BatchResult;
-      do {
-        result = await expandBatch(deps, options.batchSize);
-        if (result.kind === "finished") deps.log.info({ broadcast_id: result.broadcastId }, "broadcast expanded");
-      } while (!isStopping() && result.kind !== "idle");
+      await expandBroadcasts(deps, options.batchSize, {
+        isStopping,
+        onFinished: (broadcastId) => deps.log.info({ broadcast_id: broadcastId }, "broadcast expanded"),
+      });
     },
     options.leader,
   );
