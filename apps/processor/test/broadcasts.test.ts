@@ -104,6 +104,8 @@ t.test("a batch whose publishes fail stays in the outbox for ingest's recovery s
     "and all listed in the outbox",
   );
   t.equal(await streamCount(bus, bus.streams.lane("promotional")), before, "nothing reached the lane");
+  // Out of the way of the tests below.
+  await database.sql`update broadcasts set status = 'cancelled' where id = 'b-fail'`;
 });
 
 t.test("pipelined expansion: every member once, finish reported after its publishes, no outbox row left", async (t) => {
@@ -115,8 +117,8 @@ t.test("pipelined expansion: every member once, finish reported after its publis
   const count = await expandBroadcasts(deps, 10, {
     onFinished: (id) => finished.push({ id, onLane: streamCount(bus, bus.streams.lane("promotional")) }),
   });
-  t.equal(count, 135, "b-fail, left expanding by the test before, had no member left");
-  const ours = finished.filter((f) => f.id.startsWith("p"));
+  t.equal(count, 135);
+  const ours = finished;
   t.same(
     ours.map((f) => f.id),
     ["p1", "p2"],
@@ -174,4 +176,55 @@ t.test("pipelined expansion stops between batches and keeps a failed batch for t
   );
   await database.sql`delete from publish_outbox`;
   await database.sql`update broadcasts set status = 'cancelled' where id = 'p3'`;
+});
+
+t.test("pipelined expanders side by side never give a member two notifications", async (t) => {
+  await broadcast("c1", 500);
+  await broadcast("c2", 300);
+  const counts = await Promise.all([
+    expandBroadcasts(deps, 37),
+    expandBroadcasts(deps, 37),
+    expandBroadcasts(deps, 41),
+  ]);
+  t.equal(
+    counts.reduce((a, b) => a + b, 0),
+    800,
+  );
+  for (const [id, n] of [
+    ["c1", 500],
+    ["c2", 300],
+  ] as const) {
+    const rows = await recipients(id);
+    t.equal(new Set(rows.map((r) => r.user_id)).size, n);
+    t.equal(rows.length, n);
+    t.ok(
+      rows.every((r) => r.published),
+      `${id}: every batch settled`,
+    );
+  }
+});
+
+t.test("a database failure mid-expansion still settles the batch that was publishing", async (t) => {
+  await broadcast("f1", 50, ["email"]);
+  let transactions = 0;
+  // The third transaction fails: batches one and two are committed, two is publishing then.
+  const sql = new Proxy(database.sql, {
+    get: (target, prop, receiver) =>
+      prop === "begin"
+        ? (...args: unknown[]) => {
+            if (++transactions === 3) return Promise.reject(new Error("connection lost"));
+            return (target.begin as (...a: unknown[]) => unknown)(...args);
+          }
+        : Reflect.get(target, prop, receiver),
+  });
+  await t.rejects(expandBroadcasts({ ...deps, database: { ...database, sql } }, 10), /connection lost/);
+  t.match(await state("f1"), { status: "expanding", expanded: 20 });
+  const rows = await recipients("f1");
+  t.equal(rows.length, 20);
+  t.ok(
+    rows.every((r) => r.published),
+    "both committed batches were published and their outbox rows deleted",
+  );
+  t.equal(await expandBroadcasts(deps, 10), 30, "a later run picks up after the cursor");
+  t.equal(new Set((await recipients("f1")).map((r) => r.user_id)).size, 50);
 });

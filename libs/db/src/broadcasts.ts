@@ -164,9 +164,9 @@ export type ExpansionStep =
       kind: "expanded";
       broadcast: ExpandingBroadcast;
       recipients: ExpandedRecipient[];
-      /** The batch's notifications' created_at: they were inserted by one transaction. */
+      /** The batch's notifications' created_at: the transaction's now(), stored on each. */
       createdAt: Date;
-      outboxId: string | null;
+      outboxId: string;
     };
 
 type BroadcastRow = ExpandingBroadcast & { audience_id: string; request_hash: string; cursor: string | null };
@@ -178,7 +178,9 @@ type BroadcastRow = ExpandingBroadcast & { audience_id: string; request_hash: st
  * and recipient rows, lists the batch in publish_outbox and moves the cursor past it. A crash
  * before the commit leaves nothing and the batch is done again; after it, the cursor says the
  * batch is done: no member is skipped, none gets two (broadcast_recipients' key holds that too).
- * A broadcast with no member left is marked expanded.
+ * A broadcast with no member left is marked expanded: all its notifications are stored and
+ * listed in the outbox until published, though the last batch's publishes may still be in
+ * flight (or left to the recovery sweep) when that commits.
  *
  * The batch's ids, users and partitions travel once, as three arrays the statement's parts
  * share, and nothing comes back per row: every notification of the batch has the
@@ -186,8 +188,9 @@ type BroadcastRow = ExpandingBroadcast & { audience_id: string; request_hash: st
  *
  * `settled` are outbox rows of earlier batches whose publishes were all acknowledged: they are
  * deleted in the same transaction, which spares each batch a transaction of its own for that.
- * If this one fails they stay, and the caller settles them otherwise (or the recovery sweep
- * republishes them, which JetStream deduplicates by msg id).
+ * A row the recovery sweep holds is skipped, not waited for with the broadcast's row locked:
+ * the sweep deletes it. If this transaction fails they stay, and the caller settles them
+ * otherwise (or the recovery sweep republishes them, which JetStream deduplicates by msg id).
  */
 export async function expandBroadcastBatch(
   database: Database,
@@ -198,7 +201,10 @@ export async function expandBroadcastBatch(
   const { sql } = database;
   return sql.begin(async (tx): Promise<ExpansionStep> => {
     const [broadcast] = await tx<BroadcastRow[]>`
-      with settled as (delete from publish_outbox where id = any(${settled as string[]}::bigint[]))
+      with settled as (
+        delete from publish_outbox where id in (
+          select id from publish_outbox where id = any(${settled as string[]}::bigint[]) for update skip locked)
+      )
       select id, client_id, audience_id, category, template_id, template_version, requested_channels, data,
         request_hash, cursor
       from broadcasts where status = 'expanding' order by created_at limit 1 for update skip locked`;
@@ -223,17 +229,17 @@ export async function expandBroadcastBatch(
       userIds[i] = userId;
       parts[i] = recipient.partition;
     }
-    const [written] = await tx<{ outbox_id: string | null; created_at: Date }[]>`
+    const [written] = await tx<{ outbox_id: string; created_at: Date }[]>`
       with batch as (
         select * from unnest(${ids}::text[], ${userIds}::text[], ${parts}::int[]) as t(id, user_id, partition)
       ),
       inserted as (
         insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
-          requested_channels, data, dedup_key, request_hash, partition)
+          requested_channels, data, dedup_key, request_hash, partition, created_at)
         select id, ${broadcast.client_id}, user_id, ${broadcast.category}, ${broadcast.template_id},
           ${broadcast.template_version}, 'promotional', ${broadcast.requested_channels}::text[],
           ${sql.json(broadcast.data as never)}, ${`broadcast:${broadcast.id}:`} || user_id, ${broadcast.request_hash},
-          partition
+          partition, now()
         from batch
       ),
       recipients as (
@@ -258,12 +264,7 @@ export async function expandBroadcastBatch(
       requested_channels: broadcast.requested_channels,
       data: broadcast.data,
     };
-    return {
-      kind: "expanded",
-      broadcast: expanding,
-      recipients,
-      createdAt: written?.created_at ?? new Date(),
-      outboxId: written?.outbox_id ?? null,
-    };
+    if (!written) throw new Error("the batch statement answered no row");
+    return { kind: "expanded", broadcast: expanding, recipients, createdAt: written.created_at, outboxId: written.outbox_id };
   });
 }

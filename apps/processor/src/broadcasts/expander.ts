@@ -95,6 +95,16 @@ export async function expandBroadcasts(
  * for ingest's recovery sweep. Never rejects.
  */
 async function publishBatch(deps: ExpanderDeps, step: ExpandedStep): Promise<string | null> {
+  try {
+    return await publishAll(deps, step);
+  } catch (error) {
+    // A throw before any publish (a bad subject, say): nothing of the batch is acknowledged.
+    deps.log.warn({ err: error }, "broadcast publishes failed; the recovery sweep retries them");
+    return null;
+  }
+}
+
+async function publishAll(deps: ExpanderDeps, step: ExpandedStep): Promise<string | null> {
   const { broadcast, recipients, outboxId } = step;
   const { bus } = deps;
   const subjects = Array.from({ length: bus.naming.partitions }, (_, p) => bus.subjects.lane("promotional", p));
