@@ -265,6 +265,12 @@ export async function expandBroadcastBatch(
       data: broadcast.data,
     };
     if (!written) throw new Error("the batch statement answered no row");
-    return { kind: "expanded", broadcast: expanding, recipients, createdAt: written.created_at, outboxId: written.outbox_id };
+    return {
+      kind: "expanded",
+      broadcast: expanding,
+      recipients,
+      createdAt: written.created_at,
+      outboxId: written.outbox_id,
+    };
   });
 }
