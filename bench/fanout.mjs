@@ -5,13 +5,23 @@
 // of the expander, Postgres and nats-server, read from /proc, against two references in the same
 // run: bench/floor-fanout.mjs, the least a durable expansion does (the same inserts and
 // publishes, nothing else), and the same number of lane messages published alone. Peak resident
-// memory is sampled every 100 ms, for a small and the full audience: it must not grow with the
-// audience. The ratio to the floor (CPU per recipient) is printed last.
+// memory is sampled every 100 ms, and the heap left after a collection is compared with the one
+// before, for a small and the full audience: neither may grow with the audience. The ratio to the floor (CPU per recipient) is printed last.
 const { connectBus, applyTopology } = await import("@notify/bus");
 const { captureLogger, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 const { expandBroadcasts } = await import("@notify/processor/broadcasts/expander");
 const { cpuBetween, cpuFigure, cpuTicks, rateFigure, summarize } = await import("./lib.mjs");
 const { floorExpand } = await import("./floor-fanout.mjs");
+const { setFlagsFromString } = await import("node:v8");
+const { runInNewContext } = await import("node:vm");
+
+// A collection on demand, for the heap that outlives an expansion (what it retains).
+setFlagsFromString("--expose-gc");
+const gc = runInNewContext("gc");
+const heapMb = () => {
+  gc();
+  return process.memoryUsage().heapUsed / 1024 / 1024;
+};
 
 const MEMBERS = Number(process.env.BENCH_MEMBERS ?? 1_000_000);
 const SMALL = Math.max(1, Math.floor(MEMBERS / 10));
@@ -57,12 +67,12 @@ async function expand(id, members) {
   await database.sql`insert into broadcasts (id, client_id, dedup_key, request_hash, audience_id, category, template_id,
       data, status, total)
     values (${id}, 'bench', ${id}, 'h', ${id}, 'deals', 'promo', '{"name":"you"}', 'expanding', ${members})`;
-  global.gc?.();
+  const heapBefore = heapMb();
   const peak = sampler();
   const started = performance.now();
   const { cpu } = await metered(async () => ({ expanded: await expandBroadcasts({ database, bus, log }, BATCH) }));
   const seconds = (performance.now() - started) / 1000;
-  return { rate: members / seconds, seconds, peakMb: peak(), cpu };
+  return { rate: members / seconds, seconds, peakMb: peak(), retainedMb: heapMb() - heapBefore, cpu };
 }
 
 async function publishOnly(count) {
@@ -97,7 +107,7 @@ async function publishOnly(count) {
 const total = (cpu) => (cpu === null ? Number.NaN : Object.values(cpu).reduce((a, b) => a + b, 0));
 
 async function floor(members) {
-  global.gc?.();
+  gc();
   const started = performance.now();
   const { cpu } = await metered(async () =>
     floorExpand({ sql: database.sql, bus }, { audienceId: "full", broadcastId: "floor", batch: BATCH }),
@@ -115,10 +125,10 @@ try {
   console.log(`publish only (NATS alone)    ${fmt(baseline.rate)} messages/s   ${fmtCpu(baseline.cpu, MEMBERS)}`);
   console.log(`minimal durable expansion    ${fmt(minimal.rate)} recipients/s   ${fmtCpu(minimal.cpu, MEMBERS)}`);
   console.log(
-    `expand ${SMALL.toLocaleString("en-US").padStart(9)} members    ${fmt(small.rate)} recipients/s   peak RSS ${small.peakMb.toFixed(0)} MB   ${fmtCpu(small.cpu, SMALL)}`,
+    `expand ${SMALL.toLocaleString("en-US").padStart(9)} members    ${fmt(small.rate)} recipients/s   peak RSS ${small.peakMb.toFixed(0)} MB, heap retained ${small.retainedMb.toFixed(1)} MB   ${fmtCpu(small.cpu, SMALL)}`,
   );
   console.log(
-    `expand ${MEMBERS.toLocaleString("en-US").padStart(9)} members    ${fmt(full.rate)} recipients/s   peak RSS ${full.peakMb.toFixed(0)} MB   ${fmtCpu(full.cpu, MEMBERS)}   (${full.seconds.toFixed(1)} s)`,
+    `expand ${MEMBERS.toLocaleString("en-US").padStart(9)} members    ${fmt(full.rate)} recipients/s   peak RSS ${full.peakMb.toFixed(0)} MB, heap retained ${full.retainedMb.toFixed(1)} MB   ${fmtCpu(full.cpu, MEMBERS)}   (${full.seconds.toFixed(1)} s)`,
   );
   console.log(`target: 33,000 recipients/s (10 million pushes in 5 minutes): ${(full.rate / 33_000).toFixed(2)} of it`);
   const ratio = total(minimal.cpu) / total(full.cpu);
