@@ -27,7 +27,11 @@ t.test("partitionOf hashes the UTF-8 bytes of any id, ASCII or not", async (t) =
   };
   fc.assert(
     fc.property(
-      fc.oneof(fc.string({ unit: "grapheme", maxLength: 64 }), fc.string({ maxLength: 64 }), fc.string({ unit: "binary" })),
+      fc.oneof(
+        fc.string({ unit: "grapheme", maxLength: 64 }),
+        fc.string({ maxLength: 64 }),
+        fc.string({ unit: "binary" }),
+      ),
       fc.integer({ min: 1, max: 2 ** 31 }),
       (userId, partitions) => partitionOf(userId, partitions) === reference(userId, partitions),
     ),
