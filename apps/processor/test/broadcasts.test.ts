@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { type LaneMessage, partitionOf } from "@notify/core";
 import { captureLogger, freshBus, freshDatabase, streamCount } from "@notify/testing";
 import t from "tap";
@@ -112,19 +113,29 @@ t.test("pipelined expansion: every member once, finish reported after its publis
   await broadcast("p1", 95, ["email"]);
   await broadcast("p2", 40, ["email"]);
   const before = await streamCount(bus, bus.streams.lane("promotional"));
-  // When a broadcast is reported finished, all its lane messages are already on the stream.
-  const finished: { id: string; onLane: Promise<number> }[] = [];
-  const count = await expandBroadcasts(deps, 10, {
-    onFinished: (id) => finished.push({ id, onLane: streamCount(bus, bus.streams.lane("promotional")) }),
-  });
+  // When a broadcast is reported finished, all its lane messages are acknowledged, and none of
+  // the next broadcast's is sent yet.
+  let acked = 0;
+  const counting = {
+    ...deps,
+    bus: {
+      ...bus,
+      publish: (async (...args: Parameters<typeof bus.publish>) => {
+        const ack = await bus.publish(...args);
+        // Acks slower than the next batch's transaction, so that the order is what is tested.
+        await sleep(50);
+        acked++;
+        return ack;
+      }) as typeof bus.publish,
+    },
+  };
+  const finished: { id: string; acked: number }[] = [];
+  const count = await expandBroadcasts(counting, 10, { onFinished: (id) => finished.push({ id, acked }) });
   t.equal(count, 135);
-  const ours = finished;
-  t.same(
-    ours.map((f) => f.id),
-    ["p1", "p2"],
-  );
-  t.ok(((await ours[0]?.onLane) ?? 0) >= before + 95, "p1 finished after its 95 publishes");
-  t.ok(((await ours[1]?.onLane) ?? 0) >= before + 135, "p2 finished after its 40 publishes");
+  t.same(finished, [
+    { id: "p1", acked: 95 },
+    { id: "p2", acked: 135 },
+  ]);
   for (const [id, n] of [
     ["p1", 95],
     ["p2", 40],

@@ -96,17 +96,17 @@ export async function expandBroadcasts(
  */
 async function publishBatch(deps: ExpanderDeps, step: ExpandedStep): Promise<string | null> {
   try {
-    return await publishAll(deps, step);
+    await publishAll(deps.bus, step);
+    return step.outboxId;
   } catch (error) {
-    // A throw before any publish (a bad subject, say): nothing of the batch is acknowledged.
     deps.log.warn({ err: error }, "broadcast publishes failed; the recovery sweep retries them");
     return null;
   }
 }
 
-async function publishAll(deps: ExpanderDeps, step: ExpandedStep): Promise<string | null> {
-  const { broadcast, recipients, outboxId } = step;
-  const { bus } = deps;
+/** Rejects unless every one of the batch's lane messages was acknowledged. */
+async function publishAll(bus: Bus, step: ExpandedStep): Promise<void> {
+  const { broadcast, recipients } = step;
   const subjects = Array.from({ length: bus.naming.partitions }, (_, p) => bus.subjects.lane("promotional", p));
   const createdAt = step.createdAt.toISOString();
   const version = broadcast.template_version === null ? {} : { template_version: broadcast.template_version };
@@ -127,13 +127,8 @@ async function publishAll(deps: ExpanderDeps, step: ExpandedStep): Promise<strin
       return bus.publish(subjects[r.partition] as string, message, r.notification_id);
     }),
   );
-  let failed = 0;
-  for (const p of published) if (p.status === "rejected") failed++;
-  if (failed > 0) {
-    deps.log.warn({ unpublished: failed }, "broadcast publishes failed; the recovery sweep retries them");
-    return null;
-  }
-  return outboxId;
+  const failed = published.filter((p) => p.status === "rejected").length;
+  if (failed > 0) throw new Error(`${failed} of ${recipients.length} lane publishes failed`);
 }
 
 /** Deletes acknowledged batches' outbox rows; a failure leaves them to the recovery sweep. */
