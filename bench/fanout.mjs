@@ -6,7 +6,8 @@
 // run: bench/floor-fanout.mjs, the least a durable expansion does (the same inserts and
 // publishes, nothing else), and the same number of lane messages published alone. Peak resident
 // memory is sampled every 100 ms, and the heap left after a collection is compared with the one
-// before, for a small and the full audience: neither may grow with the audience. The ratio to the floor (CPU per recipient) is printed last.
+// before, for a small and the full audience: neither may grow with the audience. The ratio to
+// the floor (CPU per recipient) is printed last.
 const { connectBus, applyTopology } = await import("@notify/bus");
 const { captureLogger, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 const { expandBroadcasts } = await import("@notify/processor/broadcasts/expander");
@@ -76,7 +77,6 @@ async function expand(id, members) {
 }
 
 async function publishOnly(count) {
-  const before = cpuTicks(cpuGroup);
   const started = performance.now();
   for (let from = 0; from < count; from += BATCH) {
     const batch = Array.from({ length: Math.min(BATCH, count - from) }, (_, i) => `baseline-${from + i}`);
@@ -100,8 +100,7 @@ async function publishOnly(count) {
       ),
     );
   }
-  const rate = count / ((performance.now() - started) / 1000);
-  return { rate, cpu: cpuBetween(before, cpuTicks(cpuGroup)) };
+  return { rate: count / ((performance.now() - started) / 1000) };
 }
 
 const total = (cpu) => (cpu === null ? Number.NaN : Object.values(cpu).reduce((a, b) => a + b, 0));
@@ -119,7 +118,7 @@ try {
   const small = await expand("small", SMALL);
   const full = await expand("full", MEMBERS);
   const minimal = await floor(MEMBERS);
-  const baseline = await publishOnly(MEMBERS);
+  const baseline = await metered(() => publishOnly(MEMBERS));
   const fmt = (n) => Math.round(n).toLocaleString("en-US").padStart(9);
   console.log(`batch ${BATCH}, 16 lane partitions`);
   console.log(`publish only (NATS alone)    ${fmt(baseline.rate)} messages/s   ${fmtCpu(baseline.cpu, MEMBERS)}`);
