@@ -21,10 +21,26 @@ export interface ProcessorDeps {
   partitionConcurrency: number;
   /** Staleness bound of the preference cache: the notify_prefs bucket's TTL. */
   preferenceTtlMs: number;
+  /** How a message waits for the user's previous one (ORDER_HOLD unless a test shortens it). */
+  orderHold?: OrderHold;
   /** A lane message was set aside as poison (counted by stream). */
   onPoison?: (stream: string) => void;
   now?: () => Date;
 }
+
+/**
+ * A lane message whose user's previous notification in the lane is not routed yet goes back to
+ * the queue for `delayMs` (the previous one, redelivered, passes it) up to `deliveries` times;
+ * then it is routed anyway, with a warning (the previous one is the reconciler's to find). The
+ * budget outlasts what brings an earlier message back late: a delivery lost in transit returns
+ * after the ack wait (8 s), a partition's handover takes the lease TTL and an ack wait (about
+ * 20 s), ingest's recovery sweep republishes within seconds.
+ */
+export interface OrderHold {
+  delayMs: number;
+  deliveries: number;
+}
+export const ORDER_HOLD: OrderHold = { delayMs: 1000, deliveries: 45 };
 
 /** Routing dependencies of one lane: its own pool, renderer and profile reader. */
 export async function laneDeps(deps: ProcessorDeps, lane: Priority): Promise<RouteDeps> {
@@ -72,8 +88,18 @@ export function runPartition(
     concurrency: deps.partitionConcurrency,
     decode: (msg) => decodeJson<LaneMessage>(msg, (value) => schemaProblem(LaneMessage, value)),
     keyOf: (message) => message.user_id,
-    async handle(message) {
-      const outcome = await routeNotification(lane, message);
+    async handle(message, msg) {
+      const hold = deps.orderHold ?? ORDER_HOLD;
+      const outcome = await routeNotification(lane, message, {
+        holdBehindEarlier: msg.info.deliveryCount <= hold.deliveries,
+      });
+      if (outcome === "held") {
+        lane.log.debug(
+          { notification_id: message.notification_id, delivery: msg.info.deliveryCount },
+          "held behind the user's previous notification",
+        );
+        return { retryInMs: hold.delayMs };
+      }
       if (outcome === "gone")
         lane.log.info({ notification_id: message.notification_id }, "notification withdrawn before routing");
       return { ack: true };

@@ -1,4 +1,4 @@
-import { spawnApp, waitReady } from "@notify/devstack";
+import { spawnApp } from "@notify/devstack";
 import { eventually, freePort, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
 
@@ -36,7 +36,7 @@ async function spawnProcessor() {
     (app, line) => t.comment(`[${app}:${port}] ${line}`),
   );
   t.teardown(() => proc.stop(5000));
-  await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
+  await proc.ready(`http://127.0.0.1:${port}/readyz`);
   return proc;
 }
 

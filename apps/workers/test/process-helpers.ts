@@ -1,6 +1,6 @@
 import type { Bus } from "@notify/bus";
 import type { WorkItem } from "@notify/core";
-import { type AppProcess, spawnApp, waitReady } from "@notify/devstack";
+import { type AppProcess, spawnApp } from "@notify/devstack";
 import { freePort, TEST_NATS_URL } from "@notify/testing";
 
 type Tap = { teardown(fn: () => unknown): void; comment(...args: unknown[]): void };
@@ -37,7 +37,7 @@ export async function spawnWorker(
     (app, line) => t.comment(`[${app}:${port}] ${line}`),
   );
   t.teardown(() => proc.stop(5000));
-  await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
+  await proc.ready(`http://127.0.0.1:${port}/readyz`);
   return {
     proc,
     port,

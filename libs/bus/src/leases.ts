@@ -194,6 +194,18 @@ export function startLeases(options: LeaseOptions): Leases {
     for (const name of claim) if (won?.[name] === id && !running.has(name)) begin(name);
   };
 
+  // Fencing: others count this instance dead after ttlMs of silence; its work stops first, at
+  // half of it. Checked by a timer of its own, not only after a beat: a beat can hang for as long
+  // as a request's timeout while a NATS node is lost, longer than the TTL allows.
+  const fence = (): boolean => {
+    if (now() - lastBeat <= ttlMs / 2) return false;
+    if (!fenced) for (const name of [...running]) end(name, false);
+    fenced = true;
+    return true;
+  };
+  const fenceTimer = setInterval(fence, Math.max(10, Math.min(tickMs, ttlMs / 10)));
+  fenceTimer.unref();
+
   const loop = (async () => {
     while (!stopped) {
       try {
@@ -201,11 +213,7 @@ export function startLeases(options: LeaseOptions): Leases {
       } catch (error) {
         onError(error, "heartbeat");
       }
-      // Fencing: others count this instance dead after ttlMs of silence; its work stops first.
-      if (now() - lastBeat > ttlMs / 2) {
-        if (!fenced) for (const name of [...running]) end(name, false);
-        fenced = true;
-      } else {
+      if (!fence()) {
         fenced = false;
         try {
           await balance();
@@ -224,6 +232,7 @@ export function startLeases(options: LeaseOptions): Leases {
     async stop() {
       stopped = true;
       await loop;
+      clearInterval(fenceTimer);
       await Promise.allSettled([...busy.values()]);
       const mine = [...running];
       for (const name of mine) end(name, false);

@@ -17,15 +17,22 @@ const working = new Map<string, string>();
 const overlaps: string[] = [];
 const history: string[] = [];
 
-/** A KV that fails every call while `cut` is set: an instance cut off from NATS. */
+/**
+ * A KV that fails every call while `cut` is set (an instance cut off from NATS), or, while `hang`
+ * is set, answers nothing until a request timeout longer than the TTL (a node lost mid-request).
+ */
 function cuttable(inner: KV) {
-  const state = { cut: false };
+  const state = { cut: false, hang: false };
   const proxy = new Proxy(inner, {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver);
       if (typeof value !== "function") return value;
-      return (...args: unknown[]) =>
-        state.cut ? Promise.reject(new Error("connection cut")) : value.apply(target, args);
+      return (...args: unknown[]) => {
+        if (state.cut) return Promise.reject(new Error("connection cut"));
+        if (state.hang)
+          return new Promise((_, reject) => setTimeout(() => reject(new Error("request timed out")), TTL * 3));
+        return value.apply(target, args);
+      };
     },
   });
   return { kv: proxy, state };
@@ -96,6 +103,23 @@ t.test("names spread over the live instances, each worked on once, through joins
   const holders = await kv.get("leases");
   t.same(holders?.json(), {}, "no lease left behind");
   t.comment(history.join(" "));
+});
+
+t.test("an instance whose requests hang fences itself before its names are taken over", async (t) => {
+  overlaps.length = 0;
+  const d = instance("d");
+  const e = instance("e");
+  await settledOn(["d", "e"]);
+  // d's requests to NATS hang past the TTL: it must stop its work at half the TTL, not when a
+  // request finally fails, or e would start d's names while d still works on them.
+  d.link.state.hang = true;
+  await eventually(async () => (d.leases.held().length === 0 ? true : undefined), TTL, "d fenced itself");
+  t.notOk(d.leases.healthy());
+  await settledOn(["e"]);
+  d.link.state.hang = false;
+  await settledOn(["d", "e"]);
+  await Promise.all([d.leases.stop(), e.leases.stop()]);
+  t.same(overlaps, [], "no name was ever worked on by two instances at once");
 });
 
 t.test("the spread is the same for every observer and moves only what it must", async (t) => {

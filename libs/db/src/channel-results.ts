@@ -32,22 +32,52 @@ export interface CapSlot {
 }
 
 /**
+ * How many of the user's latest notifications (any lane, any client) are looked through for the
+ * one just before a routing's own: its predecessor in the same lane is almost always among them,
+ * and the look costs one short scan of the (user_id, created_at) index.
+ */
+const ORDER_LOOKBACK = 8;
+
+/** What recording a routing did. */
+export interface RoutingRecord {
+  /** This run wrote the channel rows (false: an earlier run did, or `held`). */
+  first: boolean;
+  /** Over the daily cap: the channels that would be sent were suppressed with reason rate_cap. */
+  capped: boolean;
+  /** Nothing was written: the user's previous notification in the lane is not routed yet. */
+  held: boolean;
+  /** That previous notification, when it is still unrouted (whether or not this run held). */
+  earlier: string | null;
+}
+
+/**
  * Writes the channel outcomes of a routing, and the deferral timer with them, unless an earlier
  * run did (even one that chose other channels: the user's reachable channels may have changed
  * since). Without a cap to take this is one statement. With one it is a transaction: the cap
  * slot is taken only by the run whose rows went in, and a crash undoes both; over the cap, the
  * channels that would be sent are suppressed with reason rate_cap (`capped`).
+ *
+ * One user's notifications are routed in the order they were accepted: with `holdBehindEarlier`
+ * nothing is written while the user's previous notification of the same client and lane (the
+ * latest one created before this one; all of them when several share that time) has no channel
+ * rows yet, and `held` says so. The transport delivers in order, except when a delivery is lost
+ * in transit (a NATS node or connection lost) or a partition changes hands while its last holder
+ * still works: the earlier one then comes back later, and the later one must wait for it. By
+ * induction checking the one before is enough: it was itself routed only after its own.
  */
 export async function recordRoutedChannels(
   database: Database,
   routing: {
     notificationId: string;
+    clientId: string;
     userId: string;
+    priority: string;
     channels: readonly RoutedChannel[];
     deferredUntil: Date | null;
     cap: CapSlot | null;
+    holdBehindEarlier?: boolean;
   },
-): Promise<{ first: boolean; capped: boolean }> {
+): Promise<RoutingRecord> {
   const { sql } = database;
   const id = routing.notificationId;
   const channels = routing.channels.map((p) => p.channel);
@@ -55,14 +85,32 @@ export async function recordRoutedChannels(
   const reasons = routing.channels.map((p) => p.reason) as string[];
   const planned = routing.channels.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
   const deferredUntil = routing.deferredUntil?.toISOString() ?? null;
+  const hold = routing.holdBehindEarlier ?? false;
   const cap = routing.cap;
+  // The user's previous notification in this lane, when it has no channel rows yet.
+  const earlier = (tx: Sql | TransactionSql) => tx`
+    with recent as (
+      select r.id, r.created_at from (
+        select id, client_id, priority, created_at from notifications
+        where user_id = ${routing.userId}
+          and created_at < (select created_at from notifications where id = ${id})
+        order by created_at desc
+        limit ${ORDER_LOOKBACK}
+      ) r
+      where r.client_id = ${routing.clientId} and r.priority = ${routing.priority}
+    )
+    select id from recent
+    where created_at = (select max(created_at) from recent)
+      and not exists (select 1 from notification_channels c where c.notification_id = recent.id)
+    limit 1`;
 
   if (cap === null) {
-    const [row] = await sql<{ inserted: number }[]>`
-      with inserted as (
+    const [row] = await sql<{ inserted: number; routed: boolean; earlier: string | null }[]>`
+      with waiting as (${earlier(sql)}), inserted as (
         insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
         select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
         where not exists (select 1 from notification_channels where notification_id = ${id})
+          and (not ${hold}::boolean or not exists (select 1 from waiting))
         on conflict (notification_id, channel) do nothing
         returning channel
       ), timer as (
@@ -71,23 +119,33 @@ export async function recordRoutedChannels(
         where ${deferredUntil}::timestamptz is not null and exists (select 1 from inserted)
         on conflict (notification_id) do nothing
       )
-      select count(*)::int as inserted from inserted`;
-    return { first: (row?.inserted ?? 0) > 0, capped: false };
+      select (select count(*)::int from inserted) as inserted,
+             exists (select 1 from notification_channels where notification_id = ${id}) as routed,
+             (select id from waiting) as earlier`;
+    const first = (row?.inserted ?? 0) > 0;
+    const waiting = row?.earlier ?? null;
+    return { first, capped: false, held: hold && !first && !row?.routed && waiting !== null, earlier: waiting };
   }
 
   return sql.begin(async (tx) => {
+    const [before] = await tx<{ routed: boolean; earlier: string | null }[]>`
+      select exists (select 1 from notification_channels where notification_id = ${id}) as routed,
+             (${earlier(tx)}) as earlier`;
+    const waiting = before?.earlier ?? null;
+    if (hold && !before?.routed && waiting !== null)
+      return { first: false, capped: false, held: true, earlier: waiting };
     const inserted = await tx`
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
       select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
       where not exists (select 1 from notification_channels where notification_id = ${id})
       on conflict (notification_id, channel) do nothing
       returning channel`;
-    if (inserted.length === 0) return { first: false, capped: false };
-    if (await takeCapSlot(tx, cap)) return { first: true, capped: false };
+    if (inserted.length === 0) return { first: false, capped: false, held: false, earlier: waiting };
+    if (await takeCapSlot(tx, cap)) return { first: true, capped: false, held: false, earlier: waiting };
     await tx`
       update notification_channels set status = 'suppressed', reason = 'rate_cap', updated_at = now()
       where notification_id = ${id} and status = 'pending'`;
-    return { first: true, capped: true };
+    return { first: true, capped: true, held: false, earlier: waiting };
   });
 }
 

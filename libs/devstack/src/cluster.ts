@@ -3,7 +3,7 @@ import { applyTopology, connectBus, DEFAULT_STREAM_SETTINGS } from "@notify/bus"
 import { type NatsCluster, startNatsCluster } from "./nats-server.js";
 import type { AppName } from "./paths.js";
 import { type RunningPostgres, startEmbeddedPostgres } from "./postgres.js";
-import { type AppProcess, spawnApp, waitReady } from "./processes.js";
+import { type AppProcess, spawnApp } from "./processes.js";
 import { type Stack, startStack } from "./stack.js";
 import { freePort } from "./state.js";
 
@@ -106,7 +106,7 @@ export async function startClusterStack(options: {
       };
       const proc = spawnApp(name, env, (_source, line) => onLine(`${name}-2`, line));
       second.set(name, proc);
-      ready.push(waitReady(`http://127.0.0.1:${admin ?? port}/readyz`, 60_000, () => proc.child.exitCode === null));
+      ready.push(proc.ready(`http://127.0.0.1:${admin ?? port}/readyz`, 60_000));
       if (name === "ingest") ingestUrls.push(`http://127.0.0.1:${port}`);
     }
     await Promise.all(ready);

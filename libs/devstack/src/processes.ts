@@ -9,7 +9,15 @@ export interface AppProcess {
   exited: Promise<number | null>;
   /** SIGTERM, then SIGKILL after the grace period. */
   stop(graceMs?: number): Promise<number | null>;
+  /**
+   * Resolves once `url` answers 200; throws when the process exits first (with its exit code or
+   * signal and its last lines of output, whatever `onLine` does with them) or after the timeout.
+   */
+  ready(url: string, timeoutMs?: number): Promise<void>;
 }
+
+/** Lines of an app's output kept for the error of a start that fails. */
+const KEPT_LINES = 40;
 
 /** Spawns a built app (apps/<name>/dist/main.js) with the given environment. */
 export function spawnApp(
@@ -22,8 +30,14 @@ export function spawnApp(
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  const recent: string[] = [];
   for (const stream of [child.stdout, child.stderr]) {
-    if (stream) createInterface({ input: stream }).on("line", (line) => onLine(name, line));
+    if (!stream) continue;
+    createInterface({ input: stream }).on("line", (line) => {
+      recent.push(line);
+      if (recent.length > KEPT_LINES) recent.shift();
+      onLine(name, line);
+    });
   }
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   return {
@@ -33,6 +47,19 @@ export function spawnApp(
     async stop(graceMs = 15_000) {
       await stopChild(child, exited, () => child.kill("SIGTERM"), graceMs);
       return child.exitCode;
+    },
+    async ready(url, timeoutMs = 30_000) {
+      try {
+        await waitReady(url, timeoutMs, () => child.exitCode === null && child.signalCode === null);
+      } catch (error) {
+        // The output of an exit is read after the exit event: give it a moment to arrive.
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 2000))]);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const how = child.signalCode ?? (child.exitCode === null ? "still running" : `exit code ${child.exitCode}`);
+        throw new Error(
+          `${name}: ${(error as Error).message} (${how}); its last output:\n${recent.join("\n") || "(none)"}`,
+        );
+      }
     },
   };
 }

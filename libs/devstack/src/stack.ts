@@ -18,7 +18,7 @@ import type { InfraReady, InfraRequest } from "./infra-cli.js";
 import { tcpAnswers } from "./nats-server.js";
 import { APPS, type AppName, ROOT } from "./paths.js";
 import { isProcessOf, parentAlive, processAlive, readPidFile } from "./pids.js";
-import { type AppProcess, spawnApp, spawnHelper, stopChild, waitReady } from "./processes.js";
+import { type AppProcess, spawnApp, spawnHelper, stopChild } from "./processes.js";
 import { createSandboxTls } from "./sandboxes/certificates.js";
 import {
   loadState,
@@ -286,11 +286,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       return proc;
     };
     const ready = (proc: AppProcess) =>
-      waitReady(
-        `http://127.0.0.1:${readinessPort(ports, proc.name)}/readyz`,
-        60_000,
-        () => proc.child.exitCode === null,
-      );
+      proc.ready(`http://127.0.0.1:${readinessPort(ports, proc.name)}/readyz`, 60_000);
     for (const name of options.apps ?? APPS) {
       spawnOne(name);
       cleanups.push(async () => apps.get(name)?.stop());

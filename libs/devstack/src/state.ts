@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
@@ -56,11 +57,47 @@ export function portFree(port: number): Promise<boolean> {
 }
 
 /**
+ * Ports handed out on this machine, one file per port: processes pick ports at the same time
+ * (test files run in parallel, each starting stacks) and bind them only later, so a port free
+ * when one process checks may already be another's. A claim is exclusive (created with `wx`)
+ * and lapses after HANDED_OUT_MS, by when its taker listens on it or has given it up.
+ */
+const CLAIMS = join(tmpdir(), "notify-port-claims");
+
+function claim(port: number, now: number): boolean {
+  const file = join(CLAIMS, String(port));
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: "wx" });
+      return true;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") {
+        mkdirSync(CLAIMS, { recursive: true });
+        continue;
+      }
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      // A lapsed claim is removed and taken afresh; whoever creates the file next wins it.
+      const age = now - (statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0);
+      if (age <= HANDED_OUT_MS) return false;
+      rmSync(file, { force: true });
+    }
+  }
+  return false;
+}
+
+/** Whether some process of this machine was handed `port` by freePort within the minute. */
+export function portClaimed(port: number): boolean {
+  const stat = statSync(join(CLAIMS, String(port)), { throwIfNoEntry: false });
+  return stat !== undefined && Date.now() - stat.mtimeMs <= HANDED_OUT_MS;
+}
+
+/**
  * A free port on loopback, picked at random below the kernel's ephemeral range (32768 and up on
  * Linux): a port the system hands out as free is also what it hands to the next outgoing
  * connection of any process, which may take it before the caller listens on it. A port is not
- * handed out twice by one process within a minute: callers bind theirs later, so a port free
- * at the second call may still be the first caller's.
+ * handed out twice within a minute, by this process or any other that uses this function (see
+ * CLAIMS): callers bind theirs later, so a port free at the second call may still be the first
+ * caller's.
  */
 export async function freePort(avoid: Iterable<number> = []): Promise<number> {
   const skip = new Set(avoid);
@@ -70,7 +107,7 @@ export async function freePort(avoid: Iterable<number> = []): Promise<number> {
   for (let i = 0; i < PORT_RANGE; i++) {
     const port = LOWEST_PORT + ((start + i) % PORT_RANGE);
     if (skip.has(port) || handedOut.has(port)) continue;
-    if (await portFree(port)) {
+    if ((await portFree(port)) && claim(port, now)) {
       handedOut.set(port, now);
       return port;
     }

@@ -1,6 +1,8 @@
+import { spawn } from "node:child_process";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import t from "tap";
-import { freePort, portFree, rememberedPort, type StackState } from "../src/index.js";
+import { freePort, portClaimed, portFree, ROOT, rememberedPort, type StackState } from "../src/index.js";
 
 // The stack picks every port before it listens on any: a port handed out must not be handed out
 // again, or two of its servers meet on one (EADDRINUSE at start).
@@ -16,9 +18,31 @@ t.test("one process never gets the same free port twice, though none is bound ye
 
 t.test("a port to avoid is never picked; a free one is found if any is left", async (t) => {
   let left = 20_000;
-  while (given.has(left) || !(await portFree(left))) left++;
+  while (given.has(left) || portClaimed(left) || !(await portFree(left))) left++;
   const avoid = Array.from({ length: 12_000 }, (_, i) => 20_000 + i).filter((p) => p !== left);
   t.equal(await freePort(avoid), left, "the one port not avoided");
+});
+
+t.test("processes picking ports at the same time never get the same one", async (t) => {
+  // Three processes pick 300 ports each at once, none binding them: at random over the range,
+  // about 22 ports would be picked twice.
+  const picks = () =>
+    new Promise<number[]>((resolve, reject) => {
+      const script = `const { freePort } = await import(${JSON.stringify(join(ROOT, "libs/devstack/dist/index.js"))});
+        const ports = []; for (let i = 0; i < 300; i++) ports.push(await freePort());
+        process.stdout.write(JSON.stringify(ports));`;
+      const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+        stdio: ["ignore", "pipe", "inherit"],
+      });
+      let out = "";
+      child.stdout.on("data", (chunk) => (out += chunk));
+      child.once("exit", (code) =>
+        code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`exit ${code}`)),
+      );
+    });
+  const all = (await Promise.all([picks(), picks(), picks()])).flat();
+  t.equal(all.length, 900);
+  t.equal(new Set(all).size, all.length, "no port handed to two processes");
 });
 
 t.test("a port remembered under two names (or taken by another name) goes to one of them", async (t) => {

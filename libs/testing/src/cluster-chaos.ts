@@ -89,14 +89,14 @@ export async function runClusterChaos(input: ClusterChaosOptions): Promise<Clust
   const logFile = join(dataDir, "cluster-chaos.log");
   const log = createWriteStream(logFile);
   // First routing of each notification, as the processors log it: when, by whom.
-  const routedAt = new Map<string, number>();
+  const routedAt = new Map<string, { at: number; by: string }>();
   const onLine = (source: string, line: string) => {
     log.write(`[${source}] ${line}\n`);
     if (source.startsWith("processor") && line.includes('"msg":"routed"')) {
       try {
         const entry = JSON.parse(line) as { notification_id?: string; first?: boolean; time?: string | number };
         if (entry.first && entry.notification_id)
-          routedAt.set(entry.notification_id, new Date(entry.time ?? 0).getTime());
+          routedAt.set(entry.notification_id, { at: new Date(entry.time ?? 0).getTime(), by: source });
       } catch {}
     }
   };
@@ -226,19 +226,26 @@ export async function runClusterChaos(input: ClusterChaosOptions): Promise<Clust
 
       // Order: a (user, lane)'s notifications were first routed in the order they were accepted.
       const orderViolations: string[] = [];
-      const byPair = new Map<string, Array<{ seq: number; at: number | undefined }>>();
+      const byPair = new Map<string, Array<{ seq: number; id: string }>>();
       for (const s of sent) {
         const list = byPair.get(`${s.user}/${s.lane}`) ?? [];
-        list.push({ seq: s.seq, at: routedAt.get(s.id) });
+        list.push({ seq: s.seq, id: s.id });
         byPair.set(`${s.user}/${s.lane}`, list);
       }
+      const started = (ms: number) => `${((ms - sendStarted) / 1000).toFixed(2)} s`;
       for (const [pair, list] of byPair) {
         list.sort((a, b) => a.seq - b.seq);
         for (let i = 1; i < list.length; i++) {
-          const before = list[i - 1]?.at;
-          const now = list[i]?.at;
-          if (before !== undefined && now !== undefined && now < before) {
-            orderViolations.push(`${pair}: #${list[i]?.seq} routed before #${list[i - 1]?.seq}`);
+          const earlier = list[i - 1] as { seq: number; id: string };
+          const later = list[i] as { seq: number; id: string };
+          const before = routedAt.get(earlier.id);
+          const now = routedAt.get(later.id);
+          if (before !== undefined && now !== undefined && now.at < before.at) {
+            // Who routed each and when (from the start of sending), to tell a handover from a
+            // delivery lost in transit; the log file has the rest.
+            orderViolations.push(
+              `${pair}: #${later.seq} routed before #${earlier.seq} (${later.id} by ${now.by} at ${started(now.at)}; ${earlier.id} by ${before.by} at ${started(before.at)})`,
+            );
           }
         }
       }

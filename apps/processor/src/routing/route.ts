@@ -3,7 +3,16 @@ import { listPendingChannels, recordRoutedChannels, settlePendingChannel } from 
 import type { UserProfile } from "../preferences/profiles.js";
 import { buildItem, decideAndPlan, overCap, type Planned, type RouteDeps } from "./plan.js";
 
-export type RouteOutcome = "routed" | "duplicate" | "gone";
+export type RouteOutcome = "routed" | "duplicate" | "gone" | "held";
+
+export interface RouteOptions {
+  /**
+   * Write nothing, and answer "held", while the user's previous notification in the lane is not
+   * routed yet: the lane consumer sets it for a message it can have delivered again later. The
+   * reconciler, which routes what the lane lost, does not.
+   */
+  holdBehindEarlier?: boolean;
+}
 
 /**
  * The processing stage for one lane message: preferences and policy, rendering,
@@ -17,17 +26,27 @@ export type RouteOutcome = "routed" | "duplicate" | "gone";
  * still pending, with the msg id `<notification>:<channel>` that JetStream deduplicates; the
  * worker's send guard covers the rest.
  */
-export async function routeNotification(deps: RouteDeps, message: LaneMessage): Promise<RouteOutcome> {
+export async function routeNotification(
+  deps: RouteDeps,
+  message: LaneMessage,
+  options: RouteOptions = {},
+): Promise<RouteOutcome> {
   const { input, profile, planned: decided } = await decideAndPlan(deps, message, message.channels);
-  let recorded: { first: boolean; planned: Planned[] };
+  let recorded: Recorded;
   try {
-    recorded = await record(deps, message, input, decided);
+    recorded = await record(deps, message, input, decided, options);
   } catch (error) {
     // The row was removed by ingest's compensation (its publish failed): nothing to route.
     if ((error as { code?: string }).code === "23503") return "gone";
     throw error;
   }
-  const { first, planned } = recorded;
+  const { first, planned, held, earlier } = recorded;
+  if (held) return "held";
+  if (first && earlier !== null)
+    deps.log.warn(
+      { notification_id: message.notification_id, earlier },
+      "routed before the user's previous notification, which has not come back",
+    );
   if (first)
     await publish(
       deps,
@@ -57,17 +76,28 @@ export async function routeNotification(deps: RouteDeps, message: LaneMessage): 
  * Without a cap to take this is one statement. With one it is a transaction: the cap slot is
  * taken only by the run whose rows went in, and a crash undoes both.
  */
+interface Recorded {
+  first: boolean;
+  held: boolean;
+  earlier: string | null;
+  planned: Planned[];
+}
+
 async function record(
   deps: RouteDeps,
   message: LaneMessage,
   input: PolicyInput,
   decided: Planned[],
-): Promise<{ first: boolean; planned: Planned[] }> {
+  options: RouteOptions,
+): Promise<Recorded> {
   const cap = input.preferences.rateCapPerDay;
   const sending = decided.some((p) => p.status === "pending");
-  const { first, capped } = await recordRoutedChannels(deps.database, {
+  const { first, capped, held, earlier } = await recordRoutedChannels(deps.database, {
     notificationId: message.notification_id,
+    clientId: message.client_id,
     userId: message.user_id,
+    priority: message.priority,
+    holdBehindEarlier: options.holdBehindEarlier ?? false,
     channels: decided,
     deferredUntil: decided.find((p) => p.status === "deferred")?.nextAttemptAt ?? null,
     cap:
@@ -75,7 +105,7 @@ async function record(
         ? null
         : { userId: message.user_id, day: capDay(input.now, input.preferences), cap },
   });
-  return { first, planned: capped ? overCap(decided) : decided };
+  return { first, held, earlier, planned: capped ? overCap(decided) : decided };
 }
 
 const publish = (deps: RouteDeps, message: LaneMessage, items: readonly WorkItem[]) =>
