@@ -29,8 +29,10 @@ export interface ProcessorDeps {
 }
 
 /**
- * A lane message whose user's previous notification in the lane is not routed yet goes back to
- * the queue for `delayMs` (the previous one, redelivered, passes it) up to `deliveries` times;
+ * While a partition's delivery order is in doubt (its runner just started, or saw a delivery
+ * lost, taken elsewhere, repeated or sent back: see createOrderWatch), routing checks that the
+ * user's previous notification in the lane is routed. One that is not yet sends the message back
+ * to the queue for `delayMs` (the previous one, redelivered, passes it) up to `deliveries` times;
  * then it is routed anyway, with a warning (the previous one is the reconciler's to find). The
  * budget outlasts what brings an earlier message back late: a delivery lost in transit returns
  * after the ack wait (8 s), a partition's handover takes the lease TTL and an ack wait (about
@@ -39,6 +41,8 @@ export interface ProcessorDeps {
 export interface OrderHold {
   delayMs: number;
   deliveries: number;
+  /** How long a sign of disorder keeps a partition's deliveries in doubt (ORDER_DOUBT_MS). */
+  doubtMs?: number;
 }
 export const ORDER_HOLD: OrderHold = { delayMs: 1000, deliveries: 45 };
 
@@ -88,11 +92,14 @@ export function runPartition(
     concurrency: deps.partitionConcurrency,
     decode: (msg) => decodeJson<LaneMessage>(msg, (value) => schemaProblem(LaneMessage, value)),
     keyOf: (message) => message.user_id,
-    async handle(message, msg) {
+    ...(deps.orderHold?.doubtMs === undefined ? {} : { orderDoubtMs: deps.orderHold.doubtMs }),
+    async handle(message, msg, delivery) {
       const hold = deps.orderHold ?? ORDER_HOLD;
-      const outcome = await routeNotification(lane, message, {
-        holdBehindEarlier: msg.info.deliveryCount <= hold.deliveries,
-      });
+      const outcome = await routeNotification(
+        lane,
+        message,
+        delivery.orderInDoubt ? { order: msg.info.deliveryCount <= hold.deliveries ? "hold" : "report" } : {},
+      );
       if (outcome === "held") {
         lane.log.debug(
           { notification_id: message.notification_id, delivery: msg.info.deliveryCount },

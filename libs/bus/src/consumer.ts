@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "@nats-io/jetstream";
 import { ensureTopology } from "./apply.js";
 import type { Bus } from "./index.js";
+import { createOrderWatch, ORDER_DOUBT_MS } from "./order-doubt.js";
 import { PoisonMessageError, setAsidePoison } from "./poison.js";
 
 /** What a handler decides for a message. A retryable failure always carries a delay. */
@@ -21,7 +22,16 @@ export interface ConsumerRunnerOptions<T> {
   decode(msg: JsMsg): T;
   /** Messages with the same key are handled one after another, in delivery order. */
   keyOf?: (value: T) => string;
-  handle(value: T, msg: JsMsg): Promise<Disposition>;
+  /**
+   * How long a sign that a delivery may have come out of order keeps the runner's deliveries in
+   * doubt (see createOrderWatch); ORDER_DOUBT_MS by default.
+   */
+  orderDoubtMs?: number;
+  /**
+   * `orderInDoubt`: an earlier message may still come after this one (the runner just started,
+   * or saw a delivery lost, taken elsewhere, repeated or sent back within `orderDoubtMs`).
+   */
+  handle(value: T, msg: JsMsg, delivery: { orderInDoubt: boolean }): Promise<Disposition>;
   onError(error: unknown, msg: JsMsg): void;
   /** A message was set aside as poison (after it was stored and acknowledged). */
   onPoison?(reason: string, msg: JsMsg): void;
@@ -61,13 +71,17 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
   // work of a process that died.
   let heartbeatMs = 2000;
   const held = new Set<JsMsg>();
+  let started: { lastDelivered: number; inHand: number } | undefined;
   const pull = async () => {
     const consumer = await options.bus.js.consumers.get(options.stream, options.durable);
-    const ackWaitMs = ((await consumer.info(true)).config.ack_wait ?? 30e9) / 1e6;
+    const info = await consumer.info(true);
+    const ackWaitMs = (info.config.ack_wait ?? 30e9) / 1e6;
     heartbeatMs = Math.max(250, Math.floor(ackWaitMs / 3));
+    started = { lastDelivered: info.delivered.consumer_seq, inHand: info.num_ack_pending };
     return consumer.consume({ max_messages: Math.max(options.concurrency, 8) });
   };
   let messages = await pull();
+  const order = createOrderWatch(options.orderDoubtMs ?? ORDER_DOUBT_MS, Date.now, started);
   let lastBeat = Date.now();
   const heartbeat = setInterval(() => {
     if (Date.now() - lastBeat < heartbeatMs) return;
@@ -85,12 +99,12 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
   const pause = (failures: number) =>
     sleep(Math.min(10_000, 500 * 2 ** failures), undefined, { signal: stopped.signal }).catch(() => {});
 
-  const settle = async (msg: JsMsg, value: T) => {
+  const settle = async (msg: JsMsg, value: T, orderInDoubt: boolean) => {
     let disposition: Disposition;
     const started = Date.now();
     for (let failures = 0; ; failures++) {
       try {
-        disposition = await options.handle(value, msg);
+        disposition = await options.handle(value, msg, { orderInDoubt });
         break;
       } catch (error) {
         options.onError(error, msg);
@@ -110,8 +124,10 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
       }
     }
     if ("ack" in disposition) await msg.ackAck().catch(() => msg.ack());
-    else if ("retryInMs" in disposition) msg.nak(disposition.retryInMs);
-    else msg.term(disposition.terminate);
+    else if ("retryInMs" in disposition) {
+      order.sentBack();
+      msg.nak(disposition.retryInMs);
+    } else msg.term(disposition.terminate);
   };
 
   // Stored with its reason before the ack; if storing fails it comes back later (never lost).
@@ -174,13 +190,15 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
   const drain = async (current: typeof messages) => {
     for await (const msg of current) {
       held.add(msg);
+      // In arrival order, before anything waits: the delivery sequence is read as it came.
+      const orderInDoubt = order.delivered(msg.info);
       while (slots === 0) await new Promise<void>((resolve) => (wake = resolve));
       slots--;
       const read = decoded(msg);
       const key = "value" in read ? options.keyOf?.(read.value) : undefined;
       const previous = key === undefined ? undefined : chains.get(key);
       const task: Promise<void> = (previous ?? Promise.resolve())
-        .then(() => ("value" in read ? settle(msg, read.value) : setAside(msg, read.poison)))
+        .then(() => ("value" in read ? settle(msg, read.value, orderInDoubt) : setAside(msg, read.poison)))
         .finally(() => {
           held.delete(msg);
           slots++;
@@ -208,6 +226,7 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
       for (let failures = 0; !stopped.signal.aborted; failures++) {
         try {
           messages = await pull();
+          order.restarted();
           watch(messages);
           healthy = true;
           break;

@@ -22,6 +22,7 @@ export * from "./errors.js";
 export * from "./leases.js";
 export * from "./nats-config.js";
 export * from "./oldest.js";
+export * from "./order-doubt.js";
 export * from "./poison.js";
 export * from "./publisher.js";
 export * from "./roles.js";

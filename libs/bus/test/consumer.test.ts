@@ -169,3 +169,63 @@ t.test("a keyed message whose handler fails is retried in place, so the next of 
   const info = await bus.jsm.consumers.info(stream, durable);
   t.equal(info.num_redelivered, 0, "nothing went back to the queue");
 });
+
+t.test("deliveries are in doubt at the start and when another reader takes some, not in a steady run", async (t) => {
+  const seen: Array<{ runner: string; id: string; orderInDoubt: boolean }> = [];
+  const start = (name: string) =>
+    runConsumer({
+      bus,
+      stream,
+      durable,
+      concurrency: 1,
+      orderDoubtMs: 300,
+      decode: (msg) => msg.json<{ id: string }>(),
+      keyOf: (value) => value.id,
+      handle: async (value, _msg, delivery) => {
+        seen.push({ runner: name, id: value.id, orderInDoubt: delivery.orderInDoubt });
+        return { ack: true };
+      },
+      onError: () => {},
+    });
+  const publish = async (prefix: string, count: number) => {
+    for (let i = 0; i < count; i++) await bus.publish(subject, { id: `${prefix}${i}` }, `${prefix}${i}`);
+  };
+  const handled = (prefix: string, count: number) =>
+    eventually(
+      async () => (seen.filter((s) => s.id.startsWith(prefix)).length >= count ? true : undefined),
+      10_000,
+      `${count} of ${prefix}`,
+    );
+
+  // A reader that died with a message in hand (taken, never acknowledged): a runner starting on
+  // the consumer is in doubt, since that message comes back after the ack wait behind others.
+  await publish("taken", 1);
+  const taken = await (await bus.js.consumers.get(stream, durable)).next({ expires: 5000 });
+  t.ok(taken, "the dead reader's message");
+  const one = await start("one");
+  await publish("early", 1);
+  await handled("early", 1);
+  t.ok(seen.find((s) => s.id === "early0")?.orderInDoubt, "in doubt: a delivery still in another's hand");
+  await handled("taken", 1);
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  await publish("steady", 20);
+  await handled("steady", 20);
+  t.same(
+    seen.filter((s) => s.id.startsWith("steady") && s.orderInDoubt),
+    [],
+    "one reader, deliveries one after another: none in doubt",
+  );
+
+  // A second reader of the same consumer takes some of the deliveries: each runner sees gaps.
+  const two = await start("two");
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  await publish("shared", 40);
+  await handled("shared", 40);
+  const shared = seen.filter((s) => s.id.startsWith("shared"));
+  t.ok(new Set(shared.map((s) => s.runner)).size === 2, "both readers got some");
+  t.ok(
+    shared.some((s) => s.runner === "one" && s.orderInDoubt),
+    "the first runner put the deliveries after a gap in doubt",
+  );
+  await Promise.all([one.stop(), two.stop()]);
+});

@@ -46,7 +46,7 @@ export interface RoutingRecord {
   capped: boolean;
   /** Nothing was written: the user's previous notification in the lane is not routed yet. */
   held: boolean;
-  /** That previous notification, when it is still unrouted (whether or not this run held). */
+  /** That previous notification, when it was looked for and is still unrouted (held or not). */
   earlier: string | null;
 }
 
@@ -57,10 +57,11 @@ export interface RoutingRecord {
  * slot is taken only by the run whose rows went in, and a crash undoes both; over the cap, the
  * channels that would be sent are suppressed with reason rate_cap (`capped`).
  *
- * One user's notifications are routed in the order they were accepted: with `holdBehindEarlier`
+ * One user's notifications are routed in the order they were accepted: with `order: "hold"`
  * nothing is written while the user's previous notification of the same client and lane (the
  * latest one created before this one; all of them when several share that time) has no channel
- * rows yet, and `held` says so. The transport delivers in order, except when a delivery is lost
+ * rows yet, and `held` says so; with "report" it is only named in `earlier`; without `order` it
+ * is not looked for (what the lane consumer does while nothing puts its delivery order in doubt). The transport delivers in order, except when a delivery is lost
  * in transit (a NATS node or connection lost) or a partition changes hands while its last holder
  * still works: the earlier one then comes back later, and the later one must wait for it. By
  * induction checking the one before is enough: it was itself routed only after its own.
@@ -75,7 +76,7 @@ export async function recordRoutedChannels(
     channels: readonly RoutedChannel[];
     deferredUntil: Date | null;
     cap: CapSlot | null;
-    holdBehindEarlier?: boolean;
+    order?: "hold" | "report";
   },
 ): Promise<RoutingRecord> {
   const { sql } = database;
@@ -85,7 +86,7 @@ export async function recordRoutedChannels(
   const reasons = routing.channels.map((p) => p.reason) as string[];
   const planned = routing.channels.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
   const deferredUntil = routing.deferredUntil?.toISOString() ?? null;
-  const hold = routing.holdBehindEarlier ?? false;
+  const hold = routing.order === "hold";
   const cap = routing.cap;
   // The user's previous notification in this lane, when it has no channel rows yet.
   const earlier = (tx: Sql | TransactionSql) => tx`
@@ -94,7 +95,7 @@ export async function recordRoutedChannels(
         select id, client_id, priority, created_at from notifications
         where user_id = ${routing.userId}
           and created_at < (select created_at from notifications where id = ${id})
-        order by created_at desc
+        order by created_at desc nulls last
         limit ${ORDER_LOOKBACK}
       ) r
       where r.client_id = ${routing.clientId} and r.priority = ${routing.priority}
@@ -106,7 +107,7 @@ export async function recordRoutedChannels(
 
   if (cap === null) {
     const [row] = await sql<{ inserted: number; routed: boolean; earlier: string | null }[]>`
-      with waiting as (${earlier(sql)}), inserted as (
+      with waiting as (${routing.order ? earlier(sql) : sql`select null::text as id where false`}), inserted as (
         insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
         select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
         where not exists (select 1 from notification_channels where notification_id = ${id})
@@ -128,12 +129,15 @@ export async function recordRoutedChannels(
   }
 
   return sql.begin(async (tx) => {
-    const [before] = await tx<{ routed: boolean; earlier: string | null }[]>`
-      select exists (select 1 from notification_channels where notification_id = ${id}) as routed,
-             (${earlier(tx)}) as earlier`;
-    const waiting = before?.earlier ?? null;
-    if (hold && !before?.routed && waiting !== null)
-      return { first: false, capped: false, held: true, earlier: waiting };
+    let waiting: string | null = null;
+    if (routing.order) {
+      const [before] = await tx<{ routed: boolean; earlier: string | null }[]>`
+        select exists (select 1 from notification_channels where notification_id = ${id}) as routed,
+               (${earlier(tx)}) as earlier`;
+      waiting = before?.earlier ?? null;
+      if (hold && !before?.routed && waiting !== null)
+        return { first: false, capped: false, held: true, earlier: waiting };
+    }
     const inserted = await tx`
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
       select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])

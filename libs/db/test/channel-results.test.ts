@@ -33,7 +33,7 @@ const routingOf = (id: string, userId: string, extra: { cap?: { cap: number; day
   channels: email,
   deferredUntil: null,
   cap: extra.cap ? { userId, ...extra.cap } : null,
-  holdBehindEarlier: true,
+  order: "hold" as const,
 });
 
 const channelRow = async (id: string, channel = "email") =>
@@ -123,7 +123,7 @@ t.test(
       );
       t.equal(await channelRow(second), undefined, `${label}: nothing written`);
       t.same(
-        await recordRoutedChannels(database, { ...routingOf(second, user), holdBehindEarlier: false }),
+        await recordRoutedChannels(database, { ...routingOf(second, user), order: "report" as const }),
         { first: true, capped: false, held: false, earlier: first },
         `${label}: routed anyway when not asked to hold, naming the one it passed`,
       );
@@ -141,6 +141,14 @@ t.test(
     }
   },
 );
+
+t.test("without an order check the previous notification is not looked for", async (t) => {
+  const before = await notification("unchecked", { createdAt: new Date(Date.now() - 5000) });
+  const id = await notification("unchecked");
+  const { order: _order, ...unchecked } = routingOf(id, "unchecked");
+  t.same(await recordRoutedChannels(database, unchecked), { first: true, capped: false, held: false, earlier: null });
+  t.equal(await channelRow(before), undefined, "the previous one is still unrouted");
+});
 
 t.test("notifications created at the same time are all the next one's predecessors", async (t) => {
   const created = new Date(Date.now() - 30_000);
@@ -161,7 +169,7 @@ t.test("notifications created at the same time are all the next one's predecesso
 t.test("a rerun of a routed notification is a rerun, not held", async (t) => {
   const before = await notification("rerun", { createdAt: new Date(Date.now() - 5000) });
   const id = await notification("rerun");
-  await recordRoutedChannels(database, { ...routingOf(id, "rerun"), holdBehindEarlier: false });
+  await recordRoutedChannels(database, { ...routingOf(id, "rerun"), order: "report" as const });
   t.same(await recordRoutedChannels(database, routingOf(id, "rerun")), {
     first: false,
     capped: false,

@@ -137,7 +137,7 @@ async function unrouted(
         blocked ??= n.message.notification_id;
         continue;
       }
-      const outcome = await routeNotification(deps.lanes[priority], n.message);
+      const outcome = await routeNotification(deps.lanes[priority], n.message, { order: "report" });
       deps.log.info(
         { notification_id: n.message.notification_id, outcome },
         "reconciler routed a notification whose lane message was gone",

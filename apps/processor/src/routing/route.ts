@@ -7,11 +7,12 @@ export type RouteOutcome = "routed" | "duplicate" | "gone" | "held";
 
 export interface RouteOptions {
   /**
-   * Write nothing, and answer "held", while the user's previous notification in the lane is not
-   * routed yet: the lane consumer sets it for a message it can have delivered again later. The
-   * reconciler, which routes what the lane lost, does not.
+   * The user's previous notification in the lane, when it is not routed yet: "hold" writes
+   * nothing and answers "held" (the lane consumer, for a message whose delivery order is in doubt
+   * and that can come back); "report" routes and warns (the reconciler, which routes what the
+   * lane lost, and a message held for its whole budget). Not looked for without it.
    */
-  holdBehindEarlier?: boolean;
+  order?: "hold" | "report";
 }
 
 /**
@@ -97,7 +98,7 @@ async function record(
     clientId: message.client_id,
     userId: message.user_id,
     priority: message.priority,
-    holdBehindEarlier: options.holdBehindEarlier ?? false,
+    ...(options.order ? { order: options.order } : {}),
     channels: decided,
     deferredUntil: decided.find((p) => p.status === "deferred")?.nextAttemptAt ?? null,
     cap:
