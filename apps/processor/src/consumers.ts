@@ -23,6 +23,8 @@ export interface ProcessorDeps {
   preferenceTtlMs: number;
   /** How a message waits for the user's previous one (ORDER_HOLD unless a test shortens it). */
   orderHold?: OrderHold;
+  /** A lane message waited for the user's previous one (`held`) or was routed past it (`passed`). */
+  onOrderHold?: (lane: Priority, outcome: "held" | "passed") => void;
   /** A lane message was set aside as poison (counted by stream). */
   onPoison?: (stream: string) => void;
   now?: () => Date;
@@ -100,6 +102,7 @@ export function runPartition(
         message,
         delivery.orderInDoubt ? { order: msg.info.deliveryCount <= hold.deliveries ? "hold" : "report" } : {},
       );
+      if (outcome === "held" || outcome === "passed") deps.onOrderHold?.(priority, outcome);
       if (outcome === "held") {
         lane.log.debug(
           { notification_id: message.notification_id, delivery: msg.info.deliveryCount },

@@ -8,7 +8,7 @@ import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps } from "./consumers.js";
 import { startScheduler } from "./deferral/scheduler.js";
-import { laneBacklogCollector, poisonCounter, reconcilerCounter } from "./metrics.js";
+import { laneBacklogCollector, orderHoldCounter, poisonCounter, reconcilerCounter } from "./metrics.js";
 import { type LeasedPartitions, SINGLETON, startLeasedPartitions } from "./partitions.js";
 import { startReconciler } from "./reconciler/reconciler.js";
 import { startRetention } from "./retention/job.js";
@@ -68,6 +68,7 @@ const deps = {
   partitionConcurrency: config.PARTITION_CONCURRENCY,
   preferenceTtlMs: (prefsBucket?.ttl_seconds ?? 5) * 1000,
   onPoison: poisonCounter(metrics),
+  onOrderHold: orderHoldCounter(metrics),
 };
 const instance =
   config.INSTANCE_ID ??

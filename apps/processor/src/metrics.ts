@@ -53,6 +53,16 @@ export function reconcilerCounter(metrics: MetricsRegistry) {
   return (kind: string, count: number) => found.inc({ kind }, count);
 }
 
+/** Counts lane messages that waited for the user's previous notification, or were routed past it. */
+export function orderHoldCounter(metrics: MetricsRegistry) {
+  const holds = metrics.counter(
+    "notify_order_holds_total",
+    "Lane messages whose user's previous notification was not routed yet: held (sent back to wait for it) or passed (routed past it after the hold budget, with a warning)",
+    ["lane", "outcome"],
+  );
+  return (lane: string, outcome: "held" | "passed") => holds.inc({ lane, outcome });
+}
+
 /** Counts lane messages set aside as poison (undecodable or invalid), by stream. */
 export function poisonCounter(metrics: MetricsRegistry) {
   const poison = metrics.counter(

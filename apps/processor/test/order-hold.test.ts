@@ -117,7 +117,12 @@ t.test("an earlier message that never comes back holds the next one only for the
   await publishLane(bus, [other], 1);
   await takeAndDie(bus);
   await publishLane(bus, [next], 1);
-  const runners = await startConsumers({ ...deps, orderHold: { delayMs: 50, deliveries: 3 } });
+  const counted: string[] = [];
+  const runners = await startConsumers({
+    ...deps,
+    orderHold: { delayMs: 50, deliveries: 3 },
+    onOrderHold: (lane, outcome) => counted.push(`${lane}:${outcome}`),
+  });
   t.teardown(() => Promise.all(runners.map((r) => r.stop())));
   await eventually(
     async () => Object.keys(await channelRows(database, next.notification_id)).length > 0 || undefined,
@@ -132,5 +137,10 @@ t.test("an earlier message that never comes back holds the next one only for the
         line.includes('"level":40') && line.includes(next.notification_id) && line.includes(lost.notification_id),
     ),
     "a warning names the notification it passed",
+  );
+  t.same(
+    counted,
+    ["promotional:held", "promotional:held", "promotional:held", "promotional:passed"],
+    "counted for the metrics",
   );
 });

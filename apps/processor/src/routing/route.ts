@@ -3,7 +3,11 @@ import { listPendingChannels, recordRoutedChannels, settlePendingChannel } from 
 import type { UserProfile } from "../preferences/profiles.js";
 import { buildItem, decideAndPlan, overCap, type Planned, type RouteDeps } from "./plan.js";
 
-export type RouteOutcome = "routed" | "duplicate" | "gone" | "held";
+/**
+ * `passed`: routed while the user's previous notification in the lane, looked for, was still
+ * unrouted (warned); `held`: nothing done, it waits for that one.
+ */
+export type RouteOutcome = "routed" | "passed" | "duplicate" | "gone" | "held";
 
 export interface RouteOptions {
   /**
@@ -68,7 +72,8 @@ export async function routeNotification(
     },
     "routed",
   );
-  return first ? "routed" : "duplicate";
+  if (!first) return "duplicate";
+  return earlier === null ? "routed" : "passed";
 }
 
 /**
