@@ -38,7 +38,8 @@ export interface ProcessorDeps {
  * then it is routed anyway, with a warning (the previous one is the reconciler's to find). The
  * budget outlasts what brings an earlier message back late: a delivery lost in transit returns
  * after the ack wait (8 s), a partition's handover takes the lease TTL and an ack wait (about
- * 20 s), ingest's recovery sweep republishes within seconds.
+ * 20 s). A message first published late (a recovery sweep's, after a failed publish) leaves no
+ * sign in the delivery sequence and is not waited for.
  */
 export interface OrderHold {
   delayMs: number;

@@ -48,6 +48,8 @@ export function createOrderWatch(
       last = info.deliverySequence;
       return now() < doubtUntil;
     },
+    /** Whether a sign came within the window (the deliveries' own answer may be older). */
+    inDoubt: (): boolean => now() < doubtUntil,
     /** A message went back to the queue (nak): the next ones of its key may pass it. */
     sentBack: doubt,
     /** The pull was started again (a lost consumer got back, a reconnect): anything may have been lost. */

@@ -32,11 +32,11 @@ export interface CapSlot {
 }
 
 /**
- * How many of the user's latest notifications (any lane, any client) are looked through for the
- * one just before a routing's own: its predecessor in the same lane is almost always among them,
- * and the look costs one short scan of the (user_id, created_at) index.
+ * How far back the user's previous notification is looked for: one older than this and still
+ * unrouted is not on its way back (the reconciler routes what the lane lost), and the walk back
+ * through the user's notifications of other lanes and clients stays bounded.
  */
-const ORDER_LOOKBACK = 8;
+const ORDER_LOOKBACK = "1 hour";
 
 /** What recording a routing did. */
 export interface RoutingRecord {
@@ -59,12 +59,14 @@ export interface RoutingRecord {
  *
  * One user's notifications are routed in the order they were accepted: with `order: "hold"`
  * nothing is written while the user's previous notification of the same client and lane (the
- * latest one created before this one; all of them when several share that time) has no channel
- * rows yet, and `held` says so; with "report" it is only named in `earlier`; without `order` it
- * is not looked for (what the lane consumer does while nothing puts its delivery order in doubt). The transport delivers in order, except when a delivery is lost
- * in transit (a NATS node or connection lost) or a partition changes hands while its last holder
- * still works: the earlier one then comes back later, and the later one must wait for it. By
- * induction checking the one before is enough: it was itself routed only after its own.
+ * latest one created before this one, within ORDER_LOOKBACK; all of them when several share
+ * that time: accepted together, they have no order among them) has no channel rows yet, and
+ * `held` says so; with "report" it is only named in `earlier`; without `order` it is not looked
+ * for (what the lane consumer does while nothing puts its delivery order in doubt). The
+ * transport delivers in order, except when a delivery is lost in transit (a NATS node or
+ * connection lost) or a partition changes hands while its last holder still works: the earlier
+ * one then comes back later, and the later one must wait for it. By induction checking the one
+ * before is enough: it was itself routed only after its own.
  */
 export async function recordRoutedChannels(
   database: Database,
@@ -90,19 +92,17 @@ export async function recordRoutedChannels(
   const cap = routing.cap;
   // The user's previous notification in this lane, when it has no channel rows yet.
   const earlier = (tx: Sql | TransactionSql) => tx`
-    with recent as (
-      select r.id, r.created_at from (
-        select id, client_id, priority, created_at from notifications
-        where user_id = ${routing.userId}
-          and created_at < (select created_at from notifications where id = ${id})
-        order by created_at desc nulls last
-        limit ${ORDER_LOOKBACK}
-      ) r
-      where r.client_id = ${routing.clientId} and r.priority = ${routing.priority}
+    with mine as (select created_at from notifications where id = ${id}),
+    latest as (
+      select max(created_at) as at from notifications
+      where user_id = ${routing.userId} and client_id = ${routing.clientId} and priority = ${routing.priority}
+        and created_at < (select created_at from mine)
+        and created_at >= (select created_at from mine) - ${ORDER_LOOKBACK}::interval
     )
-    select id from recent
-    where created_at = (select max(created_at) from recent)
-      and not exists (select 1 from notification_channels c where c.notification_id = recent.id)
+    select p.id from notifications p
+    where p.user_id = ${routing.userId} and p.client_id = ${routing.clientId} and p.priority = ${routing.priority}
+      and p.created_at = (select at from latest)
+      and not exists (select 1 from notification_channels c where c.notification_id = p.id)
     limit 1`;
 
   if (cap === null) {

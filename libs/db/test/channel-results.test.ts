@@ -150,6 +150,26 @@ t.test("without an order check the previous notification is not looked for", asy
   t.equal(await channelRow(before), undefined, "the previous one is still unrouted");
 });
 
+t.test("the previous notification is found past the user's others, but not beyond an hour", async (t) => {
+  const base = Date.now() - 60_000;
+  const previous = await notification("busy", { createdAt: new Date(base) });
+  for (let i = 1; i <= 12; i++) {
+    await notification("busy", { createdAt: new Date(base + i * 100), priority: "transactional" });
+    await notification("busy", { createdAt: new Date(base + i * 100 + 50), client: "another-client" });
+  }
+  const id = await notification("busy", { createdAt: new Date(base + 5000) });
+  t.same(
+    await recordRoutedChannels(database, routingOf(id, "busy")),
+    { first: false, capped: false, held: true, earlier: previous },
+    "24 notifications of another lane and another client in between",
+  );
+  const old = await notification("returning", { createdAt: new Date(Date.now() - 2 * 3_600_000) });
+  const now = await notification("returning");
+  const outcome = await recordRoutedChannels(database, routingOf(now, "returning"));
+  t.same(outcome, { first: true, capped: false, held: false, earlier: null }, "two hours before: not waited for");
+  t.equal(await channelRow(old), undefined, "(that one is the reconciler's)");
+});
+
 t.test("notifications created at the same time are all the next one's predecessors", async (t) => {
   const created = new Date(Date.now() - 30_000);
   const a = await notification("siblings", { createdAt: created });
