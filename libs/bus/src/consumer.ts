@@ -100,13 +100,6 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
     sleep(Math.min(10_000, 500 * 2 ** failures), undefined, { signal: stopped.signal }).catch(() => {});
 
   const settle = async (msg: JsMsg, value: T, doubtedOnArrival: boolean) => {
-    // Stopping: a message not started yet goes back at once, for the next holder of the
-    // consumer, rather than being worked on (and kept in progress) by one that no longer is.
-    if (stopped.signal.aborted) {
-      order.sentBack();
-      msg.nak();
-      return;
-    }
     let disposition: Disposition;
     const started = Date.now();
     for (let failures = 0; ; failures++) {
