@@ -54,6 +54,19 @@ export async function startLeasedPartitions(deps: ProcessorDeps, options: Partit
     }
   }
   const runners = new Map<string, ConsumerRunner>();
+  // One line once the spread settles rather than one per partition (there are dozens at a start
+  // or a rebalance); each partition's move is at debug.
+  let summary: NodeJS.Timeout | undefined;
+  const summarize = () => {
+    clearTimeout(summary);
+    summary = setTimeout(() => {
+      deps.log.info(
+        { instance: options.id, partitions: runners.size, of: where.size },
+        `holding ${runners.size} of ${where.size} lane partitions`,
+      );
+    }, 1000);
+    summary.unref();
+  };
   const leases = startLeases({
     kv,
     id: options.id,
@@ -66,19 +79,24 @@ export async function startLeasedPartitions(deps: ProcessorDeps, options: Partit
         await handedBack(deps.bus, deps.bus.streams.lane(at.lane), partitionDurable(at.lane, at.partition));
         runners.set(name, await runPartition(deps, lanes[at.lane], at.lane, at.partition));
       }
-      deps.log.info({ lease: name, instance: options.id }, "lease taken");
+      if (at) summarize();
+      deps.log[at ? "debug" : "info"]({ lease: name, instance: options.id }, "lease taken");
     },
     async stop(name) {
       const runner = runners.get(name);
       runners.delete(name);
       await runner?.stop();
-      deps.log.info({ lease: name, instance: options.id }, "lease given up");
+      if (where.has(name)) summarize();
+      deps.log[where.has(name) ? "debug" : "info"]({ lease: name, instance: options.id }, "lease given up");
     },
     onError: (error, what) => deps.log.warn({ err: error, lease: what }, "partition leases: will retry"),
   });
   return {
     leases,
     runners: () => [...runners.values()],
-    stop: () => leases.stop(),
+    async stop() {
+      await leases.stop();
+      clearTimeout(summary);
+    },
   };
 }
