@@ -125,7 +125,10 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
         await sleep(backoffMs, undefined, { signal: stopped.signal }).catch(() => {});
       }
     }
-    if ("ack" in disposition) await msg.ackAck().catch(() => msg.ack());
+    // A plain ack, not a confirmed one: one lost in transit only brings the message back, which
+    // every handler here finds done (routing's rows, the send guard's claim), and the runner
+    // reads that redelivery as a sign of disorder. A confirmed ack is a request per message.
+    if ("ack" in disposition) msg.ack();
     else if ("retryInMs" in disposition) {
       order.sentBack();
       msg.nak(disposition.retryInMs);
@@ -141,7 +144,7 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
       msg.nak(crashBackoffMs(msg.info.deliveryCount));
       return;
     }
-    await msg.ackAck().catch(() => msg.ack());
+    msg.ack();
     options.onPoison?.(reason, msg);
   };
 
