@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import t from "tap";
@@ -24,22 +24,29 @@ t.test("a port to avoid is never picked; a free one is found if any is left", as
 });
 
 t.test("processes picking ports at the same time never get the same one", async (t) => {
-  // Three processes pick 300 ports each at once, none binding them: at random over the range,
-  // about 22 ports would be picked twice.
+  // Three processes pick 300 ports each at once, none binding them, and all stay alive until
+  // the three are done (a process gone frees its claims): at random over the range, about 22
+  // ports would be picked twice.
+  const children: ChildProcess[] = [];
   const picks = () =>
     new Promise<number[]>((resolve, reject) => {
       const script = `const { freePort } = await import(${JSON.stringify(join(ROOT, "libs/devstack/dist/index.js"))});
         const ports = []; for (let i = 0; i < 300; i++) ports.push(await freePort());
-        process.stdout.write(JSON.stringify(ports));`;
+        process.stdout.write(JSON.stringify(ports) + "\\n"); setInterval(() => {}, 1000);`;
       const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
         stdio: ["ignore", "pipe", "inherit"],
       });
+      children.push(child);
       let out = "";
-      child.stdout.on("data", (chunk) => (out += chunk));
-      child.once("exit", (code) =>
-        code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`exit ${code}`)),
-      );
+      child.stdout.on("data", (chunk) => {
+        out += chunk;
+        if (out.endsWith("\n")) resolve(JSON.parse(out) as number[]);
+      });
+      child.once("exit", (code) => reject(new Error(`exit ${code}`)));
     });
+  t.teardown(() => {
+    for (const child of children) child.kill();
+  });
   const all = (await Promise.all([picks(), picks(), picks()])).flat();
   t.equal(all.length, 900);
   t.equal(new Set(all).size, all.length, "no port handed to two processes");
