@@ -46,6 +46,12 @@ const LOWEST_PORT = 20_000;
 const PORT_RANGE = 12_000;
 const HANDED_OUT_MS = 60_000;
 const handedOut = new Map<number, number>();
+/**
+ * How long another process's claim keeps a port from being handed out: long enough to cover a
+ * stack's restart, which takes its remembered ports back without a claim of its own (a power
+ * cut and `npm start` again, minutes later), so that nobody else is handed them meanwhile.
+ */
+const CLAIM_MS = 15 * 60_000;
 
 /** Whether a TCP port on loopback can be listened on now. */
 export function portFree(port: number): Promise<boolean> {
@@ -60,7 +66,8 @@ export function portFree(port: number): Promise<boolean> {
  * Ports handed out on this machine, one file per port: processes pick ports at the same time
  * (test files run in parallel, each starting stacks) and bind them only later, so a port free
  * when one process checks may already be another's. A claim is exclusive (created with `wx`)
- * and lapses after HANDED_OUT_MS, by when its taker listens on it or has given it up.
+ * and lapses after CLAIM_MS, by when its taker listens on it, has given it up, or has taken it
+ * back as a remembered port.
  */
 const CLAIMS = join(tmpdir(), "notify-port-claims");
 
@@ -78,26 +85,26 @@ function claim(port: number, now: number): boolean {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
       // A lapsed claim is removed and taken afresh; whoever creates the file next wins it.
       const age = now - (statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? 0);
-      if (age <= HANDED_OUT_MS) return false;
+      if (age <= CLAIM_MS) return false;
       rmSync(file, { force: true });
     }
   }
   return false;
 }
 
-/** Whether some process of this machine was handed `port` by freePort within the minute. */
+/** Whether some process of this machine was handed `port` by freePort within CLAIM_MS. */
 export function portClaimed(port: number): boolean {
   const stat = statSync(join(CLAIMS, String(port)), { throwIfNoEntry: false });
-  return stat !== undefined && Date.now() - stat.mtimeMs <= HANDED_OUT_MS;
+  return stat !== undefined && Date.now() - stat.mtimeMs <= CLAIM_MS;
 }
 
 /**
  * A free port on loopback, picked at random below the kernel's ephemeral range (32768 and up on
  * Linux): a port the system hands out as free is also what it hands to the next outgoing
  * connection of any process, which may take it before the caller listens on it. A port is not
- * handed out twice within a minute, by this process or any other that uses this function (see
- * CLAIMS): callers bind theirs later, so a port free at the second call may still be the first
- * caller's.
+ * handed out twice within a minute by this process, nor within CLAIM_MS by any other that uses
+ * this function (see CLAIMS): callers bind theirs later, so a port free at the second call may
+ * still be the first caller's.
  */
 export async function freePort(avoid: Iterable<number> = []): Promise<number> {
   const skip = new Set(avoid);
