@@ -31,8 +31,9 @@ export interface ProcessorDeps {
 }
 
 /**
- * While a partition's delivery order is in doubt (its runner just started, or saw a delivery
- * lost, taken elsewhere, repeated or sent back: see createOrderWatch), routing checks that the
+ * While a partition's delivery order is in doubt (its runner started while deliveries were
+ * unacknowledged, or saw one lost, taken elsewhere, repeated or sent back: see
+ * createOrderWatch), routing checks that the
  * user's previous notification in the lane is routed. One that is not yet sends the message back
  * to the queue for `delayMs` (the previous one, redelivered, passes it) up to `deliveries` times;
  * then it is routed anyway, with a warning (the previous one is the reconciler's to find). The

@@ -28,8 +28,9 @@ export interface ConsumerRunnerOptions<T> {
    */
   orderDoubtMs?: number;
   /**
-   * `orderInDoubt`: an earlier message may still come after this one (the runner just started,
-   * or saw a delivery lost, taken elsewhere, repeated or sent back within `orderDoubtMs`).
+   * `orderInDoubt`: an earlier message may still come after this one (within `orderDoubtMs` the
+   * runner started while deliveries were unacknowledged, or saw one lost, taken elsewhere,
+   * repeated or sent back).
    */
   handle(value: T, msg: JsMsg, delivery: { orderInDoubt: boolean }): Promise<Disposition>;
   onError(error: unknown, msg: JsMsg): void;

@@ -76,12 +76,6 @@ export async function routeNotification(
   return earlier === null ? "routed" : "passed";
 }
 
-/**
- * Writes the channel outcomes, and the deferral timer with them, unless an earlier run did
- * (even one that chose other channels: the user's reachable channels may have changed since).
- * Without a cap to take this is one statement. With one it is a transaction: the cap slot is
- * taken only by the run whose rows went in, and a crash undoes both.
- */
 interface Recorded {
   first: boolean;
   held: boolean;
@@ -89,6 +83,12 @@ interface Recorded {
   planned: Planned[];
 }
 
+/**
+ * Writes the channel outcomes, and the deferral timer with them, unless an earlier run did
+ * (even one that chose other channels: the user's reachable channels may have changed since).
+ * Without a cap to take this is one statement. With one it is a transaction: the cap slot is
+ * taken only by the run whose rows went in, and a crash undoes both.
+ */
 async function record(
   deps: RouteDeps,
   message: LaneMessage,
