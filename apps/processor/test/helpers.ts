@@ -85,6 +85,7 @@ export interface NewNotification {
   template_version?: number;
   channels?: Channel[] | null;
   data?: Record<string, unknown>;
+  deliver_by?: string;
 }
 
 /** Stores notification rows as ingest would (one multi-row insert) and returns their lane messages. */
@@ -104,21 +105,24 @@ export async function storeNotifications(
     channels: n.channels === undefined ? ["email"] : n.channels,
     data: n.data ?? { name: "Ada" },
     created_at: new Date().toISOString(),
+    ...(n.deliver_by === undefined ? {} : { deliver_by: n.deliver_by }),
   }));
   const { sql } = database;
   for (let i = 0; i < messages.length; i += 5000) {
     const chunk = messages.slice(i, i + 5000);
     await sql`
       insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
-                                 requested_channels, data, dedup_key, request_hash, partition)
+                                 requested_channels, data, dedup_key, request_hash, partition, deliver_by)
       select id, 'shop', user_id, category, template_id, template_version, priority,
-             case when channels = '' then null else string_to_array(channels, ',') end, data::jsonb, id, 'h', part
+             case when channels = '' then null else string_to_array(channels, ',') end, data::jsonb, id, 'h', part,
+             deliver_by::timestamptz
       from unnest(${chunk.map((m) => m.notification_id)}::text[], ${chunk.map((m) => m.user_id)}::text[],
                   ${chunk.map((m) => m.category)}::text[], ${chunk.map((m) => m.template_id)}::text[],
                   ${chunk.map((m) => m.template_version ?? null) as number[]}::int[], ${chunk.map((m) => m.priority)}::text[],
                   ${chunk.map((m) => (m.channels ?? []).join(","))}::text[], ${chunk.map((m) => JSON.stringify(m.data))}::text[],
-                  ${chunk.map((m) => partitionOf(m.user_id, bus.naming.partitions))}::int[])
-           as x(id, user_id, category, template_id, template_version, priority, channels, data, part)`;
+                  ${chunk.map((m) => partitionOf(m.user_id, bus.naming.partitions))}::int[],
+                  ${chunk.map((m) => m.deliver_by ?? null) as string[]}::text[])
+           as x(id, user_id, category, template_id, template_version, priority, channels, data, part, deliver_by)`;
   }
   return messages;
 }

@@ -12,8 +12,9 @@ import type { WorkItem } from "./notification.js";
  * - dead: dead-lettered; only a replay releases it
  * - unknown: the provider may have accepted (no answer, or a worker died mid-send); never resent
  *   unless an operator replays it knowingly
+ * - expired: its deliver-by deadline passed before a send was made; never sent
  */
-export const GUARD_STATES = ["sending", "sent", "failed", "dead", "unknown"] as const;
+export const GUARD_STATES = ["sending", "sent", "failed", "dead", "unknown", "expired"] as const;
 export type GuardState = (typeof GUARD_STATES)[number];
 
 export interface GuardValue {
@@ -67,6 +68,8 @@ export interface DeadLetterNotification {
 export interface DeadLetterAttempt {
   attempt: number;
   outcome: string;
+  /** The provider called; absent or null on attempts recorded before it was kept. */
+  provider?: string | null;
   provider_id: string | null;
   error: string | null;
   at: string;

@@ -2,6 +2,7 @@ export * from "./api-keys.js";
 export * from "./audience.js";
 export * from "./channels.js";
 export * from "./cursor.js";
+export * from "./deadline.js";
 export * from "./delivery.js";
 export * from "./errors.js";
 export * from "./ids.js";

@@ -22,8 +22,9 @@ export const NOTIFICATION_STATUS_DESCRIPTIONS: Record<NotificationStatus, string
   unsettled:
     "no channel waiting, at least one unsettled: the provider may have accepted; a receipt may still settle it, and it is never resent on its own",
   completed: "every channel delivered or suppressed, at least one delivered",
-  partially_failed: "no channel waiting or unsettled; at least one delivered and at least one failed or bounced",
-  failed: "no channel waiting, unsettled or delivered; at least one failed or bounced",
+  partially_failed:
+    "no channel waiting or unsettled; at least one delivered and at least one failed, bounced or expired",
+  failed: "no channel waiting, unsettled or delivered; at least one failed, bounced or expired",
   suppressed: "every channel suppressed (preferences, daily cap, no address): nothing was sent",
 };
 
@@ -38,9 +39,9 @@ const WAITING: ReadonlySet<ChannelStatus> = new Set(["pending", "deferred", "ret
  * | none at all                                        | `accepted`         |
  * | any pending, deferred, retrying or parked          | `processing`       |
  * | any unsettled                                      | `unsettled`        |
- * | a delivered one and a failed or bounced one        | `partially_failed` |
+ * | a delivered one and a failed, bounced or expired one | `partially_failed` |
  * | a delivered one                                    | `completed`        |
- * | a failed or bounced one                            | `failed`           |
+ * | a failed, bounced or expired one                   | `failed`           |
  * | (only suppressed ones are left)                    | `suppressed`       |
  *
  * Why this order: an outcome (completed, partially_failed, failed, suppressed) is claimed only
@@ -65,7 +66,8 @@ export function notificationStatus(channels: Iterable<ChannelStatus>): Notificat
     if (WAITING.has(status)) return "processing";
     if (status === "unsettled") unsettled = true;
     else if (status === "delivered") delivered = true;
-    else if (status === "failed" || status === "bounced") failed = true;
+    // An expired channel was never sent: for the caller that is a failure like any other.
+    else if (status === "failed" || status === "bounced" || status === "expired") failed = true;
   }
   if (!any) return "accepted";
   if (unsettled) return "unsettled";

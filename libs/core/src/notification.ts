@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import { CHANNELS, type Channel, PRIORITIES, type Priority } from "./channels.js";
+import { parseRfc3339 } from "./deadline.js";
 import type { NotificationStatus } from "./notification-status.js";
 import type { ChannelStatus } from "./status.js";
 
@@ -29,6 +30,19 @@ export const NotificationRequest = v.strictObject({
     ),
   ),
   priority: v.picklist(PRIORITIES, `priority must be one of ${PRIORITIES.join(", ")}`),
+  /**
+   * Never sent after this instant: what is still unsent then ends as `expired`. In the future,
+   * at most 28 days out (MAX_DEADLINE_SECONDS; checked against the clock at ingest).
+   */
+  deliver_by: v.optional(
+    v.pipe(
+      v.string("deliver_by must be a string"),
+      v.check(
+        (text) => parseRfc3339(text) !== null,
+        "deliver_by must be an RFC 3339 date-time with an offset, e.g. 2026-11-25T18:00:00Z",
+      ),
+    ),
+  ),
 });
 export type NotificationRequest = v.InferOutput<typeof NotificationRequest>;
 
@@ -45,6 +59,8 @@ export const LaneMessage = v.object({
   channels: v.nullable(v.array(v.picklist(CHANNELS))),
   data: v.record(v.string(), v.unknown()),
   created_at: v.string(),
+  /** The deadline (ISO 8601, UTC), from the request or the template's time to live; absent: none. */
+  deliver_by: v.optional(v.nullable(v.string())),
 });
 export type LaneMessage = v.InferOutput<typeof LaneMessage>;
 
@@ -61,6 +77,8 @@ export const WorkItem = v.object({
   body: v.string(),
   /** Attempts already made (0 on the first delivery). */
   attempt: v.pipe(v.number(), v.integer(), v.minValue(0)),
+  /** Not sent after this instant (ISO 8601); absent: no deadline. */
+  deliver_by: v.optional(v.nullable(v.string())),
 });
 export type WorkItem = v.InferOutput<typeof WorkItem>;
 

@@ -12,6 +12,7 @@
  * - delivered: the provider accepted (or confirmed) the message
  * - bounced: the provider reported a bounce (reason)
  * - failed: dead-lettered: a permanent failure or retries used up (reason)
+ * - expired: its deliver-by deadline passed before it was sent; never sent late (reason)
  */
 export const CHANNEL_STATUSES = [
   "pending",
@@ -23,6 +24,7 @@ export const CHANNEL_STATUSES = [
   "delivered",
   "bounced",
   "failed",
+  "expired",
 ] as const;
 export type ChannelStatus = (typeof CHANNEL_STATUSES)[number];
 
@@ -35,6 +37,7 @@ const RANK: Record<ChannelStatus, number> = {
   suppressed: 3,
   delivered: 3,
   failed: 3,
+  expired: 3,
   bounced: 4,
 };
 

@@ -25,8 +25,9 @@ const DEFINITIONS: Record<NotificationStatus, (list: ChannelStatus[]) => boolean
   unsettled: (list) => !some(list, ...WAITING) && some(list, "unsettled"),
   completed: (list) => list.length > 0 && every(list, "delivered", "suppressed") && some(list, "delivered"),
   partially_failed: (list) =>
-    !some(list, ...WAITING, "unsettled") && some(list, "delivered") && some(list, "failed", "bounced"),
-  failed: (list) => !some(list, ...WAITING, "unsettled") && !some(list, "delivered") && some(list, "failed", "bounced"),
+    !some(list, ...WAITING, "unsettled") && some(list, "delivered") && some(list, "failed", "bounced", "expired"),
+  failed: (list) =>
+    !some(list, ...WAITING, "unsettled") && !some(list, "delivered") && some(list, "failed", "bounced", "expired"),
   suppressed: (list) => list.length > 0 && every(list, "suppressed"),
 };
 

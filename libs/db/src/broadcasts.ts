@@ -18,7 +18,7 @@ export interface BroadcastProgress {
   suppressed: number;
   /** Recipients delivered on at least one channel. */
   delivered: number;
-  /** Recipients not delivered anywhere with at least one failed or bounced channel. */
+  /** Recipients not delivered anywhere with at least one failed, bounced or expired channel. */
   failed: number;
   created_at: string;
   finished_at: string | null;
@@ -57,7 +57,7 @@ export async function readBroadcastProgress(
            count(*) filter (where not delivered and not failed and suppressed)::float8 as suppressed
     from (
       select bool_or(c.status = 'delivered') as delivered,
-             bool_or(c.status in ('failed', 'bounced')) as failed,
+             bool_or(c.status in ('failed', 'bounced', 'expired')) as failed,
              bool_and(c.status = 'suppressed') as suppressed
       from broadcast_recipients r join notification_channels c on c.notification_id = r.notification_id
       where r.broadcast_id = ${id}

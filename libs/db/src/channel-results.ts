@@ -211,6 +211,8 @@ export async function loadChannel(sql: Sql, ref: ChannelRef): Promise<DeliveryCh
 export interface Attempt {
   attempt: number;
   outcome: string;
+  /** The provider called; null when none was (nothing sent, or a reconciliation). */
+  provider?: string | null;
   providerId: string | null;
   error: string | null;
 }
@@ -235,8 +237,8 @@ export async function moveStatus(sql: Sql, ref: ChannelRef, to: ChannelStatus, f
   const a = fields.attempt;
   const rows = await sql`
     with tried as (
-      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider_id, error)
-      select ${ref.notification_id}, ${ref.channel}, ${a?.attempt ?? null}::int, ${a?.outcome ?? null}, ${a?.providerId ?? null}, ${a?.error ?? null}
+      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
+      select ${ref.notification_id}, ${ref.channel}, ${a?.attempt ?? null}::int, ${a?.outcome ?? null}, ${a?.provider ?? null}, ${a?.providerId ?? null}, ${a?.error ?? null}
       where ${a !== undefined}
       on conflict do nothing
     ), moved as (
@@ -259,8 +261,8 @@ export async function moveStatus(sql: Sql, ref: ChannelRef, to: ChannelStatus, f
 
 export async function recordAttempt(sql: Sql, ref: ChannelRef, a: Attempt): Promise<void> {
   await sql`
-    insert into delivery_attempts (notification_id, channel, attempt, outcome, provider_id, error)
-    values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.providerId}, ${a.error})
+    insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
+    values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.provider ?? null}, ${a.providerId}, ${a.error})
     on conflict do nothing`;
 }
 
@@ -277,7 +279,7 @@ export async function readDeliveryHistory(
       requested_channels, data, dedup_key, created_at
     from notifications where id = ${ref.notification_id}`;
   const history = await sql<DeadLetterAttempt[]>`
-    select attempt, outcome, provider_id, error, at from delivery_attempts
+    select attempt, outcome, provider, provider_id, error, at from delivery_attempts
     where notification_id = ${ref.notification_id} and channel = ${ref.channel} order by attempt`;
   return { notification: notification ?? null, history: [...history] };
 }

@@ -20,6 +20,8 @@ export interface TemplateVersionRecord {
   latest_version: number;
   default_locale: string;
   params: string[];
+  /** Time to live of a notification without a deliver_by of its own; null: none. */
+  ttl_seconds: number | null;
   variants: TemplateVariant[];
   created_at: string;
 }
@@ -28,13 +30,14 @@ export interface TemplateVersionRecord {
 export interface TemplateContent {
   default_locale: string;
   params: string[];
+  ttl_seconds: number | null;
   variants: TemplateVariant[];
 }
 
 /** A transaction's handle, so that a read can run inside one. */
 type Tx = Parameters<Parameters<Sql["begin"]>[1]>[0];
 
-type VersionRow = RowPick<typeof templateVersions, "version" | "params" | "created_at"> &
+type VersionRow = RowPick<typeof templateVersions, "version" | "params" | "ttl_seconds" | "created_at"> &
   RowPick<typeof templates, "latest_version" | "default_locale">;
 type VariantRow = Omit<
   RowPick<typeof templateVariants, "channel" | "locale" | "subject" | "body_template">,
@@ -50,7 +53,7 @@ async function readVersion(
   version: number | null,
 ): Promise<TemplateVersionRecord | null> {
   const [row] = await sql<VersionRow[]>`
-    select v.version, t.latest_version, coalesce(v.default_locale, t.default_locale) as default_locale, v.params, v.created_at
+    select v.version, t.latest_version, coalesce(v.default_locale, t.default_locale) as default_locale, v.params, v.ttl_seconds, v.created_at
     from templates t join template_versions v on v.template_id = t.id and v.version = coalesce(${version}::int, t.latest_version)
     where t.id = ${templateId}`;
   if (!row) return null;
@@ -63,6 +66,7 @@ async function readVersion(
     latest_version: row.latest_version,
     default_locale: row.default_locale,
     params: row.params,
+    ttl_seconds: row.ttl_seconds,
     variants: variants.map(({ channel, locale, subject, body_template }) => ({
       channel,
       locale,
@@ -110,8 +114,8 @@ export async function writeTemplateVersion(
     }
     const version = latest + 1;
     await tx`
-      insert into template_versions (template_id, version, params, default_locale)
-      values (${templateId}, ${version}, ${tx.json(content.params)}, ${content.default_locale})`;
+      insert into template_versions (template_id, version, params, default_locale, ttl_seconds)
+      values (${templateId}, ${version}, ${tx.json(content.params)}, ${content.default_locale}, ${content.ttl_seconds})`;
     await tx`
       insert into template_variants (template_id, version, channel, locale, subject, body_template)
       select ${templateId}, ${version}, * from unnest(
@@ -166,7 +170,7 @@ export async function listTemplateSummaries(
 }
 
 /** The latest version of a template and the data parameters it declares. */
-export type LatestTemplateParams = Pick<Row<typeof templateVersions>, "version" | "params">;
+export type LatestTemplateParams = Pick<Row<typeof templateVersions>, "version" | "params" | "ttl_seconds">;
 
 /** Null when the template does not exist. */
 export async function readLatestTemplateParams(
@@ -174,7 +178,7 @@ export async function readLatestTemplateParams(
   templateId: string,
 ): Promise<LatestTemplateParams | null> {
   const [row] = await database.sql<LatestTemplateParams[]>`
-    select v.version, v.params from templates t
+    select v.version, v.params, v.ttl_seconds from templates t
     join template_versions v on v.template_id = t.id and v.version = t.latest_version
     where t.id = ${templateId}`;
   return row ?? null;

@@ -8,19 +8,27 @@ import type { notifications } from "./schema/index.js";
 export type DueDeferral = Omit<
   RowPick<typeof notifications, "user_id" | "category" | "template_id" | "template_version" | "priority" | "data">,
   "priority" | "data"
-> & { notification_id: string; priority: Priority; data: Record<string, unknown>; channels: Channel[] };
+> & {
+  notification_id: string;
+  priority: Priority;
+  data: Record<string, unknown>;
+  channels: Channel[];
+  /** ISO 8601, or null: no deadline. */
+  deliver_by: string | null;
+};
 
 /** Due deferrals, oldest first: read before the release transaction, as routing uses other connections. */
 export async function listDueDeferrals(database: Database, now: Date, limit: number): Promise<DueDeferral[]> {
   return database.sql<DueDeferral[]>`
     select d.notification_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.data,
+           to_char(n.deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by,
            array(select c.channel from notification_channels c
                  where c.notification_id = d.notification_id and c.status = 'deferred' order by c.channel) as channels
     from deferred_notifications d join notifications n on n.id = d.notification_id
     where d.due_at <= ${now} order by d.due_at, d.notification_id limit ${limit}`;
 }
 
-/** A released channel that is not sent: its new status (suppressed, failed, or deferred again). */
+/** A released channel that is not sent: its new status (suppressed, failed, expired, or deferred again). */
 export interface ReleasedChannel {
   notificationId: string;
   channel: Channel;

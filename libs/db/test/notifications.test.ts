@@ -32,6 +32,7 @@ const row = (clientId: string, key: string, over: Partial<AcceptedRow> = {}): Ac
   channels: null,
   data: { name: "Ada" },
   partition: 0,
+  deliver_by: null,
   ...over,
 });
 

@@ -15,6 +15,7 @@ const { database } = await freshDatabase(t);
 const content = (body: string): TemplateContent => ({
   default_locale: "en",
   params: ["name"],
+  ttl_seconds: null,
   variants: [
     { channel: "email", locale: "en", subject: "Hi", body_template: body },
     { channel: "in_app", locale: "en", subject: null, body_template: body },
@@ -48,7 +49,7 @@ t.test("created, unchanged, versioned", async (t) => {
   t.equal((await readTemplateVersion(database, "welcome", null))?.version, 2, "null reads the latest");
   t.equal(await readTemplateVersion(database, "welcome", 3), null);
   t.equal(await readTemplateVersion(database, "missing", null), null);
-  t.same(await readLatestTemplateParams(database, "welcome"), { version: 2, params: ["name"] });
+  t.same(await readLatestTemplateParams(database, "welcome"), { version: 2, params: ["name"], ttl_seconds: null });
   t.equal(await readLatestTemplateParams(database, "missing"), null);
 });
 

@@ -26,7 +26,7 @@ const guard = await bus.kv("notify_send_guard");
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 
 async function deadLetter(
-  options: { channel?: Channel; reason?: string; cls?: DeadLetter["class"]; userId?: string } = {},
+  options: { channel?: Channel; reason?: string; cls?: DeadLetter["class"]; userId?: string; deliverBy?: string } = {},
 ): Promise<{ item: WorkItem; seq: number }> {
   const id = randomUUID();
   const channel = options.channel ?? "email";
@@ -49,6 +49,7 @@ async function deadLetter(
     subject: "Welcome",
     body: "<p>Hello</p>",
     attempt: 0,
+    ...(options.deliverBy === undefined ? {} : { deliver_by: options.deliverBy }),
   };
   const letter: DeadLetter = {
     version: 1,
@@ -219,4 +220,25 @@ t.test("replay releases a held guard, and refuses once the provider accepted or 
   );
   t.equal(await replay({ database, bus, guard }, unsettled.item, true), null);
   t.equal(await replay({ database, bus, guard }, unsettled.item, true), null, "an interrupted replay resumes");
+});
+
+t.test("a dead letter past its deliver-by deadline is never replayed; one with time left is", async (t) => {
+  const late = await deadLetter({ deliverBy: new Date(Date.now() - 60_000).toISOString() });
+  const timely = await deadLetter({ deliverBy: new Date(Date.now() + 3_600_000).toISOString() });
+  await contact(late.item.user_id, "late@example.com");
+  await contact(timely.item.user_id, "timely@example.com");
+  const before = await workCount();
+  const run = await replayDeadLetters(deps, {
+    seqs: [late.seq, timely.seq],
+    filters: {},
+    includeUnsettled: false,
+    dryRun: false,
+  });
+  t.match(run, { selected: 2, replayed: 1, skipped: 1 });
+  t.match(run.results, [
+    { seq: late.seq, result: /^skipped: its deliver-by deadline \(.+\) has passed$/ },
+    { seq: timely.seq, result: /^replayed/ },
+  ]);
+  t.equal(await workCount(), before + 1, "only the one with time left is published");
+  t.match(await statusOf(late.item), { status: "failed" }, "the late one is left as it was");
 });

@@ -10,6 +10,11 @@ export interface OutboundMessage {
   body: string;
   category: string;
   priority: "transactional" | "promotional";
+  /**
+   * The notification's deliver-by deadline (ISO 8601), when it has one: a provider that can
+   * tell its network to drop the message past it (a push TTL, an SMS validity period) does.
+   */
+  deliverBy?: string | null;
 }
 
 /**

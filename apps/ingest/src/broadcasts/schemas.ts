@@ -33,7 +33,7 @@ export const BroadcastView = v.object({
   suppressed: v.number(),
   /** Recipients delivered on at least one channel. */
   delivered: v.number(),
-  /** Recipients not delivered anywhere with at least one failed or bounced channel. */
+  /** Recipients not delivered anywhere with at least one failed, bounced or expired channel. */
   failed: v.number(),
   created_at: v.string(),
   finished_at: v.nullable(v.string()),

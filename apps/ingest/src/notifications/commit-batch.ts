@@ -41,6 +41,7 @@ export async function commitBatch(
       channels: p.message.channels,
       data: p.message.data,
       partition: p.partition,
+      deliver_by: p.message.deliver_by ?? null,
     })),
     DEDUP_WINDOW_HOURS,
   );

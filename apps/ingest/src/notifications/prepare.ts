@@ -1,10 +1,12 @@
 import type { Bus } from "@notify/bus";
 import {
   AppError,
+  deadlineProblem,
   type LaneMessage,
   type MaybePromise,
   type NotificationRequest,
   newId,
+  parseRfc3339,
   partitionOf,
 } from "@notify/core";
 import { asDependencyError } from "../dependency.js";
@@ -33,7 +35,7 @@ export interface Prepared {
  * partition from the user id.
  */
 export function prepareNotification(
-  deps: { bus: Bus; templates: (id: string) => MaybePromise<TemplateInfo | null> },
+  deps: { bus: Bus; templates: (id: string) => MaybePromise<TemplateInfo | null>; now?: () => number },
   input: CreateInput,
 ): MaybePromise<Prepared> {
   const found = deps.templates(input.request.template_id);
@@ -47,9 +49,10 @@ export function prepareNotification(
     : prepared(deps, input, found);
 }
 
-function prepared(deps: { bus: Bus }, input: CreateInput, found: TemplateInfo | null): Prepared {
+function prepared(deps: { bus: Bus; now?: () => number }, input: CreateInput, found: TemplateInfo | null): Prepared {
   const { request } = input;
   const template = checkTemplate(found, request.template_id, request.data);
+  const deliverBy = deadlineOf(request, template, deps.now?.() ?? Date.now());
   if (!deps.bus.isConnected()) {
     throw new AppError("dependency_unavailable", "nats is unavailable", { context: { retryAfterSeconds: 1 } });
   }
@@ -66,8 +69,28 @@ function prepared(deps: { bus: Bus }, input: CreateInput, found: TemplateInfo | 
       channels: request.channels ?? null,
       data: request.data,
       created_at: "",
+      ...(deliverBy === null ? {} : { deliver_by: deliverBy }),
     },
     requestHash: requestHash(request),
     partition: partitionOf(request.user_id, deps.bus.naming.partitions),
   };
+}
+
+/**
+ * The notification's deadline as an ISO string: the request's own deliver_by (400 when it has
+ * passed or lies too far out), else the template's time to live from now; null for neither.
+ */
+function deadlineOf(request: NotificationRequest, template: TemplateInfo, now: number): string | null {
+  if (request.deliver_by === undefined) {
+    const ttl = template.ttlSeconds ?? null;
+    return ttl === null ? null : new Date(now + ttl * 1000).toISOString();
+  }
+  const deadline = parseRfc3339(request.deliver_by) as Date; // the schema checked its syntax
+  const problem = deadlineProblem(deadline, new Date(now));
+  if (problem !== null) {
+    throw new AppError("validation_failed", `deliver_by: ${problem}`, {
+      fields: [{ field: "deliver_by", message: problem }],
+    });
+  }
+  return deadline.toISOString();
 }

@@ -6,6 +6,8 @@ export interface TemplateInfo {
   id: string;
   version: number;
   params: string[];
+  /** A notification without a deliver_by of its own expires this long after it is accepted. */
+  ttlSeconds?: number | null;
 }
 
 export interface TemplateLookup {
@@ -28,7 +30,7 @@ export function createTemplateLookup(database: Database, ttlMs = 5000): Template
     if (hit !== undefined) return hit;
     return cache.load(templateId, async () => {
       const row = await readLatestTemplateParams(database, templateId);
-      return row ? { id: templateId, version: row.version, params: row.params } : null;
+      return row ? { id: templateId, version: row.version, params: row.params, ttlSeconds: row.ttl_seconds } : null;
     });
   };
   return Object.assign(lookup, { forget: (templateId: string) => cache.forget(templateId) });

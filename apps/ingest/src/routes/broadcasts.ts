@@ -81,7 +81,7 @@ export function mountBroadcasts(
     broadcasts({
       summary: "Read a broadcast's progress",
       description:
-        "total (members when accepted), expanded (notifications created), and per recipient: delivered on at least one channel, failed (no delivery, a failed or bounced channel), suppressed (every channel suppressed).",
+        "total (members when accepted), expanded (notifications created), and per recipient: delivered on at least one channel, failed (no delivery, a failed, bounced or expired channel), suppressed (every channel suppressed).",
       responses: { 200: { description: "Its progress", schema: BroadcastView } },
       problems: ["not_found"],
     }),

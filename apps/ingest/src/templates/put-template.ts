@@ -7,8 +7,8 @@ import type { TemplateRequest, TemplateResponse } from "./schemas.js";
 
 export type PutTemplateResult = { kind: "created" | "versioned" | "unchanged"; template: TemplateResponse };
 
-const contentOf = (t: Pick<TemplateResponse, "default_locale" | "params" | "variants">) =>
-  JSON.stringify([t.default_locale, [...t.params].sort(), sortVariants(t.variants)]);
+const contentOf = (t: Pick<TemplateResponse, "default_locale" | "params" | "ttl_seconds" | "variants">) =>
+  JSON.stringify([t.default_locale, [...t.params].sort(), t.ttl_seconds, sortVariants(t.variants)]);
 
 /**
  * PUT /api/v1/templates/{id}: writes the next immutable version (version 1 creates the
@@ -34,6 +34,7 @@ export async function putTemplate(
   const content = {
     default_locale: input.default_locale,
     params: input.params,
+    ttl_seconds: input.ttl_seconds,
     variants: sortVariants(input.variants),
   };
   const wanted = contentOf(content);

@@ -3,6 +3,7 @@ import {
   CHANNELS,
   canonicalLocale,
   MAX_BODY_TEMPLATE_LENGTH,
+  MAX_DEADLINE_SECONDS,
   MAX_SUBJECT_LENGTH,
   PARAM_NAME,
   TEMPLATE_ID_PATTERN,
@@ -100,6 +101,18 @@ export const TemplateRequest = v.strictObject({
     ),
     [],
   ),
+  /** Notifications of this version without a deliver_by of their own are never sent later than this after acceptance. */
+  ttl_seconds: v.optional(
+    v.nullable(
+      v.pipe(
+        v.number("ttl_seconds must be a number"),
+        v.integer("ttl_seconds must be an integer"),
+        v.minValue(1, "ttl_seconds must be at least 1"),
+        v.maxValue(MAX_DEADLINE_SECONDS, `ttl_seconds must be at most ${MAX_DEADLINE_SECONDS} (28 days)`),
+      ),
+    ),
+    null,
+  ),
   variants: v.pipe(
     v.array(TemplateVariant, "variants must be an array"),
     v.minLength(1, "variants must not be empty"),
@@ -115,6 +128,7 @@ export const TemplateResponse = v.strictObject({
   latest_version: v.number(),
   default_locale: v.string(),
   params: v.array(v.string()),
+  ttl_seconds: v.nullable(v.number()),
   variants: v.array(
     v.strictObject({
       channel: v.picklist(CHANNELS),

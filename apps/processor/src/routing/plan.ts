@@ -3,6 +3,8 @@ import {
   type Channel,
   type ChannelDecision,
   decideRouting,
+  type ExpiryReason,
+  isPastDeadline,
   type PolicyInput,
   type Priority,
   type SuppressionReason,
@@ -41,6 +43,8 @@ export interface Routable {
   template_version?: number | null;
   priority: Priority;
   data: Record<string, unknown>;
+  /** Never sent after this instant (ISO 8601); absent or null: no deadline. */
+  deliver_by?: string | null | undefined;
 }
 
 /** The recorded outcome for one channel, and the work item when it is to be sent. */
@@ -48,7 +52,8 @@ export type Planned =
   | { channel: Channel; status: "pending"; reason: null; nextAttemptAt: null; item: WorkItem }
   | { channel: Channel; status: "suppressed"; reason: SuppressionReason; nextAttemptAt: null }
   | { channel: Channel; status: "deferred"; reason: "quiet_hours"; nextAttemptAt: Date }
-  | { channel: Channel; status: "failed"; reason: RenderFailure; nextAttemptAt: null };
+  | { channel: Channel; status: "failed"; reason: RenderFailure; nextAttemptAt: null }
+  | { channel: Channel; status: "expired"; reason: ExpiryReason; nextAttemptAt: null };
 
 export const policyInput = (
   deps: Pick<RouteDeps, "policy">,
@@ -116,6 +121,7 @@ export async function buildItem(
       subject: rendered.subject,
       body: rendered.body,
       attempt: 0,
+      ...(n.deliver_by ? { deliver_by: n.deliver_by } : {}),
     },
   };
 }
@@ -145,7 +151,30 @@ export async function decideAndPlan(
 ): Promise<{ input: PolicyInput; profile: UserProfile; planned: Planned[] }> {
   const profile = await deps.profiles.load(n.user_id);
   const input = policyInput(deps, n, profile, requested, deps.now());
-  return { input, profile, planned: await plan(deps, n, profile, decideRouting(input)) };
+  const planned = await plan(deps, n, profile, decideRouting(input));
+  return { input, profile, planned: withinDeadline(planned, n.deliver_by, input.now) };
+}
+
+/**
+ * Nothing is queued or held that could only go out after the notification's deadline: past
+ * it, what would be sent or deferred expires; before it, a deferral whose planned time (the end
+ * of quiet hours) comes after it expires now rather than at its release.
+ */
+export function withinDeadline(
+  planned: readonly Planned[],
+  deliverBy: string | null | undefined,
+  now: Date,
+): Planned[] {
+  if (!deliverBy) return [...planned];
+  const passed = isPastDeadline(deliverBy, now.getTime());
+  const deadline = Date.parse(deliverBy);
+  return planned.map((p): Planned => {
+    if (passed && (p.status === "pending" || p.status === "deferred"))
+      return { channel: p.channel, status: "expired", reason: "deadline_passed", nextAttemptAt: null };
+    if (p.status === "deferred" && p.nextAttemptAt.getTime() > deadline)
+      return { channel: p.channel, status: "expired", reason: "deadline_before_quiet_hours_end", nextAttemptAt: null };
+    return p;
+  });
 }
 
 /** Over the cap, nothing that would be sent is: it is suppressed with reason rate_cap. */

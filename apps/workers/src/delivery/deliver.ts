@@ -1,9 +1,10 @@
 import type { Disposition } from "@notify/bus";
-import { guardKey, type WorkItem } from "@notify/core";
+import { guardKey, isPastDeadline, type WorkItem } from "@notify/core";
 import { loadChannel } from "@notify/db";
 import { LimiterClosed } from "../providers/rate-limiter.js";
 import { addressesOf } from "./addresses.js";
 import { type Context, type DeliverDeps, jitter } from "./context.js";
+import { expire } from "./expire.js";
 import { claimGuard, type GuardEntry, isClaimable, readGuard } from "./guard.js";
 import { park } from "./park.js";
 import { resume } from "./resume.js";
@@ -44,18 +45,23 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
   try {
     // Two tries: a claim lost to a concurrent duplicate is looked at once more.
     for (let tries = 0; tries < 2; tries++) {
-      if (deps.gate.breaker.state() === "open") return await park(ctx);
+      // Past its deadline nothing is sent; what the guard says (it may have been sent) is read first.
+      const late = isPastDeadline(item.deliver_by, Date.now());
+      if (!late && deps.gate.breaker.state() === "open") return await park(ctx);
       // A first attempt almost always finds no guard: claim it straight away (a create, which
       // fails if one exists after all), saving a read on the hot path.
-      const first = tries === 0 && row.attempts === 0 && row.status === "pending";
+      const first = !late && tries === 0 && row.attempts === 0 && row.status === "pending";
       const seen = first ? null : await readGuard(deps.guard, ctx.key);
       // This process's own claim whose write answered with a timeout: nothing was sent under it.
       const unused =
         seen !== null && seen.value.worker === deps.worker && deps.unusedClaims.take(ctx.key, seen.value.at);
       if (!unused && !isClaimable(seen)) return await resume(ctx, seen as GuardEntry);
+      if (late) return await expire(ctx, seen);
       const settled = new Set([...(seen?.value.settled ?? []), ...(seen?.value.accepted ?? []).map((a) => a.key)]);
       const addresses = addressesOf(item).filter((a) => !settled.has(a.key));
       ctx.waitedMs += await deps.gate.limiter.acquire(item.priority, addresses.length);
+      // The wait for a token may have outlasted the deadline: checked again right before the claim.
+      if (isPastDeadline(item.deliver_by, Date.now())) return await expire(ctx, seen);
       const at = Date.now();
       const claim = await claimGuard(deps.guard, ctx.key, seen, {
         state: "sending",

@@ -1,8 +1,9 @@
 import type { Disposition } from "@notify/bus";
-import type { GuardValue } from "@notify/core";
+import type { ExpiryReason, GuardValue } from "@notify/core";
 import { moveStatus, recordAttempt } from "@notify/db";
 import { addressesOf } from "./addresses.js";
 import { type Context, done, jitter } from "./context.js";
+import { expired } from "./expire.js";
 import { claimGuard, type GuardEntry } from "./guard.js";
 import { send } from "./send.js";
 import { deadLetter, unsettle } from "./settle.js";
@@ -20,6 +21,8 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
         attempts: guard.attempt,
       });
       return done(ctx, "delivered", { reconciled: true, provider_id: guard.provider_id }, { ack: true });
+    case "expired":
+      return await expired(ctx, expiryReason(guard.reason), guard.attempt);
     case "dead":
       await deadLetter(ctx, guard.class ?? "permanent", guard.reason ?? "dead-lettered", guard.attempt);
       return done(ctx, "failed", { reconciled: true, reason: guard.reason }, { ack: true });
@@ -47,6 +50,7 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
       await recordAttempt(deps.sql, item, {
         attempt: guard.attempt,
         outcome: "unknown",
+        provider: deps.gate.provider.name,
         providerId: null,
         error: reason,
       });
@@ -73,3 +77,6 @@ async function retake(ctx: Context, seen: GuardEntry): Promise<Disposition> {
     addressesOf(item).filter((a) => !settled.has(a.key)),
   );
 }
+
+const expiryReason = (reason: string | undefined): ExpiryReason =>
+  reason === "deadline_before_next_attempt" ? reason : "deadline_passed";

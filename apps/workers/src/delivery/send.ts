@@ -3,6 +3,7 @@ import type { ChannelStatus } from "@notify/core";
 import { moveStatus, recordAttempt, removePushSubscription } from "@notify/db";
 import type { Address } from "./addresses.js";
 import { type Context, done, parkDelay } from "./context.js";
+import { expired } from "./expire.js";
 import { type GuardEntry, settleGuard } from "./guard.js";
 import { type AddressResult, decide } from "./outcome.js";
 import { deadLetter, unsettle } from "./settle.js";
@@ -20,6 +21,7 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
         body: item.body,
         category: item.category,
         priority: item.priority,
+        deliverBy: item.deliver_by ?? null,
       });
       return { key: address.key, address, result };
     }),
@@ -39,7 +41,7 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
   });
   const base = { attempt, worker: deps.worker, at: Date.now() };
   const provider = gate.provider.name;
-  const tried = { attempt, ...summarize(results) };
+  const tried = { attempt, provider: attempted ? provider : null, ...summarize(results) };
 
   switch (decision.action) {
     case "delivered": {
@@ -60,13 +62,27 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
     }
     case "retry":
     case "park": {
+      const settled = [...new Set([...(claim.value.settled ?? []), ...decision.settled])];
+      // The next attempt would come too late: nothing more is sent, and the channel expires now.
+      if (item.deliver_by && Date.now() + decision.delayMs >= Date.parse(item.deliver_by)) {
+        const reason = "deadline_before_next_attempt";
+        await settleGuard(deps.guard, ctx.key, {
+          ...base,
+          state: "expired",
+          reason,
+          accepted: decision.accepted,
+          settled,
+        });
+        if (attempted) await recordAttempt(deps.sql, item, tried);
+        return expired(ctx, reason, attempt);
+      }
       // A definite refusal (or no call at all): the next attempt may claim the guard and send.
       await settleGuard(deps.guard, ctx.key, {
         ...base,
         state: "failed",
         reason: decision.reason,
         accepted: decision.accepted,
-        settled: [...new Set([...(claim.value.settled ?? []), ...decision.settled])],
+        settled,
       });
       const status: ChannelStatus = decision.action === "retry" ? "retrying" : "parked";
       if (attempted || row.status !== status) {

@@ -17,6 +17,8 @@ export interface AcceptedRow {
   channels: Channel[] | null;
   data: Record<string, unknown>;
   partition: number;
+  /** ISO 8601; null: no deadline. */
+  deliver_by: string | null;
 }
 
 export interface AcceptedBatch {
@@ -44,7 +46,7 @@ export async function acceptNotifications(
     with input as (
       select * from json_to_recordset(${input}::text::json) as i(id text, client_id text, key text, request_hash text,
         user_id text, category text, template_id text, template_version int, priority text, channels text[],
-        data jsonb, partition int)
+        data jsonb, partition int, deliver_by timestamptz)
     ),
     claimed as (
       insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
@@ -55,9 +57,9 @@ export async function acceptNotifications(
       returning notification_id
     ),
     inserted as (
-      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition)
+      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition, deliver_by)
       select id, client_id, user_id, category, template_id, template_version, priority, channels, data, key,
-             request_hash, partition
+             request_hash, partition, deliver_by
       from input where id in (select notification_id from claimed)
       returning id, created_at
     ),

@@ -17,6 +17,7 @@ export type LaneRow = Omit<
     | "data"
     | "partition"
     | "created_at"
+    | "deliver_by"
   >,
   "priority" | "requested_channels" | "data"
 > & { priority: Priority; requested_channels: Channel[] | null; data: Record<string, unknown> };
@@ -41,6 +42,7 @@ export const asLaneNotification = (row: LaneRow): LaneNotification => ({
     channels: row.requested_channels,
     data: row.data,
     created_at: row.created_at.toISOString(),
+    ...(row.deliver_by === null ? {} : { deliver_by: row.deliver_by.toISOString() }),
   },
   partition: row.partition,
   createdAt: row.created_at,

@@ -24,6 +24,8 @@ export const notifications = pgTable(
     /** SHA-256 of the canonical request, to tell a replay from a reused key with a new body. */
     requestHash: text("request_hash").notNull(),
     partition: smallint("partition").notNull(),
+    /** Never sent after this instant (the request's deliver_by, or the template's time to live). */
+    deliverBy: timestamp("deliver_by", { withTimezone: true, mode: "date" }),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
   (t) => [index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id)],
@@ -123,6 +125,8 @@ export const deliveryAttempts = pgTable(
     channel: text("channel").notNull(),
     attempt: integer("attempt").notNull(),
     outcome: text("outcome").notNull(),
+    /** The provider called (email may fail over from one to the next); null on rows from before it was kept. */
+    provider: text("provider"),
     providerId: text("provider_id"),
     error: text("error"),
     at: timestamp("at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),

@@ -23,6 +23,8 @@ export const templateVersions = pgTable(
     version: integer("version").notNull(),
     params: jsonb("params").$type<string[]>().notNull(),
     defaultLocale: text("default_locale"),
+    /** A notification without a deliver_by of its own is not sent later than this after it was accepted. */
+    ttlSeconds: integer("ttl_seconds"),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.templateId, t.version] })],

@@ -4,6 +4,7 @@ import {
   type DeadLetter,
   decideRouting,
   guardKey,
+  isPastDeadline,
   isTimeZone,
   parseClock,
   type WorkItem,
@@ -33,8 +34,8 @@ export type ReplayPlan =
 /**
  * Whether a dead letter may be sent again, and as what: never when the channel has been
  * delivered (or the provider accepted it), only with `includeUnsettled` when the provider may
- * have accepted it, and only if the user's preferences today still allow it, to the user's
- * current address.
+ * have accepted it, never past its deliver-by deadline, and only if the user's preferences
+ * today still allow it, to the user's current address.
  */
 export async function planReplay(
   deps: { database: Database; guard: KV; criticalCategories: readonly string[]; now: Date },
@@ -50,6 +51,9 @@ export async function planReplay(
   if (state.status !== "failed" && state.status !== "unsettled" && !resumable) {
     return { action: "skip", why: `channel is ${state.status}` };
   }
+  const deadline = letter.item.deliver_by;
+  if (isPastDeadline(deadline, deps.now.getTime()))
+    return { action: "skip", why: `its deliver-by deadline (${time(deadline as string)}) has passed` };
   const guard = await readGuard(deps.guard, guardKey(letter.item.notification_id, letter.channel));
   if (guard?.value.state === "sent") return { action: "skip", why: "the provider accepted it (send guard: sent)" };
 

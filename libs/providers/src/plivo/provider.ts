@@ -1,3 +1,4 @@
+import { secondsLeft } from "@notify/core";
 import plivo from "plivo";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
@@ -65,7 +66,10 @@ export function createPlivoProvider(config: PlivoConfig): Provider {
     const url = reportUrl(message.notificationId);
     try {
       const answer = await withDeadline(
-        client.messages.create(config.from, message.to, message.body, url === undefined ? {} : { url, method: "POST" }),
+        client.messages.create(config.from, message.to, message.body, {
+          ...(url === undefined ? {} : { url, method: "POST" }),
+          ...smsValidity(message),
+        }),
         config.timeoutMs,
       );
       if (answer === TIMED_OUT) return timedOut;
@@ -81,4 +85,20 @@ export function createPlivoProvider(config: PlivoConfig): Provider {
   };
 
   return { name: "plivo", channel: "sms", send };
+}
+
+/** Plivo's range for message_expiry, in seconds; past the longest it keeps a message anyway. */
+const EXPIRY_RANGE = { min: 5, max: 10_800 };
+
+/**
+ * The SMS validity period from the notification's deadline: Plivo drops a message still queued
+ * for the carrier when it runs out. A deadline further out than Plivo keeps messages needs none.
+ */
+export function smsValidity(
+  message: Pick<OutboundMessage, "deliverBy">,
+  now = Date.now(),
+): { message_expiry?: number } {
+  const left = secondsLeft(message.deliverBy, now);
+  if (left === null || left > EXPIRY_RANGE.max) return {};
+  return { message_expiry: Math.max(EXPIRY_RANGE.min, left) };
 }

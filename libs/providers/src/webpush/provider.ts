@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { Agent } from "node:https";
+import { secondsLeft } from "@notify/core";
 import webpush from "web-push";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
@@ -130,12 +131,13 @@ export function createWebPushProvider(config: WebPushConfig): Provider {
       return { outcome: "permanent", reason: `webpush: payload over ${MAX_PAYLOAD_BYTES} bytes` };
     }
     const promotional = message.priority === "promotional";
+    const { ttl, urgency } = pushLifetime(message, config.ttlSeconds);
     try {
       const answer = await withDeadline(
         webpush.sendNotification(subscription, body, {
           vapidDetails: config.vapid,
-          TTL: promotional ? config.ttlSeconds.promotional : config.ttlSeconds.transactional,
-          urgency: promotional ? "low" : "high",
+          TTL: ttl,
+          urgency,
           ...(promotional ? { topic: pushTopic(message.category) } : {}),
           contentEncoding: "aes128gcm",
           agent,
@@ -172,3 +174,22 @@ export function createWebPushProvider(config: WebPushConfig): Provider {
 
 /** A VAPID key pair for a sender's config (`npx web-push generate-vapid-keys` does the same). */
 export const generateVapidKeys = (): { publicKey: string; privateKey: string } => webpush.generateVAPIDKeys();
+
+/** A deadline this close makes even a promotional push urgent: a late one is worth nothing. */
+const URGENT_WITHIN_SECONDS = 3600;
+
+/**
+ * How long the push service may keep the message (RFC 8030 TTL) and how urgently it should wake
+ * the device: by lane, and never past the notification's deadline, when it has one.
+ */
+export function pushLifetime(
+  message: Pick<OutboundMessage, "priority" | "deliverBy">,
+  ttlSeconds: { transactional: number; promotional: number },
+  now = Date.now(),
+): { ttl: number; urgency: "low" | "high" } {
+  const promotional = message.priority === "promotional";
+  const configured = promotional ? ttlSeconds.promotional : ttlSeconds.transactional;
+  const left = secondsLeft(message.deliverBy, now);
+  if (left === null) return { ttl: configured, urgency: promotional ? "low" : "high" };
+  return { ttl: Math.min(configured, left), urgency: promotional && left > URGENT_WITHIN_SECONDS ? "low" : "high" };
+}

@@ -1,0 +1,87 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Disposition } from "@notify/bus";
+import type { GuardValue, WorkItem } from "@notify/core";
+import { startSendgridSandbox } from "@notify/devstack";
+import { createSendgridProvider } from "@notify/providers";
+import t from "tap";
+import { deliver } from "../src/delivery/deliver.js";
+import { channelRow, harness, statusHistory, workItem } from "./helpers.js";
+
+// Deliver-by deadlines in the worker, against a real database, NATS and the SendGrid sandbox:
+// nothing is sent once the deadline has passed, whatever held the item up.
+const h = await harness(t);
+const sandbox = await startSendgridSandbox({ port: 0, apiKey: "SG.test" });
+t.teardown(() => sandbox.close());
+const [gate] = h.gates([
+  createSendgridProvider({ apiKey: "SG.test", baseUrl: sandbox.url, from: "n@example.com", timeoutMs: 3000 }),
+]);
+if (!gate) throw new Error("no gate");
+// Retries are cheap here, so that only the deadline ends them.
+const deps = h.deps(gate, { maxAttempts: 20 });
+const { database, guard } = h;
+
+const sentTo = (id: string) => sandbox.messages().filter((m) => m.custom_args.notification_id === id).length;
+const guardOf = async (id: string) => (await guard.get(`${id}.email`))?.json<GuardValue>();
+const due = (ms: number) => new Date(Date.now() + ms).toISOString();
+
+/** Delivers as the consumer would: again after each nak's delay, until the item is acked. */
+async function deliverUntilAcked(item: WorkItem): Promise<Disposition[]> {
+  const seen: Disposition[] = [];
+  for (let i = 0; i < 50; i++) {
+    const disposition = await deliver(deps, item);
+    seen.push(disposition);
+    if (!("retryInMs" in disposition)) return seen;
+    await sleep(disposition.retryInMs);
+  }
+  throw new Error("never acked");
+}
+
+t.test("an item whose deadline has passed is expired, never sent, and stays so when redelivered", async (t) => {
+  const item = { ...(await workItem(database)), deliver_by: due(-1000) };
+  t.same(await deliver(deps, item), { ack: true });
+  t.match(await channelRow(database, item), { status: "expired", reason: /^deadline_passed/ });
+  t.match(await guardOf(item.notification_id), { state: "expired" }, "the guard says so, for any duplicate");
+  t.same(await deliver(deps, item), { ack: true }, "a redelivery is acked");
+  t.equal(sentTo(item.notification_id), 0, "nothing was sent");
+  t.same(
+    (await statusHistory(database, item)).map((e) => e.status),
+    ["expired"],
+  );
+});
+
+t.test("an item with time left is sent as usual", async (t) => {
+  const item = { ...(await workItem(database)), deliver_by: due(60_000) };
+  t.same(await deliver(deps, item), { ack: true });
+  t.match(await channelRow(database, item), { status: "delivered" });
+  t.equal(sentTo(item.notification_id), 1);
+});
+
+t.test("a deadline that passes while the provider is slow and failing: nothing is sent after it", async (t) => {
+  // Each of the first two calls is held 700 ms and refused (503); the provider is healthy after that.
+  sandbox.fault({ status: 503, delay_ms: 700, times: 2 });
+  t.teardown(() => sandbox.reset());
+  const deadline = Date.now() + 1500;
+  const item = { ...(await workItem(database)), deliver_by: new Date(deadline).toISOString() };
+  const dispositions = await deliverUntilAcked(item);
+  t.ok(dispositions.length >= 2, "retried while there was time");
+  const row = await channelRow(database, item);
+  t.match(row, { status: "expired" });
+  t.match(row?.reason, /^deadline_(passed|before_next_attempt)/);
+  t.equal(sentTo(item.notification_id), 0, "the healthy provider was never called past the deadline");
+  const attempts = await database.sql<{ at: Date; outcome: string; provider: string | null }[]>`
+    select at, outcome, provider from delivery_attempts where notification_id = ${item.notification_id} order by attempt`;
+  t.ok(attempts.length >= 1, "the failed attempts are recorded");
+  t.ok(
+    attempts.every((a) => a.outcome === "transient" && a.provider === "sendgrid"),
+    "each with its provider and outcome",
+  );
+  t.match(await guardOf(item.notification_id), { state: "expired" });
+});
+
+t.test("past the deadline, a send the guard says was made is still recorded delivered", async (t) => {
+  const item = { ...(await workItem(database)), deliver_by: due(-1000) };
+  const sent: GuardValue = { state: "sent", at: Date.now(), attempt: 1, provider_id: "pid-1", worker: "other:1" };
+  await guard.create(`${item.notification_id}.email`, new TextEncoder().encode(JSON.stringify(sent)));
+  t.same(await deliver(deps, item), { ack: true });
+  t.match(await channelRow(database, item), { status: "delivered", provider_id: "pid-1" });
+});
