@@ -24,6 +24,10 @@ const Accepted = v.object({ notification_id: v.string(), status: v.literal("acce
 
 const ChannelResult = v.object({
   status: v.picklist(CHANNEL_STATUSES),
+  provider: v.pipe(
+    v.nullable(v.string()),
+    v.metadata({ description: "The provider that took the send (email may fail over to a second one)" }),
+  ),
   provider_id: v.nullable(v.string()),
   reason: v.nullable(v.string()),
   ts: Timestamp,
@@ -51,7 +55,51 @@ export const NotificationView = v.object({
   priority: v.picklist(PRIORITIES),
   status: NotificationStatus,
   created_at: Timestamp,
+  deliver_by: v.pipe(
+    v.nullable(Timestamp),
+    v.metadata({ description: "Never sent after this instant: what is unsent then is expired" }),
+  ),
   channels: v.record(v.picklist(CHANNELS), ChannelResult),
+});
+
+const TimelineEntry = v.variant("event", [
+  v.object({
+    event: v.literal("attempt"),
+    at: Timestamp,
+    channel: v.picklist(CHANNELS),
+    attempt: v.number(),
+    provider: v.nullable(v.string()),
+    outcome: v.string(),
+    provider_id: v.nullable(v.string()),
+    error: v.nullable(v.string()),
+  }),
+  v.object({
+    event: v.literal("status"),
+    at: Timestamp,
+    channel: v.picklist(CHANNELS),
+    status: v.picklist(CHANNEL_STATUSES),
+    reason: v.nullable(v.string()),
+    attempt: v.number(),
+    provider_id: v.nullable(v.string()),
+  }),
+  v.object({
+    event: v.literal("provider_switch"),
+    at: Timestamp,
+    channel: v.picklist(CHANNELS),
+    from: v.string(),
+    to: v.string(),
+  }),
+]);
+
+const NotificationDetail = v.object({
+  ...NotificationView.entries,
+  timeline: v.pipe(
+    v.array(TimelineEntry),
+    v.metadata({
+      description:
+        "Oldest first, the latest 200: each provider call (attempt: provider, outcome, error), each status a channel took after routing, and each switch of provider between attempts",
+    }),
+  ),
 });
 
 const NotificationPage = v.object({
@@ -147,7 +195,10 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       tag: "Notifications",
       scope: "read",
       responses: {
-        200: { description: "The notification and its per-channel delivery results", schema: NotificationView },
+        200: {
+          description: "The notification, its per-channel delivery results and its history",
+          schema: NotificationDetail,
+        },
       },
       problems: ["not_found"],
     }),

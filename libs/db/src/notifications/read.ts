@@ -9,7 +9,36 @@ import type { notificationChannels, notifications } from "../schema/index.js";
  */
 export interface ChannelResultView extends ChannelResult {
   next_attempt_at: string | null;
+  /** The provider that took the send (email may fail over from one to the next); null until one did. */
+  provider: string | null;
 }
+
+/** One entry of a notification's history, oldest first. */
+export type TimelineEntry =
+  | {
+      /** A provider call and what came of it. */
+      event: "attempt";
+      at: string;
+      channel: Channel;
+      attempt: number;
+      provider: string | null;
+      outcome: string;
+      provider_id: string | null;
+      error: string | null;
+    }
+  | {
+      /** A status the channel took after routing (retrying, parked, delivered, bounced, expired...). */
+      event: "status";
+      at: string;
+      channel: Channel;
+      status: ChannelStatus;
+      reason: string | null;
+      attempt: number;
+      provider_id: string | null;
+    };
+
+/** How many entries of a notification's history are shown at most: the latest ones. */
+export const TIMELINE_LIMIT = 200;
 
 /** A notification with its channels' results; its overall status is derived by the caller. */
 export interface NotificationRecord {
@@ -19,17 +48,22 @@ export interface NotificationRecord {
   template_id: string;
   priority: Priority;
   created_at: string;
+  /** Never sent after this instant; null: no deadline. */
+  deliver_by: string | null;
   channels: Partial<Record<Channel, ChannelResultView>>;
 }
 
 type HeadRow = Omit<
-  RowPick<typeof notifications, "id" | "user_id" | "category" | "template_id" | "priority" | "created_at">,
+  RowPick<
+    typeof notifications,
+    "id" | "user_id" | "category" | "template_id" | "priority" | "created_at" | "deliver_by"
+  >,
   "priority"
 > & { priority: Priority };
 type ChannelRow = Omit<
   RowPick<
     typeof notificationChannels,
-    "notification_id" | "channel" | "status" | "provider_id" | "reason" | "updated_at" | "next_attempt_at"
+    "notification_id" | "channel" | "status" | "provider" | "provider_id" | "reason" | "updated_at" | "next_attempt_at"
   >,
   "channel" | "status"
 > & { channel: Channel; status: ChannelStatus };
@@ -45,11 +79,13 @@ const toRecord = (row: HeadRow): NotificationRecord => ({
   template_id: row.template_id,
   priority: row.priority,
   created_at: row.created_at.toISOString(),
+  deliver_by: row.deliver_by?.toISOString() ?? null,
   channels: {},
 });
 
 const toResult = (row: ChannelResultRow): ChannelResultView => ({
   status: row.status,
+  provider: row.provider,
   provider_id: row.provider_id,
   reason: row.reason,
   ts: row.updated_at.toISOString(),
@@ -64,8 +100,8 @@ export async function readNotification(
 ): Promise<NotificationRecord | null> {
   // A left join: a notification not routed yet has one row, with no channel.
   const rows = await database.sql<Array<HeadRow & { [K in keyof ChannelResultRow]: ChannelResultRow[K] | null }>>`
-    select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at,
-           c.channel, c.status, c.provider_id, c.reason, c.updated_at, c.next_attempt_at
+    select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
+           c.channel, c.status, c.provider, c.provider_id, c.reason, c.updated_at, c.next_attempt_at
     from notifications n left join notification_channels c on c.notification_id = n.id
     where n.id = ${id} and n.client_id = ${clientId}`;
   const first = rows[0];
@@ -81,6 +117,58 @@ export async function readNotification(
     });
   }
   return record;
+}
+
+/**
+ * A notification's history, oldest first: every provider call (with the provider, its outcome
+ * and error) and every status its channels took, the latest TIMELINE_LIMIT of them. Read only
+ * for a notification the caller has already found as its own.
+ */
+export async function readNotificationTimeline(database: Database, id: string): Promise<TimelineEntry[]> {
+  const rows = await database.sql<
+    Array<{
+      event: "attempt" | "status";
+      at: Date;
+      channel: Channel;
+      attempt: number;
+      provider: string | null;
+      outcome: string | null;
+      status: ChannelStatus | null;
+      reason: string | null;
+      provider_id: string | null;
+    }>
+  >`
+    select * from (
+      select 'attempt' as event, at, channel, attempt, provider, outcome, null as status, error as reason, provider_id, 0 as kind, 0::bigint as seq
+      from delivery_attempts where notification_id = ${id}
+      union all
+      select 'status', at, channel, attempt, null, null, status, reason, provider_id, 1, id
+      from channel_status_events where notification_id = ${id}
+      order by at desc, kind desc, seq desc limit ${TIMELINE_LIMIT}
+    ) latest order by at, kind, seq`;
+  return rows.map(
+    (row): TimelineEntry =>
+      row.event === "attempt"
+        ? {
+            event: "attempt",
+            at: row.at.toISOString(),
+            channel: row.channel,
+            attempt: row.attempt,
+            provider: row.provider,
+            outcome: row.outcome ?? "",
+            provider_id: row.provider_id,
+            error: row.reason,
+          }
+        : {
+            event: "status",
+            at: row.at.toISOString(),
+            channel: row.channel,
+            status: row.status as ChannelStatus,
+            reason: row.reason,
+            attempt: row.attempt,
+            provider_id: row.provider_id,
+          },
+  );
 }
 
 export interface UserNotificationsQuery {
@@ -109,7 +197,7 @@ export async function listUserNotificationRecords(
   // Microseconds, exactly: a Date keeps milliseconds, and rows stored in one group commit
   // share their created_at, so the keyset must compare at Postgres' own precision.
   const rows = await sql<Array<HeadRow & { micros: string }>>`
-    select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at,
+    select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
            (extract(epoch from n.created_at) * 1000000)::bigint::text as micros
     from notifications n
     where n.user_id = ${query.userId} and n.client_id = ${query.clientId}
@@ -135,7 +223,7 @@ export async function listUserNotificationRecords(
   const page = rows.slice(0, query.limit);
   const channels = page.length
     ? await sql<ChannelRow[]>`
-        select notification_id, channel, status, provider_id, reason, updated_at, next_attempt_at
+        select notification_id, channel, status, provider, provider_id, reason, updated_at, next_attempt_at
         from notification_channels where notification_id = any(${page.map((row) => row.id)}::text[])`
     : [];
   const records = new Map(page.map((row) => [row.id, toRecord(row)]));

@@ -1,0 +1,112 @@
+import { randomUUID } from "node:crypto";
+import { moveStatus, seedApiKey, seedTemplate } from "@notify/db";
+import { settled } from "@notify/testing";
+import t from "tap";
+import { ingestApp } from "./support.js";
+
+// GET /api/v1/notifications/{id} shows each channel's history: every provider call with its
+// provider and outcome, every status taken, and each switch of provider between attempts.
+const { app, database } = await ingestApp(t, { maxBodyBytes: 65_536 });
+await seedTemplate(database, {
+  id: "welcome",
+  params: ["name"],
+  variants: [{ channel: "email", locale: "en", subject: "Hi", body: "<%= it.name %>" }],
+});
+const key = await seedApiKey(database, { clientId: "shop", name: "shop", scopes: ["ingest", "read"] });
+const other = await seedApiKey(database, { clientId: "blog", name: "blog", scopes: ["ingest", "read"] });
+const get = (id: string, apiKey = key) =>
+  app.request(`/api/v1/notifications/${id}`, { headers: { "x-api-key": apiKey } });
+
+t.test("attempts, statuses and provider switches, oldest first, only to the owner", async (t) => {
+  const deadline = new Date(Date.now() + 600_000).toISOString();
+  const posted = await app.request("/api/v1/notifications", {
+    method: "POST",
+    headers: { "x-api-key": key, "content-type": "application/json", "idempotency-key": randomUUID() },
+    body: JSON.stringify({
+      user_id: "u1",
+      category: "account",
+      template_id: "welcome",
+      data: { name: "Ada" },
+      priority: "transactional",
+      deliver_by: deadline,
+    }),
+  });
+  const { notification_id: id } = (await posted.json()) as { notification_id: string };
+  await settled(database, id);
+  const ref = { notification_id: id, channel: "email" as const };
+  await database.sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'email', 'pending')`;
+  // As the workers write them: SendGrid refuses twice, SMTP takes it.
+  const attempt = (n: number, provider: string, outcome: string, error: string | null, providerId: string | null) => ({
+    attempt: n,
+    provider,
+    outcome,
+    providerId,
+    error,
+  });
+  await moveStatus(database.sql, ref, "retrying", {
+    reason: "sendgrid 503",
+    attempts: 1,
+    attempt: attempt(1, "sendgrid", "transient", "sendgrid 503", null),
+  });
+  await moveStatus(database.sql, ref, "retrying", {
+    reason: "sendgrid 503",
+    attempts: 2,
+    attempt: attempt(2, "sendgrid", "transient", "sendgrid 503", null),
+  });
+  await moveStatus(database.sql, ref, "delivered", {
+    provider: "smtp",
+    providerId: "m-1",
+    attempts: 3,
+    attempt: attempt(3, "smtp", "accepted", null, "m-1"),
+  });
+
+  const response = await get(id);
+  t.equal(response.status, 200);
+  const body = (await response.json()) as {
+    deliver_by: string;
+    status: string;
+    channels: { email: { status: string; provider: string; provider_id: string } };
+    timeline: Array<Record<string, unknown>>;
+  };
+  t.equal(body.deliver_by, deadline);
+  t.equal(body.status, "completed");
+  t.match(body.channels.email, { status: "delivered", provider: "smtp", provider_id: "m-1" }, "names the provider");
+  t.match(
+    body.timeline.map((e) => [e.event, e.attempt ?? e.to, e.provider ?? e.status ?? null]),
+    [
+      ["attempt", 1, "sendgrid"],
+      ["status", 1, "retrying"],
+      ["attempt", 2, "sendgrid"],
+      ["status", 2, "retrying"],
+      ["provider_switch", "smtp", null],
+      ["attempt", 3, "smtp"],
+      ["status", 3, "delivered"],
+    ],
+  );
+  t.match(body.timeline[4], { event: "provider_switch", channel: "email", from: "sendgrid", to: "smtp" });
+  t.match(body.timeline[0], { outcome: "transient", error: "sendgrid 503", channel: "email" });
+  const times = body.timeline.map((e) => Date.parse(e.at as string));
+  t.same(
+    times,
+    [...times].sort((a, b) => a - b),
+    "oldest first",
+  );
+  t.equal((await get(id, other)).status, 404, "another client sees nothing of it");
+});
+
+t.test("a notification not routed yet has an empty timeline", async (t) => {
+  const posted = await app.request("/api/v1/notifications", {
+    method: "POST",
+    headers: { "x-api-key": key, "content-type": "application/json", "idempotency-key": randomUUID() },
+    body: JSON.stringify({
+      user_id: "u2",
+      category: "account",
+      template_id: "welcome",
+      data: { name: "Bo" },
+      priority: "transactional",
+    }),
+  });
+  const { notification_id: id } = (await posted.json()) as { notification_id: string };
+  await settled(database, id);
+  t.match(await (await get(id)).json(), { status: "accepted", deliver_by: null, channels: {}, timeline: [] });
+});
