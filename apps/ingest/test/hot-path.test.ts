@@ -48,8 +48,8 @@ t.test("a template is answered from the cache once read, an unknown one too", as
   const templates = createTemplateLookup(database, 60_000);
   const first = templates("welcome");
   t.ok(first instanceof Promise);
-  t.same(await first, { id: "welcome", version: 1, params: ["name"] });
-  t.same(templates("welcome"), { id: "welcome", version: 1, params: ["name"] });
+  t.same(await first, { id: "welcome", version: 1, params: ["name"], ttlSeconds: null });
+  t.same(templates("welcome"), { id: "welcome", version: 1, params: ["name"], ttlSeconds: null });
   t.equal(await templates("nope"), null);
   t.equal(templates("nope"), null, "a known absence is a plain null");
   templates.forget("welcome");
