@@ -37,6 +37,11 @@ export function banner(stack: Stack, dataDir: string): string {
     if (name === "sandbox") return `sandbox    curl -sS ${extra}${url}/sandbox/messages`;
     return name === "off" ? "off (your settings)" : `${name} (the real provider, from your settings)`;
   };
+  // The SMTP sandbox takes the email the first provider cannot (a SendGrid outage).
+  const failover =
+    stack.appEnv.EMAIL_FAILOVER_PROVIDER === "sandbox"
+      ? `\n         failover   curl -sS ${stack.sandboxes.smtp}/sandbox/messages   (the SMTP sandbox)`
+      : "";
   return `
 notify is running.
   API:        ${stack.baseUrl}/api/v1   (API docs: ${stack.baseUrl}/api/v1/docs; readiness and metrics: ${stack.adminUrl}/readyz, /metrics)
@@ -45,7 +50,7 @@ notify is running.
   Dev key:    ${key}   (admin scope; kept in ${here(join(dataDir, "dev-api-key"))})
 
 Channels (and what each provider received):
-  email  ${provider("email", stack.sandboxes.sendgrid)}
+  email  ${provider("email", stack.sandboxes.sendgrid)}${failover}
   sms    ${provider("sms", stack.sandboxes.plivo)}
   push   ${provider("push", stack.sandboxes.push, `--cacert ${here(stack.pushCaFile)} `)}
   in_app our own inbox (below)

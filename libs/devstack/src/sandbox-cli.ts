@@ -4,14 +4,16 @@ import { join } from "node:path";
 import type { SandboxTls } from "./sandboxes/certificates.js";
 import { startPlivoSandbox } from "./sandboxes/plivo.js";
 import { startSendgridSandbox } from "./sandboxes/sendgrid.js";
+import { startSmtpSandbox } from "./sandboxes/smtp.js";
 import { startPushSandbox } from "./sandboxes/webpush.js";
 
 // The provider sandboxes in a process of their own: compose's `sandbox` service, and `npm start`'s
 // (apart from the stack's own process, so their answers never wait behind its log printing).
-// SendGrid always; Plivo and Web Push when their ports are set. With SANDBOX_JOURNAL_DIR, what
-// they receive, their push subscriptions and their unanswered receipts survive a restart.
-// Started with an IPC channel (npm start), it reports { ready: { sendgrid, plivo, push } } and
-// exits when its parent goes.
+// SendGrid always; Plivo, Web Push and SMTP when their ports are set. With SANDBOX_JOURNAL_DIR,
+// what they receive, their push subscriptions and their unanswered receipts survive a restart.
+// Started with an IPC channel (npm start), it reports { ready: { sendgrid, plivo, push, smtp,
+// smtpRelay } } (smtp: the SMTP sandbox's HTTP routes; smtpRelay: its SMTP address) and exits
+// when its parent goes.
 const env = process.env;
 const host = env.HOST ?? "0.0.0.0";
 const journal = (name: string) => (env.SANDBOX_JOURNAL_DIR ? { journal: join(env.SANDBOX_JOURNAL_DIR, name) } : {});
@@ -56,6 +58,22 @@ if (env.PUSH_SANDBOX_PORT) {
   process.stdout.write(`Web Push sandbox listening at ${push.url} (CA at ${push.url}/sandbox/ca.pem)\n`);
   closers.push(() => push.close());
   ready.push = push.url;
+}
+
+if (env.SMTP_SANDBOX_PORT) {
+  const smtp = await startSmtpSandbox({
+    port: Number(env.SMTP_SANDBOX_PORT),
+    httpPort: Number(env.SMTP_SANDBOX_HTTP_PORT ?? 0),
+    host,
+    user: env.SMTP_SANDBOX_USER ?? "notify",
+    password: env.SMTP_SANDBOX_PASSWORD ?? "smtp-sandbox-password",
+    ...journal("smtp.jsonl"),
+  });
+  const relay = `smtp://${host}:${smtp.port}`;
+  process.stdout.write(`SMTP sandbox listening at ${relay} (what it received: ${smtp.url}/sandbox/messages)\n`);
+  closers.push(() => smtp.close());
+  ready.smtp = smtp.url;
+  ready.smtpRelay = relay;
 }
 
 const stop = () => void Promise.all(closers.map((close) => close())).then(() => process.exit(0));

@@ -44,8 +44,9 @@ export interface StackOptions {
   partitions?: number;
   /**
    * Port of ingest; the others follow (processor +1, workers +2, receipts +3, the SendGrid
-   * sandbox +10, the Plivo sandbox +11, the push sandbox +12). 0: every port is picked free on
-   * first start and kept for the next ones.
+   * sandbox +10, the Plivo sandbox +11, the push sandbox +12, the SMTP sandbox +13 and its
+   * HTTP control routes +14). 0: every port is picked free on first start and kept for the
+   * next ones.
    */
   basePort: number;
   /** Explicit ports (tests pick free ones); unset apps follow basePort, unset sandboxes pick a free port. */
@@ -66,7 +67,7 @@ export interface StackOptions {
   seed?: boolean;
 }
 
-type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox";
+type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox" | "smtpSandbox" | "smtpSandboxHttp";
 /** The operator's ports of the apps with a public one (health, readiness, metrics). */
 type AdminName = "ingestAdmin" | "receiptsAdmin";
 const ADMIN_OF: Partial<Record<AppName, AdminName>> = { ingest: "ingestAdmin", receipts: "receiptsAdmin" };
@@ -85,8 +86,11 @@ export interface Stack {
   baseUrl: string;
   /** The SendGrid sandbox. */
   sandboxUrl: string;
-  /** Every provider sandbox; each lists what it received under /sandbox/messages. */
-  sandboxes: { sendgrid: string; plivo: string; push: string };
+  /**
+   * Every provider sandbox; each lists what it received under /sandbox/messages. `smtp` is
+   * the SMTP sandbox's HTTP control origin (the relay email fails over to).
+   */
+  sandboxes: { sendgrid: string; plivo: string; push: string; smtp: string };
   /** Per channel: the real provider (named) or "sandbox". */
   providers: Record<ProviderChannel, string>;
   /** The PEM file of the push sandbox's CA (`curl --cacert`). */
@@ -141,6 +145,19 @@ export const SAMPLE_USER = { userId: "user-123", email: "user-123@example.com", 
 // Development-only credentials the sandboxes check and the apps are given.
 const SANDBOX_SENDGRID_KEY = "SG.sandbox";
 const SANDBOX_PLIVO = { authId: "MASANDBOX000000000000", authToken: "plivo-sandbox-token", from: "+14155550100" };
+const SANDBOX_SMTP = { user: "notify", password: "smtp-sandbox-password" };
+
+/**
+ * The email failover to the SMTP sandbox, for an email channel on its sandbox: unless the user
+ * configured a failover of their own, which a sandbox must not quietly replace.
+ */
+function smtpFailoverEnv(user: Record<string, string | undefined>, smtpPort: number): Record<string, string> {
+  if (user.EMAIL_FAILOVER_PROVIDER !== undefined || user.SMTP_URL !== undefined) return {};
+  return {
+    EMAIL_FAILOVER_PROVIDER: "sandbox",
+    SMTP_URL: `smtp://${SANDBOX_SMTP.user}:${SANDBOX_SMTP.password}@127.0.0.1:${smtpPort}`,
+  };
+}
 
 /**
  * Which channels the user gave real provider credentials: those use the real provider, every
@@ -223,7 +240,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const receiptsUrl = `http://127.0.0.1:${ports.receipts}`;
     const sandboxes = await startSandboxes(options.dataDir, ports, receiptsUrl, onLine);
     cleanups.push(() => sandboxes.stop());
-    const { sendgrid, plivo, push, vapid, caFile } = sandboxes;
+    const { sendgrid, plivo, push, smtp, vapid, caFile } = sandboxes;
     // The sample user's browser: subscribed once; the sandbox's journal keeps it across restarts.
     if (options.seed && real.push === null && !state.sampleSubscription?.startsWith(`${push.url}/`)) {
       const { id: _id, ...subscription } = await pushSubscribe(push.url, caFile);
@@ -238,6 +255,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         SENDGRID_API_KEY: SANDBOX_SENDGRID_KEY,
         SENDGRID_BASE_URL: sendgrid.url,
         SENDGRID_WEBHOOK_PUBLIC_KEY: sendgrid.webhookPublicKey,
+        ...smtpFailoverEnv(userEnv, smtp.smtpPort),
       },
       sms: {
         SMS_PROVIDER: "sandbox",
@@ -303,13 +321,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       PLIVO_SANDBOX_URL: plivo.url,
       PUSH_SANDBOX_URL: push.url,
       PUSH_SANDBOX_CA: caFile,
+      SMTP_SANDBOX_URL: smtp.url,
     });
     cleanups.unshift(async () => removeStackEnv(options.dataDir));
     return {
       baseUrl,
       adminUrl: `http://127.0.0.1:${ports.ingestAdmin}`,
       sandboxUrl: sendgrid.url,
-      sandboxes: { sendgrid: sendgrid.url, plivo: plivo.url, push: push.url },
+      sandboxes: { sendgrid: sendgrid.url, plivo: plivo.url, push: push.url, smtp: smtp.url },
       providers: {
         email: real.email ?? "sandbox",
         sms: real.sms ?? "sandbox",
@@ -322,7 +341,13 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       embedded: { postgres: !options.databaseUrl, nats: !options.natsUrl },
       apiKey,
       apps,
-      ports: { ...ports, plivoSandbox: plivo.port, pushSandbox: push.port },
+      ports: {
+        ...ports,
+        plivoSandbox: plivo.port,
+        pushSandbox: push.port,
+        smtpSandbox: smtp.smtpPort,
+        smtpSandboxHttp: smtp.port,
+      },
       appEnv: common,
       async restartApp(name, signal = "SIGTERM") {
         const old = apps.get(name);
@@ -347,6 +372,8 @@ interface Sandboxes {
   sendgrid: { url: string; port: number; webhookPublicKey: string };
   plivo: { url: string; port: number };
   push: { url: string; port: number };
+  /** The HTTP control routes (url, port) and the SMTP port. */
+  smtp: { url: string; port: number; smtpPort: number };
   vapid: { publicKey: string; privateKey: string };
   caFile: string;
   stop(): Promise<void>;
@@ -399,6 +426,10 @@ async function startSandboxes(
       VAPID_PUBLIC_KEY: vapid.publicKey,
       PUSH_TLS_FILE: join(dir, "push-tls.json"),
       PUSH_CA_FILE: caFile,
+      SMTP_SANDBOX_PORT: String(ports.smtpSandbox),
+      SMTP_SANDBOX_HTTP_PORT: String(ports.smtpSandboxHttp),
+      SMTP_SANDBOX_USER: SANDBOX_SMTP.user,
+      SMTP_SANDBOX_PASSWORD: SANDBOX_SMTP.password,
       SANDBOX_JOURNAL_DIR: dir,
     },
   });
@@ -407,6 +438,7 @@ async function startSandboxes(
     sendgrid: { ...at(ready.sendgrid), webhookPublicKey },
     plivo: at(ready.plivo),
     push: at(ready.push),
+    smtp: { ...at(ready.smtp), smtpPort: at(ready.smtpRelay).port },
     vapid,
     caFile,
     stop: () => stopChild(child, exited, () => child.kill("SIGTERM"), 10_000),
@@ -465,6 +497,8 @@ async function choosePorts(
     sandbox: 10,
     plivoSandbox: 11,
     pushSandbox: 12,
+    smtpSandbox: 13,
+    smtpSandboxHttp: 14,
     ingestAdmin: 100,
     receiptsAdmin: 103,
   };

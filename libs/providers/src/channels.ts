@@ -51,6 +51,16 @@ export const channelProviderEnv = {
   EMAIL_FROM: v.optional(v.pipe(v.string(), v.email("must be an email address")), "notifications@example.com"),
   /** Sender name shown with EMAIL_FROM. */
   EMAIL_FROM_NAME: v.optional(v.string(), "Notify"),
+  /** smtp | sandbox | off: where email goes when EMAIL_PROVIDER cannot take a send. */
+  EMAIL_FAILOVER_PROVIDER: mode("smtp"),
+  /**
+   * Secret, never logged. The relay: smtp://user:password@host:port (STARTTLS, which only the
+   * sandbox may skip) or smtps://… (TLS from the start), credentials percent-encoded. Required
+   * unless EMAIL_FAILOVER_PROVIDER=off.
+   */
+  SMTP_URL: secret(),
+  /** PEM file of an extra CA to trust for the SMTP relay, besides the public ones. */
+  SMTP_CA_FILE: v.optional(v.pipe(v.string(), v.minLength(1))),
 
   /** plivo | sandbox | off. */
   SMS_PROVIDER: mode("plivo"),
@@ -97,6 +107,27 @@ export type ChannelProvidersConfig = v.InferOutput<typeof Entries>;
 const need = (config: ChannelProvidersConfig, key: keyof ChannelProvidersConfig, when: boolean, why: string) =>
   when && config[key] === undefined ? [{ key, message: `is required ${why}` }] : [];
 
+/** An smtp:// or smtps:// URL naming a host; checked here so that nodemailer is loaded only when used. */
+const isSmtpUrl = (value: string): boolean => {
+  if (!URL.canParse(value)) return false;
+  const url = new URL(value);
+  return (url.protocol === "smtp:" || url.protocol === "smtps:") && url.hostname !== "";
+};
+
+/** What the email failover needs: a relay, and a first provider to fail over from. */
+function failoverProblems(config: ChannelProvidersConfig): Array<{ key: string; message: string }> {
+  if (config.EMAIL_FAILOVER_PROVIDER === "off") return [];
+  return [
+    ...need(config, "SMTP_URL", true, "when EMAIL_FAILOVER_PROVIDER is not off"),
+    ...(config.SMTP_URL !== undefined && !isSmtpUrl(config.SMTP_URL)
+      ? [{ key: "SMTP_URL", message: "must be an smtp:// or smtps:// URL with a host" }]
+      : []),
+    ...(config.EMAIL_PROVIDER === "off"
+      ? [{ key: "EMAIL_FAILOVER_PROVIDER", message: "needs EMAIL_PROVIDER (the provider it fails over from)" }]
+      : []),
+  ];
+}
+
 /** Every cross-field problem, by variable: what a mode needs and what only a sandbox may do. */
 export function channelProviderProblems(config: ChannelProvidersConfig): Array<{ key: string; message: string }> {
   const email = config.EMAIL_PROVIDER !== "off";
@@ -109,6 +140,7 @@ export function channelProviderProblems(config: ChannelProvidersConfig): Array<{
   return [
     ...need(config, "SENDGRID_API_KEY", email, "when EMAIL_PROVIDER is not off"),
     ...httpsOnly("SENDGRID_BASE_URL", config.EMAIL_PROVIDER === "sendgrid"),
+    ...failoverProblems(config),
     ...need(config, "PLIVO_AUTH_ID", sms, "when SMS_PROVIDER is not off"),
     ...need(config, "PLIVO_AUTH_TOKEN", sms, "when SMS_PROVIDER is not off"),
     ...need(config, "SMS_FROM", sms, "when SMS_PROVIDER is not off"),
@@ -162,6 +194,11 @@ export interface ChannelProviderOptions {
   inAppStore?: InAppConfig["store"];
 }
 
+const refuseProblems = (config: ChannelProvidersConfig): void => {
+  const problems = channelProviderProblems(config);
+  if (problems.length > 0) throw new Error(problems.map((p) => `${p.key}: ${p.message}`).join("; "));
+};
+
 /**
  * One provider per enabled channel, built once at start from a validated config (in_app when
  * given a store). Each provider's SDK is loaded only when its channel is on: the Plivo and Web
@@ -171,8 +208,7 @@ export async function createChannelProviders(
   config: ChannelProvidersConfig,
   options: ChannelProviderOptions,
 ): Promise<Partial<Record<Channel, Provider>>> {
-  const problems = channelProviderProblems(config);
-  if (problems.length > 0) throw new Error(problems.map((p) => `${p.key}: ${p.message}`).join("; "));
+  refuseProblems(config);
   const providers: Partial<Record<Channel, Provider>> = {};
   if (config.EMAIL_PROVIDER !== "off") {
     const { createSendgridProvider } = await import("./sendgrid/provider.js");
@@ -219,4 +255,27 @@ export async function createChannelProviders(
     providers.in_app = createInAppProvider({ store: options.inAppStore });
   }
   return providers;
+}
+
+/**
+ * The provider email fails over to when EMAIL_PROVIDER cannot take a send; undefined when
+ * EMAIL_FAILOVER_PROVIDER is off. Its pooled connections stay open until its close(). The
+ * real relay must upgrade to TLS (STARTTLS) before the credentials go; the sandbox need not.
+ * nodemailer is loaded only here, when the failover is on.
+ */
+export async function createEmailFailoverProvider(
+  config: ChannelProvidersConfig,
+  options: ChannelProviderOptions,
+): Promise<Provider | undefined> {
+  refuseProblems(config);
+  if (config.EMAIL_FAILOVER_PROVIDER === "off") return undefined;
+  const { createSmtpProvider } = await import("./smtp/provider.js");
+  return createSmtpProvider({
+    url: config.SMTP_URL as string,
+    from: config.EMAIL_FROM,
+    fromName: config.EMAIL_FROM_NAME,
+    timeoutMs: options.timeoutMs,
+    requireTls: config.EMAIL_FAILOVER_PROVIDER === "smtp",
+    ...(config.SMTP_CA_FILE === undefined ? {} : { ca: readFileSync(config.SMTP_CA_FILE, "utf8") }),
+  });
 }

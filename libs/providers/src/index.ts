@@ -7,6 +7,7 @@ export type * from "./provider.js";
 export * from "./sendgrid/event-webhook.js";
 export type { MailAddress, MailContent, SendgridErrorDetail } from "./sendgrid/mail-send.js";
 export * from "./sendgrid/provider.js";
+export * from "./smtp/provider.js";
 export * from "./transport.js";
 export * from "./webpush/provider.js";
 export * from "./webpush/ssrf.js";

@@ -52,4 +52,10 @@ export interface Provider {
    */
   readonly idempotent?: boolean;
   send(message: OutboundMessage): Promise<SendResult>;
+  /**
+   * Releases what the provider keeps open between sends (the SMTP provider's pooled
+   * connections), so a stopping process is not held up by idle sockets; providers that keep
+   * nothing open have none. No send may follow it.
+   */
+  close?(): Promise<void>;
 }

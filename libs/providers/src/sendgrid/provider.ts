@@ -1,7 +1,7 @@
 import { Client } from "@sendgrid/client";
 import { MailService } from "@sendgrid/mail";
-import { compile, type HtmlToTextOptions } from "html-to-text";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
+import { htmlToText } from "../email-text.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";
 
@@ -54,25 +54,6 @@ function classifyResponse({ code: status, response }: SendgridResponseError): Se
   }
   return { outcome: "permanent", reason, status };
 }
-
-// html-to-text's defaults, except: no hard wrapping (mail clients wrap), images dropped rather
-// than shown as bare URLs, headings kept in their case, a link's URL only when it differs from its text.
-const TEXT_OPTIONS: HtmlToTextOptions = {
-  wordwrap: false,
-  selectors: [
-    { selector: "img", format: "skip" },
-    { selector: "a", options: { hideLinkHrefIfSameAsText: true } },
-    ...["h1", "h2", "h3", "h4", "h5", "h6"].map((selector) => ({ selector, options: { uppercase: false } })),
-  ],
-};
-
-/**
- * A readable text/plain alternative: mail without one scores worse with spam filters. Compiled
- * once: `convert` builds its selector decision tree again on every call (a tenth of a busy
- * worker's CPU, in profiles).
- */
-const toText = compile(TEXT_OPTIONS);
-const htmlToText = (html: string): string => toText(html).trim();
 
 export function createSendgridProvider(config: SendgridConfig): Provider {
   const client = new Client();
