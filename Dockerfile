@@ -59,7 +59,7 @@ RUN --mount=type=cache,target=/root/.npm npm ci
 COPY . .
 RUN npx tsc -b libs/devstack
 USER node
-EXPOSE 3010
+EXPOSE 3010 3013 3014
 CMD ["node", "libs/devstack/dist/sandbox-cli.js"]
 
 # Runtime: production dependencies, each workspace's package.json + dist, and the data the

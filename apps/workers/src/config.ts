@@ -43,6 +43,12 @@ const Env = v.object({
   PROMOTIONAL_CONCURRENCY: int(16, 1, 1024),
   /** Provider attempts before a transient failure is dead-lettered. */
   MAX_ATTEMPTS: int(5, 1, 50),
+  /**
+   * With EMAIL_FAILOVER_PROVIDER on: the attempts of one email the first provider gets before
+   * the next ones go to the failover provider (whose breaker being open, or whose rate being
+   * spent, sends the email there at once).
+   */
+  FAILOVER_AFTER_ATTEMPTS: int(2, 1, 50),
   /** Backoff base and cap for transient failures (exponential, full jitter). */
   RETRY_BASE_MS: int(1000, 10, 600_000),
   /** Longest wait between two attempts of a transient failure. */

@@ -6,10 +6,12 @@ import { type DeliverDeps, deliver } from "./delivery/deliver.js";
 import type { DeliveryMetrics } from "./metrics.js";
 import type { ProviderGate } from "./providers/gate.js";
 
-export interface ConsumersDeps extends Omit<DeliverDeps, "sql" | "gate"> {
+export interface ConsumersDeps extends Omit<DeliverDeps, "sql" | "gate" | "failover"> {
   /** One Postgres pool per lane, so a promotional flood never takes transactional's connections. */
   databases: Record<Priority, Database>;
   gates: readonly ProviderGate[];
+  /** Per channel, the providers its sends fail over to, in order. */
+  failovers?: Partial<Record<Channel, readonly ProviderGate[]>>;
   concurrency: Record<Priority, number>;
 }
 
@@ -64,9 +66,11 @@ export async function startConsumers(deps: ConsumersDeps): Promise<Delivery> {
     pools,
     healthy: () => runners.every((r) => r.healthy()),
     async stop() {
-      for (const gate of deps.gates) gate.limiter.close();
+      const all = [...deps.gates, ...Object.values(deps.failovers ?? {}).flat()];
+      for (const gate of all) gate.limiter.close();
       await Promise.all(runners.map((r) => r.stop()));
-      for (const gate of deps.gates) gate.close();
+      for (const gate of all) gate.close();
+      await Promise.all(all.map((gate) => gate.provider.close?.()));
     },
   };
 }
@@ -74,7 +78,12 @@ export async function startConsumers(deps: ConsumersDeps): Promise<Delivery> {
 async function startPool(deps: ConsumersDeps, gate: ProviderGate, pool: Pool): Promise<ConsumerRunner> {
   const { bus, metrics, log } = deps;
   const info = await bus.jsm.consumers.info(bus.streams.work, pool.durable);
-  const deliverDeps: DeliverDeps = { ...deps, sql: deps.databases[pool.lane].sql, gate };
+  const deliverDeps: DeliverDeps = {
+    ...deps,
+    sql: deps.databases[pool.lane].sql,
+    gate,
+    failover: deps.failovers?.[pool.channel] ?? [],
+  };
   const labels = { channel: pool.channel, lane: pool.lane };
   log.info(
     {

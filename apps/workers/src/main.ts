@@ -5,7 +5,7 @@ import { createDb, storeInboxItem } from "@notify/db";
 import { createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
 import type { Provider } from "@notify/providers";
-import { createChannelProviders } from "@notify/providers/channels";
+import { createChannelProviders, createEmailFailoverProvider } from "@notify/providers/channels";
 import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
 import { queueDepthCollector, startConsumers } from "./consumers.js";
@@ -56,10 +56,13 @@ const providers: Provider[] = Object.values(
   }),
 );
 
+// Email's second provider (SMTP), when configured: each provider has its own breaker and buckets.
+const emailFailover = await createEmailFailoverProvider(config, { timeoutMs: config.PROVIDER_TIMEOUT_MS });
+
 const metrics = createDeliveryMetrics(registry);
 // The worker's own deadline backs up each provider's: the provider's fires first, with its reason.
 const deadlineMs = config.PROVIDER_TIMEOUT_MS + 2000;
-const gates = createGates(providers, {
+const gateDeps = {
   rateKv,
   breakerKv,
   worker: `${hostname()}:${process.pid}`,
@@ -79,13 +82,15 @@ const gates = createGates(providers, {
     },
     deadlineMs,
   },
-});
+};
+const gates = createGates(providers, gateDeps);
+const failoverGates = emailFailover ? createGates([emailFailover], gateDeps) : [];
 
 let stopping = false;
 const app = createApp({
   log,
   metrics: registry,
-  breakers: gates.map((g) => g.breaker),
+  breakers: [...gates, ...failoverGates].map((g) => g.breaker),
   adminToken: config.WORKERS_ADMIN_TOKEN,
   checks: {
     postgres: () => databases.promotional.ping(),
@@ -103,6 +108,8 @@ const delivery = await startConsumers({
   bus,
   guard,
   gates,
+  failovers: { email: failoverGates },
+  failoverAfterAttempts: config.FAILOVER_AFTER_ATTEMPTS,
   log,
   metrics,
   maxAttempts: config.MAX_ATTEMPTS,
@@ -118,7 +125,7 @@ registry.collect(queueDepthCollector(bus, delivery.pools, metrics));
 log.info(
   {
     port: server.port,
-    providers: providers.map((p) => `${p.channel}:${p.name}`),
+    providers: [...providers, ...(emailFailover ? [emailFailover] : [])].map((p) => `${p.channel}:${p.name}`),
     pools: delivery.pools.length,
   },
   "workers consuming",

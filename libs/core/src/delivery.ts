@@ -25,6 +25,8 @@ export interface GuardValue {
   attempt: number;
   /** host:pid of the worker that wrote it. */
   worker?: string;
+  /** The provider the claim's send went to (email may fail over from one to the next). */
+  provider?: string;
   provider_id?: string;
   /** Why it failed or is unknown; for dead: the dead letter's class and reason. */
   class?: DeadLetterClass;

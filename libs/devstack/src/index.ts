@@ -7,6 +7,7 @@ export * from "./processes.js";
 export * from "./sandboxes/certificates.js";
 export * from "./sandboxes/plivo.js";
 export * from "./sandboxes/sendgrid.js";
+export * from "./sandboxes/smtp.js";
 export * from "./sandboxes/webpush.js";
 export * from "./stack.js";
 export * from "./state.js";

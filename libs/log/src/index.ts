@@ -30,6 +30,7 @@ export const REDACT_PATHS = [
   "config.DATABASE_URL",
   "config.PLIVO_AUTH_TOKEN",
   "config.VAPID_PRIVATE_KEY",
+  "config.SMTP_URL",
 ];
 
 export interface LogConfig {

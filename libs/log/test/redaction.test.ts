@@ -12,13 +12,14 @@ t.test("secrets are redacted whatever object carries them", async (t) => {
     {
       apiKey: "ntf_secret1",
       headers: { authorization: "Bearer ntf_secret2", "x-api-key": "ntf_secret3" },
-      config: { SENDGRID_API_KEY: "SG.secret4" },
+      config: { SENDGRID_API_KEY: "SG.secret4", SMTP_URL: "smtp://notify:relay-secret5@relay:587" },
       user: { password: "pw" },
     },
     "hello",
   );
   const out = lines.join("");
-  for (const secret of ["ntf_secret1", "ntf_secret2", "ntf_secret3", "SG.secret4", '"pw"']) t.notMatch(out, secret);
+  for (const secret of ["ntf_secret1", "ntf_secret2", "ntf_secret3", "SG.secret4", "relay-secret5", '"pw"'])
+    t.notMatch(out, secret);
   t.match(out, /\[redacted\]/);
 });
 

@@ -13,6 +13,13 @@ export interface DeliverDeps {
   guard: KV;
   /** The provider of the pool's channel, behind its breaker and token buckets. */
   gate: ProviderGate;
+  /**
+   * The providers the channel fails over to, in order (email: SMTP after SendGrid), each
+   * behind its own breaker and buckets; none by default.
+   */
+  failover?: readonly ProviderGate[];
+  /** Attempts of one notification a provider gets before the next ones go to the next provider. */
+  failoverAfterAttempts?: number;
   log: Logger;
   metrics: DeliveryMetrics;
   maxAttempts: number;
@@ -34,6 +41,8 @@ export interface Context {
   deps: DeliverDeps;
   item: WorkItem;
   row: DeliveryChannelRow;
+  /** The provider this attempt goes to: the channel's own, or one it failed over to. */
+  gate: ProviderGate;
   key: string;
   log: Logger;
   started: number;
@@ -42,7 +51,9 @@ export interface Context {
 
 export const jitter = (ms: number) => Math.floor(Math.random() * ms);
 
-export const parkDelay = (gate: ProviderGate) => gate.breaker.retryInMs() + 1000 + jitter(1000);
+/** Until the first of these breakers may let a call through again, plus a little. */
+export const parkDelay = (...gates: ProviderGate[]) =>
+  Math.min(...gates.map((gate) => gate.breaker.retryInMs())) + 1000 + jitter(1000);
 
 /** The one log line and outcome count of a handled item (a wide event). */
 export function done(
@@ -56,7 +67,7 @@ export function done(
   const line = {
     ...fields,
     status,
-    provider: deps.gate.provider.name,
+    provider: ctx.gate.provider.name,
     waited_ms: Math.round(ctx.waitedMs),
     ms: Math.round(performance.now() - ctx.started),
   };

@@ -3,6 +3,7 @@ import { guardKey, isPastDeadline, type WorkItem } from "@notify/core";
 import { loadChannel } from "@notify/db";
 import { LimiterClosed } from "../providers/rate-limiter.js";
 import { addressesOf } from "./addresses.js";
+import { chooseGate } from "./choose.js";
 import { type Context, type DeliverDeps, jitter } from "./context.js";
 import { expire } from "./expire.js";
 import { claimGuard, type GuardEntry, isClaimable, readGuard } from "./guard.js";
@@ -37,6 +38,7 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
     deps,
     item,
     row,
+    gate: deps.gate,
     key: guardKey(item.notification_id, item.channel),
     log,
     started,
@@ -47,7 +49,9 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
     for (let tries = 0; tries < 2; tries++) {
       // Past its deadline nothing is sent; what the guard says (it may have been sent) is read first.
       const late = isPastDeadline(item.deliver_by, Date.now());
-      if (!late && deps.gate.breaker.state() === "open") return await park(ctx);
+      const gate = chooseGate(deps, item.priority, row.attempts - row.attempts_before_replay);
+      if (!late && gate === null) return await park(ctx);
+      ctx.gate = gate ?? deps.gate;
       // A first attempt almost always finds no guard: claim it straight away (a create, which
       // fails if one exists after all), saving a read on the hot path.
       const first = !late && tries === 0 && row.attempts === 0 && row.status === "pending";
@@ -59,7 +63,7 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
       if (late) return await expire(ctx, seen);
       const settled = new Set([...(seen?.value.settled ?? []), ...(seen?.value.accepted ?? []).map((a) => a.key)]);
       const addresses = addressesOf(item).filter((a) => !settled.has(a.key));
-      ctx.waitedMs += await deps.gate.limiter.acquire(item.priority, addresses.length);
+      ctx.waitedMs += await ctx.gate.limiter.acquire(item.priority, addresses.length);
       // The wait for a token may have outlasted the deadline: checked again right before the claim.
       if (isPastDeadline(item.deliver_by, Date.now())) return await expire(ctx, seen);
       const at = Date.now();
@@ -68,6 +72,7 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
         at,
         attempt: row.attempts + 1,
         worker: deps.worker,
+        provider: ctx.gate.provider.name,
         ...(seen?.value.accepted ? { accepted: seen.value.accepted } : {}),
         ...(seen?.value.settled ? { settled: seen.value.settled } : {}),
       }).catch((error: unknown) => {
@@ -83,7 +88,7 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
     throw error;
   } finally {
     if (ctx.waitedMs > 0) {
-      const labels = { provider: deps.gate.provider.name, lane: item.priority };
+      const labels = { provider: ctx.gate.provider.name, lane: item.priority };
       deps.metrics.rateWaits.inc(labels);
       deps.metrics.rateWaitSeconds.observe(labels, ctx.waitedMs / 1000);
     }

@@ -2,14 +2,15 @@ import type { Disposition } from "@notify/bus";
 import { moveStatus } from "@notify/db";
 import { type Context, done, parkDelay } from "./context.js";
 
-/** The breaker is open: hold the item without spending an attempt, until a probe may go. */
+/** Every provider's breaker is open: hold the item without spending an attempt, until a probe may go. */
 export async function park(ctx: Context): Promise<Disposition> {
   const { deps, item } = ctx;
-  const delayMs = parkDelay(deps.gate);
+  const gates = [deps.gate, ...(deps.failover ?? [])];
+  const delayMs = parkDelay(...gates);
   // Parked again while still parked is no transition; logging it would flood the history.
   if (ctx.row.status !== "parked") {
     await moveStatus(deps.sql, item, "parked", {
-      reason: `${deps.gate.provider.name} circuit breaker is open`,
+      reason: `${gates.map((gate) => gate.provider.name).join(" and ")} circuit breaker${gates.length > 1 ? "s are" : " is"} open`,
       nextAttemptAt: new Date(Date.now() + delayMs),
     });
   }

@@ -16,7 +16,7 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
     case "sent":
       // The provider accepted but the status write was lost: reconcile from the guard.
       await moveStatus(deps.sql, item, "delivered", {
-        provider: deps.gate.provider.name,
+        provider: guard.provider ?? ctx.gate.provider.name,
         providerId: guard.provider_id ?? null,
         attempts: guard.attempt,
       });
@@ -50,7 +50,7 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
       await recordAttempt(deps.sql, item, {
         attempt: guard.attempt,
         outcome: "unknown",
-        provider: deps.gate.provider.name,
+        provider: guard.provider ?? ctx.gate.provider.name,
         providerId: null,
         error: reason,
       });

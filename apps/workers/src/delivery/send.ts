@@ -10,7 +10,7 @@ import { deadLetter, unsettle } from "./settle.js";
 
 export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]): Promise<Disposition> {
   const { deps, item, row } = ctx;
-  const gate = deps.gate;
+  const gate = ctx.gate;
   const results = await Promise.all(
     addresses.map(async (address) => {
       const result = await gate.send({
@@ -39,8 +39,8 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
     retryMaxMs: deps.retryMaxMs,
     parkMs: parkDelay(gate),
   });
-  const base = { attempt, worker: deps.worker, at: Date.now() };
   const provider = gate.provider.name;
+  const base = { attempt, worker: deps.worker, at: Date.now(), provider };
   const tried = { attempt, provider: attempted ? provider : null, ...summarize(results) };
 
   switch (decision.action) {

@@ -10,7 +10,7 @@ export async function deadLetter(ctx: Context, cls: DeadLetterClass, reason: str
     item,
     class: cls,
     reason,
-    provider: deps.gate.provider.name,
+    provider: ctx.gate.provider.name,
     attempts,
   });
   if (await moveStatus(deps.sql, item, "failed", { reason, attempts })) {
@@ -25,7 +25,7 @@ export async function unsettle(ctx: Context, reason: string, attempts: number): 
     item,
     class: "outcome_unknown",
     reason,
-    provider: deps.gate.provider.name,
+    provider: ctx.gate.provider.name,
     attempts,
   });
   if (await moveStatus(deps.sql, item, "unsettled", { reason, attempts })) {

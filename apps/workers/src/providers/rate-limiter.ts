@@ -4,6 +4,8 @@ import { type LaneBuckets, type LaneCounts, type LaneRates, type Priority, takeF
 export interface RateLimiter {
   /** Resolves once `count` sends of `lane` may go to the provider; with the time waited (ms). */
   acquire(lane: Priority, count: number): Promise<number>;
+  /** Sends of this lane waiting for a token in this process: the bucket is spent for now. */
+  waiting(lane: Priority): number;
   /** Fails every waiting acquire: their work goes back to the queue. */
   close(): void;
 }
@@ -128,6 +130,7 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
         else if (lane === "transactional") wake?.();
       });
     },
+    waiting: (lane) => waiters[lane].length,
     close() {
       closed = true;
       wake?.();
