@@ -42,6 +42,8 @@ export const ProcessorConfig = v.object({
   QUIET_HOURS_DROP_CATEGORIES: categoryList(""),
   /** How often the scheduler looks for deferred notifications that are due. */
   DEFERRED_POLL_INTERVAL_MS: int(1000, 50, 60_000),
+  /** How often channel fallback chains are looked at: the latest a fallback is taken after its condition holds. */
+  FALLBACK_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /** How often the broadcast expander looks for broadcasts to expand when it has none. */
   BROADCAST_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /** Recipients per expansion transaction: one unnest insert and one round of publishes each. */

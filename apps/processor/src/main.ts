@@ -8,6 +8,7 @@ import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps } from "./consumers.js";
 import { startScheduler } from "./deferral/scheduler.js";
+import { startFallbacks } from "./fallback/job.js";
 import { laneBacklogCollector, orderHoldCounter, poisonCounter, reconcilerCounter } from "./metrics.js";
 import { type LeasedPartitions, SINGLETON, startLeasedPartitions } from "./partitions.js";
 import { startReconciler } from "./reconciler/reconciler.js";
@@ -83,6 +84,11 @@ const scheduler = startScheduler(await laneDeps(deps, "promotional"), {
   intervalMs: config.DEFERRED_POLL_INTERVAL_MS,
   leader,
 });
+// A fallback is most often a transactional message's next channel (a code by SMS after push).
+const fallbacks = startFallbacks(await laneDeps(deps, "transactional"), {
+  intervalMs: config.FALLBACK_POLL_INTERVAL_MS,
+  leader,
+});
 // Broadcasts are promotional: the expander shares the promotional lane's pool.
 const expander = startExpander(
   { database, bus, log },
@@ -111,7 +117,14 @@ log.info({ port: server.port, instance }, "processor running; partitions are sha
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
-  await Promise.all([partitions?.stop(), scheduler.stop(), expander.stop(), retention.stop(), reconciler.stop()]);
+  await Promise.all([
+    partitions?.stop(),
+    scheduler.stop(),
+    fallbacks.stop(),
+    expander.stop(),
+    retention.stop(),
+    reconciler.stop(),
+  ]);
   await bus.close();
   await Promise.all([database.close(), transactionalDatabase.close()]);
   await server.close();

@@ -5,6 +5,7 @@ export * from "./cursor.js";
 export * from "./deadline.js";
 export * from "./delivery.js";
 export * from "./errors.js";
+export * from "./fallback.js";
 export * from "./ids.js";
 export * from "./leaky-bucket.js";
 export * from "./locale.js";

@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { CHANNELS, type Channel, PRIORITIES, type Priority } from "./channels.js";
 import { parseRfc3339 } from "./deadline.js";
+import { FallbackChain } from "./fallback.js";
 import type { NotificationStatus } from "./notification-status.js";
 import type { ChannelStatus } from "./status.js";
 
@@ -43,6 +44,8 @@ export const NotificationRequest = v.strictObject({
       ),
     ),
   ),
+  /** Where to go next, in order, when the one channel in `channels` does not reach the user. */
+  fallback: v.optional(FallbackChain),
 });
 export type NotificationRequest = v.InferOutput<typeof NotificationRequest>;
 

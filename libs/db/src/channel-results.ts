@@ -245,7 +245,7 @@ export async function moveStatus(sql: Sql, ref: ChannelRef, to: ChannelStatus, f
       update notification_channels set
         status = ${to},
         reason = ${fields.reason ?? null},
-        provider = coalesce(${fields.providerId ? (fields.provider ?? null) : null}, provider),
+        provider = coalesce(${fields.provider ?? null}, provider),
         provider_id = coalesce(${fields.providerId ?? null}, provider_id),
         attempts = coalesce(${fields.attempts ?? null}, attempts),
         next_attempt_at = ${fields.nextAttemptAt ?? null},

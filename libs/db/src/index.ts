@@ -4,6 +4,7 @@ import * as schema from "./schema/index.js";
 export * from "./api-keys.js";
 export * from "./audiences.js";
 export * from "./dead-letters.js";
+export * from "./fallbacks.js";
 export * from "./retention.js";
 export * from "./schema/index.js";
 export { schema };

@@ -33,6 +33,7 @@ const row = (clientId: string, key: string, over: Partial<AcceptedRow> = {}): Ac
   data: { name: "Ada" },
   partition: 0,
   deliver_by: null,
+  fallback: null,
   ...over,
 });
 

@@ -155,8 +155,9 @@ export async function postNotification(
 export const errorLines = (output: string[]) => output.filter((line) => /^\[[a-z ]+\] \S+ (error|fatal)\b/.test(line));
 
 /**
- * How many times each provider received each (notification, channel), keyed
+ * How many times the providers received each (notification, channel), keyed
  * `<notification id>:<channel>`: read from the sandboxes' own listings (SendGrid's custom_args,
+ * the SMTP sandbox's X-Notification-Id,
  * the Plivo report URL, the decrypted push payload) and, for in-app, from the inbox.
  */
 export async function receivedByProviders(dataDir: string): Promise<Map<string, number>> {
@@ -171,6 +172,13 @@ export async function receivedByProviders(dataDir: string): Promise<Map<string, 
     data: Array<{ custom_args: Record<string, string> }>;
   };
   for (const mail of sendgrid.data) count(mail.custom_args.notification_id, "email");
+  // Email fails over to the SMTP sandbox when SendGrid's cannot take a send: one send across both.
+  if (env.SMTP_SANDBOX_URL) {
+    const smtp = (await (await fetch(`${env.SMTP_SANDBOX_URL}/sandbox/messages`)).json()) as {
+      data: Array<{ notification_id: string | null }>;
+    };
+    for (const mail of smtp.data) count(mail.notification_id, "email");
+  }
   const plivo = (await (await fetch(`${env.PLIVO_SANDBOX_URL}/sandbox/messages`)).json()) as {
     data: Array<{ url: string | null }>;
   };

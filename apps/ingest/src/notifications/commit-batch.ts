@@ -42,6 +42,7 @@ export async function commitBatch(
       data: p.message.data,
       partition: p.partition,
       deliver_by: p.message.deliver_by ?? null,
+      fallback: p.fallback,
     })),
     DEDUP_WINDOW_HOURS,
   );

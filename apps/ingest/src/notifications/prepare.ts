@@ -2,6 +2,8 @@ import type { Bus } from "@notify/bus";
 import {
   AppError,
   deadlineProblem,
+  type FallbackStep,
+  fallbackProblems,
   type LaneMessage,
   type MaybePromise,
   type NotificationRequest,
@@ -26,6 +28,8 @@ export interface Prepared {
   message: LaneMessage;
   requestHash: string;
   partition: number;
+  /** The channel fallback chain, stored with the notification; null: none. */
+  fallback: FallbackStep[] | null;
 }
 
 /**
@@ -53,6 +57,11 @@ function prepared(deps: { bus: Bus; now?: () => number }, input: CreateInput, fo
   const { request } = input;
   const template = checkTemplate(found, request.template_id, request.data);
   const deliverBy = deadlineOf(request, template, deps.now?.() ?? Date.now());
+  if (request.fallback !== undefined) {
+    const fields = fallbackProblems(request.channels, request.fallback);
+    if (fields.length > 0)
+      throw new AppError("validation_failed", fields.map((f) => `${f.field}: ${f.message}`).join("; "), { fields });
+  }
   if (!deps.bus.isConnected()) {
     throw new AppError("dependency_unavailable", "nats is unavailable", { context: { retryAfterSeconds: 1 } });
   }
@@ -73,6 +82,7 @@ function prepared(deps: { bus: Bus; now?: () => number }, input: CreateInput, fo
     },
     requestHash: requestHash(request),
     partition: partitionOf(request.user_id, deps.bus.naming.partitions),
+    fallback: request.fallback ?? null,
   };
 }
 

@@ -2,6 +2,7 @@ import {
   AppError,
   CHANNEL_STATUSES,
   CHANNELS,
+  FALLBACK_CONDITIONS,
   NOTIFICATION_STATUS_DESCRIPTIONS,
   NOTIFICATION_STATUSES,
   NotificationRequest,
@@ -83,6 +84,13 @@ const TimelineEntry = v.variant("event", [
     provider_id: v.nullable(v.string()),
   }),
   v.object({
+    event: v.literal("fallback"),
+    at: Timestamp,
+    channel: v.picklist(CHANNELS),
+    from: v.picklist(CHANNELS),
+    because: v.picklist(FALLBACK_CONDITIONS),
+  }),
+  v.object({
     event: v.literal("provider_switch"),
     at: Timestamp,
     channel: v.picklist(CHANNELS),
@@ -97,7 +105,7 @@ const NotificationDetail = v.object({
     v.array(TimelineEntry),
     v.metadata({
       description:
-        "Oldest first, the latest 200: each provider call (attempt: provider, outcome, error), each status a channel took after routing, and each switch of provider between attempts",
+        "Oldest first, the latest 200: each provider call (attempt: provider, outcome, error), each status a channel took after routing, each step of the channel fallback chain taken, and each switch of provider between attempts",
     }),
   ),
 });

@@ -29,7 +29,7 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
     case "unknown":
       // A provider that ignores a repeated send (the in-app inbox) is simply asked again.
       if (deps.gate.provider.idempotent) return await retake(ctx, seen);
-      await unsettle(ctx, guard.reason ?? "outcome unknown", guard.attempt);
+      await unsettle(ctx, guard.reason ?? "outcome unknown", guard.attempt, guard.provider);
       return done(ctx, "unsettled", { reconciled: true, reason: guard.reason }, { ack: true });
     default: {
       const age = Date.now() - guard.at;
@@ -54,7 +54,7 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
         providerId: null,
         error: reason,
       });
-      await unsettle(ctx, reason, guard.attempt);
+      await unsettle(ctx, reason, guard.attempt, guard.provider);
       return done(ctx, "unsettled", { reason }, { ack: true });
     }
   }

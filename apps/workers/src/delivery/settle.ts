@@ -18,17 +18,26 @@ export async function deadLetter(ctx: Context, cls: DeadLetterClass, reason: str
   }
 }
 
-/** The provider may have accepted: shown as unsettled for a receipt to settle, never resent. */
-export async function unsettle(ctx: Context, reason: string, attempts: number): Promise<void> {
+/**
+ * The provider may have accepted: shown as unsettled for a receipt to settle, never resent.
+ * `provider` is the one that may have it (a claim's, found by another worker).
+ */
+export async function unsettle(
+  ctx: Context,
+  reason: string,
+  attempts: number,
+  provider = ctx.gate.provider.name,
+): Promise<void> {
   const { deps, item } = ctx;
   await publishDeadLetter(deps.sql, deps.bus, {
     item,
     class: "outcome_unknown",
     reason,
-    provider: ctx.gate.provider.name,
+    provider,
     attempts,
   });
-  if (await moveStatus(deps.sql, item, "unsettled", { reason, attempts })) {
+  // The provider that may have it, for whoever settles it (its receipt, or an operator).
+  if (await moveStatus(deps.sql, item, "unsettled", { reason, attempts, provider })) {
     deps.metrics.deadLetters.inc({ channel: item.channel, class: "outcome_unknown" });
   }
 }

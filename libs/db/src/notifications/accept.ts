@@ -1,4 +1,4 @@
-import type { Channel, Priority } from "@notify/core";
+import type { Channel, FallbackStep, Priority } from "@notify/core";
 import type { Database } from "../index.js";
 import type { RowPick } from "../rows.js";
 import type { idempotencyKeys } from "../schema/index.js";
@@ -19,6 +19,8 @@ export interface AcceptedRow {
   partition: number;
   /** ISO 8601; null: no deadline. */
   deliver_by: string | null;
+  /** The channel fallback chain after `channels[0]`; null: none. */
+  fallback: FallbackStep[] | null;
 }
 
 export interface AcceptedBatch {
@@ -30,8 +32,8 @@ export interface AcceptedBatch {
 
 /**
  * The group commit's one statement: claims the idempotency keys (a key older than
- * `dedupWindowHours` is taken over), inserts the notifications whose key was claimed and lists
- * them in one outbox row, committed together or not at all. Two rows of one batch must not
+ * `dedupWindowHours` is taken over), inserts the notifications whose key was claimed (with their
+ * fallback chains) and lists them in one outbox row, committed together or not at all. Two rows of one batch must not
  * share a (client, key): the caller sends the first and treats the rest as in flight.
  */
 export async function acceptNotifications(
@@ -46,7 +48,7 @@ export async function acceptNotifications(
     with input as (
       select * from json_to_recordset(${input}::text::json) as i(id text, client_id text, key text, request_hash text,
         user_id text, category text, template_id text, template_version int, priority text, channels text[],
-        data jsonb, partition int, deliver_by timestamptz)
+        data jsonb, partition int, deliver_by timestamptz, fallback jsonb)
     ),
     claimed as (
       insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
@@ -62,6 +64,11 @@ export async function acceptNotifications(
              request_hash, partition, deliver_by
       from input where id in (select notification_id from claimed)
       returning id, created_at
+    ),
+    fallbacks as (
+      insert into notification_fallbacks (notification_id, steps, watching)
+      select id, fallback, channels[1] from input
+      where fallback is not null and id in (select notification_id from claimed)
     ),
     outbox as (
       insert into publish_outbox (notification_ids) select array_agg(id) from inserted having count(*) > 0 returning id

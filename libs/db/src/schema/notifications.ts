@@ -1,3 +1,4 @@
+import type { FallbackCondition, FallbackStep } from "@notify/core";
 import { sql } from "drizzle-orm";
 import { bigint, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from "drizzle-orm/pg-core";
 
@@ -154,4 +155,37 @@ export const providerReceipts = pgTable(
     primaryKey({ columns: [t.provider, t.eventId] }),
     index("provider_receipts_unapplied_idx").on(t.provider, t.providerId).where(sql`${t.appliedAt} is null`),
   ],
+);
+
+/** A step of a fallback chain that was taken: when, from which channel, to which, and why. */
+export interface TakenFallback {
+  at: string;
+  from: string;
+  to: string;
+  because: FallbackCondition;
+}
+
+/**
+ * A notification's channel fallback chain (the request's `fallback`), written with the
+ * notification, and where it stands: the channel the next step watches, when that step's wait
+ * for a receipt ends, the steps taken. A step is taken by moving `next_step` on by compare-and-set
+ * in the transaction that inserts the next channel, so it is taken once whatever crashes or runs
+ * twice; `done_at` is set when the chain ends.
+ */
+export const notificationFallbacks = pgTable(
+  "notification_fallbacks",
+  {
+    notificationId: text("notification_id")
+      .primaryKey()
+      .references(() => notifications.id, { onDelete: "cascade" }),
+    steps: jsonb("steps").$type<FallbackStep[]>().notNull(),
+    nextStep: integer("next_step").notNull().default(0),
+    watching: text("watching").notNull(),
+    /** When the next step's wait for a receipt ends; set once the watched channel was sent. */
+    confirmBy: timestamp("confirm_by", { withTimezone: true, mode: "date" }),
+    taken: jsonb("taken").$type<TakenFallback[]>().notNull().default([]),
+    doneAt: timestamp("done_at", { withTimezone: true, mode: "date" }),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [index("notification_fallbacks_open_idx").on(t.createdAt).where(sql`${t.doneAt} is null`)],
 );

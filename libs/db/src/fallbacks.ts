@@ -1,0 +1,131 @@
+import type { Channel, ChannelStatus, FallbackCondition, FallbackStep, Priority } from "@notify/core";
+import type { Database } from "./index.js";
+import type { TakenFallback } from "./schema/index.js";
+
+/** An open fallback chain whose watched channel has an outcome (or whose wait for a receipt ended). */
+export interface OpenFallback {
+  notification_id: string;
+  user_id: string;
+  steps: FallbackStep[];
+  next_step: number;
+  watching: Channel;
+  confirm_by: Date | null;
+  /** The watched channel's status. */
+  status: ChannelStatus;
+  /** A `delivered` receipt of the provider that took the watched channel's send is stored. */
+  confirmed: boolean;
+}
+
+/**
+ * Open chains with something to decide, oldest first: the watched channel has left the waiting
+ * statuses, and a step waiting for a receipt is looked at again only once its wait is over.
+ */
+export async function listOpenFallbacks(database: Database, now: Date, limit: number): Promise<OpenFallback[]> {
+  return database.sql<OpenFallback[]>`
+    select f.notification_id, n.user_id, f.steps, f.next_step, f.watching, f.confirm_by, c.status,
+      (c.provider_id is not null and exists (
+        select 1 from provider_receipts r
+        where r.provider = c.provider and r.provider_id = c.provider_id and r.status = 'delivered')) as confirmed
+    from notification_fallbacks f
+    join notification_channels c on c.notification_id = f.notification_id and c.channel = f.watching
+    join notifications n on n.id = f.notification_id
+    where f.done_at is null
+      and c.status not in ('pending', 'deferred', 'retrying', 'parked')
+      and (f.confirm_by is null or f.confirm_by <= ${now} or c.status not in ('delivered', 'unsettled'))
+    order by f.created_at limit ${limit}`;
+}
+
+/** Starts a step's wait for a receipt, once (the chain must still be at `step`). */
+export async function startFallbackWait(database: Database, id: string, step: number, until: Date): Promise<void> {
+  await database.sql`
+    update notification_fallbacks set confirm_by = ${until}
+    where notification_id = ${id} and next_step = ${step} and confirm_by is null and done_at is null`;
+}
+
+/** Ends a chain at `step`: the watched channel reached the user, or failed in a way the step does not cover. */
+export async function endFallback(database: Database, id: string, step: number): Promise<void> {
+  await database.sql`
+    update notification_fallbacks set done_at = now()
+    where notification_id = ${id} and next_step = ${step} and done_at is null`;
+}
+
+/** The next channel's outcome as routing decided it. */
+export interface FallbackChannel {
+  channel: Channel;
+  status: ChannelStatus;
+  reason: string | null;
+  nextAttemptAt: Date | null;
+}
+
+/**
+ * Takes step `step` of a chain, exactly once: moves the chain on by compare-and-set and inserts
+ * the next channel's row (with its deferral timer when quiet hours hold it) in one transaction.
+ * Answers false when the chain was no longer at that step (another processor took it, or a
+ * crashed run already did): then nothing is written.
+ */
+export async function takeFallbackStep(
+  database: Database,
+  take: {
+    notificationId: string;
+    userId: string;
+    step: number;
+    from: Channel;
+    because: FallbackCondition;
+    next: FallbackChannel;
+  },
+): Promise<boolean> {
+  const { notificationId: id, next } = take;
+  return database.sql.begin(async (tx) => {
+    const taken: TakenFallback = {
+      at: new Date().toISOString(),
+      from: take.from,
+      to: next.channel,
+      because: take.because,
+    };
+    const moved = await tx`
+      update notification_fallbacks set next_step = next_step + 1, watching = ${next.channel}, confirm_by = null,
+        taken = taken || ${tx.json([taken] as never)}::jsonb,
+        done_at = case when next_step + 1 >= jsonb_array_length(steps) then now() end
+      where notification_id = ${id} and next_step = ${take.step} and done_at is null
+      returning notification_id`;
+    if (moved.length === 0) return false;
+    await tx`
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
+      values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt})
+      on conflict do nothing`;
+    if (next.status === "deferred" && next.nextAttemptAt !== null) {
+      await tx`
+        insert into deferred_notifications (notification_id, user_id, due_at)
+        values (${id}, ${take.userId}, ${next.nextAttemptAt})
+        on conflict (notification_id) do update set due_at = least(deferred_notifications.due_at, excluded.due_at)`;
+    }
+    return true;
+  });
+}
+
+/** The steps a notification's chain has taken, oldest first; empty without a chain. */
+export async function readTakenFallbacks(database: Database, id: string): Promise<TakenFallback[]> {
+  const [row] = await database.sql<{ taken: TakenFallback[] }[]>`
+    select taken from notification_fallbacks where notification_id = ${id}`;
+  return row?.taken ?? [];
+}
+
+/** What routing a notification's fallback channel reads of it. */
+export interface FallbackRoutable {
+  notification_id: string;
+  user_id: string;
+  category: string;
+  template_id: string;
+  template_version: number | null;
+  priority: Priority;
+  data: Record<string, unknown>;
+  deliver_by: string | null;
+}
+
+export async function readFallbackRoutable(database: Database, id: string): Promise<FallbackRoutable | null> {
+  const [row] = await database.sql<FallbackRoutable[]>`
+    select id as notification_id, user_id, category, template_id, template_version, priority, data,
+      to_char(deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by
+    from notifications where id = ${id}`;
+  return row ?? null;
+}
