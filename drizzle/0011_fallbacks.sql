@@ -10,4 +10,5 @@ CREATE TABLE "notification_fallbacks" (
 );
 --> statement-breakpoint
 ALTER TABLE "notification_fallbacks" ADD CONSTRAINT "notification_fallbacks_notification_id_notifications_id_fk" FOREIGN KEY ("notification_id") REFERENCES "public"."notifications"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
-CREATE INDEX "notification_fallbacks_open_idx" ON "notification_fallbacks" USING btree ("created_at") WHERE "notification_fallbacks"."done_at" is null;
+CREATE INDEX "notification_fallbacks_open_idx" ON "notification_fallbacks" USING btree ("created_at") WHERE "notification_fallbacks"."done_at" is null;--> statement-breakpoint
+CREATE INDEX "provider_receipts_provider_id_idx" ON "provider_receipts" USING btree ("provider","provider_id");

@@ -28,7 +28,7 @@ const putTemplate = (id: string, ttl: number | null | undefined) =>
     },
     { "x-api-key": admin },
   );
-const send = (body: Record<string, unknown>) =>
+const send = (body: Record<string, unknown>, key = randomUUID()) =>
   request(
     "POST",
     "/notifications",
@@ -40,7 +40,7 @@ const send = (body: Record<string, unknown>) =>
       priority: "transactional",
       ...body,
     },
-    { "x-api-key": ingestKey, "idempotency-key": randomUUID() },
+    { "x-api-key": ingestKey, "idempotency-key": key },
   );
 const stored = async (id: string) =>
   (
@@ -122,3 +122,20 @@ async function laneMessagesFor(id: string): Promise<LaneMessage[]> {
   }
   return found;
 }
+
+t.test("a retry after the deadline replays the accepted request; a new one is a 400", async (t) => {
+  const key = randomUUID();
+  const body = { deliver_by: new Date(Date.now() + 1000).toISOString() };
+  const first = await send(body, key);
+  t.equal(first.status, 202);
+  const { notification_id } = (await first.json()) as { notification_id: string };
+  await settled(database, notification_id);
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  const retry = await send(body, key);
+  t.equal(retry.status, 200, "the same key and body: the first answer");
+  t.equal(retry.headers.get("idempotent-replayed"), "true");
+  t.match(await retry.json(), { notification_id });
+  const before = await rows();
+  await expectInvalid(t, await send(body), /in the future/);
+  t.equal(await rows(), before, "a new key with that deadline stores nothing");
+});

@@ -96,3 +96,29 @@ t.test("without a fallback, no chain is written", async (t) => {
   await settled(database, id);
   t.equal(await chains(), before);
 });
+
+t.test("while a step may still add a channel the notification is processing, then its outcome", async (t) => {
+  const response = await send({ fallback: [{ channel: "sms", when: ["failed"] }] });
+  const { notification_id: id } = (await response.json()) as { notification_id: string };
+  await settled(database, id);
+  const status = async () =>
+    (
+      (await (await app.request(`/api/v1/notifications/${id}`, { headers: { "x-api-key": key } })).json()) as {
+        status: string;
+      }
+    ).status;
+  const listed = async () =>
+    (
+      (await (
+        await app.request("/api/v1/users/u1/notifications?limit=100", { headers: { "x-api-key": key } })
+      ).json()) as {
+        data: Array<{ notification_id: string; status: string }>;
+      }
+    ).data.find((n) => n.notification_id === id)?.status;
+  // As the workers leave it: the push failed, and the processor has not decided the step yet.
+  await database.sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'push', 'failed')`;
+  t.equal(await status(), "processing", "not failed: an SMS may still go");
+  t.equal(await listed(), "processing", "the list says the same");
+  await database.sql`update notification_fallbacks set done_at = now() where notification_id = ${id}`;
+  t.equal(await status(), "failed", "once the chain has ended");
+});

@@ -239,3 +239,35 @@ t.test("a database failure mid-expansion still settles the batch that was publis
   t.equal(await expandBroadcasts(deps, 10), 30, "a later run picks up after the cursor");
   t.equal(new Set((await recipients("f1")).map((r) => r.user_id)).size, 50);
 });
+
+t.test("a template's time to live gives every recipient the broadcast's deadline", async (t) => {
+  await database.sql`insert into templates (id, latest_version) values ('flash', 1)`;
+  await database.sql`insert into template_versions (template_id, version, params, ttl_seconds) values ('flash', 1, '[]', 600)`;
+  await database.sql`insert into audiences (id, name) values ('ttl', 'ttl')`;
+  await database.sql`insert into audience_members (audience_id, user_id) values ('ttl', 'ttl-u1'), ('ttl', 'ttl-u2')`;
+  await database.sql`insert into broadcasts (id, client_id, dedup_key, request_hash, audience_id, category, template_id,
+      template_version, requested_channels, data, status, total, created_at)
+    values ('ttl', 'shop', 'ttl', 'h', 'ttl', 'deals', 'flash', 1, null, '{}', 'expanding', 2, '2026-11-25T10:00:00Z')`;
+  t.match(await expandBatch(deps, 10), { kind: "expanded", count: 2 });
+  const deadlines = await database.sql<{ deliver_by: Date }[]>`
+    select n.deliver_by from broadcast_recipients r join notifications n on n.id = r.notification_id
+    where r.broadcast_id = 'ttl'`;
+  t.same(
+    deadlines.map((d) => d.deliver_by.toISOString()),
+    ["2026-11-25T10:10:00.000Z", "2026-11-25T10:10:00.000Z"],
+    "600 s after the broadcast was accepted",
+  );
+  const messages: LaneMessage[] = [];
+  const info = await bus.jsm.streams.info(bus.streams.lane("promotional"));
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+    const message = (
+      await bus.jsm.streams.getMessage(bus.streams.lane("promotional"), { seq }).catch(() => null)
+    )?.json<LaneMessage>();
+    if (message?.template_id === "flash") messages.push(message);
+  }
+  t.same(
+    messages.map((m) => m.deliver_by),
+    ["2026-11-25T10:10:00.000Z", "2026-11-25T10:10:00.000Z"],
+    "and their lane messages carry it",
+  );
+});

@@ -75,4 +75,7 @@ t.test("a deferral released after its deadline (the scheduler was down) expires 
     at: null,
   });
   t.same(await itemsOf(message.notification_id), [], "nothing queued");
+  const [event] = await database.sql<{ status: string; reason: string }[]>`
+    select status, reason from channel_status_events where notification_id = ${message.notification_id}`;
+  t.same(event, { status: "expired", reason: "deadline_passed" }, "the expiry is in the channel's history");
 });

@@ -101,3 +101,26 @@ t.test("past the deadline, a send the guard says was made is still recorded deli
   t.same(await deliver(deps, item), { ack: true });
   t.match(await channelRow(database, item), { status: "delivered", provider_id: "pid-1" });
 });
+
+t.test("past the deadline, addresses that accepted in time make the channel delivered, not expired", async (t) => {
+  const item = { ...(await workItem(database)), deliver_by: due(-1000) };
+  // An earlier attempt: one of the user's addresses accepted, another was refused for now.
+  const partly: GuardValue = {
+    state: "failed",
+    at: Date.now(),
+    attempt: 1,
+    worker: "other:1",
+    accepted: [{ key: "device-a", provider_id: "pid-a" }],
+  };
+  await guard.create(`${item.notification_id}.email`, new TextEncoder().encode(JSON.stringify(partly)));
+  await database.sql`update notification_channels set status = 'retrying', attempts = 1
+    where notification_id = ${item.notification_id}`;
+  t.same(await deliver(deps, item), { ack: true });
+  t.match(await channelRow(database, item), {
+    status: "delivered",
+    provider_id: "pid-a",
+    reason: /accepted before the deliver-by deadline/,
+  });
+  t.match(await guardOf(item.notification_id), { state: "sent", provider_id: "pid-a" });
+  t.equal(sentTo(item.notification_id), 0, "nothing more was sent");
+});

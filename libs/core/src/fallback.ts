@@ -9,13 +9,21 @@ import type { ChannelStatus } from "./status.js";
  * - failed: the earlier channel failed for good (failed, bounced or expired);
  * - suppressed: preferences suppressed it, or the user has no address for it;
  * - unconfirmed: it was sent, but no receipt confirmed the delivery within
- *   `confirm_within_seconds` (push and in-app have no receipts: there it always fires).
+ *   `confirm_within_seconds` (push, in-app and SMTP relays send no receipts: there it always
+ *   fires once the window is over).
  */
 export const FALLBACK_CONDITIONS = ["failed", "suppressed", "unconfirmed"] as const;
 export type FallbackCondition = (typeof FALLBACK_CONDITIONS)[number];
 
 /** The longest a step waits for a receipt: a day. */
 export const MAX_CONFIRM_SECONDS = 86_400;
+/**
+ * How long a `failed` step keeps watching a channel its provider accepted, for a bounce that
+ * receipts report later; a delivery receipt ends the wait sooner.
+ */
+export const BOUNCE_WAIT_SECONDS = 3600;
+/** Providers that report what became of a send (delivery receipts, bounces). */
+export const PROVIDERS_WITH_RECEIPTS: readonly string[] = ["sendgrid", "plivo"];
 /** Steps a chain may have after its first channel. */
 export const MAX_FALLBACK_STEPS = 3;
 
@@ -75,6 +83,10 @@ export function fallbackProblems(
 /** The channel a step watches, as far as the fallback decision needs it. */
 export interface WatchedChannel {
   status: ChannelStatus;
+  /** Why it has its status (a suppression's reason). */
+  reason?: string | null;
+  /** The provider that took its send, when one did. */
+  provider?: string | null;
   /** A receipt confirmed the delivery. */
   confirmed: boolean;
 }
@@ -82,9 +94,13 @@ export interface WatchedChannel {
 /**
  * What a step does about the channel it watches:
  * - `wait`: the channel has no outcome yet; or it was sent and the step waits for a receipt
- *   (`confirmBy` is set: the step fires then, unless confirmed before);
+ *   (`confirmWithinSeconds`: from the first look at it; `confirmDue` says that window is over):
+ *   an `unconfirmed` step fires when it ends, a `failed` step watching for a bounce stops then;
  * - `take`: one of its conditions holds, the next channel is to be sent;
  * - `stop`: the channel reached the user, or failed in a way the step does not cover: the chain ends.
+ *
+ * A channel suppressed by the user's daily cap never takes a step: the cap counts a
+ * notification, and another channel would send it anyway.
  */
 export type FallbackDecision =
   | { action: "wait"; confirmWithinSeconds?: number }
@@ -96,11 +112,19 @@ export function decideFallback(step: FallbackStep, watched: WatchedChannel, conf
   if (status === "failed" || status === "bounced" || status === "expired")
     return step.when.includes("failed") ? { action: "take", because: "failed" } : { action: "stop" };
   if (status === "suppressed")
-    return step.when.includes("suppressed") ? { action: "take", because: "suppressed" } : { action: "stop" };
+    return step.when.includes("suppressed") && watched.reason !== "rate_cap"
+      ? { action: "take", because: "suppressed" }
+      : { action: "stop" };
   if (status === "delivered" || status === "unsettled") {
-    if (watched.confirmed || !step.when.includes("unconfirmed")) return { action: "stop" };
-    if (confirmDue) return { action: "take", because: "unconfirmed" };
-    return { action: "wait", confirmWithinSeconds: step.confirm_within_seconds ?? 0 };
+    if (watched.confirmed) return { action: "stop" };
+    if (step.when.includes("unconfirmed")) {
+      if (confirmDue) return { action: "take", because: "unconfirmed" };
+      return { action: "wait", confirmWithinSeconds: step.confirm_within_seconds ?? 0 };
+    }
+    // Accepted is not delivered: a provider with receipts may still report a bounce.
+    const bounceMayCome = step.when.includes("failed") && PROVIDERS_WITH_RECEIPTS.includes(watched.provider ?? "");
+    if (!bounceMayCome || confirmDue) return { action: "stop" };
+    return { action: "wait", confirmWithinSeconds: BOUNCE_WAIT_SECONDS };
   }
   return { action: "wait" };
 }

@@ -18,7 +18,8 @@ export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
 /** One line per status, each complete on its own (exactly one holds), for the API document and docs/architecture.md. */
 export const NOTIFICATION_STATUS_DESCRIPTIONS: Record<NotificationStatus, string> = {
   accepted: "stored and queued, not routed yet: no channel has a status",
-  processing: "at least one channel is waiting: pending, deferred, retrying or parked",
+  processing:
+    "at least one channel is waiting (pending, deferred, retrying or parked), or a step of the channel fallback chain may still add a channel",
   unsettled:
     "no channel waiting, at least one unsettled: the provider may have accepted; a receipt may still settle it, and it is never resent on its own",
   completed: "every channel delivered or suppressed, at least one delivered",
@@ -38,6 +39,7 @@ const WAITING: ReadonlySet<ChannelStatus> = new Set(["pending", "deferred", "ret
  * | -------------------------------------------------- | ------------------ |
  * | none at all                                        | `accepted`         |
  * | any pending, deferred, retrying or parked          | `processing`       |
+ * | a fallback step may still add a channel (option)   | `processing`       |
  * | any unsettled                                      | `unsettled`        |
  * | a delivered one and a failed, bounced or expired one | `partially_failed` |
  * | a delivered one                                    | `completed`        |
@@ -56,7 +58,10 @@ const WAITING: ReadonlySet<ChannelStatus> = new Set(["pending", "deferred", "ret
  * Only a bounce still moves a settled status, as it moves a delivered channel (receipts arrive
  * after the send): `completed` may become `partially_failed` or `failed`.
  */
-export function notificationStatus(channels: Iterable<ChannelStatus>): NotificationStatus {
+export function notificationStatus(
+  channels: Iterable<ChannelStatus>,
+  options: { fallbackPending?: boolean } = {},
+): NotificationStatus {
   let any = false;
   let unsettled = false;
   let delivered = false;
@@ -70,6 +75,8 @@ export function notificationStatus(channels: Iterable<ChannelStatus>): Notificat
     else if (status === "failed" || status === "bounced" || status === "expired") failed = true;
   }
   if (!any) return "accepted";
+  // The outcome is not known while a fallback may still send another channel.
+  if (options.fallbackPending) return "processing";
   if (unsettled) return "unsettled";
   if (delivered) return failed ? "partially_failed" : "completed";
   return failed ? "failed" : "suppressed";

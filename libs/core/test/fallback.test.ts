@@ -65,6 +65,35 @@ t.test("an unconfirmed step waits for its window, then fires", async (t) => {
   t.same(decideFallback(s, { status: "failed", confirmed: false }, true), { action: "stop" }, "not a failure step");
 });
 
+t.test("a failed step watches an accepted email or SMS for a bounce, for a while; never a capped one", async (t) => {
+  const s: FallbackStep = { channel: "sms", when: ["failed"] };
+  t.same(
+    decideFallback(s, { status: "delivered", provider: "sendgrid", confirmed: false }, false),
+    { action: "wait", confirmWithinSeconds: 3600 },
+    "SendGrid may still report a bounce",
+  );
+  t.same(decideFallback(s, { status: "delivered", provider: "sendgrid", confirmed: false }, true), { action: "stop" });
+  t.same(decideFallback(s, { status: "delivered", provider: "sendgrid", confirmed: true }, false), { action: "stop" });
+  t.same(decideFallback(s, { status: "bounced", provider: "sendgrid", confirmed: false }, true), {
+    action: "take",
+    because: "failed",
+  });
+  t.same(
+    decideFallback(s, { status: "delivered", provider: "smtp", confirmed: false }, false),
+    { action: "stop" },
+    "an SMTP relay reports nothing later",
+  );
+  t.same(
+    decideFallback(
+      { channel: "sms", when: ["suppressed"] },
+      { status: "suppressed", reason: "rate_cap", confirmed: false },
+      false,
+    ),
+    { action: "stop" },
+    "the daily cap is not gone around",
+  );
+});
+
 t.test("a chain starts from one channel, never repeats one, and waits only where it says so", async (t) => {
   t.same(fallbackProblems(["push"], [{ channel: "sms", when: ["failed"] }]), []);
   t.match(fallbackProblems(undefined, [{ channel: "sms", when: ["failed"] }]), [{ field: "channels" }]);

@@ -155,7 +155,12 @@ export type ExpandingBroadcast = Omit<
     "id" | "client_id" | "category" | "template_id" | "template_version" | "requested_channels" | "data"
   >,
   "requested_channels" | "data"
-> & { requested_channels: Channel[] | null; data: Record<string, unknown> };
+> & {
+  requested_channels: Channel[] | null;
+  data: Record<string, unknown>;
+  /** Its recipients' deadline (ISO 8601): the template version's time to live from the broadcast's acceptance; null: none. */
+  deliver_by: string | null;
+};
 
 export type ExpansionStep =
   | { kind: "idle" }
@@ -205,9 +210,13 @@ export async function expandBroadcastBatch(
         delete from publish_outbox where id in (
           select id from publish_outbox where id = any(${settled as string[]}::bigint[]) for update skip locked)
       )
-      select id, client_id, audience_id, category, template_id, template_version, requested_channels, data,
-        request_hash, cursor
-      from broadcasts where status = 'expanding' order by created_at limit 1 for update skip locked`;
+      select b.id, b.client_id, b.audience_id, b.category, b.template_id, b.template_version, b.requested_channels,
+        b.data, b.request_hash, b.cursor,
+        to_char((b.created_at + v.ttl_seconds * interval '1 second') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+          as deliver_by
+      from broadcasts b
+      left join template_versions v on v.template_id = b.template_id and v.version = b.template_version
+      where b.status = 'expanding' order by b.created_at limit 1 for update of b skip locked`;
     if (!broadcast) return { kind: "idle" };
     const members = await tx<{ user_id: string }[]>`
       select user_id from audience_members
@@ -235,11 +244,11 @@ export async function expandBroadcastBatch(
       ),
       inserted as (
         insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
-          requested_channels, data, dedup_key, request_hash, partition, created_at)
+          requested_channels, data, dedup_key, request_hash, partition, created_at, deliver_by)
         select id, ${broadcast.client_id}, user_id, ${broadcast.category}, ${broadcast.template_id},
           ${broadcast.template_version}, 'promotional', ${broadcast.requested_channels}::text[],
           ${sql.json(broadcast.data as never)}, ${`broadcast:${broadcast.id}:`} || user_id, ${broadcast.request_hash},
-          partition, now()
+          partition, now(), ${broadcast.deliver_by}::timestamptz
         from batch
       ),
       recipients as (
@@ -263,6 +272,7 @@ export async function expandBroadcastBatch(
       template_version: broadcast.template_version,
       requested_channels: broadcast.requested_channels,
       data: broadcast.data,
+      deliver_by: broadcast.deliver_by,
     };
     if (!written) throw new Error("the batch statement answered no row");
     return {

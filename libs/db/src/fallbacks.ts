@@ -10,28 +10,35 @@ export interface OpenFallback {
   next_step: number;
   watching: Channel;
   confirm_by: Date | null;
-  /** The watched channel's status. */
+  /** The watched channel's status, its reason and the provider that took its send. */
   status: ChannelStatus;
+  reason: string | null;
+  provider: string | null;
   /** A `delivered` receipt of the provider that took the watched channel's send is stored. */
   confirmed: boolean;
 }
 
 /**
  * Open chains with something to decide, oldest first: the watched channel has left the waiting
- * statuses, and a step waiting for a receipt is looked at again only once its wait is over.
+ * statuses; one that was sent is looked at when first seen, when a receipt confirmed it, and
+ * when the step's wait is over (a bounce moves it out of delivered, so it is seen then too).
  */
 export async function listOpenFallbacks(database: Database, now: Date, limit: number): Promise<OpenFallback[]> {
   return database.sql<OpenFallback[]>`
-    select f.notification_id, n.user_id, f.steps, f.next_step, f.watching, f.confirm_by, c.status,
-      (c.provider_id is not null and exists (
-        select 1 from provider_receipts r
-        where r.provider = c.provider and r.provider_id = c.provider_id and r.status = 'delivered')) as confirmed
+    select f.notification_id, n.user_id, f.steps, f.next_step, f.watching, f.confirm_by,
+      c.status, c.reason, c.provider, receipt.confirmed
     from notification_fallbacks f
     join notification_channels c on c.notification_id = f.notification_id and c.channel = f.watching
     join notifications n on n.id = f.notification_id
+    cross join lateral (
+      select c.status in ('delivered', 'unsettled') and c.provider_id is not null and exists (
+        select 1 from provider_receipts r
+        where r.provider = c.provider and r.provider_id = c.provider_id and r.status = 'delivered') as confirmed
+    ) receipt
     where f.done_at is null
       and c.status not in ('pending', 'deferred', 'retrying', 'parked')
-      and (f.confirm_by is null or f.confirm_by <= ${now} or c.status not in ('delivered', 'unsettled'))
+      and (f.confirm_by is null or f.confirm_by <= ${now} or c.status not in ('delivered', 'unsettled')
+           or receipt.confirmed)
     order by f.created_at limit ${limit}`;
 }
 
@@ -93,6 +100,12 @@ export async function takeFallbackStep(
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
       values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt})
       on conflict do nothing`;
+    // An outcome other than queued (suppressed, expired, deferred) shows in its timeline at once.
+    if (next.status !== "pending") {
+      await tx`
+        insert into channel_status_events (notification_id, channel, status, reason, attempt)
+        values (${id}, ${next.channel}, ${next.status}, ${next.reason}, 0)`;
+    }
     if (next.status === "deferred" && next.nextAttemptAt !== null) {
       await tx`
         insert into deferred_notifications (notification_id, user_id, due_at)

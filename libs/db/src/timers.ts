@@ -89,14 +89,20 @@ export async function releaseDeferrals<T>(
       takeCapSlot: (slot) => takeCapSlot(tx, slot),
       async settleChannels(updates) {
         if (updates.length === 0) return;
+        // With their history rows, as every status move after routing has.
         await tx`
-          update notification_channels c
-          set status = u.status, reason = u.reason, next_attempt_at = u.next_attempt_at, updated_at = now()
-          from unnest(${updates.map((u) => u.notificationId)}::text[], ${updates.map((u) => u.channel)}::text[],
-                      ${updates.map((u) => u.status)}::text[], ${updates.map((u) => u.reason) as string[]}::text[],
-                      ${updates.map((u) => u.nextAttemptAt?.toISOString() ?? null) as string[]}::timestamptz[])
-               as u(notification_id, channel, status, reason, next_attempt_at)
-          where c.notification_id = u.notification_id and c.channel = u.channel and c.status = 'deferred'`;
+          with moved as (
+            update notification_channels c
+            set status = u.status, reason = u.reason, next_attempt_at = u.next_attempt_at, updated_at = now()
+            from unnest(${updates.map((u) => u.notificationId)}::text[], ${updates.map((u) => u.channel)}::text[],
+                        ${updates.map((u) => u.status)}::text[], ${updates.map((u) => u.reason) as string[]}::text[],
+                        ${updates.map((u) => u.nextAttemptAt?.toISOString() ?? null) as string[]}::timestamptz[])
+                 as u(notification_id, channel, status, reason, next_attempt_at)
+            where c.notification_id = u.notification_id and c.channel = u.channel and c.status = 'deferred'
+            returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
+          )
+          insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
+          select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved`;
       },
       async redefer(timers) {
         if (timers.length === 0) return;

@@ -17,10 +17,13 @@ export async function commitBatch(
   batch: Pending[],
 ): Promise<void> {
   // Two requests of one batch with the same key: the first claims it, the rest are in flight.
+  // A request that may only replay an accepted one (its deadline passed) is looked up, never stored.
   const seen = new Set<string>();
   const first: Pending[] = [];
   const duplicates: Pending[] = [];
+  const replaysOnly = batch.filter((item) => item.refusal !== undefined);
   for (const item of batch) {
+    if (item.refusal !== undefined) continue;
     const k = `${item.input.clientId}\u0000${item.input.idempotencyKey}`;
     (seen.has(k) ? duplicates : first).push(item);
     seen.add(k);
@@ -61,5 +64,6 @@ export async function commitBatch(
     if (ok.has(item.message.notification_id))
       item.resolve({ kind: "accepted", notificationId: item.message.notification_id });
   }
-  if (unclaimed.length > 0) await answerClaimedKeys(deps.database, (id) => settler.has(id), unclaimed);
+  const lookups = [...unclaimed, ...replaysOnly];
+  if (lookups.length > 0) await answerClaimedKeys(deps.database, (id) => settler.has(id), lookups);
 }

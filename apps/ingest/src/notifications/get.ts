@@ -50,7 +50,10 @@ export function withStatus(record: NotificationRecord): NotificationStatusView {
     category: record.category,
     template_id: record.template_id,
     priority: record.priority,
-    status: notificationStatus(Object.values(record.channels).map((channel) => channel.status)),
+    status: notificationStatus(
+      Object.values(record.channels).map((channel) => channel.status),
+      { fallbackPending: record.fallback_pending },
+    ),
     created_at: record.created_at,
     deliver_by: record.deliver_by,
     channels: record.channels,

@@ -32,8 +32,12 @@ export async function answerClaimedKeys(
   for (const item of items) {
     const existing = byKey.get(`${item.input.clientId}\u0000${item.input.idempotencyKey}`);
     if (!existing) {
-      // The first request with this key failed and released it in the meantime.
-      item.reject(new AppError("idempotency_key_in_use", "a request with this Idempotency-Key was in progress; retry"));
+      // A request that may only replay (its deadline passed) has nothing to replay: its own answer.
+      // Otherwise the first request with this key failed and released it in the meantime.
+      item.reject(
+        item.refusal ??
+          new AppError("idempotency_key_in_use", "a request with this Idempotency-Key was in progress; retry"),
+      );
     } else if (existing.request_hash !== item.requestHash) {
       item.reject(
         new AppError("idempotency_key_reused", "this Idempotency-Key was used with a different request body"),

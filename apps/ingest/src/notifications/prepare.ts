@@ -30,6 +30,13 @@ export interface Prepared {
   partition: number;
   /** The channel fallback chain, stored with the notification; null: none. */
   fallback: FallbackStep[] | null;
+  /**
+   * Why it may not be stored as a new notification, though it may be the replay of one: its
+   * deadline has passed. A request with an Idempotency-Key already claimed is answered from the
+   * first (a client retrying after the deadline hears what became of its request); otherwise
+   * this is the answer.
+   */
+  refusal?: AppError;
 }
 
 /**
@@ -56,7 +63,8 @@ export function prepareNotification(
 function prepared(deps: { bus: Bus; now?: () => number }, input: CreateInput, found: TemplateInfo | null): Prepared {
   const { request } = input;
   const template = checkTemplate(found, request.template_id, request.data);
-  const deliverBy = deadlineOf(request, template, deps.now?.() ?? Date.now());
+  const now = deps.now?.() ?? Date.now();
+  const { deliverBy, refusal } = deadlineOf(request, template, now);
   if (request.fallback !== undefined) {
     const fields = fallbackProblems(request.channels, request.fallback);
     if (fields.length > 0)
@@ -83,24 +91,30 @@ function prepared(deps: { bus: Bus; now?: () => number }, input: CreateInput, fo
     requestHash: requestHash(request),
     partition: partitionOf(request.user_id, deps.bus.naming.partitions),
     fallback: request.fallback ?? null,
+    ...(refusal === undefined ? {} : { refusal }),
   };
 }
 
 /**
- * The notification's deadline as an ISO string: the request's own deliver_by (400 when it has
- * passed or lies too far out), else the template's time to live from now; null for neither.
+ * The notification's deadline as an ISO string: the request's own deliver_by, else the
+ * template's time to live from now; null for neither. One too far out is a 400; one that has
+ * passed is a 400 too, unless the request replays one already accepted (`refusal`).
  */
-function deadlineOf(request: NotificationRequest, template: TemplateInfo, now: number): string | null {
+function deadlineOf(
+  request: NotificationRequest,
+  template: TemplateInfo,
+  now: number,
+): { deliverBy: string | null; refusal?: AppError } {
   if (request.deliver_by === undefined) {
     const ttl = template.ttlSeconds ?? null;
-    return ttl === null ? null : new Date(now + ttl * 1000).toISOString();
+    return { deliverBy: ttl === null ? null : new Date(now + ttl * 1000).toISOString() };
   }
   const deadline = parseRfc3339(request.deliver_by) as Date; // the schema checked its syntax
   const problem = deadlineProblem(deadline, new Date(now));
-  if (problem !== null) {
-    throw new AppError("validation_failed", `deliver_by: ${problem}`, {
-      fields: [{ field: "deliver_by", message: problem }],
-    });
-  }
-  return deadline.toISOString();
+  if (problem === null) return { deliverBy: deadline.toISOString() };
+  const error = new AppError("validation_failed", `deliver_by: ${problem}`, {
+    fields: [{ field: "deliver_by", message: problem }],
+  });
+  if (deadline.getTime() > now) throw error;
+  return { deliverBy: deadline.toISOString(), refusal: error };
 }

@@ -123,6 +123,7 @@ async function publishAll(bus: Bus, step: ExpandedStep): Promise<void> {
         channels: broadcast.requested_channels,
         data: broadcast.data,
         created_at: createdAt,
+        ...(broadcast.deliver_by === null ? {} : { deliver_by: broadcast.deliver_by }),
       };
       return bus.publish(subjects[r.partition] as string, message, r.notification_id);
     }),

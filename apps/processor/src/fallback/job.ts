@@ -32,26 +32,35 @@ export async function runFallbacks(deps: RouteDeps, limit = 200): Promise<Fallba
   const open = await listOpenFallbacks(deps.database, now, limit);
   const round: FallbackRound = { taken: 0, ended: 0, waiting: 0 };
   for (const chain of open) {
-    const step = chain.steps[chain.next_step];
-    if (step === undefined) {
-      await endFallback(deps.database, chain.notification_id, chain.next_step);
-      round.ended++;
-      continue;
+    // One chain that cannot be handled (a profile or template read failing) must not hold up the others.
+    try {
+      await decide(deps, chain, now, round);
+    } catch (error) {
+      deps.log.warn({ err: error, notification_id: chain.notification_id }, "channel fallback failed; will retry");
     }
-    const due = chain.confirm_by !== null && chain.confirm_by.getTime() <= now.getTime();
-    const decision = decideFallback(step, { status: chain.status, confirmed: chain.confirmed }, due);
-    if (decision.action === "stop") {
-      await endFallback(deps.database, chain.notification_id, chain.next_step);
-      round.ended++;
-    } else if (decision.action === "wait") {
-      if (decision.confirmWithinSeconds !== undefined && chain.confirm_by === null) {
-        const until = new Date(now.getTime() + decision.confirmWithinSeconds * 1000);
-        await startFallbackWait(deps.database, chain.notification_id, chain.next_step, until);
-        round.waiting++;
-      }
-    } else if (await take(deps, chain, step.channel, decision.because)) round.taken++;
   }
   return round;
+}
+
+async function decide(deps: RouteDeps, chain: OpenFallback, now: Date, round: FallbackRound): Promise<void> {
+  const step = chain.steps[chain.next_step];
+  if (step === undefined) {
+    await endFallback(deps.database, chain.notification_id, chain.next_step);
+    round.ended++;
+    return;
+  }
+  const due = chain.confirm_by !== null && chain.confirm_by.getTime() <= now.getTime();
+  const decision = decideFallback(step, chain, due);
+  if (decision.action === "stop") {
+    await endFallback(deps.database, chain.notification_id, chain.next_step);
+    round.ended++;
+  } else if (decision.action === "wait") {
+    if (decision.confirmWithinSeconds !== undefined && chain.confirm_by === null) {
+      const until = new Date(now.getTime() + decision.confirmWithinSeconds * 1000);
+      await startFallbackWait(deps.database, chain.notification_id, chain.next_step, until);
+      round.waiting++;
+    }
+  } else if (await take(deps, chain, step.channel, decision.because)) round.taken++;
 }
 
 async function take(

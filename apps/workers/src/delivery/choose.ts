@@ -34,3 +34,11 @@ export function chooseGate(
   const usable = providerOrder(deps, attemptsUsed).filter((gate) => gate.breaker.state() !== "open");
   return usable.find((gate) => gate.limiter.waiting(lane) === 0) ?? usable[0] ?? null;
 }
+
+/**
+ * The gate of the provider a guard names (the one its claim's send went to); the channel's own
+ * for a guard written before guards named their provider, when it was the only one.
+ */
+export function gateNamed(deps: Pick<DeliverDeps, "gate" | "failover">, name: string | undefined): ProviderGate {
+  return [deps.gate, ...(deps.failover ?? [])].find((gate) => gate.provider.name === name) ?? deps.gate;
+}

@@ -2,6 +2,7 @@ import type { Disposition } from "@notify/bus";
 import type { ExpiryReason, GuardValue } from "@notify/core";
 import { moveStatus, recordAttempt } from "@notify/db";
 import { addressesOf } from "./addresses.js";
+import { gateNamed } from "./choose.js";
 import { type Context, done, jitter } from "./context.js";
 import { expired } from "./expire.js";
 import { claimGuard, type GuardEntry } from "./guard.js";
@@ -12,11 +13,13 @@ import { deadLetter, unsettle } from "./settle.js";
 export async function resume(ctx: Context, seen: GuardEntry): Promise<Disposition> {
   const { deps, item } = ctx;
   const guard = seen.value;
+  // What follows is about the send the guard records: its provider's, not this attempt's choice.
+  ctx.gate = gateNamed(deps, guard.provider);
   switch (guard.state) {
     case "sent":
       // The provider accepted but the status write was lost: reconcile from the guard.
       await moveStatus(deps.sql, item, "delivered", {
-        provider: guard.provider ?? ctx.gate.provider.name,
+        provider: ctx.gate.provider.name,
         providerId: guard.provider_id ?? null,
         attempts: guard.attempt,
       });
@@ -28,8 +31,8 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
       return done(ctx, "failed", { reconciled: true, reason: guard.reason }, { ack: true });
     case "unknown":
       // A provider that ignores a repeated send (the in-app inbox) is simply asked again.
-      if (deps.gate.provider.idempotent) return await retake(ctx, seen);
-      await unsettle(ctx, guard.reason ?? "outcome unknown", guard.attempt, guard.provider);
+      if (ctx.gate.provider.idempotent) return await retake(ctx, seen);
+      await unsettle(ctx, guard.reason ?? "outcome unknown", guard.attempt);
       return done(ctx, "unsettled", { reconciled: true, reason: guard.reason }, { ack: true });
     default: {
       const age = Date.now() - guard.at;
@@ -43,18 +46,18 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
         );
       }
       // A provider that ignores a repeated send (the in-app inbox) is simply asked again.
-      if (deps.gate.provider.idempotent) return await retake(ctx, seen);
+      if (ctx.gate.provider.idempotent) return await retake(ctx, seen);
       const reason = `worker ${guard.worker ?? "?"} stopped after the provider call began; the provider may have accepted`;
       const unknown: GuardValue = { ...guard, state: "unknown", at: Date.now(), reason };
       if (!(await claimGuard(deps.guard, ctx.key, seen, unknown))) return { retryInMs: 1000 + jitter(1000) };
       await recordAttempt(deps.sql, item, {
         attempt: guard.attempt,
         outcome: "unknown",
-        provider: guard.provider ?? ctx.gate.provider.name,
+        provider: ctx.gate.provider.name,
         providerId: null,
         error: reason,
       });
-      await unsettle(ctx, reason, guard.attempt, guard.provider);
+      await unsettle(ctx, reason, guard.attempt);
       return done(ctx, "unsettled", { reason }, { ack: true });
     }
   }

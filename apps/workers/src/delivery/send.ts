@@ -3,7 +3,7 @@ import type { ChannelStatus } from "@notify/core";
 import { moveStatus, recordAttempt, removePushSubscription } from "@notify/db";
 import type { Address } from "./addresses.js";
 import { type Context, done, parkDelay } from "./context.js";
-import { expired } from "./expire.js";
+import { endAtDeadline } from "./expire.js";
 import { type GuardEntry, settleGuard } from "./guard.js";
 import { type AddressResult, decide } from "./outcome.js";
 import { deadLetter, unsettle } from "./settle.js";
@@ -65,16 +65,7 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
       const settled = [...new Set([...(claim.value.settled ?? []), ...decision.settled])];
       // The next attempt would come too late: nothing more is sent, and the channel expires now.
       if (item.deliver_by && Date.now() + decision.delayMs >= Date.parse(item.deliver_by)) {
-        const reason = "deadline_before_next_attempt";
-        await settleGuard(deps.guard, ctx.key, {
-          ...base,
-          state: "expired",
-          reason,
-          accepted: decision.accepted,
-          settled,
-        });
-        if (attempted) await recordAttempt(deps.sql, item, tried);
-        return expired(ctx, reason, attempt);
+        return endAtDeadline(ctx, { attempt, accepted: decision.accepted, settled }, attempted ? tried : undefined);
       }
       // A definite refusal (or no call at all): the next attempt may claim the guard and send.
       await settleGuard(deps.guard, ctx.key, {

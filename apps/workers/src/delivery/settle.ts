@@ -18,17 +18,10 @@ export async function deadLetter(ctx: Context, cls: DeadLetterClass, reason: str
   }
 }
 
-/**
- * The provider may have accepted: shown as unsettled for a receipt to settle, never resent.
- * `provider` is the one that may have it (a claim's, found by another worker).
- */
-export async function unsettle(
-  ctx: Context,
-  reason: string,
-  attempts: number,
-  provider = ctx.gate.provider.name,
-): Promise<void> {
+/** The provider may have accepted: shown as unsettled for a receipt to settle, never resent. */
+export async function unsettle(ctx: Context, reason: string, attempts: number): Promise<void> {
   const { deps, item } = ctx;
+  const provider = ctx.gate.provider.name;
   await publishDeadLetter(deps.sql, deps.bus, {
     item,
     class: "outcome_unknown",

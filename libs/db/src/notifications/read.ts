@@ -50,6 +50,8 @@ export interface NotificationRecord {
   created_at: string;
   /** Never sent after this instant; null: no deadline. */
   deliver_by: string | null;
+  /** A step of its channel fallback chain may still add a channel (it is decided, or waits for a receipt). */
+  fallback_pending: boolean;
   channels: Partial<Record<Channel, ChannelResultView>>;
 }
 
@@ -59,7 +61,7 @@ type HeadRow = Omit<
     "id" | "user_id" | "category" | "template_id" | "priority" | "created_at" | "deliver_by"
   >,
   "priority"
-> & { priority: Priority };
+> & { priority: Priority; fallback_pending: boolean };
 type ChannelRow = Omit<
   RowPick<
     typeof notificationChannels,
@@ -72,6 +74,18 @@ type ChannelResultRow = Omit<ChannelRow, "notification_id">;
 
 const WAITING: readonly ChannelStatus[] = ["deferred", "retrying", "parked"];
 
+/**
+ * Whether notification `n`'s fallback chain may still add a channel: it is open and its watched
+ * channel has an outcome the chain is about to act on, or the step waits for a delivery receipt
+ * (`unconfirmed`). A `failed` step watching an accepted send for a later bounce does not count:
+ * like any bounce, that one moves a settled status afterwards.
+ */
+const fallbackPending = (sql: Database["sql"]) => sql`exists (
+  select 1 from notification_fallbacks f
+  join notification_channels w on w.notification_id = f.notification_id and w.channel = f.watching
+  where f.notification_id = n.id and f.done_at is null
+    and (w.status not in ('delivered', 'unsettled') or (f.steps -> f.next_step -> 'when') ? 'unconfirmed'))`;
+
 const toRecord = (row: HeadRow): NotificationRecord => ({
   notification_id: row.id,
   user_id: row.user_id,
@@ -80,6 +94,7 @@ const toRecord = (row: HeadRow): NotificationRecord => ({
   priority: row.priority,
   created_at: row.created_at.toISOString(),
   deliver_by: row.deliver_by?.toISOString() ?? null,
+  fallback_pending: row.fallback_pending,
   channels: {},
 });
 
@@ -101,6 +116,7 @@ export async function readNotification(
   // A left join: a notification not routed yet has one row, with no channel.
   const rows = await database.sql<Array<HeadRow & { [K in keyof ChannelResultRow]: ChannelResultRow[K] | null }>>`
     select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
+           ${fallbackPending(database.sql)} as fallback_pending,
            c.channel, c.status, c.provider, c.provider_id, c.reason, c.updated_at, c.next_attempt_at
     from notifications n left join notification_channels c on c.notification_id = n.id
     where n.id = ${id} and n.client_id = ${clientId}`;
@@ -198,6 +214,7 @@ export async function listUserNotificationRecords(
   // share their created_at, so the keyset must compare at Postgres' own precision.
   const rows = await sql<Array<HeadRow & { micros: string }>>`
     select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
+           ${fallbackPending(sql)} as fallback_pending,
            (extract(epoch from n.created_at) * 1000000)::bigint::text as micros
     from notifications n
     where n.user_id = ${query.userId} and n.client_id = ${query.clientId}

@@ -154,6 +154,8 @@ export const providerReceipts = pgTable(
   (t) => [
     primaryKey({ columns: [t.provider, t.eventId] }),
     index("provider_receipts_unapplied_idx").on(t.provider, t.providerId).where(sql`${t.appliedAt} is null`),
+    // A channel's receipts, applied or not: whether a delivery was confirmed (channel fallback).
+    index("provider_receipts_provider_id_idx").on(t.provider, t.providerId),
   ],
 );
 
