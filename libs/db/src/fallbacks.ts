@@ -116,13 +116,6 @@ export async function takeFallbackStep(
   });
 }
 
-/** The steps a notification's chain has taken, oldest first; empty without a chain. */
-export async function readTakenFallbacks(database: Database, id: string): Promise<TakenFallback[]> {
-  const [row] = await database.sql<{ taken: TakenFallback[] }[]>`
-    select taken from notification_fallbacks where notification_id = ${id}`;
-  return row?.taken ?? [];
-}
-
 /** What routing a notification's fallback channel reads of it. */
 export interface FallbackRoutable {
   notification_id: string;

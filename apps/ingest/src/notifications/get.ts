@@ -5,8 +5,6 @@ import {
   type NotificationRecord,
   readNotification,
   readNotificationTimeline,
-  readTakenFallbacks,
-  type TakenFallback,
   type TimelineEntry,
 } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
@@ -26,16 +24,7 @@ export interface ProviderSwitch {
   to: string;
 }
 
-/** A step of the channel fallback chain taken: `channel` was routed because `from` was not enough. */
-export interface FallbackTaken {
-  event: "fallback";
-  at: string;
-  channel: Channel;
-  from: Channel;
-  because: TakenFallback["because"];
-}
-
-export type TimelineView = TimelineEntry | ProviderSwitch | FallbackTaken;
+export type TimelineView = TimelineEntry | ProviderSwitch;
 
 /** One notification as GET /notifications/{id} shows it: its channels and its history. */
 export interface NotificationDetailView extends NotificationStatusView {
@@ -84,37 +73,13 @@ export async function getNotification(
 ): Promise<NotificationDetailView> {
   let record: NotificationRecord | null;
   let timeline: TimelineEntry[] = [];
-  let fallbacks: TakenFallback[] = [];
   try {
     record = await readNotification(database, clientId, id);
     // Only once it is known to be this client's.
-    if (record)
-      [timeline, fallbacks] = await Promise.all([
-        readNotificationTimeline(database, id),
-        readTakenFallbacks(database, id),
-      ]);
+    if (record) timeline = await readNotificationTimeline(database, id);
   } catch (error) {
     throw asDependencyError(error, "postgres");
   }
   if (!record) throw new AppError("not_found", `notification ${id} does not exist`);
-  return { ...withStatus(record), timeline: withFallbacks(withProviderSwitches(timeline), fallbacks) };
-}
-
-/** The fallback steps taken, each in its place by time among the other entries (a stable merge). */
-export function withFallbacks(entries: readonly TimelineView[], taken: readonly TakenFallback[]): TimelineView[] {
-  const steps: FallbackTaken[] = taken.map((t) => ({
-    event: "fallback",
-    at: t.at,
-    channel: t.to as Channel,
-    from: t.from as Channel,
-    because: t.because,
-  }));
-  const out: TimelineView[] = [];
-  let i = 0;
-  for (const entry of entries) {
-    while (i < steps.length && Date.parse((steps[i] as FallbackTaken).at) <= Date.parse(entry.at))
-      out.push(steps[i++] as FallbackTaken);
-    out.push(entry);
-  }
-  return [...out, ...steps.slice(i)];
+  return { ...withStatus(record), timeline: withProviderSwitches(timeline) };
 }

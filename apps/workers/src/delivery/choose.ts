@@ -10,10 +10,7 @@ export const DEFAULT_FAILOVER_AFTER_ATTEMPTS = 2;
  * until the notification has used up its attempts with it (a transient error past the retries
  * meant for it); then the next one, and so on, the rest after it in their configured order.
  */
-export function providerOrder(
-  deps: Pick<DeliverDeps, "gate" | "failover" | "failoverAfterAttempts">,
-  attemptsUsed: number,
-) {
+function providerOrder(deps: Pick<DeliverDeps, "gate" | "failover" | "failoverAfterAttempts">, attemptsUsed: number) {
   const gates = [deps.gate, ...(deps.failover ?? [])];
   const per = Math.max(1, deps.failoverAfterAttempts ?? DEFAULT_FAILOVER_AFTER_ATTEMPTS);
   const start = Math.min(Math.floor(attemptsUsed / per), gates.length - 1);

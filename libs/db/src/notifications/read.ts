@@ -1,4 +1,4 @@
-import type { Channel, ChannelResult, ChannelStatus, KeysetPosition, Priority } from "@notify/core";
+import type { Channel, ChannelResult, ChannelStatus, FallbackCondition, KeysetPosition, Priority } from "@notify/core";
 import type { Database } from "../index.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels, notifications } from "../schema/index.js";
@@ -35,6 +35,14 @@ export type TimelineEntry =
       reason: string | null;
       attempt: number;
       provider_id: string | null;
+    }
+  | {
+      /** A step of the channel fallback chain taken: `channel` was routed because `from` was not enough. */
+      event: "fallback";
+      at: string;
+      channel: Channel;
+      from: Channel;
+      because: FallbackCondition;
     };
 
 /** How many entries of a notification's history are shown at most: the latest ones. */
@@ -137,13 +145,15 @@ export async function readNotification(
 
 /**
  * A notification's history, oldest first: every provider call (with the provider, its outcome
- * and error) and every status its channels took, the latest TIMELINE_LIMIT of them. Read only
+ * and error), every status its channels took and every fallback step taken (a fallback first
+ * among entries of the same instant: it made the channel the others are about), the latest
+ * TIMELINE_LIMIT of them. Read only
  * for a notification the caller has already found as its own.
  */
 export async function readNotificationTimeline(database: Database, id: string): Promise<TimelineEntry[]> {
   const rows = await database.sql<
     Array<{
-      event: "attempt" | "status";
+      event: TimelineEntry["event"];
       at: Date;
       channel: Channel;
       attempt: number;
@@ -160,31 +170,45 @@ export async function readNotificationTimeline(database: Database, id: string): 
       union all
       select 'status', at, channel, attempt, null, null, status, reason, provider_id, 1, id
       from channel_status_events where notification_id = ${id}
+      union all
+      select 'fallback', (step ->> 'at')::timestamptz, step ->> 'to', null, step ->> 'from', null, null,
+        step ->> 'because', null, -1, position
+      from notification_fallbacks f, jsonb_array_elements(f.taken) with ordinality as t(step, position)
+      where f.notification_id = ${id}
       order by at desc, kind desc, seq desc limit ${TIMELINE_LIMIT}
     ) latest order by at, kind, seq`;
-  return rows.map(
-    (row): TimelineEntry =>
-      row.event === "attempt"
-        ? {
-            event: "attempt",
-            at: row.at.toISOString(),
-            channel: row.channel,
-            attempt: row.attempt,
-            provider: row.provider,
-            outcome: row.outcome ?? "",
-            provider_id: row.provider_id,
-            error: row.reason,
-          }
-        : {
-            event: "status",
-            at: row.at.toISOString(),
-            channel: row.channel,
-            status: row.status as ChannelStatus,
-            reason: row.reason,
-            attempt: row.attempt,
-            provider_id: row.provider_id,
-          },
-  );
+  return rows.map((row): TimelineEntry => {
+    const at = row.at.toISOString();
+    if (row.event === "fallback")
+      // The fallback rows carry the channel left in `provider` and the condition in `reason`.
+      return {
+        event: "fallback",
+        at,
+        channel: row.channel,
+        from: row.provider as Channel,
+        because: row.reason as FallbackCondition,
+      };
+    if (row.event === "attempt")
+      return {
+        event: "attempt",
+        at,
+        channel: row.channel,
+        attempt: row.attempt,
+        provider: row.provider,
+        outcome: row.outcome ?? "",
+        provider_id: row.provider_id,
+        error: row.reason,
+      };
+    return {
+      event: "status",
+      at,
+      channel: row.channel,
+      status: row.status as ChannelStatus,
+      reason: row.reason,
+      attempt: row.attempt,
+      provider_id: row.provider_id,
+    };
+  });
 }
 
 export interface UserNotificationsQuery {
