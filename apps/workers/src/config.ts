@@ -49,7 +49,7 @@ const Env = v.object({
    * spent, sends the email there at once).
    */
   FAILOVER_AFTER_ATTEMPTS: int(2, 1, 50),
-  /** Backoff base and cap for transient failures (exponential, full jitter). */
+  /** Backoff base and cap for transient failures (exponential, equal jitter: at least half the ceiling). */
   RETRY_BASE_MS: int(1000, 10, 600_000),
   /** Longest wait between two attempts of a transient failure. */
   RETRY_MAX_MS: int(300_000, 100, 3_600_000),

@@ -97,10 +97,13 @@ async function applyStream(
     result,
     ...(drift && drift.length > 0 ? { drift } : {}),
   });
-  const existing = await jsm.streams.info(def.name).catch(() => null);
+  let existing = await jsm.streams.info(def.name).catch(() => null);
   if (existing === null) {
-    await jsm.streams.add(config);
-    return row("created");
+    existing = await createOrAdopt(
+      () => jsm.streams.add(config),
+      () => jsm.streams.info(def.name),
+    );
+    if (existing === null) return row("created");
   }
   const drift = differences(existing.config, config);
   if (settings.force) {
@@ -140,11 +143,13 @@ function consumerConfig(def: ConsumerDef) {
 async function applyConsumer(jsm: JetStreamManager, def: ConsumerDef): Promise<AppliedRow> {
   const config = consumerConfig(def);
   const name = `${def.stream}/${def.durable}`;
-  try {
-    await jsm.consumers.info(def.stream, def.durable);
-  } catch {
-    await jsm.consumers.add(def.stream, config);
-    return { kind: "consumer", name, result: "created" };
+  const existing = await jsm.consumers.info(def.stream, def.durable).catch(() => null);
+  if (existing === null) {
+    const adopted = await createOrAdopt(
+      () => jsm.consumers.add(def.stream, config),
+      () => jsm.consumers.info(def.stream, def.durable),
+    );
+    if (adopted === null) return { kind: "consumer", name, result: "created" };
   }
   const { durable_name: _, filter_subject: __, ...mutable } = config;
   await jsm.consumers.update(def.stream, def.durable, mutable);
@@ -157,24 +162,47 @@ async function applyKv(
   def: KvDef,
   settings: StreamSettings,
 ): Promise<AppliedRow> {
-  const existing = await jsm.streams.info(`KV_${def.bucket}`).catch(() => null);
-  if (existing !== null) {
-    const replicas = existing.config.num_replicas;
-    const drift = replicas === settings.replicas ? [] : [`num_replicas ${replicas} (declared ${settings.replicas})`];
-    if (settings.force && drift.length > 0) {
-      await jsm.streams.update(existing.config.name, { ...existing.config, num_replicas: settings.replicas });
-      return { kind: "kv", name: def.bucket, result: "forced" };
-    }
-    return { kind: "kv", name: def.bucket, result: "kept", ...(drift.length > 0 ? { drift } : {}) };
+  const stream = `KV_${def.bucket}`;
+  let existing = await jsm.streams.info(stream).catch(() => null);
+  if (existing === null) {
+    existing = await createOrAdopt(
+      () =>
+        new Kvm(js).create(def.bucket, {
+          description: def.description,
+          ttl: def.ttl_seconds * 1000,
+          history: def.history,
+          storage: def.storage === "file" ? StorageType.File : StorageType.Memory,
+          replicas: settings.replicas,
+        }),
+      () => jsm.streams.info(stream),
+    );
+    if (existing === null) return { kind: "kv", name: def.bucket, result: "created" };
   }
-  await new Kvm(js).create(def.bucket, {
-    description: def.description,
-    ttl: def.ttl_seconds * 1000,
-    history: def.history,
-    storage: def.storage === "file" ? StorageType.File : StorageType.Memory,
-    replicas: settings.replicas,
-  });
-  return { kind: "kv", name: def.bucket, result: "created" };
+  const replicas = existing.config.num_replicas;
+  const drift = replicas === settings.replicas ? [] : [`num_replicas ${replicas} (declared ${settings.replicas})`];
+  if (settings.force && drift.length > 0) {
+    await jsm.streams.update(existing.config.name, { ...existing.config, num_replicas: settings.replicas });
+    return { kind: "kv", name: def.bucket, result: "forced" };
+  }
+  return { kind: "kv", name: def.bucket, result: "kept", ...(drift.length > 0 ? { drift } : {}) };
+}
+
+/**
+ * Creates a stream, bucket or consumer that was missing a moment ago: null when this call made
+ * it, or what another caller made in the meantime. Apps starting together race to create the
+ * same things, and nats-server 2.9 may answer the loser with an error ("subjects overlap with an
+ * existing stream") instead of the idempotent success a later call gets; the loser then adopts
+ * what the winner made. An error with nothing to adopt is the real failure and is thrown.
+ */
+async function createOrAdopt<T>(create: () => Promise<unknown>, read: () => Promise<T>): Promise<T | null> {
+  try {
+    await create();
+    return null;
+  } catch (error) {
+    const made = await read().catch(() => null);
+    if (made === null) throw error;
+    return made;
+  }
 }
 
 /**

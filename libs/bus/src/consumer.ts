@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "@nats-io/jetstream";
+import { backoffMs } from "@notify/core";
 import { ensureTopology } from "./apply.js";
 import type { Bus } from "./index.js";
 import { createOrderWatch, ORDER_DOUBT_MS } from "./order-doubt.js";
@@ -54,9 +55,8 @@ export interface ConsumerRunner {
  */
 export const ORDERED_RETRY_MS = 60_000;
 
-/** Backoff for handler crashes: exponential with full jitter, capped, never a bare nak. */
-export const crashBackoffMs = (deliveryCount: number) =>
-  Math.round(Math.random() * Math.min(30_000, 250 * 2 ** Math.min(deliveryCount, 10)));
+/** Backoff for handler crashes: exponential with jitter, capped, never a bare nak. */
+export const crashBackoffMs = (deliveryCount: number) => backoffMs(Math.min(deliveryCount, 10) + 1, 250, 30_000);
 
 /**
  * Pulls from a durable consumer and settles every message through `handle`, at most
@@ -111,19 +111,19 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
         break;
       } catch (error) {
         options.onError(error, msg);
-        const backoffMs = crashBackoffMs(msg.info.deliveryCount + failures);
+        const delayMs = crashBackoffMs(msg.info.deliveryCount + failures);
         // Sent back to the queue, the message would be overtaken by the next one of its key. A
         // keyed runner keeps it in hand (the heartbeat keeps it its own) and tries it again, for
         // up to ORDERED_RETRY_MS; only then, or at stop(), does it go back.
         if (
           options.keyOf === undefined ||
           stopped.signal.aborted ||
-          Date.now() - started + backoffMs > ORDERED_RETRY_MS
+          Date.now() - started + delayMs > ORDERED_RETRY_MS
         ) {
-          disposition = { retryInMs: backoffMs };
+          disposition = { retryInMs: delayMs };
           break;
         }
-        await sleep(backoffMs, undefined, { signal: stopped.signal }).catch(() => {});
+        await sleep(delayMs, undefined, { signal: stopped.signal }).catch(() => {});
       }
     }
     // A plain ack, not a confirmed one: one lost in transit only brings the message back, which

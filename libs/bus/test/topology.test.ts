@@ -1,5 +1,5 @@
-import { applyTopology, type Bus, loadTopologyFile, resolveTopology, streamSettingsFrom } from "@notify/bus";
-import { freshBus } from "@notify/testing";
+import { applyTopology, type Bus, connectBus, loadTopologyFile, resolveTopology, streamSettingsFrom } from "@notify/bus";
+import { freshBus, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
 
 // applyTopology against the real NATS, in a namespace of this file's own.
@@ -44,6 +44,26 @@ t.test("applying again changes nothing and reports updates, from several callers
     "nothing differs from the declaration",
   );
   t.equal((await bus.jsm.streams.info(stream)).state.messages, before, "stored messages survive an apply");
+});
+
+t.test("apps starting at once on an empty server each create or adopt everything, none fails", async (t) => {
+  // Each app applies the topology at start; several starting together race to create the same
+  // streams, buckets and consumers, and the loser of a race adopts what the winner made.
+  for (let round = 0; round < 3; round++) {
+    const namespace = freshNamespace(t);
+    const buses = await Promise.all(
+      Array.from({ length: 4 }, () =>
+        connectBus({ servers: TEST_NATS_URL, name: "notify-test", namespace, partitions: 2 }),
+      ),
+    );
+    t.teardown(() => Promise.all(buses.map((b) => b.close())));
+    const reports = await Promise.all(buses.map((b) => applyTopology(b)));
+    const resolved = resolveTopology(loadTopologyFile(), buses[0]!.naming);
+    for (const report of reports) {
+      t.equal(report.length, resolved.streams.length + resolved.kv.length + resolved.consumers.length);
+    }
+    for (const kv of resolved.kv) t.ok(await buses[0]!.jsm.streams.info(`KV_${kv.bucket}`), kv.bucket);
+  }
 });
 
 t.test("an operator's settings on an existing stream are kept and reported; --force replaces them", async (t) => {

@@ -1,5 +1,6 @@
 export * from "./api-keys.js";
 export * from "./audience.js";
+export * from "./backoff.js";
 export * from "./channels.js";
 export * from "./cursor.js";
 export * from "./deadline.js";

@@ -1,6 +1,5 @@
-import type { DeadLetterClass } from "@notify/core";
+import { backoffMs, type DeadLetterClass } from "@notify/core";
 import type { SendResult } from "@notify/providers";
-import { retryDelayMs } from "./backoff.js";
 
 /**
  * What one provider call meant for its address.
@@ -108,7 +107,7 @@ export function decide(input: AttemptInput): Decision {
       return {
         action: "retry",
         reason: (transient[0] as { reason: string }).reason,
-        delayMs: retryDelayMs(input.attemptsUsed, input.retryBaseMs, input.retryMaxMs, retryAfterMs, input.random),
+        delayMs: backoffMs(input.attemptsUsed, input.retryBaseMs, input.retryMaxMs, retryAfterMs, input.random),
         settled,
         accepted,
       };
