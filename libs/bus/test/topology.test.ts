@@ -1,4 +1,11 @@
-import { applyTopology, type Bus, connectBus, loadTopologyFile, resolveTopology, streamSettingsFrom } from "@notify/bus";
+import {
+  applyTopology,
+  type Bus,
+  connectBus,
+  loadTopologyFile,
+  resolveTopology,
+  streamSettingsFrom,
+} from "@notify/bus";
 import { freshBus, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
 

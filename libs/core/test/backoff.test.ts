@@ -17,8 +17,16 @@ t.test("backoff waits half its exponential, capped ceiling and up to all of it, 
       },
     ),
   );
-  t.equal(backoffMs(3, 100, 10_000, 0, () => 0.5), 300, "half of 100 * 2^2, plus half of the other half");
-  t.equal(backoffMs(30, 100, 10_000, 0, () => 0.999), 9995, "capped");
+  t.equal(
+    backoffMs(3, 100, 10_000, 0, () => 0.5),
+    300,
+    "half of 100 * 2^2, plus half of the other half",
+  );
+  t.equal(
+    backoffMs(30, 100, 10_000, 0, () => 0.999),
+    9995,
+    "capped",
+  );
 });
 
 t.test("a retry is never immediate, whatever the draw (it was with full jitter: one draw in base)", async (t) => {
