@@ -27,6 +27,11 @@ export const notifications = pgTable(
     partition: smallint("partition").notNull(),
     /** Never sent after this instant (the request's deliver_by, or the template's time to live). */
     deliverBy: timestamp("deliver_by", { withTimezone: true, mode: "date" }),
+    /**
+     * W3C traceparent of the ingest request's span when tracing is on (null otherwise): later
+     * work with no message to carry it (receipts, fallback steps, republishes) joins its trace.
+     */
+    traceParent: text("trace_parent"),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
   (t) => [index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id)],
