@@ -8,6 +8,7 @@ import {
 import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
+import { type ConsoleOptions, mountConsole } from "./console/index.js";
 import type { IngestDeps } from "./deps.js";
 import { mountAudiences } from "./routes/audiences.js";
 import { mountBroadcasts } from "./routes/broadcasts.js";
@@ -16,6 +17,7 @@ import { mountDocs } from "./routes/docs.js";
 import { INBOX_PATH, mountInbox } from "./routes/inbox.js";
 import { mountKeys } from "./routes/keys.js";
 import { mountNotifications } from "./routes/notifications.js";
+import { mountOps } from "./routes/ops.js";
 import { mountPreferences } from "./routes/preferences.js";
 import { mountTemplates } from "./routes/templates.js";
 import { mountUsers } from "./routes/users.js";
@@ -24,14 +26,22 @@ export type { IngestDeps } from "./deps.js";
 
 const API = "/api/v1";
 
-/** Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port. */
-export function createAdminApp(deps: Pick<IngestDeps, "log" | "database" | "bus" | "isStopping" | "metrics">) {
-  return adminApp(
+/**
+ * Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port; with
+ * `console`, the operator console at /console too, which acts only through `console.api` (the
+ * public app) with the signed-in operator's admin key.
+ */
+export function createAdminApp(
+  deps: Pick<IngestDeps, "log" | "database" | "bus" | "isStopping" | "metrics"> & { console?: ConsoleOptions },
+) {
+  const app = adminApp(
     deps.log,
     { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() },
     deps.isStopping,
     deps.metrics,
   );
+  if (deps.console !== undefined) mountConsole(app, deps.console);
+  return app;
 }
 
 export function createApp(given: IngestDeps) {
@@ -65,6 +75,7 @@ export function createApp(given: IngestDeps) {
   mountDeadLetters(v1, deps);
   mountAudiences(v1, deps);
   mountBroadcasts(v1, deps);
+  mountOps(v1, deps);
   mountDocs(v1, () => app);
   app.route(API, v1);
   return app;

@@ -1,4 +1,4 @@
-import { adminServer, common, httpServer, int, port, preauthThrottle, text } from "@notify/config";
+import { adminServer, bool, common, httpServer, int, port, preauthThrottle, text } from "@notify/config";
 import * as v from "valibot";
 
 const optionalDate = () =>
@@ -63,6 +63,38 @@ export const IngestConfig = v.pipe(
     ),
     /** Postgres pool size of this process. */
     DB_POOL_SIZE: int(10, 1, 100),
+    /**
+     * Categories no preference suppresses (comma-separated), as the processor's: a dead-letter
+     * replay (POST /api/v1/dead-letters/replay) checks today's preferences with them. Give both
+     * apps the same value.
+     */
+    CRITICAL_CATEGORIES: v.pipe(
+      v.optional(v.string(), "security,otp"),
+      v.transform((s) =>
+        s
+          .split(",")
+          .map((c) => c.trim())
+          .filter(Boolean),
+      ),
+      v.checkItems((c) => /^[a-z0-9][a-z0-9_.-]{0,63}$/.test(c), "must be comma-separated category names"),
+    ),
+    /**
+     * The operator console at /console on the operator's port (ADMIN_HOST:ADMIN_PORT): sign in
+     * with an admin key; it acts only through the public API. false: /console answers 404.
+     */
+    CONSOLE_ENABLED: bool(true),
+    /**
+     * Link from a notification's trace id to a trace viewer: a URL with {trace_id} in it, e.g.
+     * http://localhost:16686/trace/{trace_id} (Jaeger). Unset: the trace id is shown as text.
+     */
+    CONSOLE_TRACE_URL: v.optional(
+      v.pipe(
+        v.string(),
+        v.url("must be a URL"),
+        v.regex(/^https?:\/\//i, "must be an http(s) URL"),
+        v.includes("{trace_id}", "must contain {trace_id}, replaced by the trace id"),
+      ),
+    ),
   }),
   v.check(
     (c) => !c.API_V1_DEPRECATED_AT || !c.API_V1_SUNSET_AT || c.API_V1_SUNSET_AT >= c.API_V1_DEPRECATED_AT,

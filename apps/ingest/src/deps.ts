@@ -35,5 +35,10 @@ export interface IngestDeps {
   allowPrivatePushEndpoints?: boolean;
   /** Deprecation lifecycle of /api/v1 (default: current, no headers). */
   lifecycle?: VersionLifecycle;
+  /**
+   * Categories no preference suppresses (CRITICAL_CATEGORIES): a dead-letter replay checks the
+   * user's preferences today with them (default: none).
+   */
+  criticalCategories?: readonly string[];
   isStopping: () => boolean;
 }

@@ -3,6 +3,7 @@ import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createAttemptThrottle, createMetrics, listen, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
+import { startTelemetry } from "@notify/telemetry";
 import { createAdminApp, createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
@@ -12,6 +13,8 @@ import { startMaintenance } from "./notifications/maintenance.js";
 import { createTemplateLookup } from "./notifications/templates.js";
 
 const config = loadConfig(IngestConfig, process.env);
+// First: with an OTLP endpoint set, everything after this (logs included) is traced.
+const telemetry = await startTelemetry({ service: "ingest", settings: config });
 const log = createLogger({ name: "ingest", level: config.LOG_LEVEL });
 const database = createDb({
   url: config.DATABASE_URL,
@@ -36,6 +39,11 @@ const templates = createTemplateLookup(database);
 const stopHearingTemplates = onTemplateChanged(bus, (event) => templates.forget(event.template_id));
 const ingestor = createIngestor({ database, bus, log, templates }, { queueLimit: config.INGEST_QUEUE_LIMIT });
 let stopping = false;
+// One budget of failed authentications per address for the API and the console's sign-in alike.
+const preauthThrottle = createAttemptThrottle({
+  perSecond: config.PREAUTH_RATE_PER_SECOND,
+  burst: config.PREAUTH_BURST,
+});
 const app = createApp({
   metrics,
   database,
@@ -43,7 +51,7 @@ const app = createApp({
   log,
   lookupKey,
   rateLimiter: createRateLimiter({ perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST }),
-  preauthThrottle: createAttemptThrottle({ perSecond: config.PREAUTH_RATE_PER_SECOND, burst: config.PREAUTH_BURST }),
+  preauthThrottle,
   allowPrivatePushEndpoints: config.NOTIFY_PROFILE === "development",
   lifecycle: {
     deprecatedAt: config.API_V1_DEPRECATED_AT,
@@ -54,10 +62,26 @@ const app = createApp({
   ingestor,
   maxBodyBytes: config.MAX_BODY_BYTES,
   cursorSecret: config.CURSOR_SECRET,
+  criticalCategories: config.CRITICAL_CATEGORIES,
   isStopping: () => stopping,
 });
 const admin = await listen(
-  createAdminApp({ metrics, database, bus, log, isStopping: () => stopping }),
+  createAdminApp({
+    metrics,
+    database,
+    bus,
+    log,
+    isStopping: () => stopping,
+    ...(config.CONSOLE_ENABLED
+      ? {
+          console: {
+            api: app,
+            preauthThrottle,
+            ...(config.CONSOLE_TRACE_URL ? { traceUrl: config.CONSOLE_TRACE_URL } : {}),
+          },
+        }
+      : {}),
+  }),
   config.ADMIN_PORT,
   config.ADMIN_HOST,
 );
@@ -82,4 +106,5 @@ onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   await bus.close();
   await database.close();
   await admin.close();
+  await telemetry.shutdown();
 });

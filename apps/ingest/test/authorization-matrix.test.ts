@@ -37,6 +37,19 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "POST /broadcasts": "admin",
   "GET /broadcasts/{id}": "admin",
   "POST /broadcasts/{id}/cancel": "admin",
+  "POST /broadcasts/{id}/pause": "admin",
+  "POST /broadcasts/{id}/resume": "admin",
+  "POST /dead-letters/replay": "admin",
+  "GET /dead-letters/{seq}": "admin",
+  // The operator's routes: across clients, so the scope that already manages every client's keys.
+  "GET /ops/notifications": "admin",
+  "GET /ops/notifications/{id}": "admin",
+  "GET /ops/streams": "admin",
+  "GET /ops/providers": "admin",
+  "GET /ops/broadcasts": "admin",
+  "POST /ops/broadcasts/{id}/pause": "admin",
+  "POST /ops/broadcasts/{id}/resume": "admin",
+  "POST /ops/broadcasts/{id}/cancel": "admin",
   "GET /inbox": "inbox-token",
   "PATCH /inbox/{itemId}": "inbox-token",
   "GET /inbox/stream": "inbox-token",
@@ -79,6 +92,7 @@ const request = (method: string, path: string, key: string | null, body?: unknow
 const concrete = (pattern: string) =>
   pattern
     .replace("{version}", "1")
+    .replace("{seq}", "1")
     .replace("{itemId}", "1")
     .replace("{userId}", "user-1")
     .replace("{id}", pattern.startsWith("/keys") ? "key_missing" : "user-1");
@@ -173,6 +187,16 @@ t.test("own and other client: another client's notification and broadcast are a 
       404,
       "nor can another client cancel it",
     );
+    for (const action of ["pause", "resume"]) {
+      t.equal((await request("POST", `/broadcasts/${bid}/${action}`, bankAdmin, {})).status, 404, `nor ${action} it`);
+    }
+    // The operator's routes act across clients: another client's admin key sees and acts on it.
+    const seen = await request("GET", `/ops/notifications/${notification_id}`, bankAdmin);
+    t.equal(seen.status, 200, "the operator's route shows any client's notification to an admin key");
+    t.match(await seen.json(), { client_id: "shop" });
+    const paused = await request("POST", `/ops/broadcasts/${bid}/pause`, bankAdmin, {});
+    t.equal(paused.status, 200, "and pauses any client's broadcast");
+    t.match(await paused.json(), { client_id: "shop", status: "paused" });
   } else {
     t.fail(`a broadcast could not be created: ${broadcast.status} ${await broadcast.text()}`);
   }

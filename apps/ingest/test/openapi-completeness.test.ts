@@ -167,6 +167,41 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("GET", "/dead-letters");
   await call("GET", "/dead-letters?page_size=nope");
   await securityCases("GET", "/dead-letters", readKey);
+  const { seq } = await deps.bus.publish(
+    deps.bus.subjects.dlq("email"),
+    {
+      version: 1,
+      class: "permanent",
+      reason: "sendgrid 400: invalid address",
+      channel: "email",
+      lane: "transactional",
+      provider: "sendgrid",
+      attempts: 1,
+      notification: null,
+      item: {
+        notification_id: notificationId,
+        channel: "email",
+        priority: "transactional",
+        user_id: user,
+        category: "orders",
+        to: "old@example.com",
+        subject: "Hi",
+        body: "Hello",
+        attempt: 1,
+      },
+      history: [],
+      dead_lettered_at: new Date().toISOString(),
+    },
+    `dl-${randomUUID()}`,
+  );
+  await call("GET", `/dead-letters/${seq}`);
+  await call("GET", "/dead-letters/999999");
+  await call("GET", "/dead-letters/nope");
+  await securityCases("GET", `/dead-letters/${seq}`, readKey);
+  await call("POST", "/dead-letters/replay", { body: json({ all: true, dry_run: true }) });
+  await call("POST", "/dead-letters/replay", { body: json({ dry_run: true }) });
+  await bodyCases("POST", "/dead-letters/replay", adminKey);
+  await securityCases("POST", "/dead-letters/replay", readKey);
 
   // API keys
   const issued = await call("POST", "/keys", { body: json({ client_id: "shop", name: "k", scopes: ["read"] }) });
@@ -302,6 +337,33 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("GET", `/broadcasts/${broadcastId}`);
   await call("GET", `/broadcasts/${missing}`);
   await securityCases("GET", `/broadcasts/${broadcastId}`, readKey);
+  for (const action of ["pause", "resume"]) {
+    await call("POST", `/broadcasts/${broadcastId}/${action}`);
+    await call("POST", `/broadcasts/${missing}/${action}`);
+    await securityCases("POST", `/broadcasts/${broadcastId}/${action}`, readKey);
+  }
+
+  // The operator's routes
+  await call("GET", `/ops/notifications?user_id=${user}`);
+  await call("GET", "/ops/notifications");
+  await call("GET", `/ops/notifications?idempotency_key=${randomUUID()}`);
+  await securityCases("GET", `/ops/notifications?user_id=${user}`, readKey);
+  await call("GET", `/ops/notifications/${notificationId}`);
+  await call("GET", `/ops/notifications/${missing}`);
+  await securityCases("GET", `/ops/notifications/${notificationId}`, readKey);
+  await call("GET", "/ops/streams");
+  await securityCases("GET", "/ops/streams", readKey);
+  await call("GET", "/ops/providers");
+  await securityCases("GET", "/ops/providers", readKey);
+  await call("GET", "/ops/broadcasts");
+  await call("GET", "/ops/broadcasts?status=nope");
+  await securityCases("GET", "/ops/broadcasts", readKey);
+  for (const action of ["pause", "resume", "cancel"]) {
+    await call("POST", `/ops/broadcasts/${broadcastId}/${action}`);
+    await call("POST", `/ops/broadcasts/${missing}/${action}`);
+    await securityCases("POST", `/ops/broadcasts/${broadcastId}/${action}`, readKey);
+  }
+
   await call("POST", `/broadcasts/${broadcastId}/cancel`);
   await call("POST", `/broadcasts/${missing}/cancel`);
   await securityCases("POST", `/broadcasts/${broadcastId}/cancel`, readKey);
@@ -320,6 +382,10 @@ t.test("a scenario drives every route through its success and failure paths", as
   await closed.close();
   const { app: cut } = await ingestApp(t, { database, bus: closed });
   await call("GET", "/dead-letters", {}, cut);
+  await call("GET", `/dead-letters/${seq}`, {}, cut);
+  await call("POST", "/dead-letters/replay", { body: json({ all: true, dry_run: true }) }, cut);
+  await call("GET", "/ops/streams", {}, cut);
+  await call("GET", "/ops/providers", {}, cut);
   await call("POST", "/notifications", { key: ingestKey, headers: idem(), body: json(notification) }, cut);
 
   // After the version's sunset every route answers 410.

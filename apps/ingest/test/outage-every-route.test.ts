@@ -116,7 +116,35 @@ async function fixtures() {
     title: "Hi",
     body: "Hello",
   });
-  return { user, keyToRead, keyToRevoke, audience, broadcast, notification, token: token.token, item };
+  // A dead letter of the notification, for the dead-letter routes (each reads its channel's state in Postgres).
+  const { seq } = await bus.publish(
+    bus.subjects.dlq("email"),
+    {
+      version: 1,
+      class: "permanent",
+      reason: "sendgrid 400: invalid address",
+      channel: "email",
+      lane: "transactional",
+      provider: "sendgrid",
+      attempts: 1,
+      notification: null,
+      item: {
+        notification_id: notification.notification_id,
+        channel: "email",
+        priority: "transactional",
+        user_id: user,
+        category: "orders",
+        to: "old@example.com",
+        subject: "Hi",
+        body: "Hello",
+        attempt: 1,
+      },
+      history: [],
+      dead_lettered_at: new Date().toISOString(),
+    },
+    `dl-${randomUUID()}`,
+  );
+  return { user, keyToRead, keyToRevoke, audience, broadcast, notification, token: token.token, item, seq };
 }
 type Fixtures = Awaited<ReturnType<typeof fixtures>>;
 
@@ -139,10 +167,22 @@ function pathOf(route: string, f: Fixtures): string {
     "/api/v1/audiences/:id/members/:userId": { id: f.audience.id, userId: f.user },
     "/api/v1/broadcasts/:id": { id: f.broadcast.broadcast_id },
     "/api/v1/broadcasts/:id/cancel": { id: f.broadcast.broadcast_id },
+    "/api/v1/broadcasts/:id/pause": { id: f.broadcast.broadcast_id },
+    "/api/v1/broadcasts/:id/resume": { id: f.broadcast.broadcast_id },
+    "/api/v1/ops/notifications/:id": { id: f.notification.notification_id },
+    "/api/v1/ops/broadcasts/:id/pause": { id: f.broadcast.broadcast_id },
+    "/api/v1/ops/broadcasts/:id/resume": { id: f.broadcast.broadcast_id },
+    "/api/v1/ops/broadcasts/:id/cancel": { id: f.broadcast.broadcast_id },
+    "/api/v1/dead-letters/:seq": { seq: String(f.seq) },
   };
+  /** A query a route needs to be well-formed. */
+  const queries: Record<string, string> = { "GET /api/v1/ops/notifications": `?user_id=${f.user}` };
   const path = route.split(" ")[1] as string;
   const params = values[route] ?? values[path] ?? {};
-  return path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? randomUUID()));
+  return (
+    path.replace(/:(\w+)/g, (_, name: string) => encodeURIComponent(params[name] ?? randomUUID())) +
+    (queries[route] ?? "")
+  );
 }
 
 /** What each route is sent besides its path; a route not named here is sent nothing more. */
@@ -181,6 +221,7 @@ function callOf(route: string, f: Fixtures): Call {
       headers: { "content-type": "application/x-ndjson" },
       body: `"${f.user}"\n"someone-else"\n`,
     },
+    "POST /api/v1/dead-letters/replay": { body: json({ all: true, dry_run: true }) },
     "POST /api/v1/broadcasts": {
       headers: { "idempotency-key": randomUUID() },
       body: json({ audience_id: f.audience.id, category: "news", template_id: "welcome", data: { name: "Ada" } }),
@@ -227,9 +268,18 @@ const WITHOUT_POSTGRES: Record<string, number> = {
   "GET /api/v1/openapi.json": 200,
   "GET /api/v1/docs": 200,
   "GET /api/v1/dead-letters": 200,
+  "GET /api/v1/ops/streams": 200,
+  "GET /api/v1/ops/providers": 200,
 };
 /** Routes that must notice NATS is gone; every other route works on without it. */
-const NEEDS_NATS = ["POST /api/v1/notifications", "GET /api/v1/dead-letters"];
+const NEEDS_NATS = [
+  "POST /api/v1/notifications",
+  "GET /api/v1/dead-letters",
+  "GET /api/v1/dead-letters/:seq",
+  "POST /api/v1/dead-letters/replay",
+  "GET /api/v1/ops/streams",
+  "GET /api/v1/ops/providers",
+];
 
 const openapi = (await (await app.request("/api/v1/openapi.json")).json()) as {
   paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;

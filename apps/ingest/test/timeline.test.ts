@@ -72,8 +72,9 @@ t.test("attempts, statuses and provider switches, oldest first, only to the owne
   t.equal(body.status, "completed");
   t.match(body.channels.email, { status: "delivered", provider: "smtp", provider_id: "m-1" }, "names the provider");
   t.match(
-    body.timeline.map((e) => [e.event, e.attempt ?? e.to, e.provider ?? e.status ?? null]),
+    body.timeline.map((e) => [e.event, e.attempt ?? e.to ?? null, e.provider ?? e.status ?? null]),
     [
+      ["accepted", null, null],
       ["attempt", 1, "sendgrid"],
       ["status", 1, "retrying"],
       ["attempt", 2, "sendgrid"],
@@ -83,8 +84,8 @@ t.test("attempts, statuses and provider switches, oldest first, only to the owne
       ["status", 3, "delivered"],
     ],
   );
-  t.match(body.timeline[4], { event: "provider_switch", channel: "email", from: "sendgrid", to: "smtp" });
-  t.match(body.timeline[0], { outcome: "transient", error: "sendgrid 503", channel: "email" });
+  t.match(body.timeline[5], { event: "provider_switch", channel: "email", from: "sendgrid", to: "smtp" });
+  t.match(body.timeline[1], { outcome: "transient", error: "sendgrid 503", channel: "email" });
   const times = body.timeline.map((e) => Date.parse(e.at as string));
   t.same(
     times,
@@ -94,7 +95,7 @@ t.test("attempts, statuses and provider switches, oldest first, only to the owne
   t.equal((await get(id, other)).status, 404, "another client sees nothing of it");
 });
 
-t.test("a notification not routed yet has an empty timeline", async (t) => {
+t.test("a notification not routed yet has only its acceptance in its timeline", async (t) => {
   const posted = await app.request("/api/v1/notifications", {
     method: "POST",
     headers: { "x-api-key": key, "content-type": "application/json", "idempotency-key": randomUUID() },
@@ -108,5 +109,7 @@ t.test("a notification not routed yet has an empty timeline", async (t) => {
   });
   const { notification_id: id } = (await posted.json()) as { notification_id: string };
   await settled(database, id);
-  t.match(await (await get(id)).json(), { status: "accepted", deliver_by: null, channels: {}, timeline: [] });
+  const body = (await (await get(id)).json()) as { created_at: string; timeline: unknown[] };
+  t.match(body, { status: "accepted", deliver_by: null, channels: {}, trace_id: null });
+  t.same(body.timeline, [{ event: "accepted", at: body.created_at }]);
 });

@@ -6,7 +6,7 @@ import type { Logger } from "@notify/log";
 import { createProfileSource } from "./preferences/profiles.js";
 import type { PolicyConfig, RouteDeps } from "./routing/plan.js";
 import { createRenderer } from "./routing/render.js";
-import { routeNotification } from "./routing/route.js";
+import { routeTraced } from "./routing/route.js";
 
 export interface ProcessorDeps {
   /**
@@ -99,7 +99,7 @@ export function runPartition(
     ...(deps.orderHold?.doubtMs === undefined ? {} : { orderDoubtMs: deps.orderHold.doubtMs }),
     async handle(message, msg, delivery) {
       const hold = deps.orderHold ?? ORDER_HOLD;
-      const outcome = await routeNotification(
+      const outcome = await routeTraced(
         lane,
         message,
         delivery.orderInDoubt ? { order: msg.info.deliveryCount <= hold.deliveries ? "hold" : "report" } : {},

@@ -4,6 +4,7 @@ import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown, prepareStreams } from "@notify/http";
 import { createLogger } from "@notify/log";
+import { startTelemetry } from "@notify/telemetry";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps } from "./consumers.js";
@@ -15,6 +16,8 @@ import { startReconciler } from "./reconciler/reconciler.js";
 import { startRetention } from "./retention/job.js";
 
 const config = loadConfig(ProcessorConfig, process.env);
+// First: with an OTLP endpoint set, everything after this (logs included) is traced.
+const telemetry = await startTelemetry({ service: "processor", settings: config });
 const log = createLogger({ name: "processor", level: config.LOG_LEVEL });
 const database = createDb({
   url: config.DATABASE_URL,
@@ -128,4 +131,5 @@ onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   await bus.close();
   await Promise.all([database.close(), transactionalDatabase.close()]);
   await server.close();
+  await telemetry.shutdown();
 });

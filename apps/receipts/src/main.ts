@@ -3,11 +3,14 @@ import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import { createAttemptThrottle, createMetrics, listen, onShutdown } from "@notify/http";
 import { createLogger } from "@notify/log";
+import { startTelemetry } from "@notify/telemetry";
 import { createAdminApp, createApp } from "./app.js";
 import { ReceiptsConfig } from "./config.js";
 import { startReceiptSweep } from "./receipts/sweep.js";
 
 const config = loadConfig(ReceiptsConfig, process.env);
+// First: with an OTLP endpoint set, everything after this (logs included) is traced.
+const telemetry = await startTelemetry({ service: "receipts", settings: config });
 const log = createLogger({ name: "receipts", level: config.LOG_LEVEL });
 const database = createDb({
   url: config.DATABASE_URL,
@@ -71,4 +74,5 @@ onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   await bus.close();
   await database.close();
   await admin.close();
+  await telemetry.shutdown();
 });

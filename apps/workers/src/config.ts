@@ -91,6 +91,12 @@ const Env = v.object({
    * Unset: the admin routes answer 404.
    */
   WORKERS_ADMIN_TOKEN: v.optional(v.pipe(v.string(), v.minLength(32, "must be at least 32 characters"))),
+  /**
+   * How often this process writes its providers' state (breakers, rates, sends waiting for a
+   * token) to the NATS KV bucket notify_workers, for GET /api/v1/ops/providers. The bucket keeps a
+   * report 30 s: keep this well below that, or a live process looks gone between two reports.
+   */
+  WORKER_REPORT_INTERVAL_MS: int(2000, 100, 10_000),
   /** Postgres pool of the promotional pools. */
   DB_POOL_SIZE: int(10, 1, 100),
   /** Postgres pool of the transactional pools alone, so a promotional flood cannot take it. */

@@ -6,14 +6,18 @@ import { createMetrics, listen, onShutdown, prepareStreams } from "@notify/http"
 import { createLogger } from "@notify/log";
 import type { Provider } from "@notify/providers";
 import { createChannelProviders, createEmailFailoverProvider } from "@notify/providers/channels";
+import { startTelemetry } from "@notify/telemetry";
 import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
 import { queueDepthCollector, startConsumers } from "./consumers.js";
 import { createUnusedClaims } from "./delivery/unused-claims.js";
 import { createDeliveryMetrics } from "./metrics.js";
 import { createGates } from "./providers/gate.js";
+import { startWorkerReports } from "./providers/report.js";
 
 const config = loadConfig(WorkersConfig, process.env);
+// First: with an OTLP endpoint set, everything after this (logs included) is traced.
+const telemetry = await startTelemetry({ service: "workers", settings: config });
 const log = createLogger({ name: "workers", level: config.LOG_LEVEL });
 
 const databases = {
@@ -122,6 +126,14 @@ const delivery = await startConsumers({
   concurrency: { transactional: config.TRANSACTIONAL_CONCURRENCY, promotional: config.PROMOTIONAL_CONCURRENCY },
 });
 registry.collect(queueDepthCollector(bus, delivery.pools, metrics));
+// Its providers' breakers, rates and waiting sends, for the operator's GET /api/v1/ops/providers.
+const reporter = startWorkerReports({
+  kv: await bus.kv("notify_workers"),
+  worker: gateDeps.worker,
+  gates: [...gates, ...failoverGates],
+  intervalMs: config.WORKER_REPORT_INTERVAL_MS,
+  log,
+});
 log.info(
   {
     port: server.port,
@@ -134,7 +146,9 @@ log.info(
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
   await delivery.stop();
+  await reporter.stop();
   await bus.close();
   await Promise.all([databases.transactional.close(), databases.promotional.close()]);
   await server.close();
+  await telemetry.shutdown();
 });

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "@nats-io/jetstream";
 import { backoffMs } from "@notify/core";
+import { extractHeaders, type Span, SpanKind, SpanStatusCode, tracingOn, withSpan } from "@notify/telemetry";
 import { ensureTopology } from "./apply.js";
 import type { Bus } from "./index.js";
 import { createOrderWatch, ORDER_DOUBT_MS } from "./order-doubt.js";
@@ -100,7 +101,29 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
   const pause = (failures: number) =>
     sleep(Math.min(10_000, 500 * 2 ** failures), undefined, { signal: stopped.signal }).catch(() => {});
 
-  const settle = async (msg: JsMsg, value: T, doubtedOnArrival: boolean) => {
+  // With tracing on, a message is handled inside a CONSUMER span, the child of the span that
+  // published it (its traceparent header); with tracing off, nothing is read or allocated.
+  const settle = (msg: JsMsg, value: T, doubtedOnArrival: boolean): Promise<void> =>
+    tracingOn()
+      ? withSpan(
+          `${msg.subject} process`,
+          {
+            kind: SpanKind.CONSUMER,
+            parent: extractHeaders(msg.headers),
+            attributes: {
+              "messaging.system": "nats",
+              "messaging.operation.type": "process",
+              "messaging.destination.name": msg.subject,
+              "messaging.consumer.group.name": options.durable,
+              "messaging.nats.stream": msg.info.stream,
+              "messaging.nats.delivery_count": msg.info.deliveryCount,
+            },
+          },
+          (span) => settleIn(msg, value, doubtedOnArrival, span),
+        )
+      : settleIn(msg, value, doubtedOnArrival, undefined);
+
+  const settleIn = async (msg: JsMsg, value: T, doubtedOnArrival: boolean, span: Span | undefined) => {
     let disposition: Disposition;
     const started = Date.now();
     for (let failures = 0; ; failures++) {
@@ -129,6 +152,13 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
     // A plain ack, not a confirmed one: one lost in transit only brings the message back, which
     // every handler here finds done (routing's rows, the send guard's claim), and the runner
     // reads that redelivery as a sign of disorder. A confirmed ack is a request per message.
+    if (span !== undefined) {
+      span.setAttribute(
+        "notify.disposition",
+        "ack" in disposition ? "ack" : "retryInMs" in disposition ? "retry" : "terminate",
+      );
+      if ("terminate" in disposition) span.setStatus({ code: SpanStatusCode.ERROR, message: disposition.terminate });
+    }
     if ("ack" in disposition) msg.ack();
     else if ("retryInMs" in disposition) {
       order.sentBack();

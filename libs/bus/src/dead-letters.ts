@@ -1,4 +1,4 @@
-import { DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
+import { DeliverPolicy, JetStreamApiError, type JsMsg } from "@nats-io/jetstream";
 import type { Channel, DeadLetter } from "@notify/core";
 import type { Bus } from "./index.js";
 import { subjectName } from "./topology.js";
@@ -69,7 +69,12 @@ export async function readDeadLetterStream(
  * sequence holds a poison message (raw bytes, read with readPoisonMessages).
  */
 export async function getDeadLetter(bus: Bus, seq: number): Promise<StoredLetter | null> {
-  const message = await bus.jsm.streams.getMessage(bus.streams.dlq, { seq }).catch(() => null);
+  // JetStream's own answer (no such message, a sequence it refuses) means none; NATS out of reach
+  // is thrown, so that a caller answers 503, not "no such letter".
+  const message = await bus.jsm.streams.getMessage(bus.streams.dlq, { seq }).catch((error: unknown) => {
+    if (error instanceof JetStreamApiError) return null;
+    throw error;
+  });
   if (!message || message.subject.startsWith(subjectName(bus.naming, "notify.dlq.poison."))) return null;
   return { seq, time: message.time, letter: message.json<DeadLetter>() };
 }

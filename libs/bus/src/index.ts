@@ -19,6 +19,7 @@ export * from "./config-events.js";
 export * from "./consumer.js";
 export * from "./dead-letters.js";
 export * from "./errors.js";
+export * from "./inspect.js";
 export * from "./leases.js";
 export * from "./nats-config.js";
 export * from "./oldest.js";
@@ -28,6 +29,7 @@ export * from "./publisher.js";
 export * from "./roles.js";
 export * from "./send-guard.js";
 export * from "./topology.js";
+export * from "./worker-reports.js";
 export type { JsMsg, KV, NatsConnection };
 
 export interface BusConfig extends Naming {
@@ -74,7 +76,15 @@ export interface Bus {
     dlq(channel: Channel): string;
   };
   streams: { lane(priority: Priority): string; work: string; dlq: string };
-  kv(bucket: "notify_send_guard" | "notify_prefs" | "notify_rate" | "notify_leases" | "notify_breakers"): Promise<KV>;
+  kv(
+    bucket:
+      | "notify_send_guard"
+      | "notify_prefs"
+      | "notify_rate"
+      | "notify_leases"
+      | "notify_breakers"
+      | "notify_workers",
+  ): Promise<KV>;
   publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
   /**
    * Called for each publish a full stream refused (its limit reached, discard new): the work was

@@ -1,5 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { headers } from "@nats-io/transport-node";
+import { extractHeaders, injectHeaders } from "@notify/telemetry";
 import { readSubject, storedAt } from "./dead-letters.js";
 import type { Bus } from "./index.js";
 import { subjectName } from "./topology.js";
@@ -60,6 +61,8 @@ export async function setAsidePoison(bus: Bus, msg: JsMsg, consumer: string, rea
   h.set(POISON_HEADERS.seq, String(msg.seq));
   h.set(POISON_HEADERS.consumer, consumer);
   h.set(POISON_HEADERS.deliveries, String(msg.info.deliveryCount));
+  // The poison keeps the trace it came in (nothing when tracing is off).
+  injectHeaders(h, extractHeaders(msg.headers));
   await bus.js.publish(poisonSubject(bus, msg.info.stream), msg.data, {
     msgID: `poison:${msg.info.stream}:${msg.seq}`,
     headers: h,

@@ -1,5 +1,6 @@
 import { JetStreamApiError } from "@nats-io/jetstream";
 import { createInbox, headers, type NatsConnection, type Subscription, TimeoutError } from "@nats-io/transport-node";
+import { injectHeaders } from "@notify/telemetry";
 
 export interface PubAck {
   seq: number;
@@ -95,6 +96,9 @@ export function createPublisher(nc: NatsConnection, timeoutMs: number, inboxPref
         pending.set(token, { resolve, reject, deadline: Date.now() + timeoutMs });
         const h = headers();
         h.set("Nats-Msg-Id", msgId);
+        // The caller's trace context (traceparent, tracestate) travels with the message; nothing
+        // is written when tracing is off.
+        injectHeaders(h);
         try {
           nc.publish(subject, data, { reply: `${prefix}.${token}`, headers: h });
         } catch (error) {

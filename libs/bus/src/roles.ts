@@ -29,6 +29,10 @@ export interface RoleAccess {
   gets: string[];
   /** KV buckets it reads and writes. */
   kv: string[];
+  /** KV buckets it only reads (a key by name, and the list of keys from the bucket's stream info). */
+  reads?: string[];
+  /** Streams whose state and consumers it reads (stream info, consumer list): the operator's view. */
+  inspects?: string[];
   /** Core subjects (no stream) it announces on, and hears. */
   announces?: string[];
   hears?: string[];
@@ -49,12 +53,17 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   ingest: {
     ...none,
     purpose:
-      "publishes accepted notifications to the lanes; lists dead letters for GET /api/v1/dead-letters; announces and hears key revocations and template changes",
+      "publishes accepted notifications to the lanes; lists, shows and replays dead letters (GET /api/v1/dead-letters, POST /api/v1/dead-letters/replay: checks and resets the send guard, republishes work items); announces and hears key revocations and template changes; reads the streams' state, the workers' reports, breaker decisions and token buckets for the operator's routes",
     publishes: [
       ["NOTIFY_LANE_TRANSACTIONAL", "notify.lane.transactional.*"],
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
+      ["NOTIFY_WORK", "notify.work.*.*"],
     ],
     browses: ["NOTIFY_DLQ"],
+    gets: ["NOTIFY_DLQ"],
+    kv: ["notify_send_guard"],
+    reads: ["notify_workers", "notify_breakers", "notify_rate"],
+    inspects: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ"],
     // Key revocations and rotations, template versions: every instance drops what it cached at once.
     announces: ["notify.events.keys", "notify.events.templates"],
     hears: ["notify.events.keys", "notify.events.templates"],
@@ -75,10 +84,10 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   workers: {
     ...none,
     purpose:
-      "pulls work items, claims the send guard, shares the providers' token buckets and breaker decisions, publishes dead letters",
+      "pulls work items, claims the send guard, shares the providers' token buckets and breaker decisions, publishes dead letters, reports its providers to notify_workers",
     publishes: [["NOTIFY_DLQ", "notify.dlq.*"]],
     pulls: ["NOTIFY_WORK"],
-    kv: ["notify_send_guard", "notify_rate", "notify_breakers"],
+    kv: ["notify_send_guard", "notify_rate", "notify_breakers", "notify_workers"],
   },
   receipts: {
     ...none,
@@ -158,6 +167,18 @@ export function permissionsFor(role: Role, naming: Pick<Naming, "namespace">): P
       `$JS.API.STREAM.MSG.GET.KV_${bucket}`,
       `$KV.${bucket}.>`,
     );
+  }
+  for (const name of access.reads ?? []) {
+    const bucket = bucketName({ ...naming, partitions: 1 }, name);
+    publish.push(
+      `$JS.API.STREAM.INFO.KV_${bucket}`,
+      `$JS.API.DIRECT.GET.KV_${bucket}.>`,
+      `$JS.API.STREAM.MSG.GET.KV_${bucket}`,
+    );
+  }
+  for (const name of access.inspects ?? []) {
+    const s = stream(name);
+    publish.push(`$JS.API.STREAM.INFO.${s}`, `$JS.API.CONSUMER.LIST.${s}`);
   }
   for (const name of access.announces ?? []) publish.push(subject(name));
   const subscribe = [`${inboxPrefix(role)}.>`, ...(access.hears ?? []).map(subject)];

@@ -66,6 +66,7 @@ t.test("notify broadcasts watch redraws until the broadcast stops expanding", as
 t.test("the bar is full for an empty audience and never overflows", async (t) => {
   const base = {
     broadcast_id: "x",
+    client_id: "shop",
     audience_id: "a",
     status: "expanded",
     category: "c",

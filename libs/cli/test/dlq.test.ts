@@ -207,11 +207,18 @@ t.test("replay --dry-run re-checks preferences and addresses and changes nothing
   const unreachable = await deadLetter();
 
   const before = await workSeq();
-  const out = json<{ dry_run: boolean; data: Array<{ seq: number; result: string; to?: string }>; summary: string }>(
-    await notify(["dlq", "replay", "--since", "1h", "--dry-run", "--json"]),
-  );
+  const out = json<{
+    dry_run: boolean;
+    data: Array<{ seq: number; result: string; to?: string; previous_to: string }>;
+    summary: string;
+  }>(await notify(["dlq", "replay", "--since", "1h", "--dry-run", "--json"]));
   const result = (l: Letter) => out.data.find((d) => d.seq === l.seq);
-  t.match(result(fixed), { result: "would replay to the user's new address", to: "new@example.com" });
+  t.match(result(fixed), {
+    result: "would replay to the user's new address",
+    to: "new@example.com",
+    previous_to: fixed.item.to,
+  });
+  t.not(fixed.item.to, "new@example.com", "--json shows the address in the letter beside the one now");
   t.match(result(optedOut), { result: "skipped: preferences today: opted_out" });
   t.match(result(critical), { result: "would replay" }, "a critical category ignores the opt-out");
   t.match(result(quiet), { result: /^skipped: inside quiet hours until / });

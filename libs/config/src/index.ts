@@ -143,6 +143,25 @@ export const preauthThrottle = () => ({
   PREAUTH_BURST: int(60, 1, 1_000_000),
 });
 
+/** A URL, or unset; empty counts as unset (compose passes `${VAR:-}` through as ""). */
+const optionalUrlOrEmpty = () => v.optional(v.union([v.literal(""), v.pipe(v.string(), v.url("must be a URL"))]));
+
+/**
+ * OpenTelemetry tracing (libs/telemetry), by the standard OTEL_* names so an operator's usual
+ * settings work. Unset endpoint: tracing is off and costs nothing. The SDK also reads the other
+ * standard variables itself (OTEL_EXPORTER_OTLP_HEADERS, OTEL_BSP_SCHEDULE_DELAY, ...).
+ */
+export const telemetry = () => ({
+  /** OTLP/HTTP base URL of a trace collector (an OpenTelemetry collector, Jaeger, Tempo), e.g. http://127.0.0.1:4318; spans go to <url>/v1/traces as JSON. Unset: tracing off. */
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalUrlOrEmpty(),
+  /** Full OTLP/HTTP traces URL, over OTEL_EXPORTER_OTLP_ENDPOINT (used as is, no /v1/traces appended). */
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalUrlOrEmpty(),
+  /** The service.name on this app's spans. Unset: notify-<app> (notify-ingest, notify-processor, notify-workers, notify-receipts). */
+  OTEL_SERVICE_NAME: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
+  /** true: no tracing even with an endpoint set. */
+  OTEL_SDK_DISABLED: bool(false),
+});
+
 /** Settings every app shares: where the bus and database are and how to name things. */
 export const common = {
   /** Postgres connection string. Required for the apps; the embedded stack provides one. */
@@ -175,4 +194,5 @@ export const common = {
   DB_STATEMENT_TIMEOUT_MS: int(15_000, 0, 3_600_000),
   /** Seconds to wait for in-flight work on SIGTERM before giving up. */
   SHUTDOWN_TIMEOUT_SECONDS: int(20, 1, 600),
+  ...telemetry(),
 };

@@ -23,3 +23,4 @@ export * from "./template.js";
 export * from "./template-syntax.js";
 export * from "./template-variants.js";
 export * from "./token-bucket.js";
+export * from "./traceparent.js";

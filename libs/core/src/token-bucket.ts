@@ -100,3 +100,14 @@ export function takeForLanes(state: LaneBuckets, now: number, wanted: LaneCounts
   else if (waiting.promotional) retryInMs = fromShared.retryInMs;
   return { granted, state: { reserved: fromReserve.tat, shared: fromShared.tat }, retryInMs };
 }
+
+/**
+ * The tokens each lane could take at `now` without waiting: transactional from its reserve and
+ * the shared bucket together, promotional from the shared bucket alone (what takeForLanes would
+ * grant either lane asked alone). Reads the state only; for an operator's view of a bucket.
+ */
+export function availableTokens(state: LaneBuckets, now: number, rates: LaneRates): LaneCounts {
+  const shared = takeTokens(state.shared, now, rates.shared.burst, rates.shared).granted;
+  const reserved = rates.reserved ? takeTokens(state.reserved, now, rates.reserved.burst, rates.reserved).granted : 0;
+  return { transactional: reserved + shared, promotional: shared };
+}

@@ -1,6 +1,13 @@
 import fc from "fast-check";
 import t from "tap";
-import { type LaneBuckets, type RateLimit, splitRate, takeForLanes, takeTokens } from "../src/index.js";
+import {
+  availableTokens,
+  type LaneBuckets,
+  type RateLimit,
+  splitRate,
+  takeForLanes,
+  takeTokens,
+} from "../src/index.js";
 
 const limits = fc.record({
   perSecond: fc.oneof(fc.integer({ min: 1, max: 2000 }), fc.double({ min: 0.2, max: 50, noNaN: true })),
@@ -173,4 +180,38 @@ t.test("transactional borrows the shared bucket first in line; promotional waits
   const idle = takeForLanes(take.state, 1000, { transactional: 0, promotional: 0 }, rates);
   t.same(idle.granted, { transactional: 0, promotional: 0 });
   t.equal(idle.retryInMs, 0);
+});
+
+t.test("availableTokens: what each lane could take now, without changing anything", async () => {
+  fc.assert(
+    fc.property(
+      limits,
+      fc.integer({ min: 0, max: 90 }),
+      fc.array(
+        fc.tuple(fc.integer({ min: 0, max: 400 }), fc.integer({ min: 0, max: 20 }), fc.integer({ min: 0, max: 20 })),
+        {
+          maxLength: 30,
+        },
+      ),
+      (limit, reserved, steps) => {
+        const rates = splitRate(limit, reserved);
+        let state: LaneBuckets = { reserved: 0, shared: 0 };
+        let now = 1_000_000;
+        for (const [gap, transactional, promotional] of steps) {
+          now += gap;
+          state = takeForLanes(state, now, { transactional, promotional }, rates).state;
+        }
+        const available = availableTokens(state, now, rates);
+        // Asking for exactly that much is granted in full; one more of either lane is not.
+        const alone = (lane: "transactional" | "promotional", n: number) =>
+          takeForLanes(state, now, { transactional: 0, promotional: 0, [lane]: n }, rates).granted[lane];
+        return (
+          alone("transactional", available.transactional + 1) === available.transactional &&
+          alone("promotional", available.promotional + 1) === available.promotional &&
+          available.transactional >= available.promotional &&
+          available.transactional <= limit.burst + 1
+        );
+      },
+    ),
+  );
 });

@@ -5,8 +5,10 @@ import type { broadcasts } from "./schema/index.js";
 
 export interface BroadcastProgress {
   broadcast_id: string;
+  /** The client that sent it. */
+  client_id: string;
   audience_id: string;
-  /** expanding, expanded or cancelled. */
+  /** expanding, paused, expanded or cancelled. */
   status: string;
   category: string;
   template_id: string;
@@ -36,21 +38,31 @@ export async function readBroadcastProgress(
 ): Promise<BroadcastProgress | null> {
   const { sql } = database;
   const [row] = await sql<
-    Array<{
-      id: string;
-      audience_id: string;
-      status: string;
-      category: string;
-      template_id: string;
-      total: number;
-      expanded: number;
-      created_at: Date;
-      finished_at: Date | null;
-    }>
-  >`select id, audience_id, status, category, template_id, total::float8 as total, expanded::float8 as expanded,
-      created_at, finished_at
+    BroadcastHead[]
+  >`select id, client_id, audience_id, status, category, template_id, total::float8 as total,
+      expanded::float8 as expanded, created_at, finished_at
     from broadcasts where id = ${id} ${clientId === undefined ? sql`` : sql`and client_id = ${clientId}`}`;
   if (!row) return null;
+  return withCounts(database, row);
+}
+
+type BroadcastHead = {
+  id: string;
+  client_id: string;
+  audience_id: string;
+  status: string;
+  category: string;
+  template_id: string;
+  total: number;
+  expanded: number;
+  created_at: Date;
+  finished_at: Date | null;
+};
+
+/** A broadcast's progress: its row with its recipients counted by the best thing that happened to each. */
+async function withCounts(database: Database, row: BroadcastHead): Promise<BroadcastProgress> {
+  const { sql } = database;
+  const id = row.id;
   const [counts] = await sql<{ delivered: number; failed: number; suppressed: number }[]>`
     select count(*) filter (where delivered)::float8 as delivered,
            count(*) filter (where not delivered and failed)::float8 as failed,
@@ -64,6 +76,7 @@ export async function readBroadcastProgress(
       group by r.notification_id) as recipients`;
   return {
     broadcast_id: row.id,
+    client_id: row.client_id,
     audience_id: row.audience_id,
     status: row.status,
     category: row.category,
@@ -129,13 +142,55 @@ export async function insertBroadcast(database: Database, input: NewBroadcast): 
 }
 
 /**
- * Stops expanding a client's broadcast: recipients already expanded keep their notifications.
- * The expander holds the broadcast's row while it writes a batch, so the cancel lands between
- * two batches and the count it leaves is exact. A broadcast not expanding is left as it is.
+ * Stops expanding a client's broadcast (any client's with a null `clientId`: the operator's
+ * routes): recipients already expanded keep their notifications. The expander holds the
+ * broadcast's row while it writes a batch, so the cancel lands between two batches and the count
+ * it leaves is exact. A broadcast expanding or paused is cancelled; any other is left as it is.
  */
-export async function cancelBroadcastExpansion(database: Database, clientId: string, id: string): Promise<void> {
+export async function cancelBroadcastExpansion(database: Database, clientId: string | null, id: string): Promise<void> {
   await database.sql`update broadcasts set status = 'cancelled', finished_at = now(), updated_at = now()
-    where id = ${id} and client_id = ${clientId} and status = 'expanding'`;
+    where id = ${id} ${clientId === null ? database.sql`` : database.sql`and client_id = ${clientId}`}
+      and status in ('expanding', 'paused')`;
+}
+
+/**
+ * Pauses an expanding broadcast: the expander takes only `expanding` broadcasts, so it takes no
+ * further batch of this one; the batch it holds (it locks the row while writing it) finishes
+ * first, as this update waits for that lock. The cursor stays where the last batch left it.
+ * A broadcast in any other status is left as it is.
+ */
+export async function pauseBroadcastExpansion(database: Database, clientId: string | null, id: string): Promise<void> {
+  await database.sql`update broadcasts set status = 'paused', updated_at = now()
+    where id = ${id} ${clientId === null ? database.sql`` : database.sql`and client_id = ${clientId}`}
+      and status = 'expanding'`;
+}
+
+/** Resumes a paused broadcast: the expander goes on after its stored cursor. Any other is left as it is. */
+export async function resumeBroadcastExpansion(database: Database, clientId: string | null, id: string): Promise<void> {
+  await database.sql`update broadcasts set status = 'expanding', updated_at = now()
+    where id = ${id} ${clientId === null ? database.sql`` : database.sql`and client_id = ${clientId}`}
+      and status = 'paused'`;
+}
+
+/**
+ * Every client's broadcasts, newest first (created_at desc, then id), offset-paged, optionally
+ * of one status, each with its progress, and how many there are in all.
+ */
+export async function listBroadcastProgress(
+  database: Database,
+  query: { status?: string; offset: number; limit: number },
+): Promise<{ broadcasts: BroadcastProgress[]; total: number }> {
+  const { sql } = database;
+  const where = query.status === undefined ? sql`` : sql`where status = ${query.status}`;
+  const rows = await sql<BroadcastHead[]>`
+    select id, client_id, audience_id, status, category, template_id, total::float8 as total,
+      expanded::float8 as expanded, created_at, finished_at
+    from broadcasts ${where}
+    order by created_at desc, id limit ${query.limit} offset ${query.offset}`;
+  const [count] = await sql<{ total: number }[]>`select count(*)::float8 as total from broadcasts ${where}`;
+  const broadcasts: BroadcastProgress[] = [];
+  for (const row of rows) broadcasts.push(await withCounts(database, row));
+  return { broadcasts, total: Number(count?.total ?? 0) };
 }
 
 // ---- Expansion: the processor turns an expanding broadcast into notifications, batch by batch.

@@ -126,12 +126,14 @@ export interface FallbackRoutable {
   priority: Priority;
   data: Record<string, unknown>;
   deliver_by: string | null;
+  /** W3C traceparent of the ingest request (notifications.trace_parent), when it was traced. */
+  trace_parent: string | null;
 }
 
 export async function readFallbackRoutable(database: Database, id: string): Promise<FallbackRoutable | null> {
   const [row] = await database.sql<FallbackRoutable[]>`
     select id as notification_id, user_id, category, template_id, template_version, priority, data,
-      to_char(deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by
+      to_char(deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by, trace_parent
     from notifications where id = ${id}`;
   return row ?? null;
 }

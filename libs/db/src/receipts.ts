@@ -29,6 +29,26 @@ export interface RecordOutcome {
   pending: number;
 }
 
+/** A receipt this call applied, with the channel it applied to and that notification's traceparent. */
+export interface AppliedReceipt {
+  provider: string;
+  eventId: string;
+  providerId: string;
+  status: ChannelStatus | null;
+  notificationId: string;
+  channel: string;
+  /** notifications.trace_parent: the ingest request's span, when it was traced. */
+  traceParent: string | null;
+}
+
+export interface RecordOptions {
+  /**
+   * Told the receipts this call applied, with their notification's stored traceparent (one more
+   * read, made only when this is given: tracing on), so each gets a span in its notification's trace.
+   */
+  onApplied?(applied: AppliedReceipt[]): void;
+}
+
 // Stored in provider_receipts.status for events that move no channel.
 const NO_STATUS = "none";
 
@@ -109,7 +129,7 @@ const batchColumns = `provider text, event_id text, provider_id text, status tex
  * marked in its own statement: if that statement fails, the receipt is still there unapplied
  * for the pending sweep, never applied without its move.
  */
-export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<RecordOutcome> {
+export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: RecordOptions): Promise<RecordOutcome> {
   const outcome: RecordOutcome = { stored: 0, duplicates: 0, pending: 0 };
   const seen = new Set<string>();
   const moves = new Map<string, number>();
@@ -222,7 +242,43 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[]): Promise<Rec
     );
   }
   outcome.pending = unbound.filter((r) => !applied.has(keyOf(r.provider, r.event_id))).length;
+  if (options?.onApplied !== undefined && applied.size > 0) {
+    options.onApplied(
+      await appliedWithTraces(
+        sql,
+        rows.filter((r) => applied.has(keyOf(r.provider, r.event_id))),
+      ),
+    );
+  }
   return outcome;
+}
+
+/** The channels (and their notification's traceparent) of receipts just applied. */
+async function appliedWithTraces(sql: Sql, rows: BatchRow[]): Promise<AppliedReceipt[]> {
+  const found = await sql<
+    { provider: string; provider_id: string; notification_id: string; channel: string; trace_parent: string | null }[]
+  >`
+    select c.provider, c.provider_id, c.notification_id, c.channel, n.trace_parent
+    from unnest(${rows.map((r) => r.provider)}::text[], ${rows.map((r) => r.provider_id)}::text[]) as k(provider, provider_id)
+    join notification_channels c on c.provider = k.provider and c.provider_id = k.provider_id
+    join notifications n on n.id = c.notification_id`;
+  const byMessage = new Map(found.map((f) => [keyOf(f.provider, f.provider_id), f]));
+  return rows.flatMap((r) => {
+    const f = byMessage.get(keyOf(r.provider, r.provider_id));
+    return f === undefined
+      ? []
+      : [
+          {
+            provider: r.provider,
+            eventId: r.event_id,
+            providerId: r.provider_id,
+            status: r.status === NO_STATUS ? null : (r.status as ChannelStatus),
+            notificationId: f.notification_id,
+            channel: f.channel,
+            traceParent: f.trace_parent,
+          },
+        ];
+  });
 }
 
 /** Runs a statement (or transaction) again when Postgres broke a deadlock by failing it: it had no effect. */

@@ -42,10 +42,15 @@ export function banner(stack: Stack, dataDir: string): string {
     stack.appEnv.EMAIL_FAILOVER_PROVIDER === "sandbox"
       ? `\n         failover   curl -sS ${stack.sandboxes.smtp}/sandbox/messages   (the SMTP sandbox)`
       : "";
+  // The operator console is on ingest's operator port unless the settings turn it off.
+  const consoleOff = ["false", "0"].includes(stack.appEnv.CONSOLE_ENABLED ?? "");
+  const consoleLine = consoleOff
+    ? ""
+    : `  Console:    ${stack.adminUrl}/console   (operator console: sign in with the dev key)\n`;
   return `
 notify is running.
   API:        ${stack.baseUrl}/api/v1   (API docs: ${stack.baseUrl}/api/v1/docs; readiness and metrics: ${stack.adminUrl}/readyz, /metrics)
-  Postgres:   ${stack.embedded.postgres ? `embedded PostgreSQL, data in ${here(join(dataDir, "postgres"))}` : "DATABASE_URL"}
+${consoleLine}  Postgres:   ${stack.embedded.postgres ? `embedded PostgreSQL, data in ${here(join(dataDir, "postgres"))}` : "DATABASE_URL"}
   NATS:       ${stack.embedded.nats ? `own nats-server at ${stack.natsUrl}, store in ${here(join(dataDir, "nats"))}` : `NATS_URL, namespace "${stack.namespace}"`}
   Dev key:    ${key}   (admin scope; kept in ${here(join(dataDir, "dev-api-key"))})
 

@@ -83,11 +83,13 @@ const CAPABILITIES: Record<string, Capability> = {
   "get a stored lane message": { request: "$JS.API.STREAM.MSG.GET.NOTIFY_LANE_PROMOTIONAL", body: { seq: 1 } },
   "get a stored work item": { request: "$JS.API.STREAM.MSG.GET.NOTIFY_WORK", body: { seq: 1 } },
   "get a stored dead letter": { request: "$JS.API.STREAM.MSG.GET.NOTIFY_DLQ", body: { seq: 1 } },
+  "list the work queue's consumers": { request: "$JS.API.CONSUMER.LIST.NOTIFY_WORK", body: {} },
   ...bucket("notify_prefs"),
   ...bucket("notify_send_guard"),
   ...bucket("notify_rate"),
   ...bucket("notify_leases"),
   ...bucket("notify_breakers"),
+  ...bucket("notify_workers"),
   "announce key changes": { publish: "notify.events.keys" },
   "hear key changes": { subscribe: "notify.events.keys" },
   "announce template changes": { publish: "notify.events.templates" },
@@ -112,20 +114,32 @@ const ADMINISTRATION: Name[] = [
   "get a stored lane message",
   "get a stored work item",
   "get a stored dead letter",
+  "list the work queue's consumers",
   "read notify_prefs",
   "read notify_send_guard",
   "read notify_rate",
   "read notify_leases",
   "read notify_breakers",
+  "read notify_workers",
 ];
 const NEEDS: Record<Role, Name[]> = {
   // The JetStream API is its job; it publishes no work and reads nobody's replies.
   setup: ADMINISTRATION,
-  // Accepted notifications to the lanes; GET /api/v1/dead-letters.
+  // Accepted notifications to the lanes; the dead-letter routes (list, show, replay: the send
+  // guard and work items, as `notify dlq replay`); the operator's views of the streams' consumers
+  // and of the workers' reports, breaker decisions and token buckets, which it only reads.
   ingest: [
     "publish to the transactional lane",
     "publish to the promotional lane",
+    "publish work items",
     "browse dead letters",
+    "get a stored dead letter",
+    "list the work queue's consumers",
+    "read notify_send_guard",
+    "write notify_send_guard",
+    "read notify_workers",
+    "read notify_breakers",
+    "read notify_rate",
     "announce key changes",
     "hear key changes",
     "announce template changes",
@@ -157,6 +171,8 @@ const NEEDS: Record<Role, Name[]> = {
     "write notify_rate",
     "read notify_breakers",
     "write notify_breakers",
+    "read notify_workers",
+    "write notify_workers",
   ],
   // Its readiness only reports the connection.
   receipts: [],

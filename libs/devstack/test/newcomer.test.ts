@@ -67,6 +67,25 @@ t.test("the banner prints every command a newcomer needs, with the real addresse
   t.match(banner, "npx notify dlq list");
 });
 
+t.test("the console the banner prints answers there, and the dev key signs in", async (t) => {
+  const consoleUrl = /Console: +(http:\/\/127\.0\.0\.1:\d+\/console)\s/.exec(banner)?.[1];
+  if (consoleUrl === undefined) return t.fail("the banner prints the console's URL");
+  t.not(
+    new URL(consoleUrl).origin,
+    new URL(env.NOTIFY_BASE_URL as string).origin,
+    "on the operator's port, not the API's",
+  );
+  t.equal((await fetch(`${consoleUrl}/login`)).status, 200);
+  const signedIn = await fetch(`${consoleUrl}/login`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ key }),
+  });
+  t.equal(signedIn.status, 303);
+  t.match(signedIn.headers.get("set-cookie"), /^notify_console=/);
+});
+
 t.test("the printed curl delivers on all four channels; each sandbox shows what it received", async (t) => {
   const id = await postNotification(env.NOTIFY_BASE_URL as string, key, SAMPLE_NOTIFICATION);
   const view = await settledView(env.NOTIFY_BASE_URL as string, key, id);

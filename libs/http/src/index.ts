@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { type ServerType, serve } from "@hono/node-server";
 import { AppError } from "@notify/core";
 import type { Logger } from "@notify/log";
+import { tracingOn } from "@notify/telemetry";
 import { type Context, Hono } from "hono";
 import { toAppError } from "./dependency.js";
 import { responseHeaders } from "./headers.js";
@@ -9,12 +10,14 @@ import type { MetricsRegistry } from "./metrics.js";
 import { mountMetrics, requestMetrics } from "./metrics.js";
 import { problemResponse, toProblem } from "./problem.js";
 import { type RequestLogger, requestLogger } from "./request-logger.js";
+import { serverSpans } from "./tracing.js";
 
 export * from "./dependency.js";
 export * from "./forgettable-cache.js";
 export * from "./headers.js";
 export * from "./problem.js";
 export * from "./request-logger.js";
+export * from "./tracing.js";
 
 export interface AppEnv {
   Variables: { requestId: string; log: RequestLogger; access?: Record<string, unknown> };
@@ -50,6 +53,8 @@ const clientOf = (c: Context<AppEnv>): string | undefined =>
 export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const durations = options.metrics === undefined ? undefined : requestMetrics(options.metrics);
+  // First, so that the access log line and the error answers below are inside the request's span.
+  if (tracingOn()) app.use(serverSpans(OPERATOR_PATHS));
   app.use(async (c, next) => {
     const incoming = c.req.header("x-request-id");
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();

@@ -31,6 +31,7 @@ t.test("verify names exactly what the role uses and the server lacks", async (t)
       "stream KV_notify_breakers",
       "stream KV_notify_rate",
       "stream KV_notify_send_guard",
+      "stream KV_notify_workers",
       "stream NOTIFY_DLQ",
       "stream NOTIFY_WORK",
     ],

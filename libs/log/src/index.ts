@@ -1,3 +1,4 @@
+import { NO_TRACE_FIELDS, traceLogFields } from "@notify/telemetry";
 import { type Logger, type LoggerOptions, pino } from "pino";
 
 export type { Logger };
@@ -48,6 +49,12 @@ export function createLogger(config: LogConfig): Logger {
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
     base: { app: config.name },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // Every line logged while a span is active carries its trace_id and span_id (nothing when
+    // tracing is off or no span is active). pino's default merge writes the line's fields into
+    // the mixin's object: the shared empty one must not be written to, so it is passed over.
+    mixin: traceLogFields,
+    mixinMergeStrategy: (line: object, fields: object) =>
+      fields === NO_TRACE_FIELDS ? line : Object.assign(fields, line),
     ...config.options,
   };
   return config.destination ? pino(options, config.destination as pino.DestinationStream) : pino(options);

@@ -92,6 +92,14 @@ t.test("filters: a reason is a class exactly or part of the text; until ends the
   t.ok(matchesFilters(letter, {}));
   t.ok(matchesFilters(letter, { notification: "n1", reason: "plivo" }));
   t.notOk(matchesFilters(letter, { notification: "n2" }));
+  t.ok(matchesFilters(letter, { class: "permanent" }), "a class matches exactly");
+  t.notOk(matchesFilters(letter, { class: "retries_exhausted" }));
+  const mentioning = {
+    ...letter,
+    letter: { ...letter.letter, class: "retries_exhausted", reason: "permanent-looking" },
+  };
+  t.ok(matchesFilters(mentioning as StoredLetter, { reason: "permanent" }), "a reason filter matches the text");
+  t.notOk(matchesFilters(mentioning as StoredLetter, { class: "permanent" }), "a class filter does not");
   t.notOk(matchesFilters(letter, { until: new Date(Date.now() - 60_000) }), "after the window");
   t.ok(matchesFilters(letter, { until: new Date(Date.now() + 60_000) }));
 });
@@ -161,9 +169,19 @@ t.test("replayDeadLetters: a dry run plans and changes nothing; a run republishe
   });
   t.match(dry, { selected: 2, replayed: 0, skipped: 1 });
   t.match(dry.results, [
-    { seq: l.seq, result: "would replay to the user's new address", to: "new@example.com" },
-    { seq: unreachable.seq, result: "skipped: unreachable: the user has no email address now" },
+    {
+      seq: l.seq,
+      result: "would replay to the user's new address",
+      to: "new@example.com",
+      previous_to: "old@example.com",
+    },
+    {
+      seq: unreachable.seq,
+      result: "skipped: unreachable: the user has no email address now",
+      previous_to: "old@example.com",
+    },
   ]);
+  t.notOk("to" in (dry.results[1] as object), "a skipped letter goes nowhere");
   t.equal(await workCount(), before, "nothing published");
   t.match(await statusOf(l.item), { status: "failed" });
 

@@ -148,6 +148,7 @@ export * from "./cluster-chaos.js";
 export * from "./embedded.js";
 export * from "./logger.js";
 export * from "./nats-users.js";
+export * from "./otlp.js";
 export * from "./outage.js";
 export * from "./stack.js";
 export * from "./tcp-proxy.js";

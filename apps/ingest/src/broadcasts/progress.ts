@@ -1,34 +1,99 @@
 import { AppError } from "@notify/core";
-import { cancelBroadcastExpansion, type Database, readBroadcastProgress } from "@notify/db";
+import {
+  type BroadcastProgress,
+  cancelBroadcastExpansion,
+  type Database,
+  listBroadcastProgress,
+  pauseBroadcastExpansion,
+  readBroadcastProgress,
+  resumeBroadcastExpansion,
+} from "@notify/db";
 import { asDependencyError } from "../dependency.js";
+import type { OpsBroadcastsQuery, OpsBroadcastView } from "../ops/schemas.js";
 import type { BroadcastView } from "./schemas.js";
+
+/** Whose broadcast a call may act on: one client's (its own routes), or any (null: the operator's routes). */
+type Owner = string | null;
+
+const postgres = async <T>(work: () => Promise<T>): Promise<T> => {
+  try {
+    return await work();
+  } catch (error) {
+    throw asDependencyError(error, "postgres");
+  }
+};
+
+async function read(database: Database, owner: Owner, id: string): Promise<BroadcastProgress> {
+  const progress = await postgres(() => readBroadcastProgress(database, id, owner ?? undefined));
+  if (!progress) throw new AppError("not_found", `broadcast ${id} does not exist`);
+  return progress;
+}
+
+const clientView = ({ client_id: _, ...view }: BroadcastProgress) => view as BroadcastView;
+const opsView = (progress: BroadcastProgress) => progress as OpsBroadcastView;
 
 /**
  * A broadcast's progress, counted from its recipients' channel results (each recipient once,
  * by the best thing that happened to it). One client never sees another's broadcast (404).
  */
 export async function getBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
-  let progress: Awaited<ReturnType<typeof readBroadcastProgress>>;
-  try {
-    progress = await readBroadcastProgress(database, id, clientId);
-  } catch (error) {
-    throw asDependencyError(error, "postgres");
-  }
-  if (!progress) throw new AppError("not_found", `broadcast ${id} does not exist`);
-  return progress as BroadcastView;
+  return clientView(await read(database, clientId, id));
+}
+
+type Change = typeof cancelBroadcastExpansion;
+
+/** Applies a change of status (each leaves a broadcast it does not apply to as it is), then reads it. */
+async function change(database: Database, owner: Owner, id: string, apply: Change): Promise<BroadcastProgress> {
+  await postgres(() => apply(database, owner, id));
+  return read(database, owner, id);
 }
 
 /**
  * Stops expanding: recipients already expanded keep their notifications (they are queued and
  * go through preferences and delivery like any other); no one after the cursor gets one. The
  * expander holds the broadcast's row while it writes a batch, so the cancel lands between two
- * batches and the count it leaves is exact.
+ * batches and the count it leaves is exact. Works on a paused broadcast too.
  */
 export async function cancelBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
-  try {
-    await cancelBroadcastExpansion(database, clientId, id);
-  } catch (error) {
-    throw asDependencyError(error, "postgres");
-  }
-  return getBroadcast(database, clientId, id);
+  return clientView(await change(database, clientId, id, cancelBroadcastExpansion));
+}
+
+/**
+ * Pauses the expansion: the batch in hand finishes, no further one is taken; expanded
+ * recipients' notifications go on as any others. Pausing a broadcast that is not expanding
+ * (paused, expanded, cancelled) changes nothing.
+ */
+export async function pauseBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
+  return clientView(await change(database, clientId, id, pauseBroadcastExpansion));
+}
+
+/** Resumes a paused broadcast where it stopped; any other is left as it is. */
+export async function resumeBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
+  return clientView(await change(database, clientId, id, resumeBroadcastExpansion));
+}
+
+const ACTIONS = { pause: pauseBroadcastExpansion, resume: resumeBroadcastExpansion, cancel: cancelBroadcastExpansion };
+
+/** POST /api/v1/ops/broadcasts/{id}/{pause,resume,cancel}: the same change on any client's broadcast. */
+export async function changeAnyBroadcast(
+  database: Database,
+  id: string,
+  action: keyof typeof ACTIONS,
+): Promise<OpsBroadcastView> {
+  return opsView(await change(database, null, id, ACTIONS[action]));
+}
+
+/** GET /api/v1/ops/broadcasts: every client's broadcasts, newest first, offset-paged. */
+export async function listAnyBroadcasts(
+  database: Database,
+  query: OpsBroadcastsQuery,
+): Promise<{ data: OpsBroadcastView[]; page: number; page_size: number; total_count: number }> {
+  const { broadcasts, total } = await postgres(() =>
+    listBroadcastProgress(database, {
+      ...(query.status === undefined ? {} : { status: query.status }),
+      offset: (query.page - 1) * query.page_size,
+      limit: query.page_size,
+    }),
+  );
+  return { data: broadcasts.map(opsView), page: query.page, page_size: query.page_size, total_count: total };
 }

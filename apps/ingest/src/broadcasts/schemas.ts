@@ -17,7 +17,8 @@ export const BroadcastRequest = v.strictObject({
 });
 export type BroadcastRequest = v.InferOutput<typeof BroadcastRequest>;
 
-export const BROADCAST_STATUSES = ["expanding", "expanded", "cancelled"] as const;
+/** expanding → expanded, or cancelled; expanding ⇄ paused (no batch is taken while paused); paused → cancelled. */
+export const BROADCAST_STATUSES = ["expanding", "paused", "expanded", "cancelled"] as const;
 
 export const BroadcastView = v.object({
   broadcast_id: v.string(),

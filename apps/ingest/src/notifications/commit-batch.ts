@@ -1,9 +1,15 @@
 import type { Bus } from "@notify/bus";
-import { acceptNotifications, type Database } from "@notify/db";
+import { type AcceptedRow, acceptNotifications, type Database } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { answerClaimedKeys, DEDUP_WINDOW_HOURS, type Pending } from "./idempotency.js";
 import { publishLanes, settleOutbox } from "./publish.js";
 import type { Settler } from "./settler.js";
+
+/** The row stores its request's traceparent, when tracing is on (no field at all when off). */
+const withTraceParent = (p: Pending, row: AcceptedRow): AcceptedRow => {
+  if (p.traceParent !== undefined) row.trace_parent = p.traceParent;
+  return row;
+};
 
 /**
  * One group commit: stores the batch (claiming keys, inserting rows, listing them in the
@@ -31,22 +37,24 @@ export async function commitBatch(
 
   const { createdAt, outboxId } = await acceptNotifications(
     deps.database,
-    first.map((p) => ({
-      id: p.message.notification_id,
-      client_id: p.input.clientId,
-      key: p.input.idempotencyKey,
-      request_hash: p.requestHash,
-      user_id: p.message.user_id,
-      category: p.message.category,
-      template_id: p.message.template_id,
-      template_version: p.message.template_version ?? null,
-      priority: p.message.priority,
-      channels: p.message.channels,
-      data: p.message.data,
-      partition: p.partition,
-      deliver_by: p.message.deliver_by ?? null,
-      fallback: p.fallback,
-    })),
+    first.map((p) =>
+      withTraceParent(p, {
+        id: p.message.notification_id,
+        client_id: p.input.clientId,
+        key: p.input.idempotencyKey,
+        request_hash: p.requestHash,
+        user_id: p.message.user_id,
+        category: p.message.category,
+        template_id: p.message.template_id,
+        template_version: p.message.template_version ?? null,
+        priority: p.message.priority,
+        channels: p.message.channels,
+        data: p.message.data,
+        partition: p.partition,
+        deliver_by: p.message.deliver_by ?? null,
+        fallback: p.fallback,
+      }),
+    ),
     DEDUP_WINDOW_HOURS,
   );
   const claimed = first.filter((p) => createdAt.has(p.message.notification_id));

@@ -2,6 +2,7 @@ import type { Bus } from "@notify/bus";
 import { AppError, type MaybePromise } from "@notify/core";
 import type { Database } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { activeContext, activeTraceparent, tracingOn } from "@notify/telemetry";
 import { asDependencyError } from "../dependency.js";
 import { commitBatch } from "./commit-batch.js";
 import type { CreateResult, Pending } from "./idempotency.js";
@@ -103,7 +104,12 @@ export function createIngestor(
       const prepared = preparing instanceof Promise ? await preparing : preparing;
       if (queue.length >= queueLimit) throw queueFull(queueLimit);
       return new Promise<CreateResult>((resolve, reject) => {
-        queue.push({ ...prepared, resolve, reject });
+        const item: Pending = { ...prepared, resolve, reject };
+        if (tracingOn()) {
+          item.trace = activeContext();
+          item.traceParent = activeTraceparent();
+        }
+        queue.push(item);
         schedule();
       });
     },

@@ -1,4 +1,4 @@
-import { AppError, type Channel, type NotificationView, notificationStatus } from "@notify/core";
+import { AppError, type Channel, type NotificationView, notificationStatus, traceIdOf } from "@notify/core";
 import {
   type ChannelResultView,
   type Database,
@@ -13,6 +13,8 @@ export type { ChannelResultView };
 export interface NotificationStatusView extends Omit<NotificationView, "channels"> {
   deliver_by: string | null;
   channels: Partial<Record<Channel, ChannelResultView>>;
+  /** The trace its ingest request started (32 hex), from the stored traceparent; null without tracing. */
+  trace_id: string | null;
 }
 
 /** A switch of provider between two attempts of one channel (email failing over, and back). */
@@ -24,7 +26,13 @@ export interface ProviderSwitch {
   to: string;
 }
 
-export type TimelineView = TimelineEntry | ProviderSwitch;
+/** The first entry of every history: when the notification was accepted (its created_at). */
+export interface AcceptedEntry {
+  event: "accepted";
+  at: string;
+}
+
+export type TimelineView = AcceptedEntry | TimelineEntry | ProviderSwitch;
 
 /** One notification as GET /notifications/{id} shows it: its channels and its history. */
 export interface NotificationDetailView extends NotificationStatusView {
@@ -46,6 +54,7 @@ export function withStatus(record: NotificationRecord): NotificationStatusView {
     created_at: record.created_at,
     deliver_by: record.deliver_by,
     channels: record.channels,
+    trace_id: traceIdOf(record.trace_parent),
   };
 }
 
@@ -65,12 +74,15 @@ export function withProviderSwitches(entries: readonly TimelineEntry[]): Timelin
   return out;
 }
 
-/** GET /api/v1/notifications/{id}: one client never sees another client's notifications. */
-export async function getNotification(
+/**
+ * A notification with its history, the client's own (`clientId`), or any client's (null: the
+ * operator's GET /api/v1/ops/notifications/{id}, which shows whose it is).
+ */
+async function readDetail(
   database: Database,
-  clientId: string,
+  clientId: string | null,
   id: string,
-): Promise<NotificationDetailView> {
+): Promise<{ record: NotificationRecord; view: NotificationDetailView }> {
   let record: NotificationRecord | null;
   let timeline: TimelineEntry[] = [];
   try {
@@ -81,5 +93,24 @@ export async function getNotification(
     throw asDependencyError(error, "postgres");
   }
   if (!record) throw new AppError("not_found", `notification ${id} does not exist`);
-  return { ...withStatus(record), timeline: withProviderSwitches(timeline) };
+  const accepted: AcceptedEntry = { event: "accepted", at: record.created_at };
+  return { record, view: { ...withStatus(record), timeline: [accepted, ...withProviderSwitches(timeline)] } };
+}
+
+/** GET /api/v1/notifications/{id}: one client never sees another client's notifications. */
+export async function getNotification(
+  database: Database,
+  clientId: string,
+  id: string,
+): Promise<NotificationDetailView> {
+  return (await readDetail(database, clientId, id)).view;
+}
+
+/** GET /api/v1/ops/notifications/{id}: any client's notification, as its client sees it, and whose it is. */
+export async function getAnyNotification(
+  database: Database,
+  id: string,
+): Promise<NotificationDetailView & { client_id: string }> {
+  const { record, view } = await readDetail(database, null, id);
+  return { ...view, client_id: record.client_id };
 }

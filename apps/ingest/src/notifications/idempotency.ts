@@ -1,5 +1,6 @@
 import { AppError } from "@notify/core";
 import { type Database, findIdempotencyRecords } from "@notify/db";
+import type { Context } from "@notify/telemetry";
 import type { Prepared } from "./prepare.js";
 
 /** The 24 h dedup window and the in-progress lock of a first request (30 s). */
@@ -12,6 +13,13 @@ export type CreateResult = { kind: "accepted"; notificationId: string } | { kind
 export interface Pending extends Prepared {
   resolve(result: CreateResult): void;
   reject(error: unknown): void;
+  /**
+   * The request's trace context, while tracing is on: the group commit publishes after the
+   * commit, outside the request's async context, so each lane message is published in its own
+   * request's context explicitly, and the row stores its traceparent.
+   */
+  trace?: Context;
+  traceParent?: string;
 }
 
 /**

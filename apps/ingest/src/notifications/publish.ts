@@ -2,6 +2,7 @@ import type { Bus } from "@notify/bus";
 import type { AppError } from "@notify/core";
 import { type Database, narrowOutboxRow, removeUnpublished } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { withContext } from "@notify/telemetry";
 import { asDependencyError } from "../dependency.js";
 import type { Pending } from "./idempotency.js";
 import type { Settler } from "./settler.js";
@@ -43,11 +44,12 @@ export async function publishLanes(deps: { bus: Bus; log: Logger }, claimed: Pen
       const { message } = item;
       let publishing: Promise<unknown>;
       try {
-        publishing = deps.bus.publish(
-          deps.bus.subjects.lane(message.priority, item.partition),
-          message,
-          message.notification_id,
-        );
+        const subject = deps.bus.subjects.lane(message.priority, item.partition);
+        // In the request's own trace context (the batch runs outside it), when tracing is on.
+        publishing =
+          item.trace === undefined
+            ? deps.bus.publish(subject, message, message.notification_id)
+            : withContext(item.trace, () => deps.bus.publish(subject, message, message.notification_id));
       } catch (error) {
         failed(item, error);
         return undefined;

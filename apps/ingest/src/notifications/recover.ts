@@ -1,6 +1,7 @@
 import type { Bus } from "@notify/bus";
 import { type Database, purgeExpiredIdempotencyKeys, sweepPublishOutbox } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { contextOf, withContext } from "@notify/telemetry";
 
 /**
  * The recovery path of invariant 1: batches left in the outbox (a crash or a NATS failure
@@ -20,8 +21,11 @@ export async function recoverUnpublished(
   if (!deps.bus.isConnected()) return 0;
   const published = await sweepPublishOutbox(deps.database, { graceMs, maxIds }, async (notifications) => {
     const outcomes = await Promise.allSettled(
-      notifications.map(({ message, partition }) =>
-        deps.bus.publish(deps.bus.subjects.lane(message.priority, partition), message, message.notification_id),
+      notifications.map(({ message, partition, traceParent }) =>
+        // In the trace of the request that stored it (when tracing is on and it was traced).
+        withContext(traceParent === null ? undefined : contextOf(traceParent), () =>
+          deps.bus.publish(deps.bus.subjects.lane(message.priority, partition), message, message.notification_id),
+        ),
       ),
     );
     const failed = new Set<string>();

@@ -1,13 +1,25 @@
-import { validate } from "@notify/http";
+import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
+import * as v from "valibot";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import { listDeadLetters } from "../dead-letters/list.js";
-import { DeadLetterPage, ListDeadLettersQuery } from "../dead-letters/schemas.js";
+import { replayLetters, showLetter } from "../dead-letters/replay.js";
+import {
+  DeadLetterDetail,
+  DeadLetterPage,
+  DeadLetterSeq,
+  ListDeadLettersQuery,
+  ReplayAnswer,
+  ReplayRequest,
+} from "../dead-letters/schemas.js";
 import type { IngestDeps } from "../deps.js";
 import { contract } from "./contract.js";
 
-/** Dead letters by page: an operator's list, with a total. */
-export function mountDeadLetters(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "bus">): void {
+/** Dead letters by page: an operator's list, with a total; one letter whole; the replay. */
+export function mountDeadLetters(
+  v1: Hono<AuthEnv>,
+  deps: Pick<IngestDeps, "bus" | "database" | "maxBodyBytes" | "criticalCategories">,
+): void {
   v1.get(
     "/dead-letters",
     contract({
@@ -22,5 +34,48 @@ export function mountDeadLetters(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "bus"
     }),
     requireScope("admin"),
     async (c) => c.json(await listDeadLetters(deps.bus, validate(ListDeadLettersQuery, c.req.query()))),
+  );
+
+  v1.post(
+    "/dead-letters/replay",
+    contract({
+      summary: "Replay dead letters",
+      description:
+        "What `notify dlq replay` does. Select letters by `seqs`, by filters (channel, class, since, until, notification_id: as the list's), or every one with `all: true`; one of them is required. A channel dead-lettered more than once is replayed once, from its latest letter. Each is planned against the channel, the send guard and the user's preferences and address today: one already delivered or accepted, past its deliver-by, suppressed by today's preferences or unreachable is skipped (with why); one whose outcome is unknown only with `include_unsettled: true`. A replay resets the guard and the channel to pending and republishes the work item to the user's address now. `dry_run: true` changes and sends nothing: `previous_to` (the letter's address) beside `to` (the address now) is the diff.",
+      tag: "Dead letters",
+      scope: "admin",
+      body: ReplayRequest,
+      responses: { 200: { description: "What was (or would be) replayed and skipped", schema: ReplayAnswer } },
+      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    requireScope("admin"),
+    async (c) => {
+      const request = validate(ReplayRequest, await readJson(c));
+      const answer = await replayLetters(deps, request);
+      c.get("log").info(
+        { dry_run: answer.dry_run, selected: answer.selected, replayed: answer.replayed, skipped: answer.skipped },
+        answer.dry_run ? "dead letters replay planned" : "dead letters replayed",
+      );
+      return c.json(answer);
+    },
+  );
+
+  v1.get(
+    "/dead-letters/:seq",
+    contract({
+      summary: "Read a dead letter",
+      description:
+        "The letter in full (the original request, the rendered item and every attempt), its channel's status now (null once the notification is gone) and the channel's status history: what `notify dlq show` prints.",
+      tag: "Dead letters",
+      scope: "admin",
+      responses: { 200: { description: "The letter", schema: DeadLetterDetail } },
+      problems: ["validation_failed", "not_found"],
+    }),
+    requireScope("admin"),
+    async (c) => {
+      const seq = validate(v.object({ seq: DeadLetterSeq }), { seq: c.req.param("seq") }).seq;
+      return c.json(await showLetter(deps, seq));
+    },
   );
 }

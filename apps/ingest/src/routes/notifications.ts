@@ -61,9 +61,17 @@ export const NotificationView = v.object({
     v.metadata({ description: "Never sent after this instant: what is unsent then is expired" }),
   ),
   channels: v.record(v.picklist(CHANNELS), ChannelResult),
+  trace_id: v.pipe(
+    v.nullable(v.string()),
+    v.metadata({
+      description:
+        "The trace its ingest request started (32 lower-case hex digits, the trace id of the W3C traceparent), for a trace viewer; null when tracing was off",
+    }),
+  ),
 });
 
 const TimelineEntry = v.variant("event", [
+  v.object({ event: v.literal("accepted"), at: Timestamp }),
   v.object({
     event: v.literal("attempt"),
     at: Timestamp,
@@ -97,15 +105,27 @@ const TimelineEntry = v.variant("event", [
     from: v.string(),
     to: v.string(),
   }),
+  v.object({
+    event: v.literal("receipt"),
+    at: Timestamp,
+    channel: v.picklist(CHANNELS),
+    provider: v.string(),
+    receipt: v.pipe(
+      v.string(),
+      v.metadata({ description: "The provider's event: delivered, bounce, dropped, undelivered, failed..." }),
+    ),
+    provider_id: v.string(),
+    reason: v.optional(v.string()),
+  }),
 ]);
 
-const NotificationDetail = v.object({
+export const NotificationDetail = v.object({
   ...NotificationView.entries,
   timeline: v.pipe(
     v.array(TimelineEntry),
     v.metadata({
       description:
-        "Oldest first, the latest 200: each provider call (attempt: provider, outcome, error), each status a channel took after routing, each step of the channel fallback chain taken, and each switch of provider between attempts",
+        "Oldest first: accepted (when it was accepted) first, then the latest 200 of: each provider call (attempt: provider, outcome, error), each status a channel took after routing (a routing decision with its reason, e.g. suppressed: opted out), each step of the channel fallback chain taken, each switch of provider between attempts, and each provider receipt about a send (receipt: the provider's event, when it was received)",
     }),
   ),
 });

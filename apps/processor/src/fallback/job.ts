@@ -7,6 +7,7 @@ import {
   startFallbackWait,
   takeFallbackStep,
 } from "@notify/db";
+import { contextOf, withContext } from "@notify/telemetry";
 import { every, type Leader, type Periodic } from "../periodic.js";
 import { decideAndPlan, type RouteDeps } from "../routing/plan.js";
 
@@ -87,7 +88,11 @@ async function take(
     { notification_id: chain.notification_id, from: chain.watching, to: channel, because, status: next.status },
     "channel fallback taken",
   );
-  if (next.status === "pending") await publish(deps, next.item);
+  // In the notification's trace (its stored traceparent), when tracing is on.
+  if (next.status === "pending")
+    await withContext(notification.trace_parent === null ? undefined : contextOf(notification.trace_parent), () =>
+      publish(deps, next.item),
+    );
   return true;
 }
 

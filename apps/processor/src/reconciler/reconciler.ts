@@ -12,9 +12,10 @@ import {
   withSweepLock,
 } from "@notify/db";
 import type { Logger } from "@notify/log";
+import { contextOf, withContext } from "@notify/telemetry";
 import { every, type Leader, type Periodic } from "../periodic.js";
 import { buildItem, type RouteDeps } from "../routing/plan.js";
-import { routeNotification } from "../routing/route.js";
+import { routeTraced } from "../routing/route.js";
 import { idFloor } from "./ids.js";
 
 /** What one round found and drove on, by kind. */
@@ -137,7 +138,7 @@ async function unrouted(
         blocked ??= n.message.notification_id;
         continue;
       }
-      const outcome = await routeNotification(deps.lanes[priority], n.message, { order: "report" });
+      const outcome = await routeTraced(deps.lanes[priority], n.message, { order: "report" }, n.traceParent);
       deps.log.info(
         { notification_id: n.message.notification_id, outcome },
         "reconciler routed a notification whose lane message was gone",
@@ -198,10 +199,13 @@ async function redrive(deps: ReconcilerDeps, w: WaitingChannel): Promise<boolean
   }
   const touched = await touchWaitingChannel(deps.database, w);
   if (touched === null) return false;
-  await deps.bus.publish(
-    deps.bus.subjects.work(w.channel, w.message.priority),
-    planned.item,
-    `${w.message.notification_id}:${w.channel}:redrive:${touched.getTime()}`,
+  // In the notification's trace (its stored traceparent), when tracing is on.
+  await withContext(w.traceParent === null ? undefined : contextOf(w.traceParent), () =>
+    deps.bus.publish(
+      deps.bus.subjects.work(w.channel, w.message.priority),
+      planned.item,
+      `${w.message.notification_id}:${w.channel}:redrive:${touched.getTime()}`,
+    ),
   );
   deps.log.info(
     { notification_id: w.message.notification_id, channel: w.channel, status: w.status },

@@ -1,5 +1,6 @@
 import { capDay, countsTowardCap, type LaneMessage, type PolicyInput, type WorkItem } from "@notify/core";
 import { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "@notify/db";
+import { contextOf, tracingOn, withSpan } from "@notify/telemetry";
 import type { UserProfile } from "../preferences/profiles.js";
 import { buildItem, decideAndPlan, overCap, type Planned, type RouteDeps } from "./plan.js";
 
@@ -74,6 +75,37 @@ export async function routeNotification(
   );
   if (!first) return "duplicate";
   return earlier === null ? "routed" : "passed";
+}
+
+/**
+ * routeNotification inside a `notification route` span (with tracing on; otherwise it only
+ * routes): the child of the active span (the lane message's consumer span), or of the span a
+ * stored traceparent names (the reconciler routing a notification whose lane message was lost).
+ * The work items are published inside it, so each carries it as their parent.
+ */
+export function routeTraced(
+  deps: RouteDeps,
+  message: LaneMessage,
+  options: RouteOptions = {},
+  storedTraceParent?: string | null,
+): Promise<RouteOutcome> {
+  if (!tracingOn()) return routeNotification(deps, message, options);
+  return withSpan(
+    "notification route",
+    {
+      ...(storedTraceParent === undefined ? {} : { parent: contextOf(storedTraceParent) }),
+      attributes: {
+        "notify.notification_id": message.notification_id,
+        "notify.priority": message.priority,
+        "notify.template_id": message.template_id,
+      },
+    },
+    async (span) => {
+      const outcome = await routeNotification(deps, message, options);
+      span?.setAttribute("notify.outcome", outcome);
+      return outcome;
+    },
+  );
 }
 
 interface Recorded {

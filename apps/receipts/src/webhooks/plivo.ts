@@ -3,6 +3,7 @@ import { recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, limitBody, noteAccess } from "@notify/http";
 import { formParams, verifyPlivoSignature } from "@notify/providers/plivo/signature";
 import type { Hono } from "hono";
+import { receiptTracing } from "../receipts/trace.js";
 import type { ReceiptMetrics } from "./metrics.js";
 import { publicUrl } from "./signed-url.js";
 import { makeStorable, storable } from "./text.js";
@@ -86,23 +87,27 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
     const url = new URL(c.req.url);
     const errorCode = one("ErrorCode");
     const notificationId = url.searchParams.get("notification_id");
-    const outcome = await recordReceipts(deps.sql, [
-      {
-        provider: "plivo",
-        // Plivo reports each state of a message once and retries a post that failed: the pair
-        // is the event's identity.
-        eventId: `${messageUuid}:${state}`,
-        providerId: messageUuid,
-        ...channelStatus(state, errorCode === undefined ? undefined : makeStorable(errorCode)),
-        // The report's own fields stay nested: its parameters must never read as the binding keys.
-        payload: {
-          report: Object.fromEntries(
-            Object.entries(params).map(([k, values]) => [makeStorable(k), makeStorable(values.join(","))]),
-          ),
-          ...(notificationId ? { notification_id: makeStorable(notificationId), channel: "sms" } : {}),
+    const outcome = await recordReceipts(
+      deps.sql,
+      [
+        {
+          provider: "plivo",
+          // Plivo reports each state of a message once and retries a post that failed: the pair
+          // is the event's identity.
+          eventId: `${messageUuid}:${state}`,
+          providerId: messageUuid,
+          ...channelStatus(state, errorCode === undefined ? undefined : makeStorable(errorCode)),
+          // The report's own fields stay nested: its parameters must never read as the binding keys.
+          payload: {
+            report: Object.fromEntries(
+              Object.entries(params).map(([k, values]) => [makeStorable(k), makeStorable(values.join(","))]),
+            ),
+            ...(notificationId ? { notification_id: makeStorable(notificationId), channel: "sms" } : {}),
+          },
         },
-      },
-    ]);
+      ],
+      receiptTracing(c.get("log")),
+    );
     noteAccess(c, { provider: "plivo", provider_id: messageUuid, state, ...outcome });
     return c.body(null, 200);
   });

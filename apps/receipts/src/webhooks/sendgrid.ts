@@ -8,6 +8,7 @@ import {
   verifySendgridSignature,
 } from "@notify/providers/sendgrid/event-webhook";
 import type { Hono } from "hono";
+import { receiptTracing } from "../receipts/trace.js";
 import type { ReceiptMetrics } from "./metrics.js";
 import {
   type AcceptedEvent,
@@ -125,14 +126,14 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
     const rejected: RejectedEvent[] = [...batch.rejected];
     let outcome: RecordOutcome = { stored: 0, duplicates: 0, pending: 0 };
     try {
-      outcome = await recordReceipts(deps.sql, batch.accepted.map(toReceipt));
+      outcome = await recordReceipts(deps.sql, batch.accepted.map(toReceipt), receiptTracing(c.get("log")));
     } catch (error) {
       if (!isDataError(error)) throw error;
       // Something in the batch Postgres would not take (every known case is caught above):
       // one event at a time, so only that one is rejected.
       for (const event of batch.accepted) {
         try {
-          const one = await recordReceipts(deps.sql, [toReceipt(event)]);
+          const one = await recordReceipts(deps.sql, [toReceipt(event)], receiptTracing(c.get("log")));
           outcome = {
             stored: outcome.stored + one.stored,
             duplicates: outcome.duplicates + one.duplicates,

@@ -1,6 +1,8 @@
 import type { Disposition } from "@notify/bus";
 import type { ChannelStatus } from "@notify/core";
 import { moveStatus, recordAttempt, removePushSubscription } from "@notify/db";
+import type { OutboundMessage } from "@notify/providers";
+import { SpanKind, SpanStatusCode, tracingOn, withSpan } from "@notify/telemetry";
 import type { Address } from "./addresses.js";
 import { type Context, done, parkDelay } from "./context.js";
 import { endAtDeadline } from "./expire.js";
@@ -13,7 +15,7 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
   const gate = ctx.gate;
   const results = await Promise.all(
     addresses.map(async (address) => {
-      const result = await gate.send({
+      const message = {
         notificationId: item.notification_id,
         channel: item.channel,
         to: address.to,
@@ -22,7 +24,8 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
         category: item.category,
         priority: item.priority,
         deliverBy: item.deliver_by ?? null,
-      });
+      };
+      const result = tracingOn() ? await tracedSend(gate, message, claim.value.attempt) : await gate.send(message);
       return { key: address.key, address, result };
     }),
   );
@@ -113,6 +116,35 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
       return done(ctx, "unsettled", { attempt, reason: decision.reason }, { ack: true });
     }
   }
+}
+
+/**
+ * A provider call inside a CLIENT span `<provider> send` (the child of the work item's consumer
+ * span): provider, channel, attempt, and the classified outcome with its reason or provider id.
+ */
+function tracedSend(gate: Context["gate"], message: OutboundMessage, attempt: number): Promise<AddressResult> {
+  return withSpan(
+    `${gate.provider.name} send`,
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        "notify.provider": gate.provider.name,
+        "notify.channel": message.channel,
+        "notify.attempt": attempt,
+        "notify.notification_id": message.notificationId,
+      },
+    },
+    async (span) => {
+      const result = await gate.send(message);
+      span?.setAttribute("notify.outcome", result.kind);
+      if (result.kind === "accepted") span?.setAttribute("notify.provider_id", result.providerId);
+      else {
+        span?.setAttribute("notify.reason", result.reason);
+        if (result.kind !== "skipped") span?.setStatus({ code: SpanStatusCode.ERROR, message: result.reason });
+      }
+      return result;
+    },
+  );
 }
 
 /** Subscriptions the push service reported gone are removed from the user (RFC 8030). */

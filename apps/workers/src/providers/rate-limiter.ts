@@ -8,6 +8,8 @@ export interface RateLimiter {
   waiting(lane: Priority): number;
   /** Fails every waiting acquire: their work goes back to the queue. */
   close(): void;
+  /** The rates it shares the provider's limit by (its reports show them). */
+  readonly rates: LaneRates;
 }
 
 /** The process is shutting down: the waiting send goes back to the queue. */
@@ -131,6 +133,7 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
       });
     },
     waiting: (lane) => waiters[lane].length,
+    rates: options.rates,
     close() {
       closed = true;
       wake?.();

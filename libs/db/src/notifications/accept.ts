@@ -21,6 +21,8 @@ export interface AcceptedRow {
   deliver_by: string | null;
   /** The channel fallback chain after `channels[0]`; null: none. */
   fallback: FallbackStep[] | null;
+  /** W3C traceparent of the request's span; left out when tracing is off. */
+  trace_parent?: string;
 }
 
 export interface AcceptedBatch {
@@ -48,7 +50,7 @@ export async function acceptNotifications(
     with input as (
       select * from json_to_recordset(${input}::text::json) as i(id text, client_id text, key text, request_hash text,
         user_id text, category text, template_id text, template_version int, priority text, channels text[],
-        data jsonb, partition int, deliver_by timestamptz, fallback jsonb)
+        data jsonb, partition int, deliver_by timestamptz, fallback jsonb, trace_parent text)
     ),
     claimed as (
       insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
@@ -59,9 +61,9 @@ export async function acceptNotifications(
       returning notification_id
     ),
     inserted as (
-      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition, deliver_by)
+      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition, deliver_by, trace_parent)
       select id, client_id, user_id, category, template_id, template_version, priority, channels, data, key,
-             request_hash, partition, deliver_by
+             request_hash, partition, deliver_by, trace_parent
       from input where id in (select notification_id from claimed)
       returning id, created_at
     ),

@@ -18,6 +18,7 @@ export type LaneRow = Omit<
     | "partition"
     | "created_at"
     | "deliver_by"
+    | "trace_parent"
   >,
   "priority" | "requested_channels" | "data"
 > & { priority: Priority; requested_channels: Channel[] | null; data: Record<string, unknown> };
@@ -27,6 +28,8 @@ export interface LaneNotification {
   message: LaneMessage;
   partition: number;
   createdAt: Date;
+  /** W3C traceparent of the ingest request's span, when it was traced: work resumed from the row joins its trace. */
+  traceParent: string | null;
 }
 
 /** The lane message a stored notification was (or is to be) published as. */
@@ -46,4 +49,5 @@ export const asLaneNotification = (row: LaneRow): LaneNotification => ({
   },
   partition: row.partition,
   createdAt: row.created_at,
+  traceParent: row.trace_parent ?? null,
 });

@@ -48,6 +48,8 @@ export async function deleteSettledOutboxRows(database: Database, outboxIds: rea
 export interface UnpublishedNotification {
   message: LaneMessage;
   partition: number;
+  /** The ingest request's traceparent: the recovered publish joins its trace. */
+  traceParent: string | null;
 }
 
 /** postgres.js returns bigint as text, so the id is read as text throughout. */
@@ -82,13 +84,13 @@ export async function sweepPublishOutbox(
     if (work.length === 0) return 0;
     const rows = await tx<LaneRow[]>`
       select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at,
-        deliver_by
+        deliver_by, trace_parent
       from notifications where id = any(${work.flatMap((w) => w.taken)}::text[])
       order by created_at, id`;
     const failed = await publish(
       rows.map((row) => {
-        const { message, partition } = asLaneNotification(row);
-        return { message, partition };
+        const { message, partition, traceParent } = asLaneNotification(row);
+        return { message, partition, traceParent };
       }),
     );
     const settled: string[] = [];

@@ -43,6 +43,18 @@ export type TimelineEntry =
       channel: Channel;
       from: Channel;
       because: FallbackCondition;
+    }
+  | {
+      /** A provider's receipt (webhook event) about a send of the channel, when it was received. */
+      event: "receipt";
+      at: string;
+      channel: Channel;
+      provider: string;
+      /** The provider's event: delivered, bounce, dropped, undelivered... */
+      receipt: string;
+      provider_id: string;
+      /** Only when the receipt gave one (a bounce's reason, a Plivo error code). */
+      reason?: string;
     };
 
 /** How many entries of a notification's history are shown at most: the latest ones. */
@@ -51,6 +63,8 @@ export const TIMELINE_LIMIT = 200;
 /** A notification with its channels' results; its overall status is derived by the caller. */
 export interface NotificationRecord {
   notification_id: string;
+  /** The client that sent it: a caller reading across clients (the operator's routes) shows it. */
+  client_id: string;
   user_id: string;
   category: string;
   template_id: string;
@@ -60,13 +74,23 @@ export interface NotificationRecord {
   deliver_by: string | null;
   /** A step of its channel fallback chain may still add a channel (it is decided, or waits for a receipt). */
   fallback_pending: boolean;
+  /** W3C traceparent of the ingest request's span, when tracing was on. */
+  trace_parent: string | null;
   channels: Partial<Record<Channel, ChannelResultView>>;
 }
 
 type HeadRow = Omit<
   RowPick<
     typeof notifications,
-    "id" | "user_id" | "category" | "template_id" | "priority" | "created_at" | "deliver_by"
+    | "id"
+    | "client_id"
+    | "user_id"
+    | "category"
+    | "template_id"
+    | "priority"
+    | "created_at"
+    | "deliver_by"
+    | "trace_parent"
   >,
   "priority"
 > & { priority: Priority; fallback_pending: boolean };
@@ -96,6 +120,7 @@ const fallbackPending = (sql: Database["sql"]) => sql`exists (
 
 const toRecord = (row: HeadRow): NotificationRecord => ({
   notification_id: row.id,
+  client_id: row.client_id,
   user_id: row.user_id,
   category: row.category,
   template_id: row.template_id,
@@ -103,6 +128,7 @@ const toRecord = (row: HeadRow): NotificationRecord => ({
   created_at: row.created_at.toISOString(),
   deliver_by: row.deliver_by?.toISOString() ?? null,
   fallback_pending: row.fallback_pending,
+  trace_parent: row.trace_parent,
   channels: {},
 });
 
@@ -115,19 +141,22 @@ const toResult = (row: ChannelResultRow): ChannelResultView => ({
   next_attempt_at: row.next_attempt_at && WAITING.includes(row.status) ? row.next_attempt_at.toISOString() : null,
 });
 
-/** One notification of this client with its channels; null when this client has none by that id. */
+/**
+ * One notification of this client with its channels; null when this client has none by that id.
+ * A null `clientId` finds any client's (the operator's routes, scope admin).
+ */
 export async function readNotification(
   database: Database,
-  clientId: string,
+  clientId: string | null,
   id: string,
 ): Promise<NotificationRecord | null> {
   // A left join: a notification not routed yet has one row, with no channel.
   const rows = await database.sql<Array<HeadRow & { [K in keyof ChannelResultRow]: ChannelResultRow[K] | null }>>`
-    select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
-           ${fallbackPending(database.sql)} as fallback_pending,
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
+           n.trace_parent, ${fallbackPending(database.sql)} as fallback_pending,
            c.channel, c.status, c.provider, c.provider_id, c.reason, c.updated_at, c.next_attempt_at
     from notifications n left join notification_channels c on c.notification_id = n.id
-    where n.id = ${id} and n.client_id = ${clientId}`;
+    where n.id = ${id} ${clientId === null ? database.sql`` : database.sql`and n.client_id = ${clientId}`}`;
   const first = rows[0];
   if (!first) return null;
   const record = toRecord(first);
@@ -145,9 +174,10 @@ export async function readNotification(
 
 /**
  * A notification's history, oldest first: every provider call (with the provider, its outcome
- * and error), every status its channels took and every fallback step taken (a fallback first
- * among entries of the same instant: it made the channel the others are about), the latest
- * TIMELINE_LIMIT of them. Read only
+ * and error), every status its channels took, every fallback step taken (a fallback first
+ * among entries of the same instant: it made the channel the others are about) and every
+ * provider receipt about one of its sends (bound by provider and provider id to a channel or an
+ * attempt of it), the latest TIMELINE_LIMIT of them. Read only
  * for a notification the caller has already found as its own.
  */
 export async function readNotificationTimeline(database: Database, id: string): Promise<TimelineEntry[]> {
@@ -175,6 +205,19 @@ export async function readNotificationTimeline(database: Database, id: string): 
         step ->> 'because', null, -1, position
       from notification_fallbacks f, jsonb_array_elements(f.taken) with ordinality as t(step, position)
       where f.notification_id = ${id}
+      union all
+      -- The provider's name of the event, from the payload as the receipts app stored it: SendGrid's
+      -- event (delivered, bounce, dropped...), Plivo's report Status; else the status it moved to.
+      select 'receipt', r.received_at, s.channel, null, r.provider,
+        coalesce(r.payload ->> 'event', lower(r.payload -> 'report' ->> 'Status'), nullif(r.status, 'none'), 'unknown'),
+        null, r.reason, r.provider_id, 2, 0
+      from (
+        select channel, provider, provider_id from notification_channels
+        where notification_id = ${id} and provider is not null and provider_id is not null
+        union
+        select channel, provider, provider_id from delivery_attempts
+        where notification_id = ${id} and provider is not null and provider_id is not null
+      ) s join provider_receipts r on r.provider = s.provider and r.provider_id = s.provider_id
       order by at desc, kind desc, seq desc limit ${TIMELINE_LIMIT}
     ) latest order by at, kind, seq`;
   return rows.map((row): TimelineEntry => {
@@ -187,6 +230,17 @@ export async function readNotificationTimeline(database: Database, id: string): 
         channel: row.channel,
         from: row.provider as Channel,
         because: row.reason as FallbackCondition,
+      };
+    if (row.event === "receipt")
+      // The receipt rows carry the provider's event name in `outcome`.
+      return {
+        event: "receipt",
+        at,
+        channel: row.channel,
+        provider: row.provider as string,
+        receipt: row.outcome ?? "unknown",
+        provider_id: row.provider_id as string,
+        ...(row.reason === null ? {} : { reason: row.reason }),
       };
     if (row.event === "attempt")
       return {
@@ -237,8 +291,8 @@ export async function listUserNotificationRecords(
   // Microseconds, exactly: a Date keeps milliseconds, and rows stored in one group commit
   // share their created_at, so the keyset must compare at Postgres' own precision.
   const rows = await sql<Array<HeadRow & { micros: string }>>`
-    select n.id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
-           ${fallbackPending(sql)} as fallback_pending,
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
+           n.trace_parent, ${fallbackPending(sql)} as fallback_pending,
            (extract(epoch from n.created_at) * 1000000)::bigint::text as micros
     from notifications n
     where n.user_id = ${query.userId} and n.client_id = ${query.clientId}
@@ -262,6 +316,16 @@ export async function listUserNotificationRecords(
     order by n.created_at desc, n.id
     limit ${query.limit + 1}`;
   const page = rows.slice(0, query.limit);
+  const last = page.at(-1);
+  return {
+    records: await withChannels(sql, page),
+    last: last ? { micros: BigInt(last.micros), id: last.id } : null,
+    hasMore: rows.length > query.limit,
+  };
+}
+
+/** Records for head rows, in their order, with their channels read in one query. */
+async function withChannels(sql: Database["sql"], page: readonly HeadRow[]): Promise<NotificationRecord[]> {
   const channels = page.length
     ? await sql<ChannelRow[]>`
         select notification_id, channel, status, provider, provider_id, reason, updated_at, next_attempt_at
@@ -272,10 +336,51 @@ export async function listUserNotificationRecords(
     const record = records.get(row.notification_id);
     if (record) record.channels[row.channel] = toResult(row);
   }
-  const last = page.at(-1);
-  return {
-    records: [...records.values()],
-    last: last ? { micros: BigInt(last.micros), id: last.id } : null,
-    hasMore: rows.length > query.limit,
-  };
+  return [...records.values()];
+}
+
+/** What an operator looks a notification up by; every one given must match. */
+export interface NotificationSearch {
+  notificationId?: string;
+  userId?: string;
+  clientId?: string;
+  /** Needs `clientId`: an Idempotency-Key is unique per client only. */
+  idempotencyKey?: string;
+  limit: number;
+}
+
+/**
+ * Notifications of any client matching every criterion given, newest first (created_at desc,
+ * then id). An Idempotency-Key is found through the 24 h idempotency guard (its primary key is
+ * (client, key)) and, with a user id as well, through the notification's own dedup_key at any
+ * age: notifications have no index on dedup_key (the ingest path keeps its inserts cheap), so
+ * without a user it is looked up in the guard only. A broadcast's recipients carry
+ * `broadcast:<broadcast id>:<user id>` there.
+ */
+export async function searchNotificationRecords(
+  database: Database,
+  query: NotificationSearch,
+): Promise<NotificationRecord[]> {
+  const { sql } = database;
+  const { notificationId, userId, clientId, idempotencyKey } = query;
+  if (notificationId === undefined && userId === undefined && idempotencyKey === undefined) return [];
+  if (idempotencyKey !== undefined && clientId === undefined) return [];
+  const byKey =
+    idempotencyKey === undefined
+      ? sql``
+      : sql`and (n.id in (select k.notification_id from idempotency_keys k
+                  where k.client_id = ${clientId as string} and k.key = ${idempotencyKey})
+                ${userId === undefined ? sql`` : sql`or n.dedup_key = ${idempotencyKey}`})`;
+  const rows = await sql<HeadRow[]>`
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
+           n.trace_parent, ${fallbackPending(sql)} as fallback_pending
+    from notifications n
+    where true
+      ${notificationId === undefined ? sql`` : sql`and n.id = ${notificationId}`}
+      ${userId === undefined ? sql`` : sql`and n.user_id = ${userId}`}
+      ${clientId === undefined ? sql`` : sql`and n.client_id = ${clientId}`}
+      ${byKey}
+    order by n.created_at desc, n.id
+    limit ${query.limit}`;
+  return withChannels(sql, rows);
 }

@@ -47,7 +47,7 @@ export const broadcasts = pgTable(
     templateVersion: integer("template_version"),
     requestedChannels: text("requested_channels").array(),
     data: jsonb("data").notNull(),
-    /** expanding → expanded, or cancelled. */
+    /** expanding → expanded, or cancelled; expanding ⇄ paused (no batch is taken while paused), paused → cancelled. */
     status: text("status").notNull(),
     /** Members when the broadcast was accepted; members added later are expanded too. */
     total: bigint("total", { mode: "number" }).notNull(),

@@ -1,11 +1,13 @@
 import type { StoredLetter } from "@notify/bus";
-import { type Channel, type DeadLetter, guardKey } from "@notify/core";
+import { type Channel, type DeadLetter, type DeadLetterClass, guardKey } from "@notify/core";
 
 /** Which dead letters an operator means: every one given matches. */
 export interface DeadLetterFilters {
   channel?: Channel;
   /** A class exactly, or any part of the reason text (case-insensitive). */
   reason?: string;
+  /** A class exactly (the API's `class`). */
+  class?: DeadLetterClass;
   since?: Date;
   until?: Date;
   notification?: string;
@@ -17,11 +19,12 @@ export const reasonMatches = (letter: DeadLetter, reason: string) =>
 
 /**
  * The filters the stream read cannot apply itself (it starts at `since` and reads one channel's
- * subject): the end of the window, the reason and the notification.
+ * subject): the end of the window, the reason, the class and the notification.
  */
 export function matchesFilters(stored: StoredLetter, filters: DeadLetterFilters): boolean {
   if (filters.until && stored.time > filters.until) return false;
   if (filters.reason !== undefined && !reasonMatches(stored.letter, filters.reason)) return false;
+  if (filters.class !== undefined && stored.letter.class !== filters.class) return false;
   if (filters.notification !== undefined && stored.letter.item.notification_id !== filters.notification) return false;
   return true;
 }

@@ -38,10 +38,20 @@ export interface DeadLetterDetail {
   history: StatusEvent[];
 }
 
-/** One dead letter whole, with its channel's state and status history now. */
+/** One dead letter whole, with its channel's state and status history now; fails for an unknown sequence. */
 export async function showDeadLetter(deps: { bus: Bus; database: Database }, seq: number): Promise<DeadLetterDetail> {
+  const detail = await findDeadLetter(deps, seq);
+  if (!detail) throw new Error(`no dead letter with sequence ${seq} (messages set aside as poison: notify dlq poison)`);
+  return detail;
+}
+
+/** showDeadLetter, or null when the sequence holds no dead letter (never stored, gone, or poison). */
+export async function findDeadLetter(
+  deps: { bus: Bus; database: Database },
+  seq: number,
+): Promise<DeadLetterDetail | null> {
   const stored = await getDeadLetter(deps.bus, seq);
-  if (!stored) throw new Error(`no dead letter with sequence ${seq} (messages set aside as poison: notify dlq poison)`);
+  if (!stored) return null;
   const [state] = [...(await channelStates(deps.database, [stored])).values()];
   const history = await readStatusEvents(deps.database, stored.letter.item.notification_id, stored.letter.channel);
   return { stored, state, history };

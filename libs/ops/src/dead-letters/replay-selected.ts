@@ -14,6 +14,8 @@ export interface ReplayResult {
   result: string;
   /** Where it went (or would go): the user's address now. */
   to?: string;
+  /** The address in the letter, where the failed send went: with `to`, the dry run's diff. */
+  previous_to: string;
 }
 
 export interface ReplaySelection {
@@ -76,6 +78,7 @@ export async function replayDeadLetters(
       channel: l.letter.channel,
       result,
       ...(plan.action === "replay" ? { to: plan.item.to } : {}),
+      previous_to: l.letter.item.to,
     });
     onProgress?.(i + 1, selected.length);
   }

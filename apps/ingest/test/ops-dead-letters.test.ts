@@ -1,0 +1,212 @@
+import { randomUUID } from "node:crypto";
+import { type Channel, type DeadLetter, type GuardValue, guardKey, type WorkItem } from "@notify/core";
+import { seedApiKey } from "@notify/db";
+import t from "tap";
+import { ingestApp } from "./support.js";
+
+// POST /api/v1/dead-letters/replay (libs/ops replayDeadLetters, as `notify dlq replay`) and
+// GET /api/v1/dead-letters/{seq}: any client's letters, for the admin scope. Letters are written
+// the way the workers write them.
+const { app, database, bus } = await ingestApp(t, { criticalCategories: ["security"] });
+const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read", "ingest"] });
+const guard = await bus.kv("notify_send_guard");
+
+async function deadLetter(
+  client: string,
+  options: { cls?: DeadLetter["class"]; reason?: string; channel?: Channel } = {},
+) {
+  const id = randomUUID();
+  const userId = `user-${randomUUID().slice(0, 8)}`;
+  const channel = options.channel ?? "email";
+  const cls = options.cls ?? "permanent";
+  const reason = options.reason ?? "sendgrid 400: Does not contain a valid address.";
+  await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${id}, ${client}, ${userId}, 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
+  await database.sql`insert into notification_channels (notification_id, channel, status, reason, attempts)
+    values (${id}, ${channel}, 'failed', ${reason}, 1)`;
+  const value: GuardValue = { state: "dead", at: Date.now(), attempt: 1, class: cls, reason };
+  await guard.put(guardKey(id, channel), new TextEncoder().encode(JSON.stringify(value)));
+  const item: WorkItem = {
+    notification_id: id,
+    channel,
+    priority: "transactional",
+    user_id: userId,
+    category: "account",
+    to: channel === "email" ? "old@example.com" : "+15550000000",
+    subject: "Welcome",
+    body: "<p>Hello</p>",
+    attempt: 0,
+  };
+  const letter: DeadLetter = {
+    version: 1,
+    class: cls,
+    reason,
+    channel,
+    lane: "transactional",
+    provider: channel === "email" ? "sendgrid" : "plivo",
+    attempts: 1,
+    notification: null,
+    item,
+    history: [],
+    dead_lettered_at: new Date().toISOString(),
+  };
+  const { seq } = await bus.publish(bus.subjects.dlq(channel), letter, `${id}:${channel}:dlq`);
+  return { item, seq, userId };
+}
+
+const request = async (method: string, path: string, body?: unknown, key = operator) => {
+  const response = await app.request(`/api/v1${path}`, {
+    method,
+    headers: { "x-api-key": key, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes, checked by t.match and t.same
+  return { status: response.status, type: response.headers.get("content-type"), body: (await response.json()) as any };
+};
+const replay = (body: unknown, key = operator) => request("POST", "/dead-letters/replay", body, key);
+const channelOf = async (item: WorkItem) =>
+  (
+    await database.sql<{ status: string; reason: string | null }[]>`
+      select status, reason from notification_channels where notification_id = ${item.notification_id} and channel = ${item.channel}`
+  )[0];
+const guardOf = async (item: WorkItem) =>
+  (await guard.get(guardKey(item.notification_id, item.channel)))?.json<GuardValue>();
+const workCount = async () => (await bus.jsm.streams.info(bus.streams.work)).state.messages;
+
+const shopLetter = await deadLetter("shop");
+const bankLetter = await deadLetter("bank");
+await database.sql`insert into user_contacts (user_id, email) values (${shopLetter.userId}, 'new@example.com')`;
+await database.sql`insert into user_contacts (user_id, email) values (${bankLetter.userId}, 'old@example.com')`;
+
+t.test("a dry run lists the address diff of any client's letters and changes nothing", async (t) => {
+  const before = await workCount();
+  const answer = await replay({ seqs: [shopLetter.seq, bankLetter.seq], dry_run: true });
+  t.equal(answer.status, 200);
+  t.match(answer.body, { dry_run: true, selected: 2, replayed: 0, skipped: 0 });
+  t.same(answer.body.data, [
+    {
+      seq: shopLetter.seq,
+      notification_id: shopLetter.item.notification_id,
+      channel: "email",
+      result: "would replay to the user's new address",
+      to: "new@example.com",
+      previous_to: "old@example.com",
+    },
+    {
+      seq: bankLetter.seq,
+      notification_id: bankLetter.item.notification_id,
+      channel: "email",
+      result: "would replay",
+      to: "old@example.com",
+      previous_to: "old@example.com",
+    },
+  ]);
+  t.equal(await workCount(), before, "nothing published");
+  t.match(await channelOf(shopLetter.item), { status: "failed" }, "the channel untouched");
+  t.match(await guardOf(shopLetter.item), { state: "dead" }, "the guard untouched");
+});
+
+t.test("a replay republishes to the address now; a delivered channel is skipped", async (t) => {
+  const before = await workCount();
+  const answer = await replay({ seqs: [shopLetter.seq] });
+  t.equal(answer.status, 200);
+  t.match(answer.body, {
+    dry_run: false,
+    selected: 1,
+    replayed: 1,
+    skipped: 0,
+    data: [{ seq: shopLetter.seq, result: "replayed", to: "new@example.com", previous_to: "old@example.com" }],
+  });
+  t.equal(await workCount(), before + 1, "one work item republished");
+  const published = await bus.jsm.streams.getMessage(bus.streams.work, {
+    last_by_subj: bus.subjects.work("email", "transactional"),
+  });
+  t.match(published?.json<WorkItem>(), { notification_id: shopLetter.item.notification_id, to: "new@example.com" });
+  t.match(await channelOf(shopLetter.item), { status: "pending", reason: "replay" });
+  t.match(await guardOf(shopLetter.item), { state: "failed" }, "the guard may be claimed again");
+  // The worker sends it this time.
+  await database.sql`update notification_channels set status = 'delivered', reason = null
+    where notification_id = ${shopLetter.item.notification_id}`;
+  const again = await replay({ seqs: [shopLetter.seq] });
+  t.match(again.body, { replayed: 0, skipped: 1, data: [{ result: "skipped: channel is delivered", to: null }] });
+  t.equal(await workCount(), before + 1, "nothing more published");
+});
+
+t.test("filters select as the list's do; class is exact", async (t) => {
+  const sms = await deadLetter("bank", {
+    channel: "sms",
+    cls: "retries_exhausted",
+    reason: "looks permanent to a reader",
+  });
+  const byClass = await replay({ class: "permanent", channel: "sms", dry_run: true });
+  t.same(byClass.body.data, [], "a reason mentioning the class is not that class");
+  const byChannel = await replay({ channel: "sms", dry_run: true });
+  t.same(
+    byChannel.body.data.map((d: { seq: number }) => d.seq),
+    [sms.seq],
+  );
+  const all = await replay({ all: true, dry_run: true });
+  t.ok(all.body.selected >= 3, "all: every letter");
+  t.same(
+    (await replay({ notification_id: bankLetter.item.notification_id, dry_run: true })).body.data.map(
+      (d: { seq: number }) => d.seq,
+    ),
+    [bankLetter.seq],
+  );
+});
+
+t.test("bad bodies are 400 problems naming the field", async (t) => {
+  const cases: Array<[unknown, string]> = [
+    [{}, "seqs"],
+    [{ dry_run: true }, "seqs"],
+    [{ seqs: [] }, "seqs"],
+    [{ seqs: [0] }, "seqs.0"],
+    [{ seqs: ["1"] }, "seqs.0"],
+    [{ all: "yes" }, "all"],
+    [{ all: true, class: "nope" }, "class"],
+    [{ all: true, channel: "fax" }, "channel"],
+    [{ all: true, since: "yesterday" }, "since"],
+    [{ all: true, extra: 1 }, "extra"],
+  ];
+  for (const [body, field] of cases) {
+    const answer = await replay(body);
+    t.equal(answer.status, 400, JSON.stringify(body));
+    t.equal(answer.type, "application/problem+json");
+    t.ok(
+      answer.body.errors?.some((e: { field: string }) => e.field === field),
+      `${JSON.stringify(body)} names ${field}: ${JSON.stringify(answer.body.errors)}`,
+    );
+  }
+});
+
+t.test("one letter in full; unknown and malformed sequences", async (t) => {
+  const answer = await request("GET", `/dead-letters/${bankLetter.seq}`);
+  t.equal(answer.status, 200);
+  t.match(answer.body, {
+    seq: bankLetter.seq,
+    letter: { class: "permanent", channel: "email", item: { to: "old@example.com", user_id: bankLetter.userId } },
+    status_now: { status: "failed", attempts: 1 },
+    status_history: [],
+  });
+  t.ok(Date.parse(answer.body.dead_lettered_at) > 0);
+  const missing = await request("GET", "/dead-letters/999999");
+  t.equal(missing.status, 404);
+  t.match(missing.body, { code: "not_found" });
+  for (const seq of ["abc", "0", "-1", "1.5"]) {
+    const bad = await request("GET", `/dead-letters/${seq}`);
+    t.equal(bad.status, 400, seq);
+    t.match(bad.body, { code: "validation_failed", errors: [{ field: "seq" }] });
+  }
+});
+
+t.test("the admin scope only", async (t) => {
+  for (const [method, path, body] of [
+    ["POST", "/dead-letters/replay", { all: true, dry_run: true }],
+    ["GET", `/dead-letters/${bankLetter.seq}`, undefined],
+  ] as const) {
+    const answer = await request(method, path, body, reader);
+    t.equal(answer.status, 403, `${method} ${path}`);
+    t.match(answer.body, { code: "insufficient_scope" });
+  }
+});
