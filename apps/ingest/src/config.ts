@@ -64,21 +64,6 @@ export const IngestConfig = v.pipe(
     /** Postgres pool size of this process. */
     DB_POOL_SIZE: int(10, 1, 100),
     /**
-     * Categories no preference suppresses (comma-separated), as the processor's: a dead-letter
-     * replay (POST /api/v1/dead-letters/replay) checks today's preferences with them. Give both
-     * apps the same value.
-     */
-    CRITICAL_CATEGORIES: v.pipe(
-      v.optional(v.string(), "security,otp"),
-      v.transform((s) =>
-        s
-          .split(",")
-          .map((c) => c.trim())
-          .filter(Boolean),
-      ),
-      v.checkItems((c) => /^[a-z0-9][a-z0-9_.-]{0,63}$/.test(c), "must be comma-separated category names"),
-    ),
-    /**
      * The operator console at /console on the operator's port (ADMIN_HOST:ADMIN_PORT): sign in
      * with an admin key; it acts only through the public API. false: /console answers 404.
      */

@@ -35,10 +35,7 @@ export interface IngestDeps {
   allowPrivatePushEndpoints?: boolean;
   /** Deprecation lifecycle of /api/v1 (default: current, no headers). */
   lifecycle?: VersionLifecycle;
-  /**
-   * Categories no preference suppresses (CRITICAL_CATEGORIES): a dead-letter replay checks the
-   * user's preferences today with them (default: none).
-   */
-  criticalCategories?: readonly string[];
+  /** How long a dead-letter replay waits for the processor that runs it (default 30 s). */
+  replayTimeoutMs?: number;
   isStopping: () => boolean;
 }

@@ -62,7 +62,6 @@ const app = createApp({
   ingestor,
   maxBodyBytes: config.MAX_BODY_BYTES,
   cursorSecret: config.CURSOR_SECRET,
-  criticalCategories: config.CRITICAL_CATEGORIES,
   isStopping: () => stopping,
 });
 const admin = await listen(

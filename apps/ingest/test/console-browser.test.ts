@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { eventually, startTestStack } from "@notify/testing";
+import { eventually, startOtlpReceiver, startTestStack } from "@notify/testing";
 import { launchBrowser, watchPage } from "@notify/testing/browser";
 import type { Page } from "playwright-core";
 import t from "tap";
@@ -12,13 +12,19 @@ import t from "tap";
 // delivered notification and reads its timeline, replays a dead letter after a dry run, and
 // watches SendGrid's breaker open while its sandbox fails. Screenshots of each view go to
 // SCREENSHOT_DIR (`npm run docs:screenshots` writes docs/screenshots/), else to a temporary folder.
+// Traced, so the notification page shows its trace id linked to a trace viewer.
+const receiver = await startOtlpReceiver(t);
+const TRACE_VIEWER = "http://traces.example/trace/{trace_id}";
 const { stack, auth } = await startTestStack(t, {
   env: {
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    CONSOLE_TRACE_URL: TRACE_VIEWER,
     BREAKER_MIN_CALLS: "3",
     BREAKER_WINDOW_CALLS: "10",
     RETRY_BASE_MS: "200",
     RETRY_MAX_MS: "500",
     WORKER_REPORT_INTERVAL_MS: "500",
+    BROADCAST_BATCH_SIZE: "1",
   },
 });
 const { sendgrid } = stack.sandboxes;
@@ -126,6 +132,14 @@ t.test("finds a delivered notification by id and reads its timeline", async (t) 
   await page.waitForURL(`${consoleUrl}/notifications/${id}`);
   t.equal((await testid("notification-id").innerText()).trim(), id);
   t.match(await testid("channel-status-email").innerText(), /delivered/);
+  const traceId = ((await api("GET", `/notifications/${id}`)) as { trace_id: string | null }).trace_id;
+  t.match(traceId, /^[0-9a-f]{32}$/, "traced");
+  t.equal((await testid("trace-id").innerText()).trim(), traceId, "the page shows its trace id");
+  t.equal(
+    await testid("trace-id").getAttribute("href"),
+    TRACE_VIEWER.replace("{trace_id}", traceId as string),
+    "linked to the trace viewer",
+  );
   const rows = await testid("timeline-entry").allInnerTexts();
   t.ok(
     rows.length >= 4,
@@ -207,6 +221,43 @@ t.test("SendGrid's breaker shows open while its sandbox is failing", async (t) =
   await page.goto(consoleUrl);
   t.match(await testid("summary-breaker-sendgrid").innerText(), /open/, "and the overview says so");
   await shoot("overview");
+});
+
+t.test("a broadcast paused and resumed from the console, its progress on the page", async (t) => {
+  const audience = (await api("POST", "/audiences", { name: "console readers" })) as { id: string };
+  // One member per batch (BROADCAST_BATCH_SIZE=1 below): expanding 500 takes long enough (seconds) to pause it.
+  const members = Array.from({ length: 500 }, (_, i) => JSON.stringify(`reader-${i}`)).join("\n");
+  const imported = await fetch(`${stack.baseUrl}/api/v1/audiences/${audience.id}/members/import`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/x-ndjson" },
+    body: members,
+  });
+  t.equal(imported.status, 200);
+  const broadcast = (await api(
+    "POST",
+    "/broadcasts",
+    { audience_id: audience.id, category: "news", template_id: "welcome", data: { name: "all" }, channels: ["in_app"] },
+    { "idempotency-key": randomUUID() },
+  )) as { broadcast_id: string };
+  const id = broadcast.broadcast_id;
+  const progress = async () => (await api("GET", `/broadcasts/${id}`)) as { status: string; expanded: number };
+
+  await page.goto(`${consoleUrl}/broadcasts`);
+  t.match(await testid(`broadcast-status-${id}`).innerText(), /expanding/);
+  await testid(`pause-${id}`).click();
+  t.match(await testid(`broadcast-status-${id}`).innerText(), /paused/, "paused, as the page says after the click");
+  const held = (await progress()).expanded;
+  t.ok(held < 500, `paused part-way (${held} of 500)`);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const after = await progress();
+  // The batch in hand when it was paused may still finish: one member here.
+  t.ok(after.expanded <= held + 1, `no further batch while paused (${after.expanded})`);
+  t.equal(after.status, "paused");
+  await shoot("broadcasts");
+
+  await testid(`resume-${id}`).click();
+  await untilText(page, `broadcast-status-${id}`, /expanded/, 60_000);
+  t.equal((await progress()).expanded, 500, "resumed from where it stopped: every member, once");
 });
 
 t.test("the pages raised no error in the browser", async (t) => {

@@ -166,6 +166,45 @@ t.test("failed sign-ins spend the address's pre-auth attempts: then 429, even fo
   t.equal(bearer.status, 429, "a Bearer key from that address waits too");
 });
 
+t.test("sign-ins or Bearer keys sent in parallel cannot spend more attempts than the address has", async (t) => {
+  const burst = 5;
+  const strict = await consoleApp(t, {
+    database,
+    bus,
+    preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst }),
+  });
+  const signIns = await Promise.all(
+    Array.from({ length: 40 }, (_, i) =>
+      fetch(`${strict.url}/console/login`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ key: `nk_guess_${i}` }),
+      }).then((r) => r.status),
+    ),
+  );
+  t.ok(
+    signIns.filter((s) => s === 401).length <= burst,
+    `at most ${burst} keys tried (${signIns.filter((s) => s === 401).length}); the rest 429`,
+  );
+  t.equal(signIns.filter((s) => s !== 401 && s !== 429).length, 0);
+
+  const other = await consoleApp(t, {
+    database,
+    bus,
+    preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst }),
+  });
+  const bearers = await Promise.all(
+    Array.from({ length: 40 }, (_, i) =>
+      fetch(`${other.url}/console/streams`, {
+        redirect: "manual",
+        headers: { authorization: `Bearer nk_guess_${i}` },
+      }).then((r) => r.status),
+    ),
+  );
+  t.ok(bearers.filter((s) => s === 401).length <= burst, "the same for Bearer keys");
+});
+
 t.test("security headers on every console answer: pages, the stylesheet, redirects, refusals", async (t) => {
   const cookie = await signIn();
   const answers = [
@@ -395,11 +434,15 @@ t.test("dead letters: filters, a checkbox per letter, a dry run's diff, a replay
   for (const seq of seqs) t.match(dryPage, `data-testid="replay-diff-${seq}"`);
   t.match(dryPage, 'data-testid="replay-these"');
 
+  // Post/redirect/get: a reload of the results page must not post the replay again.
   const replayed = await post("/console/dead-letters/replay", { csrf, action: "replay", seq: seqs }, cookie);
-  t.equal(replayed.status, 200);
-  const results = await replayed.text();
+  t.equal(replayed.status, 303);
+  t.equal(replayed.headers.get("location"), "/console/dead-letters/replayed");
+  const results = await (await get("/console/dead-letters/replayed", cookie)).text();
   t.equal(results.split('data-testid="replay-result"').length - 1, 2, "one result per letter");
   t.match(results, 'data-testid="replay-summary"');
+  const reloaded = await (await get("/console/dead-letters/replayed", cookie)).text();
+  t.match(reloaded, 'data-testid="no-replay"', "shown once: a reload replays nothing and shows nothing");
 });
 
 t.test("the other pages answer for a signed-in operator", async (t) => {

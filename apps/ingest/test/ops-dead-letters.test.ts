@@ -1,13 +1,18 @@
 import { randomUUID } from "node:crypto";
+import { requestReply } from "@notify/bus";
 import { type Channel, type DeadLetter, type GuardValue, guardKey, type WorkItem } from "@notify/core";
 import { seedApiKey } from "@notify/db";
+import { replayDeadLetters } from "@notify/ops";
 import t from "tap";
-import { ingestApp } from "./support.js";
+import { ingestApp, replayResponder } from "./support.js";
 
 // POST /api/v1/dead-letters/replay (libs/ops replayDeadLetters, as `notify dlq replay`) and
 // GET /api/v1/dead-letters/{seq}: any client's letters, for the admin scope. Letters are written
-// the way the workers write them.
-const { app, database, bus } = await ingestApp(t, { criticalCategories: ["security"] });
+// the way the workers write them. Ingest asks the processor to replay (notify.ops.replay): the
+// processor's responder runs here, on the same database and namespace.
+const { app, database, bus, log } = await ingestApp(t);
+const root = t;
+let responder = replayResponder(root, { database, bus, log }, ["security"]);
 const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
 const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read", "ingest"] });
 const guard = await bus.kv("notify_send_guard");
@@ -209,4 +214,44 @@ t.test("the admin scope only", async (t) => {
     t.equal(answer.status, 403, `${method} ${path}`);
     t.match(answer.body, { code: "insufficient_scope" });
   }
+});
+
+t.test("no processor answering is a 503 with Retry-After; a bad request reaching it is its 400", async (t) => {
+  await responder.stop();
+  const none = await replay({ all: true, dry_run: true });
+  t.equal(none.status, 503);
+  t.match(none.body, { code: "dependency_unavailable" });
+  const response = await app.request("/api/v1/dead-letters/replay", {
+    method: "POST",
+    headers: { "x-api-key": operator, "content-type": "application/json" },
+    body: JSON.stringify({ all: true, dry_run: true }),
+  });
+  t.ok(Number(response.headers.get("retry-after")) >= 1, "Retry-After");
+  responder = replayResponder(root, { database, bus, log }, ["security"]);
+  // Only the processor may replay, so it validates what it is asked whatever sent it.
+  const asked = await requestReply(bus, bus.subjects.opsReplay, { all: true, extra: 1 }, 5000);
+  t.match(asked, { ok: false, error: { code: "validation_failed", fields: [{ field: "extra" }] } });
+  const empty = await requestReply(bus, bus.subjects.opsReplay, { dry_run: true }, 5000);
+  t.match(empty, { ok: false, error: { code: "validation_failed", fields: [{ field: "seqs" }] } });
+  t.equal((await replay({ seqs: [bankLetter.seq], dry_run: true })).status, 200, "answered again");
+});
+
+t.test("a selection by filters takes at most a batch; the answer says where the rest starts", async (t) => {
+  const first = await deadLetter("bank", { channel: "push" });
+  const second = await deadLetter("bank", { channel: "push" });
+  const third = await deadLetter("bank", { channel: "push" });
+  const one = await replayDeadLetters(
+    { database, bus, criticalCategories: [] },
+    { seqs: [], filters: { channel: "push" }, includeUnsettled: false, dryRun: true, limit: 2 },
+  );
+  t.same(
+    one.results.map((r) => r.seq),
+    [first.seq, second.seq],
+  );
+  t.match(one, { remaining: 1, nextSeq: third.seq });
+  const rest = await replay({ channel: "push", from_seq: third.seq, dry_run: true });
+  t.equal(rest.status, 200);
+  t.match(rest.body, { selected: 1, remaining: 0, next_seq: null, data: [{ seq: third.seq }] });
+  const whole = await replay({ channel: "push", dry_run: true });
+  t.match(whole.body, { selected: 3, remaining: 0, next_seq: null });
 });

@@ -62,7 +62,12 @@ t.test("a breaker one worker reported open is open; the shared decision says who
   t.match(sendgrid, {
     provider: "sendgrid",
     channel: "email",
-    breaker: { state: "open", decided_by: "host-a:1", decided_at: new Date(decidedAt).toISOString() },
+    breaker: {
+      state: "open",
+      decided: "open",
+      decided_by: "host-a:1",
+      decided_at: new Date(decidedAt).toISOString(),
+    },
   });
   t.same(
     sendgrid.workers.map((w: { worker: string; breaker: string }) => [w.worker, w.breaker]),
@@ -84,7 +89,7 @@ t.test("a breaker one worker reported open is open; the shared decision says who
   const plivo = body.data[0];
   t.match(plivo, {
     channel: "sms",
-    breaker: { state: "half_open", decided_by: null, decided_at: null },
+    breaker: { state: "half_open", decided: null, decided_by: null, decided_at: null },
     tokens: { transactional: 50, promotional: 40 },
   });
 

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { AckPolicy } from "@nats-io/jetstream";
 import { connectBus } from "@notify/bus";
 import { partitionOf } from "@notify/core";
 import { seedApiKey, seedTemplate } from "@notify/db";
@@ -105,6 +106,21 @@ t.test("a consumer's pending count after publishing; this namespace's streams on
     .find((s) => s.name === lane.name)
     ?.consumers.find((c) => c.name === consumer.name);
   t.match(after, { num_pending: sent - 2, num_ack_pending: 2 });
+
+  // A reader's ephemeral consumer (the dead-letter list, `nats stream view`) is counted, not listed.
+  const dlq = bus.streams.dlq;
+  const durables = (await streams()).body.data.find((s) => s.name === dlq) as Stream;
+  const reader = await bus.jsm.consumers.add(dlq, { ack_policy: AckPolicy.None, inactive_threshold: 30_000_000_000 });
+  t.teardown(() => bus.jsm.consumers.delete(dlq, reader.name).catch(() => {}));
+  const withReader = (await streams()).body.data.find((s) => s.name === dlq) as Stream & {
+    ephemeral_consumers: number;
+  };
+  t.equal(withReader.ephemeral_consumers, 1, "the reader is counted");
+  t.same(
+    withReader.consumers.map((c) => c.name),
+    durables.consumers.map((c) => c.name),
+    "and not listed among the service's consumers",
+  );
 });
 
 t.test("the admin scope only", async (t) => {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { moveStatus, seedApiKey, seedTemplate } from "@notify/db";
+import { moveStatus, recordRoutedChannels, seedApiKey, seedTemplate } from "@notify/db";
 import { settled } from "@notify/testing";
 import t from "tap";
 import { ingestApp } from "./support.js";
@@ -93,6 +93,87 @@ t.test("attempts, statuses and provider switches, oldest first, only to the owne
     "oldest first",
   );
   t.equal((await get(id, other)).status, 404, "another client sees nothing of it");
+});
+
+t.test("each channel's routing decision stays in the timeline with its reason after its status moves on", async (t) => {
+  const post = async (user: string) => {
+    const posted = await app.request("/api/v1/notifications", {
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/json", "idempotency-key": randomUUID() },
+      body: JSON.stringify({
+        user_id: user,
+        category: "account",
+        template_id: "welcome",
+        data: { name: "Ada" },
+        priority: "promotional",
+      }),
+    });
+    const { notification_id: id } = (await posted.json()) as { notification_id: string };
+    await settled(database, id);
+    return id;
+  };
+  const user = `u-${randomUUID().slice(0, 8)}`;
+  const id = await post(user);
+  const later = new Date(Date.now() + 3_600_000);
+  // As the processor records them: email to be sent, SMS opted out, push deferred by quiet hours.
+  await recordRoutedChannels(database, {
+    notificationId: id,
+    clientId: "shop",
+    userId: user,
+    priority: "promotional",
+    channels: [
+      { channel: "email", status: "pending", reason: null, nextAttemptAt: null },
+      { channel: "sms", status: "suppressed", reason: "opted_out", nextAttemptAt: null },
+      { channel: "push", status: "deferred", reason: "quiet_hours", nextAttemptAt: later },
+    ],
+    deferredUntil: later,
+    cap: null,
+  });
+  await moveStatus(database.sql, { notification_id: id, channel: "email" }, "delivered", {
+    provider: "sendgrid",
+    providerId: "m-2",
+    attempts: 1,
+    attempt: { attempt: 1, provider: "sendgrid", outcome: "accepted", providerId: "m-2", error: null },
+  });
+  const body = (await (await get(id)).json()) as { timeline: Array<Record<string, unknown>> };
+  const routed = body.timeline.filter((e) => e.event === "routed");
+  t.same(
+    routed.map((e) => [e.channel, e.status, e.reason]).sort(),
+    [
+      ["email", "pending", null],
+      ["push", "deferred", "quiet_hours"],
+      ["sms", "suppressed", "opted_out"],
+    ],
+    "the decision as made: email's stays pending though it was delivered since",
+  );
+  t.same(
+    body.timeline.map((e) => e.event),
+    ["accepted", "routed", "routed", "routed", "attempt", "status"],
+    "routed after accepted, before the first attempt",
+  );
+
+  // The daily cap is decided in the same transaction: the decision recorded is the cap's.
+  const capped = await post(user);
+  const cap = { userId: user, day: new Date().toISOString().slice(0, 10), cap: 0 };
+  const outcome = await recordRoutedChannels(database, {
+    notificationId: capped,
+    clientId: "shop",
+    userId: user,
+    priority: "promotional",
+    channels: [{ channel: "email", status: "pending", reason: null, nextAttemptAt: null }],
+    deferredUntil: null,
+    cap,
+  });
+  t.equal(outcome.capped, true, "over the cap");
+  const cappedBody = (await (await get(capped)).json()) as { timeline: Array<Record<string, unknown>> };
+  t.match(
+    cappedBody.timeline.find((e) => e.event === "routed"),
+    {
+      channel: "email",
+      status: "suppressed",
+      reason: "rate_cap",
+    },
+  );
 });
 
 t.test("a notification not routed yet has only its acceptance in its timeline", async (t) => {

@@ -8,6 +8,7 @@ import { startTelemetry } from "@notify/telemetry";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps } from "./consumers.js";
+import { startReplayResponder } from "./dead-letters/replay-responder.js";
 import { startScheduler } from "./deferral/scheduler.js";
 import { startFallbacks } from "./fallback/job.js";
 import { laneBacklogCollector, orderHoldCounter, poisonCounter, reconcilerCounter } from "./metrics.js";
@@ -116,11 +117,14 @@ const reconciler = startReconciler(
     leader,
   },
 );
+// Every instance answers the operator's dead-letter replays (ingest asks; one instance takes each).
+const replays = startReplayResponder({ database, bus, log, criticalCategories: config.CRITICAL_CATEGORIES });
 log.info({ port: server.port, instance }, "processor running; partitions are shared through notify_leases");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {
   stopping = true;
   await Promise.all([
+    replays.stop(),
     partitions?.stop(),
     scheduler.stop(),
     fallbacks.stop(),

@@ -239,7 +239,8 @@ t.test("decide(): the next state from one attempt's results", async (t) => {
   };
   const table: Array<[string, Array<AddressResult>, number, string, Record<string, unknown>?]> = [
     ["accepted", [r("accepted")], 1, "delivered", { providerId: "p1", reason: null }],
-    ["transient, attempts left", [r("transient")], 1, "retry", { delayMs: 50 }],
+    // Half the ceiling (100 ms at the first attempt) and half of the other half at random 0.5.
+    ["transient, attempts left", [r("transient")], 1, "retry", { delayMs: 75 }],
     ["transient with Retry-After", [r("transient", { retryAfterMs: 5000 })], 1, "retry", { delayMs: 5000 }],
     ["transient, last attempt", [r("transient")], 3, "dead_letter", { class: "retries_exhausted" }],
     ["permanent", [r("permanent")], 1, "dead_letter", { class: "permanent" }],

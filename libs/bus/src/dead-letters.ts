@@ -12,19 +12,22 @@ export interface StoredLetter {
 
 /**
  * The messages of `stream` on `subject` (wildcards too), oldest first, read with an ordered
- * consumer (ephemeral: it changes nothing on the server), from `since` on, at most `limit`.
+ * consumer (ephemeral: it changes nothing on the server), from `since` on (or from the sequence
+ * `fromSeq` on, which then wins), at most `limit`.
  */
 export async function* readSubject(
   bus: Bus,
   stream: string,
   subject: string,
-  options: { since?: Date; limit?: number } = {},
+  options: { since?: Date; fromSeq?: number; limit?: number } = {},
 ): AsyncGenerator<JsMsg> {
   const consumer = await bus.js.consumers.get(stream, {
     filter_subjects: subject,
-    ...(options.since
-      ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.since.toISOString() }
-      : { deliver_policy: DeliverPolicy.All }),
+    ...(options.fromSeq !== undefined
+      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.fromSeq }
+      : options.since
+        ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.since.toISOString() }
+        : { deliver_policy: DeliverPolicy.All }),
   });
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   let read = 0;
@@ -65,6 +68,36 @@ export async function readDeadLetterStream(
 }
 
 /**
+ * At most `limit` dead letters `keep` keeps, oldest first, from the sequence `fromSeq` on (else
+ * from `since` on), for one channel's subject when asked: a batch of a selection too large to
+ * hold at once. `remaining` counts the messages after the batch that were not looked at (the
+ * letter that did not fit and every one after it on the subject, `keep` not applied to them),
+ * and `nextSeq` is where they start (null, and 0 remaining, when the batch holds the rest).
+ */
+export async function readDeadLetterBatch(
+  bus: Bus,
+  options: {
+    channel?: Channel;
+    since?: Date;
+    fromSeq?: number;
+    limit: number;
+    keep?: (letter: StoredLetter) => boolean;
+  },
+): Promise<{ letters: StoredLetter[]; remaining: number; nextSeq: number | null }> {
+  const subject = options.channel ? bus.subjects.dlq(options.channel) : subjectName(bus.naming, "notify.dlq.*");
+  const letters: StoredLetter[] = [];
+  const start =
+    options.fromSeq !== undefined ? { fromSeq: options.fromSeq } : options.since ? { since: options.since } : {};
+  for await (const msg of readSubject(bus, bus.streams.dlq, subject, start)) {
+    const stored = { seq: msg.seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
+    if (options.keep !== undefined && !options.keep(stored)) continue;
+    if (letters.length >= options.limit) return { letters, remaining: msg.info.pending + 1, nextSeq: msg.seq };
+    letters.push(stored);
+  }
+  return { letters, remaining: 0, nextSeq: null };
+}
+
+/**
  * One dead letter by its stream sequence; null when there is none (never stored, or gone) or the
  * sequence holds a poison message (raw bytes, read with readPoisonMessages).
  */
@@ -77,4 +110,17 @@ export async function getDeadLetter(bus: Bus, seq: number): Promise<StoredLetter
   });
   if (!message || message.subject.startsWith(subjectName(bus.naming, "notify.dlq.poison."))) return null;
   return { seq, time: message.time, letter: message.json<DeadLetter>() };
+}
+
+/**
+ * getDeadLetter for a role that may only browse the stream (ingest): the first letter from `seq`
+ * on, read with an ordered consumer, if it is the one at `seq`. Poison is on other subjects.
+ */
+export async function browseDeadLetter(bus: Bus, seq: number): Promise<StoredLetter | null> {
+  const subject = subjectName(bus.naming, "notify.dlq.*");
+  for await (const msg of readSubject(bus, bus.streams.dlq, subject, { fromSeq: seq, limit: 1 })) {
+    if (msg.seq !== seq) return null;
+    return { seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
+  }
+  return null;
 }

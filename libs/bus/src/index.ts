@@ -26,6 +26,7 @@ export * from "./oldest.js";
 export * from "./order-doubt.js";
 export * from "./poison.js";
 export * from "./publisher.js";
+export * from "./requests.js";
 export * from "./roles.js";
 export * from "./send-guard.js";
 export * from "./topology.js";
@@ -74,6 +75,8 @@ export interface Bus {
     lane(priority: Priority, partition: number): string;
     work(channel: Channel, priority: Priority): string;
     dlq(channel: Channel): string;
+    /** Core NATS (no stream): ingest asks the processor to replay dead letters. */
+    opsReplay: string;
   };
   streams: { lane(priority: Priority): string; work: string; dlq: string };
   kv(
@@ -141,6 +144,7 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
       lane: (priority, partition) => subjectName(naming, `notify.lane.${priority}.${partition}`),
       work: (channel, priority) => subjectName(naming, `notify.work.${channel}.${priority}`),
       dlq: (channel) => subjectName(naming, `notify.dlq.${channel}`),
+      opsReplay: subjectName(naming, "notify.ops.replay"),
     },
     streams: {
       lane: (priority) =>

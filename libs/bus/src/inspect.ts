@@ -26,7 +26,13 @@ export interface StreamState {
   bytes: number;
   first_seq: number;
   last_seq: number;
+  /** The service's own (durable) consumers. */
   consumers: ConsumerState[];
+  /**
+   * Ephemeral consumers open on the stream: readers such as `notify dlq list`, the console's
+   * dead-letter page or `nats stream view`, gone a few seconds after their reader stops.
+   */
+  ephemeral_consumers: number;
 }
 
 /** A time the server wrote as RFC 3339 text (nats-server 2.10+), or nothing usable. */
@@ -52,13 +58,20 @@ const consumerState = (info: ConsumerInfo): ConsumerState => {
   };
 };
 
+/** The shipped topology, read once: an operator's page must not read a file on every request. */
+let shipped: Topology | undefined;
+const shippedTopology = () => {
+  shipped ??= loadTopologyFile();
+  return shipped;
+};
+
 /**
  * The streams of this deployment (the topology's, under the bus's namespace: never another
  * namespace's on a shared server), each with its consumers, sorted by name. A stream the
  * server lacks (the topology not applied yet) is left out. Reads stream info and the consumer
  * list only: nothing changes on the server.
  */
-export async function describeStreams(bus: Bus, topology: Topology = loadTopologyFile()): Promise<StreamState[]> {
+export async function describeStreams(bus: Bus, topology: Topology = shippedTopology()): Promise<StreamState[]> {
   const names = resolveTopology(topology, bus.naming)
     .streams.map((s) => s.name)
     .sort();
@@ -72,7 +85,11 @@ export async function describeStreams(bus: Bus, topology: Topology = loadTopolog
       throw error;
     }
     const consumers: ConsumerState[] = [];
-    for await (const consumer of bus.jsm.consumers.list(name)) consumers.push(consumerState(consumer));
+    let ephemeral = 0;
+    for await (const consumer of bus.jsm.consumers.list(name)) {
+      if (consumer.config.durable_name) consumers.push(consumerState(consumer));
+      else ephemeral++;
+    }
     consumers.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     streams.push({
       name,
@@ -82,6 +99,7 @@ export async function describeStreams(bus: Bus, topology: Topology = loadTopolog
       first_seq: info.state.first_seq,
       last_seq: info.state.last_seq,
       consumers,
+      ephemeral_consumers: ephemeral,
     });
   }
   return streams;

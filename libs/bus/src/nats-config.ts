@@ -20,7 +20,7 @@ export function natsServerConfig(options: {
   if (lines.length > 0) lines.push("");
   lines.push("authorization {", "  users: [");
   for (const role of ROLES) {
-    const { publish, subscribe } = permissionsFor(role, naming);
+    const { publish, subscribe, allowResponses } = permissionsFor(role, naming);
     lines.push(
       `    # ${role}: ${ROLE_ACCESS[role].purpose}`,
       "    {",
@@ -33,6 +33,8 @@ export function natsServerConfig(options: {
       "        subscribe: { allow: [",
       ...subscribe.map((s) => `          ${quoted(s)}`),
       "        ] }",
+      // The reply subject of each request it received, once: the requester's inbox, nothing else.
+      ...(allowResponses ? ["        allow_responses: true"] : []),
       "      }",
       "    }",
     );

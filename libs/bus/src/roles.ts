@@ -36,6 +36,9 @@ export interface RoleAccess {
   /** Core subjects (no stream) it announces on, and hears. */
   announces?: string[];
   hears?: string[];
+  /** Core request subjects it asks on (request-reply), and those it answers (in a queue group). */
+  asks?: string[];
+  answers?: string[];
   /** The whole JetStream API: creates and changes streams, consumers and buckets. */
   manages?: boolean;
 }
@@ -53,33 +56,33 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   ingest: {
     ...none,
     purpose:
-      "publishes accepted notifications to the lanes; lists, shows and replays dead letters (GET /api/v1/dead-letters, POST /api/v1/dead-letters/replay: checks and resets the send guard, republishes work items); announces and hears key revocations and template changes; reads the streams' state, the workers' reports, breaker decisions and token buckets for the operator's routes",
+      "publishes accepted notifications to the lanes; lists and shows dead letters (GET /api/v1/dead-letters, /dead-letters/{seq}) and asks the processor to replay them (POST /api/v1/dead-letters/replay, on notify.ops.replay: no work item, no send guard of its own); announces and hears key revocations and template changes; reads the streams' state, the workers' reports, breaker decisions and token buckets for the operator's routes",
     publishes: [
       ["NOTIFY_LANE_TRANSACTIONAL", "notify.lane.transactional.*"],
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
-      ["NOTIFY_WORK", "notify.work.*.*"],
     ],
     browses: ["NOTIFY_DLQ"],
-    gets: ["NOTIFY_DLQ"],
-    kv: ["notify_send_guard"],
     reads: ["notify_workers", "notify_breakers", "notify_rate"],
     inspects: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ"],
     // Key revocations and rotations, template versions: every instance drops what it cached at once.
     announces: ["notify.events.keys", "notify.events.templates"],
     hears: ["notify.events.keys", "notify.events.templates"],
+    asks: ["notify.ops.replay"],
   },
   processor: {
     ...none,
     purpose:
-      "pulls the lanes, publishes work items and broadcast recipients, caches preferences, hears template changes; its reconciler looks up the oldest stored message of a subject",
+      "pulls the lanes, publishes work items and broadcast recipients, caches preferences, hears template changes; its reconciler looks up the oldest stored message of a subject; answers ingest's dead-letter replays (notify.ops.replay: reads dead letters, checks and resets the send guard, republishes work items)",
     publishes: [
       ["NOTIFY_WORK", "notify.work.*.*"],
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
     ],
     pulls: LANES,
-    gets: [...LANES, "NOTIFY_WORK"],
-    kv: ["notify_prefs", "notify_leases"],
+    browses: ["NOTIFY_DLQ"],
+    gets: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ"],
+    kv: ["notify_prefs", "notify_leases", "notify_send_guard"],
     hears: ["notify.events.templates"],
+    answers: ["notify.ops.replay"],
   },
   workers: {
     ...none,
@@ -125,6 +128,8 @@ export function streamsOf(access: RoleAccess): string[] {
 export interface Permissions {
   publish: string[];
   subscribe: string[];
+  /** It may publish a reply to a request it received (and only then): a role that answers requests. */
+  allowResponses: boolean;
 }
 
 /**
@@ -181,8 +186,17 @@ export function permissionsFor(role: Role, naming: Pick<Naming, "namespace">): P
     publish.push(`$JS.API.STREAM.INFO.${s}`, `$JS.API.CONSUMER.LIST.${s}`);
   }
   for (const name of access.announces ?? []) publish.push(subject(name));
-  const subscribe = [`${inboxPrefix(role)}.>`, ...(access.hears ?? []).map(subject)];
-  return { publish: [...new Set(publish)], subscribe };
+  for (const name of access.asks ?? []) publish.push(subject(name));
+  const subscribe = [
+    `${inboxPrefix(role)}.>`,
+    ...(access.hears ?? []).map(subject),
+    ...(access.answers ?? []).map(subject),
+  ];
+  return {
+    publish: [...new Set(publish)],
+    subscribe,
+    allowResponses: (access.answers ?? []).length > 0,
+  };
 }
 
 /** What a role checks at start when it may not create the topology: its streams, consumers and buckets. */

@@ -42,7 +42,8 @@ const watch: Command = async (argv, io, deps) => {
   const started = Date.now();
   for (;;) {
     const progress = await read(deps, positionals[0] as string);
-    const done = progress.status !== "expanding" || Date.now() - started >= limitMs;
+    // A paused broadcast is watched on: it continues where it stopped once resumed.
+    const done = !["expanding", "paused"].includes(progress.status) || Date.now() - started >= limitMs;
     if (inPlace) io.stdout.write(`\r${progressLine(progress)}${done ? "\n" : ""}`);
     else print(io, values.json, progress);
     if (done) return;
@@ -56,6 +57,6 @@ export const broadcasts: CommandGroup = {
   notify broadcasts show ID [--json]
       Progress: total, expanded, delivered, suppressed and failed recipients.
   notify broadcasts watch ID [--interval SECONDS] [--for SECONDS] [--json]
-      A progress bar, redrawn until the broadcast stops expanding.`,
+      A progress bar, redrawn until the broadcast has expanded or is cancelled (watched on while paused).`,
   commands: { show, watch },
 };

@@ -1,5 +1,5 @@
 import { type Bus, readPoisonMessages } from "@notify/bus";
-import { CHANNELS, DEAD_LETTER_CLASSES, isChannel } from "@notify/core";
+import { CHANNELS, DEAD_LETTER_CLASSES, isChannel, REPLAY_BATCH_LIMIT } from "@notify/core";
 import {
   channelStates,
   type DeadLetterFilters,
@@ -163,6 +163,7 @@ const replayCommand: Command = async (argv, io, deps) => {
       all: { type: "boolean" },
       "dry-run": { type: "boolean" },
       "include-unsettled": { type: "boolean" },
+      "from-seq": { type: "string" },
       json: { type: "boolean" },
     },
     ["SEQ..."],
@@ -176,11 +177,25 @@ const replayCommand: Command = async (argv, io, deps) => {
   if (seqs.length === 0 && Object.keys(filters).length === 0 && !values.all) {
     throw new UsageError("name dead letters by SEQ, or select them with filters, or pass --all");
   }
+  let fromSeq: number | undefined;
+  if (values["from-seq"] !== undefined) {
+    fromSeq = Number(values["from-seq"]);
+    if (!Number.isSafeInteger(fromSeq) || fromSeq < 1) {
+      throw new UsageError(`--from-seq must be a dead letter's sequence, got "${values["from-seq"]}"`);
+    }
+    if (seqs.length > 0) throw new UsageError("--from-seq goes with filters or --all, not with SEQ");
+  }
   const bus = await connect(deps);
   const dryRun = values["dry-run"] === true;
-  const { results, selected, replayed, skipped } = await replayDeadLetters(
+  const { results, selected, replayed, skipped, remaining, nextSeq } = await replayDeadLetters(
     { database: deps.database, bus, criticalCategories: deps.criticalCategories ?? [] },
-    { seqs, filters, includeUnsettled: values["include-unsettled"] === true, dryRun },
+    {
+      seqs,
+      filters,
+      includeUnsettled: values["include-unsettled"] === true,
+      dryRun,
+      ...(fromSeq !== undefined ? { fromSeq } : {}),
+    },
     (done, total) => {
       if (!values.json) io.stderr.write(`notify: ${dryRun ? "checked" : "replay"} ${done}/${total}\n`);
     },
@@ -188,8 +203,11 @@ const replayCommand: Command = async (argv, io, deps) => {
   const summary = dryRun
     ? `dry run: ${selected - skipped} would be replayed, ${skipped} skipped`
     : `${replayed} replayed, ${skipped} skipped`;
+  // One run takes at most REPLAY_BATCH_LIMIT letters of a selection by filters: say where the rest starts.
+  const rest =
+    nextSeq === null ? "" : `; up to ${remaining} more letters not looked at: run again with --from-seq ${nextSeq}`;
   if (values.json) {
-    printJson(io, { dry_run: dryRun, data: results, summary });
+    printJson(io, { dry_run: dryRun, data: results, summary: summary + rest, remaining, next_seq: nextSeq });
     return;
   }
   if (results.length > 0) {
@@ -200,7 +218,7 @@ const replayCommand: Command = async (argv, io, deps) => {
       ]),
     );
   }
-  io.stdout.write(`${summary}\n`);
+  io.stdout.write(`${summary}${rest}\n`);
 };
 
 /** Printable text of raw bytes: control and invalid bytes shown as \xNN, cut at `max`. */
@@ -259,11 +277,12 @@ export const dlq: CommandGroup = {
       or part of the reason; T is a duration ago (30m, 24h, 7d) or an RFC 3339 time.
   notify dlq show SEQ [--json]
       One dead letter whole: the request, the rendered message, every attempt, the status history.
-  notify dlq replay [SEQ ...] [--all | the filters of list] [--dry-run] [--include-unsettled] [--json]
+  notify dlq replay [SEQ ...] [--all | the filters of list] [--from-seq N] [--dry-run] [--include-unsettled] [--json]
       Send again through the workers (same send guard and rate limits), to the user's current
       address, if their preferences still allow it. Never resends a delivered channel; an
       unsettled one (the provider may have accepted it) only with --include-unsettled.
-      --dry-run shows what would be sent and changes nothing.
+      --dry-run shows what would be sent and changes nothing. A run takes at most ${REPLAY_BATCH_LIMIT}
+      letters of --all or the filters; it says where the rest starts: run again with --from-seq N.
   notify dlq poison [--limit N] [--json]
       Messages no consumer could decode or validate (notify.dlq.poison.<stream>): where they were
       read, why they were refused, and their bytes (base64 in --json). Never replayed.

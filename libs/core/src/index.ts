@@ -3,6 +3,7 @@ export * from "./audience.js";
 export * from "./backoff.js";
 export * from "./channels.js";
 export * from "./cursor.js";
+export * from "./dead-letter-replay.js";
 export * from "./deadline.js";
 export * from "./delivery.js";
 export * from "./errors.js";

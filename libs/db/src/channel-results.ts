@@ -108,8 +108,9 @@ export async function recordRoutedChannels(
   if (cap === null) {
     const [row] = await sql<{ inserted: number; routed: boolean; earlier: string | null }[]>`
       with waiting as (${routing.order ? earlier(sql) : sql`select null::text as id where false`}), inserted as (
-        insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
-        select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
+        insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
+        select ${id}, c, s, r, n, s, r
+        from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[]) as d(c, s, r, n)
         where not exists (select 1 from notification_channels where notification_id = ${id})
           and (not ${hold}::boolean or not exists (select 1 from waiting))
         on conflict (notification_id, channel) do nothing
@@ -139,15 +140,17 @@ export async function recordRoutedChannels(
         return { first: false, capped: false, held: true, earlier: waiting };
     }
     const inserted = await tx`
-      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
-      select ${id}, * from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[])
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
+      select ${id}, c, s, r, n, s, r
+      from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[]) as d(c, s, r, n)
       where not exists (select 1 from notification_channels where notification_id = ${id})
       on conflict (notification_id, channel) do nothing
       returning channel`;
     if (inserted.length === 0) return { first: false, capped: false, held: false, earlier: waiting };
     if (await takeCapSlot(tx, cap)) return { first: true, capped: false, held: false, earlier: waiting };
     await tx`
-      update notification_channels set status = 'suppressed', reason = 'rate_cap', updated_at = now()
+      update notification_channels
+      set status = 'suppressed', reason = 'rate_cap', routed_status = 'suppressed', routed_reason = 'rate_cap', updated_at = now()
       where notification_id = ${id} and status = 'pending'`;
     return { first: true, capped: true, held: false, earlier: waiting };
   });

@@ -97,8 +97,8 @@ export async function takeFallbackStep(
       returning notification_id`;
     if (moved.length === 0) return false;
     await tx`
-      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
-      values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt})
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
+      values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt}, ${next.status}, ${next.reason})
       on conflict do nothing`;
     // An outcome other than queued (suppressed, expired, deferred) shows in its timeline at once.
     if (next.status !== "pending") {

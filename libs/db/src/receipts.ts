@@ -243,12 +243,13 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
   }
   outcome.pending = unbound.filter((r) => !applied.has(keyOf(r.provider, r.event_id))).length;
   if (options?.onApplied !== undefined && applied.size > 0) {
-    options.onApplied(
-      await appliedWithTraces(
-        sql,
-        rows.filter((r) => applied.has(keyOf(r.provider, r.event_id))),
-      ),
-    );
+    // Best effort: the receipts are committed, and a failed read for their traces must not make
+    // the webhook answer 5xx (the provider would post the whole batch again).
+    const traced = await appliedWithTraces(
+      sql,
+      rows.filter((r) => applied.has(keyOf(r.provider, r.event_id))),
+    ).catch(() => null);
+    if (traced !== null) options.onApplied(traced);
   }
   return outcome;
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
+  answerRequests,
   applyTopology,
   type Bus,
   composeNatsConfig,
@@ -9,6 +10,7 @@ import {
   passwordVariable,
   ROLES,
   type Role,
+  requestReply,
 } from "@notify/bus";
 import { ROOT } from "@notify/devstack";
 import { startNatsWithUsers } from "@notify/testing";
@@ -94,6 +96,8 @@ const CAPABILITIES: Record<string, Capability> = {
   "hear key changes": { subscribe: "notify.events.keys" },
   "announce template changes": { publish: "notify.events.templates" },
   "hear template changes": { subscribe: "notify.events.templates" },
+  "ask for a dead-letter replay": { publish: "notify.ops.replay" },
+  "answer dead-letter replays": { subscribe: "notify.ops.replay" },
   "subscribe to every subject": { subscribe: ">" },
   "subscribe to the lanes' subjects": { subscribe: "notify.lane.>" },
   "read another role's replies": { subscribe: (role) => `_INBOX.${role === "ingest" ? "workers" : "ingest"}.>` },
@@ -125,18 +129,16 @@ const ADMINISTRATION: Name[] = [
 const NEEDS: Record<Role, Name[]> = {
   // The JetStream API is its job; it publishes no work and reads nobody's replies.
   setup: ADMINISTRATION,
-  // Accepted notifications to the lanes; the dead-letter routes (list, show, replay: the send
-  // guard and work items, as `notify dlq replay`); the operator's views of the streams' consumers
-  // and of the workers' reports, breaker decisions and token buckets, which it only reads.
+  // Accepted notifications to the lanes; the dead-letter routes (list and show by browsing; a
+  // replay it only asks the processor for: no work item, no send guard of its own); the
+  // operator's views of the streams' consumers and of the workers' reports, breaker decisions and
+  // token buckets, which it only reads.
   ingest: [
     "publish to the transactional lane",
     "publish to the promotional lane",
-    "publish work items",
     "browse dead letters",
-    "get a stored dead letter",
     "list the work queue's consumers",
-    "read notify_send_guard",
-    "write notify_send_guard",
+    "ask for a dead-letter replay",
     "read notify_workers",
     "read notify_breakers",
     "read notify_rate",
@@ -146,7 +148,8 @@ const NEEDS: Record<Role, Name[]> = {
     "hear template changes",
   ],
   // Lanes in; work items and broadcast recipients out; poison aside; the reconciler's look at the
-  // oldest stored message; the preference cache; the partition and singleton leases; template changes.
+  // oldest stored message; the preference cache; the partition and singleton leases; template
+  // changes; the dead-letter replays ingest asks for (letters, the send guard, work items).
   processor: [
     "publish to the promotional lane",
     "publish work items",
@@ -154,11 +157,16 @@ const NEEDS: Record<Role, Name[]> = {
     "pull the lanes",
     "get a stored lane message",
     "get a stored work item",
+    "browse dead letters",
+    "get a stored dead letter",
     "read notify_prefs",
     "write notify_prefs",
     "read notify_leases",
     "write notify_leases",
+    "read notify_send_guard",
+    "write notify_send_guard",
     "hear template changes",
+    "answer dead-letter replays",
   ],
   // Work in; dead letters and poison out; the send guard, the shared token buckets and breakers.
   workers: [
@@ -302,6 +310,66 @@ t.test("on the real server each role may do what its app needs and nothing more"
     t.same(granted.sort(), [...NEEDS[role]].sort(), `${role}: exactly what it needs`);
   }
   t.ok(nats.violations().length > 0, "the server logged the refusals (the probe reached it)");
+});
+
+t.test("ingest may not publish a work item or write a send guard: it asks the processor, which answers", async (t) => {
+  const nats = await startNatsWithUsers(t);
+  const as = async (role: Role): Promise<Bus> => {
+    const bus = await connectBus({
+      servers: nats.url,
+      name: `probe-${role}`,
+      role,
+      user: role,
+      password: nats.passwords[role],
+      namespace: "",
+      partitions: 1,
+      publishTimeoutMs: 2000,
+    });
+    t.teardown(() => bus.close());
+    return bus;
+  };
+  await applyTopology(await as("setup"));
+  const ingest = await as("ingest");
+  const processor = await as("processor");
+  const refused = async (attempt: Promise<unknown>) =>
+    attempt.then(
+      () => "done",
+      (error: Error) =>
+        /Permissions Violation/i.test(`${error.message} ${String(error.cause)}`) ? "refused" : error.message,
+    );
+
+  const work = ingest.subjects.work("email", "transactional");
+  t.equal(await refused(ingest.nc.request(work, "{}", { timeout: 2000, noMux: true })), "refused", "a work item");
+  const before = (await processor.jsm.streams.info(processor.streams.work)).state.messages;
+  await t.rejects(ingest.publish(work, { notification_id: "n" }, "probe-work"), "through the bus's publisher too");
+  t.equal((await processor.jsm.streams.info(processor.streams.work)).state.messages, before, "nothing stored");
+  const guardWrite = ingest.nc.request("$KV.notify_send_guard.n_email", '{"state":"failed"}', {
+    timeout: 2000,
+    noMux: true,
+  });
+  t.equal(await refused(guardWrite), "refused", "a send guard write");
+  t.equal(
+    await refused(
+      ingest.nc.request("$JS.API.DIRECT.GET.KV_notify_send_guard.$KV.notify_send_guard.n_email", "", {
+        timeout: 2000,
+        noMux: true,
+      }),
+    ),
+    "refused",
+    "nor read one",
+  );
+  // The processor may do both, and answers ingest's request: its reply goes to ingest's inbox.
+  const guard = await processor.kv("notify_send_guard");
+  t.ok((await guard.put("n_email", '{"state":"failed"}')) > 0, "the processor writes the guard");
+  const responder = answerRequests(processor, processor.subjects.opsReplay, "processor-replay", async (body) => ({
+    ok: true,
+    value: { heard: body },
+  }));
+  t.teardown(() => responder.stop());
+  t.same(await requestReply(ingest, ingest.subjects.opsReplay, { all: true }, 5000), {
+    ok: true,
+    value: { heard: { all: true } },
+  });
 });
 
 t.test("a wrong password, or none, is refused", async (t) => {

@@ -198,47 +198,74 @@ t.test("replayDeadLetters: a dry run plans and changes nothing; a run republishe
   t.match((await guard.get(guardKey(l.item.notification_id, "email")))?.json<GuardValue>(), { state: "failed" });
 });
 
-t.test("replay releases a held guard, and refuses once the provider accepted or the channel moved on", async (t) => {
-  const l = await deadLetter();
-  await contact(l.item.user_id, "x@example.com");
-  const [state] = [
-    ...(await channelStates(database, await readDeadLetters(bus, { notification: l.item.notification_id }))).values(),
-  ];
-  const context = { database, guard, criticalCategories: [], now: new Date() };
-  const plan = await planReplay(context, (await showDeadLetter({ bus, database }, l.seq)).stored.letter, state, false);
-  t.equal(plan.action, "replay");
-  if (plan.action !== "replay") return;
+t.test(
+  "replay releases a dead guard, never a send in flight, and refuses once the provider accepted or the channel moved on",
+  async (t) => {
+    const l = await deadLetter();
+    await contact(l.item.user_id, "x@example.com");
+    const [state] = [
+      ...(await channelStates(database, await readDeadLetters(bus, { notification: l.item.notification_id }))).values(),
+    ];
+    const context = { database, guard, criticalCategories: [], now: new Date() };
+    const plan = await planReplay(
+      context,
+      (await showDeadLetter({ bus, database }, l.seq)).stored.letter,
+      state,
+      false,
+    );
+    t.equal(plan.action, "replay");
+    if (plan.action !== "replay") return;
 
-  // A guard left unknown (or sending) is released so the next attempt may claim it.
-  const key = guardKey(l.item.notification_id, "email");
-  await guard.put(key, encode({ state: "unknown", at: Date.now(), attempt: 1, worker: "w" }));
-  t.equal(await replay({ database, bus, guard }, plan.item, false), null);
-  t.match((await guard.get(key))?.json<GuardValue>(), {
-    state: "failed",
-    reason: "released for a replay",
-    worker: "w",
-  });
+    // A send in flight (a live claim) is never released: replaying it could send twice. Neither
+    // is a guard whose outcome is unknown, unless the operator accepts that risk.
+    const key = guardKey(l.item.notification_id, "email");
+    await guard.put(key, encode({ state: "sending", at: Date.now(), attempt: 2, worker: "w" }));
+    for (const includeUnsettled of [false, true]) {
+      t.equal(
+        await replay({ database, bus, guard }, plan.item, includeUnsettled),
+        "a send is in flight (send guard: sending); replay it once it has settled",
+        `a live claim is kept (include unsettled: ${includeUnsettled})`,
+      );
+    }
+    t.match((await guard.get(key))?.json<GuardValue>(), { state: "sending" }, "the claim is untouched");
+    t.match(await statusOf(l.item), { status: "failed" }, "and the channel too");
+    await guard.put(key, encode({ state: "unknown", at: Date.now(), attempt: 1, worker: "w" }));
+    t.equal(
+      await replay({ database, bus, guard }, plan.item, false),
+      "the provider may have accepted it (send guard: unknown); include unsettled to resend anyway",
+    );
+    // Accepted: released so the next attempt may claim it.
+    t.equal(await replay({ database, bus, guard }, plan.item, true), null);
+    t.match((await guard.get(key))?.json<GuardValue>(), {
+      state: "failed",
+      reason: "released for a replay",
+      worker: "w",
+    });
 
-  const sent = await deadLetter();
-  await guard.put(guardKey(sent.item.notification_id, "email"), encode({ state: "sent", at: Date.now(), attempt: 1 }));
-  t.equal(
-    await replay({ database, bus, guard }, { ...sent.item, to: "y@example.com" }, false),
-    "the provider accepted it (send guard: sent)",
-  );
+    const sent = await deadLetter();
+    await guard.put(
+      guardKey(sent.item.notification_id, "email"),
+      encode({ state: "sent", at: Date.now(), attempt: 1 }),
+    );
+    t.equal(
+      await replay({ database, bus, guard }, { ...sent.item, to: "y@example.com" }, false),
+      "the provider accepted it (send guard: sent)",
+    );
 
-  const moved = await deadLetter();
-  await database.sql`update notification_channels set status = 'delivered' where notification_id = ${moved.item.notification_id}`;
-  t.equal(await replay({ database, bus, guard }, moved.item, false), "the channel changed meanwhile");
+    const moved = await deadLetter();
+    await database.sql`update notification_channels set status = 'delivered' where notification_id = ${moved.item.notification_id}`;
+    t.equal(await replay({ database, bus, guard }, moved.item, false), "the channel changed meanwhile");
 
-  const unsettled = await deadLetter({ cls: "outcome_unknown" });
-  t.equal(
-    await replay({ database, bus, guard }, unsettled.item, false),
-    "the channel changed meanwhile",
-    "an unsettled channel is not reset without includeUnsettled",
-  );
-  t.equal(await replay({ database, bus, guard }, unsettled.item, true), null);
-  t.equal(await replay({ database, bus, guard }, unsettled.item, true), null, "an interrupted replay resumes");
-});
+    const unsettled = await deadLetter({ cls: "outcome_unknown" });
+    t.equal(
+      await replay({ database, bus, guard }, unsettled.item, false),
+      "the channel changed meanwhile",
+      "an unsettled channel is not reset without includeUnsettled",
+    );
+    t.equal(await replay({ database, bus, guard }, unsettled.item, true), null);
+    t.equal(await replay({ database, bus, guard }, unsettled.item, true), null, "an interrupted replay resumes");
+  },
+);
 
 t.test("a dead letter past its deliver-by deadline is never replayed; one with time left is", async (t) => {
   const late = await deadLetter({ deliverBy: new Date(Date.now() - 60_000).toISOString() });
@@ -259,4 +286,39 @@ t.test("a dead letter past its deliver-by deadline is never replayed; one with t
   ]);
   t.equal(await workCount(), before + 1, "only the one with time left is published");
   t.match(await statusOf(late.item), { status: "failed" }, "the late one is left as it was");
+});
+
+t.test("named letters are read by sequence, never by reading the stream; filters still apply", async (t) => {
+  const sms = await deadLetter({ channel: "sms" });
+  const email = await deadLetter({ channel: "email" });
+  // Every JetStream API request of this connection is a core NATS message a subscriber sees too.
+  const reads: string[] = [];
+  const watch = bus.nc.subscribe(`$JS.API.CONSUMER.CREATE.${bus.streams.dlq}.>`, {
+    callback: (_error, msg) => {
+      reads.push(msg.subject);
+    },
+  });
+  t.teardown(() => watch.unsubscribe());
+  const plan = (seqs: number[], filters = {}) =>
+    replayDeadLetters(
+      { database, bus, criticalCategories: [] },
+      { seqs, filters, includeUnsettled: false, dryRun: true },
+    );
+  const both = await plan([email.seq, sms.seq, 999_999]);
+  t.same(
+    both.results.map((r) => r.seq),
+    [sms.seq, email.seq],
+    "oldest first; an unknown sequence is no letter",
+  );
+  t.match(both, { remaining: 0, nextSeq: null });
+  t.same(
+    (await plan([email.seq, sms.seq], { channel: "sms" })).results.map((r) => r.seq),
+    [sms.seq],
+  );
+  t.same((await plan([email.seq], { since: new Date(Date.now() + 60_000) })).results, [], "since applies");
+  await bus.nc.flush();
+  t.same(reads, [], "no consumer made on the dead-letter stream");
+  await plan([], { channel: "sms" });
+  await bus.nc.flush();
+  t.ok(reads.length > 0, "a selection by filters reads the stream (the watch sees it)");
 });

@@ -49,36 +49,33 @@ async function change(database: Database, owner: Owner, id: string, apply: Chang
 }
 
 /**
- * Stops expanding: recipients already expanded keep their notifications (they are queued and
- * go through preferences and delivery like any other); no one after the cursor gets one. The
- * expander holds the broadcast's row while it writes a batch, so the cancel lands between two
- * batches and the count it leaves is exact. Works on a paused broadcast too.
+ * What an operator may do to a broadcast's expansion. The expander holds the broadcast's row
+ * while it writes a batch, so each change lands between two batches and the counts it leaves
+ * are exact; recipients already expanded keep their notifications (queued, and going through
+ * preferences and delivery like any other).
+ * - pause: the batch in hand finishes, no further one is taken (only an expanding broadcast);
+ * - resume: a paused broadcast goes on where it stopped;
+ * - cancel: no one after the cursor gets a notification (expanding or paused).
+ * Any other status is left as it is.
  */
-export async function cancelBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
-  return clientView(await change(database, clientId, id, cancelBroadcastExpansion));
-}
-
-/**
- * Pauses the expansion: the batch in hand finishes, no further one is taken; expanded
- * recipients' notifications go on as any others. Pausing a broadcast that is not expanding
- * (paused, expanded, cancelled) changes nothing.
- */
-export async function pauseBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
-  return clientView(await change(database, clientId, id, pauseBroadcastExpansion));
-}
-
-/** Resumes a paused broadcast where it stopped; any other is left as it is. */
-export async function resumeBroadcast(database: Database, clientId: string, id: string): Promise<BroadcastView> {
-  return clientView(await change(database, clientId, id, resumeBroadcastExpansion));
-}
-
 const ACTIONS = { pause: pauseBroadcastExpansion, resume: resumeBroadcastExpansion, cancel: cancelBroadcastExpansion };
+export type BroadcastAction = keyof typeof ACTIONS;
+
+/** POST /api/v1/broadcasts/{id}/{pause,resume,cancel}: a change to one of the client's own broadcasts. */
+export async function changeBroadcast(
+  database: Database,
+  clientId: string,
+  id: string,
+  action: BroadcastAction,
+): Promise<BroadcastView> {
+  return clientView(await change(database, clientId, id, ACTIONS[action]));
+}
 
 /** POST /api/v1/ops/broadcasts/{id}/{pause,resume,cancel}: the same change on any client's broadcast. */
 export async function changeAnyBroadcast(
   database: Database,
   id: string,
-  action: keyof typeof ACTIONS,
+  action: BroadcastAction,
 ): Promise<OpsBroadcastView> {
   return opsView(await change(database, null, id, ACTIONS[action]));
 }

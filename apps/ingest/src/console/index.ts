@@ -15,7 +15,7 @@ import {
   render,
 } from "./context.js";
 import { broadcastAction, broadcastsPage } from "./pages/broadcasts.js";
-import { deadLetterPage, deadLettersPage, replayAction } from "./pages/dead-letters.js";
+import { deadLetterPage, deadLettersPage, replayAction, replayedPage } from "./pages/dead-letters.js";
 import { loginRoutes, signedOut } from "./pages/login.js";
 import { notificationPage } from "./pages/notification.js";
 import { overviewPage } from "./pages/overview.js";
@@ -79,10 +79,20 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
     if (authorization !== undefined) {
       const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
       if (key === undefined) return refusal(c, "Authorization must use the Bearer scheme.", 401);
-      // An address out of failed attempts is refused before its key is tried (429).
+      // An address out of failed attempts is refused before its key is tried (429). The attempt
+      // is spent at once and given back unless the key was refused (401): requests sent in
+      // parallel cannot each try a key on the same last attempt.
       budget.check();
+      budget.charge();
       c.set("operator", { api: apiClient(options.api, key, requestId), budget });
-      return next();
+      let refused = false;
+      try {
+        await next();
+        refused = c.res.status === 401;
+      } finally {
+        if (!refused) budget.refund();
+      }
+      return;
     }
     const sessionId = getCookie(c, SESSION_COOKIE);
     const session = sessions.get(sessionId);
@@ -103,6 +113,7 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
   ui.get("/providers", providersPage);
   ui.get("/dead-letters", deadLettersPage);
   ui.post("/dead-letters/replay", replayAction);
+  ui.get("/dead-letters/replayed", replayedPage);
   ui.get("/dead-letters/:seq", deadLetterPage);
   ui.get("/broadcasts", broadcastsPage);
   ui.post("/broadcasts/:id/pause", (c) => broadcastAction(c, "pause"));
@@ -115,8 +126,7 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
       const status = error.problem.status === 403 ? 403 : 401;
       const operator = c.get("operator");
       if (operator?.session === undefined) {
-        // A script's key: an unknown one spends the address's attempts, as on the API's port.
-        if (status === 401) operator?.budget.charge();
+        // A script's key: an unknown one keeps the attempt spent for it (see authenticate).
         return refusal(
           c,
           status === 403 ? "This key lacks the admin scope." : "The key is unknown or revoked.",

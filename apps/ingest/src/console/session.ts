@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { ReplayAnswer } from "./views.js";
 
 /**
  * The console's sign-in sessions, in this process's memory only: a restart signs everyone out,
@@ -18,6 +19,11 @@ export interface Session {
   lastSeenAt: number;
   /** One message for the next page (after a redirect): what an action did. */
   notice?: string;
+  /**
+   * A replay's results, shown once by the page the replay redirects to: reloading that page
+   * shows them no more and replays nothing (the POST is never repeated by a reload).
+   */
+  replayed?: ReplayAnswer;
 }
 
 export interface SessionOptions {

@@ -69,7 +69,7 @@ export interface WorkerReport {
 export interface ProviderView {
   provider: string;
   channel?: string;
-  breaker?: { state?: string; decided_by?: string | null; decided_at?: string | null };
+  breaker?: { state?: string; decided?: string | null; decided_by?: string | null; decided_at?: string | null };
   workers?: WorkerReport[];
   tokens?: Record<string, number> | null;
 }

@@ -1,73 +1,50 @@
-import type { Bus } from "@notify/bus";
-import { AppError } from "@notify/core";
+import { type Bus, type Reply, requestReply } from "@notify/bus";
+import { AppError, ERROR_CODES, type ReplayAnswer, type ReplayRequest } from "@notify/core";
 import type { Database } from "@notify/db";
-import { type DeadLetterFilters, findDeadLetter, replayDeadLetters } from "@notify/ops";
+import { DEPENDENCY_RETRY_AFTER_SECONDS } from "@notify/http";
+import { findDeadLetter } from "@notify/ops";
 import { asDependencyError } from "../dependency.js";
-import type { ReplayRequest } from "./schemas.js";
 
-export interface ReplayAnswer {
-  dry_run: boolean;
-  selected: number;
-  replayed: number;
-  skipped: number;
-  data: Array<{
-    seq: number;
-    notification_id: string;
-    channel: string;
-    result: string;
-    to: string | null;
-    previous_to: string;
-  }>;
-}
+/** How long POST /api/v1/dead-letters/replay waits for the processor's answer: a batch of 1000 letters fits. */
+export const REPLAY_TIMEOUT_MS = 30_000;
 
 /**
- * POST /api/v1/dead-letters/replay: what `notify dlq replay` does (libs/ops replayDeadLetters),
- * one channel at a time from its latest letter, each planned against the channel, the send
- * guard and the user's preferences and address today. A dry run changes nothing and sends
- * nothing; it shows each letter's address then (`previous_to`) and now (`to`).
+ * POST /api/v1/dead-letters/replay: ingest does not replay itself (it holds neither the send
+ * guard nor the work subjects); it asks a processor on notify.ops.replay and answers what that
+ * answered: the replay, or its error as a problem. No processor answering (none running, or no
+ * answer within the timeout) is a 503 with Retry-After, as any dependency out of reach.
  */
 export async function replayLetters(
-  deps: { database: Database; bus: Bus; criticalCategories?: readonly string[] },
+  deps: { bus: Bus; replayTimeoutMs?: number },
   request: ReplayRequest,
 ): Promise<ReplayAnswer> {
-  const filters: DeadLetterFilters = {
-    ...(request.channel ? { channel: request.channel } : {}),
-    ...(request.class ? { class: request.class } : {}),
-    ...(request.since ? { since: request.since } : {}),
-    ...(request.until ? { until: request.until } : {}),
-    ...(request.notification_id ? { notification: request.notification_id } : {}),
-  };
-  const dryRun = request.dry_run === true;
-  let outcome: Awaited<ReturnType<typeof replayDeadLetters>>;
+  let reply: Reply<ReplayAnswer>;
   try {
-    outcome = await replayDeadLetters(
-      { database: deps.database, bus: deps.bus, criticalCategories: deps.criticalCategories ?? [] },
-      { seqs: request.seqs ?? [], filters, includeUnsettled: request.include_unsettled === true, dryRun },
+    reply = await requestReply<ReplayAnswer>(
+      deps.bus,
+      deps.bus.subjects.opsReplay,
+      request,
+      deps.replayTimeoutMs ?? REPLAY_TIMEOUT_MS,
     );
   } catch (error) {
     throw asDependencyError(error, "nats");
   }
-  return {
-    dry_run: dryRun,
-    selected: outcome.selected,
-    replayed: outcome.replayed,
-    skipped: outcome.skipped,
-    data: outcome.results.map((r) => ({
-      seq: r.seq,
-      notification_id: r.notification_id,
-      channel: r.channel,
-      result: r.result,
-      to: r.to ?? null,
-      previous_to: r.previous_to,
-    })),
-  };
+  if (reply.ok) return reply.value;
+  const { code, message, fields } = reply.error;
+  if (code === "dependency_unavailable") {
+    throw new AppError(code, message, { context: { retryAfterSeconds: DEPENDENCY_RETRY_AFTER_SECONDS } });
+  }
+  // A code this version does not know (a newer processor's) is still a failure, not a success.
+  if (!(code in ERROR_CODES)) throw new AppError("internal", message);
+  throw new AppError(code, message, fields ? { fields } : {});
 }
 
 /** GET /api/v1/dead-letters/{seq}: the letter in full, its channel's status now and its status history. */
 export async function showLetter(deps: { database: Database; bus: Bus }, seq: number) {
   let detail: Awaited<ReturnType<typeof findDeadLetter>>;
   try {
-    detail = await findDeadLetter(deps, seq);
+    // Read through an ordered consumer: ingest's user may browse the stream, not get from it.
+    detail = await findDeadLetter(deps, seq, { browse: true });
   } catch (error) {
     throw asDependencyError(error, "nats");
   }

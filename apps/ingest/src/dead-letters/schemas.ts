@@ -1,4 +1,4 @@
-import { CHANNELS, DEAD_LETTER_CLASSES } from "@notify/core";
+import { CHANNELS, DEAD_LETTER_CLASSES, REPLAY_BATCH_LIMIT } from "@notify/core";
 import * as v from "valibot";
 import { offsetPageQuery } from "../pagination.js";
 
@@ -45,54 +45,10 @@ export const DeadLetterPage = v.object({
 });
 
 /**
- * Body of POST /api/v1/dead-letters/replay: which letters (sequences, filters, or all of them;
- * one of the three at least) and how. Filters select as the list's do; with sequences too, a
- * letter must be named and match.
+ * Body of POST /api/v1/dead-letters/replay: libs/core's, which the processor (that runs the
+ * replay) validates again.
  */
-export const ReplayRequest = v.pipe(
-  v.strictObject({
-    seqs: v.optional(
-      v.pipe(
-        v.array(
-          v.pipe(
-            v.number("seqs must hold dead letters' sequences"),
-            v.safeInteger("seqs must hold dead letters' sequences"),
-            v.minValue(1, "seqs must hold dead letters' sequences"),
-          ),
-          "seqs must be an array of sequences",
-        ),
-        v.maxLength(1000, "seqs may name at most 1000 letters"),
-      ),
-    ),
-    all: v.optional(v.boolean("all must be true or false")),
-    channel: v.optional(v.picklist(CHANNELS, `channel must be one of ${CHANNELS.join(", ")}`)),
-    class: v.optional(v.picklist(DEAD_LETTER_CLASSES, `class must be one of ${DEAD_LETTER_CLASSES.join(", ")}`)),
-    /** Dead-lettered at or after. */
-    since: v.optional(instant("since")),
-    /** Dead-lettered at or before. */
-    until: v.optional(instant("until")),
-    notification_id: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(256))),
-    /** Also resend letters whose provider may have accepted them (outcome unknown). */
-    include_unsettled: v.optional(v.boolean("include_unsettled must be true or false")),
-    /** Plan only: nothing is changed or sent. */
-    dry_run: v.optional(v.boolean("dry_run must be true or false")),
-  }),
-  v.forward(
-    v.check(
-      (r) =>
-        (r.seqs?.length ?? 0) > 0 ||
-        r.all === true ||
-        r.channel !== undefined ||
-        r.class !== undefined ||
-        r.since !== undefined ||
-        r.until !== undefined ||
-        r.notification_id !== undefined,
-      "name letters by seqs, select them with a filter (channel, class, since, until, notification_id), or pass all: true",
-    ),
-    ["seqs"],
-  ),
-);
-export type ReplayRequest = v.InferOutput<typeof ReplayRequest>;
+export { ReplayRequest } from "@notify/core";
 
 export const ReplayAnswer = v.object({
   dry_run: v.boolean(),
@@ -102,6 +58,16 @@ export const ReplayAnswer = v.object({
   ),
   replayed: v.number(),
   skipped: v.number(),
+  remaining: v.pipe(
+    v.number(),
+    v.metadata({
+      description: `A selection by filters or \`all\` takes at most ${REPLAY_BATCH_LIMIT} letters a call: how many letters after them were not looked at (at most; the filters beyond channel and since are not applied to them). 0: the selection is complete`,
+    }),
+  ),
+  next_seq: v.pipe(
+    v.nullable(v.number()),
+    v.metadata({ description: "Pass as from_seq to go on with the rest; null when nothing remains" }),
+  ),
   data: v.array(
     v.object({
       seq: v.number(),

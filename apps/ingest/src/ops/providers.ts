@@ -14,7 +14,12 @@ import { asDependencyError } from "../dependency.js";
 export interface ProviderView {
   provider: string;
   channel: Channel;
-  breaker: { state: BreakerStateName; decided_by: string | null; decided_at: string | null };
+  breaker: {
+    state: BreakerStateName;
+    decided: "open" | "closed" | null;
+    decided_by: string | null;
+    decided_at: string | null;
+  };
   workers: Array<{
     worker: string;
     breaker: BreakerStateName;
@@ -56,7 +61,7 @@ export function summarizeProviders(
         view = {
           provider: p.provider,
           channel: p.channel,
-          breaker: { state: "closed", decided_by: null, decided_at: null },
+          breaker: { state: "closed", decided: null, decided_by: null, decided_at: null },
           workers: [],
           tokens: null,
         };
@@ -72,6 +77,7 @@ export function summarizeProviders(
     view.breaker.state = overall(view.workers.map((w) => w.breaker));
     const decision = decisions.get(view.provider);
     if (decision) {
+      view.breaker.decided = decision.state;
       view.breaker.decided_by = decision.by;
       view.breaker.decided_at = Number.isFinite(decision.at) ? new Date(decision.at).toISOString() : null;
     }

@@ -77,7 +77,14 @@ export const StreamList = v.object({
       bytes: v.number(),
       first_seq: v.number(),
       last_seq: v.number(),
-      consumers: v.array(Consumer),
+      consumers: v.pipe(v.array(Consumer), v.metadata({ description: "The service's own (durable) consumers" })),
+      ephemeral_consumers: v.pipe(
+        v.number(),
+        v.metadata({
+          description:
+            "Ephemeral consumers open on the stream: readers (notify dlq list, the console, nats stream view), gone seconds after they stop",
+        }),
+      ),
     }),
   ),
 });
@@ -98,6 +105,13 @@ export const ProviderList = v.object({
         state: v.pipe(
           v.picklist(BREAKER_STATES),
           v.metadata({ description: "open if a live worker reports it open, else half_open if one does, else closed" }),
+        ),
+        decided: v.pipe(
+          v.nullable(v.picklist(["open", "closed"])),
+          v.metadata({
+            description:
+              "The last decision shared between the workers (one opened it for all, or closed it again); null when none was shared",
+          }),
         ),
         decided_by: v.pipe(
           v.nullable(v.string()),

@@ -2,7 +2,7 @@ import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
 import { createBroadcast } from "../broadcasts/create.js";
-import { cancelBroadcast, getBroadcast, pauseBroadcast, resumeBroadcast } from "../broadcasts/progress.js";
+import { type BroadcastAction, changeBroadcast, getBroadcast } from "../broadcasts/progress.js";
 import { BroadcastAccepted, BroadcastRequest, BroadcastView } from "../broadcasts/schemas.js";
 import type { IngestDeps } from "../deps.js";
 import { type Contract, contract } from "./contract.js";
@@ -89,54 +89,40 @@ export function mountBroadcasts(
     async (c) => c.json(await getBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"))),
   );
 
-  v1.post(
-    "/broadcasts/:id/cancel",
-    broadcasts({
+  const actions = {
+    cancel: {
       summary: "Cancel a broadcast",
       description:
         "Stops the expansion between two batches; recipients already expanded keep their notifications. A paused broadcast can be cancelled too. Cancelling a finished broadcast changes nothing.",
-      responses: { 200: { description: "Its progress", schema: BroadcastView } },
-      problems: ["not_found"],
-    }),
-    admin,
-    async (c) => {
-      const view = await cancelBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"));
-      c.get("log").info({ broadcast_id: view.broadcast_id, expanded: view.expanded }, "broadcast cancelled");
-      return c.json(view);
     },
-  );
-
-  v1.post(
-    "/broadcasts/:id/pause",
-    broadcasts({
+    pause: {
       summary: "Pause a broadcast",
       description:
         "Status paused: the batch being expanded finishes, no further one is taken until it is resumed; recipients already expanded keep their notifications. Pausing a broadcast that is not expanding (paused, expanded, cancelled) changes nothing.",
-      responses: { 200: { description: "Its progress", schema: BroadcastView } },
-      problems: ["not_found"],
-    }),
-    admin,
-    async (c) => {
-      const view = await pauseBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"));
-      c.get("log").info({ broadcast_id: view.broadcast_id, status: view.status }, "broadcast pause asked");
-      return c.json(view);
     },
-  );
-
-  v1.post(
-    "/broadcasts/:id/resume",
-    broadcasts({
+    resume: {
       summary: "Resume a paused broadcast",
       description:
         "Status expanding again: the expansion goes on after the last recipient expanded, within the processor's poll interval. Resuming a broadcast that is not paused changes nothing.",
-      responses: { 200: { description: "Its progress", schema: BroadcastView } },
-      problems: ["not_found"],
-    }),
-    admin,
-    async (c) => {
-      const view = await resumeBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"));
-      c.get("log").info({ broadcast_id: view.broadcast_id, status: view.status }, "broadcast resume asked");
-      return c.json(view);
     },
-  );
+  } as const;
+  for (const [action, text] of Object.entries(actions) as Array<[BroadcastAction, (typeof actions)[BroadcastAction]]>) {
+    v1.post(
+      `/broadcasts/:id/${action}`,
+      broadcasts({
+        ...text,
+        responses: { 200: { description: "Its progress", schema: BroadcastView } },
+        problems: ["not_found"],
+      }),
+      admin,
+      async (c) => {
+        const view = await changeBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"), action);
+        c.get("log").info(
+          { broadcast_id: view.broadcast_id, status: view.status, expanded: view.expanded, action },
+          "broadcast changed",
+        );
+        return c.json(view);
+      },
+    );
+  }
 }

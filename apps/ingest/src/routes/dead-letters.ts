@@ -18,7 +18,7 @@ import { contract } from "./contract.js";
 /** Dead letters by page: an operator's list, with a total; one letter whole; the replay. */
 export function mountDeadLetters(
   v1: Hono<AuthEnv>,
-  deps: Pick<IngestDeps, "bus" | "database" | "maxBodyBytes" | "criticalCategories">,
+  deps: Pick<IngestDeps, "bus" | "database" | "maxBodyBytes" | "replayTimeoutMs">,
 ): void {
   v1.get(
     "/dead-letters",
@@ -41,7 +41,7 @@ export function mountDeadLetters(
     contract({
       summary: "Replay dead letters",
       description:
-        "What `notify dlq replay` does. Select letters by `seqs`, by filters (channel, class, since, until, notification_id: as the list's), or every one with `all: true`; one of them is required. A channel dead-lettered more than once is replayed once, from its latest letter. Each is planned against the channel, the send guard and the user's preferences and address today: one already delivered or accepted, past its deliver-by, suppressed by today's preferences or unreachable is skipped (with why); one whose outcome is unknown only with `include_unsettled: true`. A replay resets the guard and the channel to pending and republishes the work item to the user's address now. `dry_run: true` changes and sends nothing: `previous_to` (the letter's address) beside `to` (the address now) is the diff.",
+        "What `notify dlq replay` does. Select letters by `seqs`, by filters (channel, class, since, until, notification_id: as the list's), or every one with `all: true`; one of them is required. A channel dead-lettered more than once is replayed once, from its latest letter. Each is planned against the channel, the send guard and the user's preferences and address today: one already delivered or accepted, past its deliver-by, suppressed by today's preferences or unreachable is skipped (with why); one whose outcome is unknown only with `include_unsettled: true`. A replay resets the guard and the channel to pending and republishes the work item to the user's address now. `dry_run: true` changes and sends nothing: `previous_to` (the letter's address) beside `to` (the address now) is the diff. Named letters are read by sequence; a selection by filters or `all` takes at most 1000 letters a call: `remaining` says how many were not looked at, and `from_seq: next_seq` goes on from there. The processor runs the replay (ingest asks it on NATS): none answering within 30 s is a 503 with Retry-After.",
       tag: "Dead letters",
       scope: "admin",
       body: ReplayRequest,
@@ -54,7 +54,13 @@ export function mountDeadLetters(
       const request = validate(ReplayRequest, await readJson(c));
       const answer = await replayLetters(deps, request);
       c.get("log").info(
-        { dry_run: answer.dry_run, selected: answer.selected, replayed: answer.replayed, skipped: answer.skipped },
+        {
+          dry_run: answer.dry_run,
+          selected: answer.selected,
+          replayed: answer.replayed,
+          skipped: answer.skipped,
+          remaining: answer.remaining,
+        },
         answer.dry_run ? "dead letters replay planned" : "dead letters replayed",
       );
       return c.json(answer);

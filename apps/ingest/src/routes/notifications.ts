@@ -72,6 +72,19 @@ export const NotificationView = v.object({
 
 const TimelineEntry = v.variant("event", [
   v.object({ event: v.literal("accepted"), at: Timestamp }),
+  v.pipe(
+    v.object({
+      event: v.literal("routed"),
+      at: Timestamp,
+      channel: v.picklist(CHANNELS),
+      status: v.picklist(CHANNEL_STATUSES),
+      reason: v.nullable(v.string()),
+    }),
+    v.metadata({
+      description:
+        "The routing decision for the channel, as it was made: pending (to be sent), or suppressed, deferred or expired with the reason (an opt-out, quiet hours, the daily cap, no address)",
+    }),
+  ),
   v.object({
     event: v.literal("attempt"),
     at: Timestamp,

@@ -16,6 +16,17 @@ export interface ChannelResultView extends ChannelResult {
 /** One entry of a notification's history, oldest first. */
 export type TimelineEntry =
   | {
+      /**
+       * The routing decision for the channel: `pending` (to be sent), or suppressed, deferred or
+       * expired with the reason (an opt-out, quiet hours, the daily cap, no address).
+       */
+      event: "routed";
+      at: string;
+      channel: Channel;
+      status: ChannelStatus;
+      reason: string | null;
+    }
+  | {
       /** A provider call and what came of it. */
       event: "attempt";
       at: string;
@@ -202,9 +213,12 @@ export async function readNotificationTimeline(database: Database, id: string): 
       from channel_status_events where notification_id = ${id}
       union all
       select 'fallback', (step ->> 'at')::timestamptz, step ->> 'to', null, step ->> 'from', null, null,
-        step ->> 'because', null, -1, position
+        step ->> 'because', null, -2, position
       from notification_fallbacks f, jsonb_array_elements(f.taken) with ordinality as t(step, position)
       where f.notification_id = ${id}
+      union all
+      select 'routed', routed_at, channel, 0, null, null, routed_status, routed_reason, null, -1, 0
+      from notification_channels where notification_id = ${id} and routed_at is not null and routed_status is not null
       union all
       -- The provider's name of the event, from the payload as the receipts app stored it: SendGrid's
       -- event (delivered, bounce, dropped...), Plivo's report Status; else the status it moved to.
@@ -242,6 +256,8 @@ export async function readNotificationTimeline(database: Database, id: string): 
         provider_id: row.provider_id as string,
         ...(row.reason === null ? {} : { reason: row.reason }),
       };
+    if (row.event === "routed")
+      return { event: "routed", at, channel: row.channel, status: row.status as ChannelStatus, reason: row.reason };
     if (row.event === "attempt")
       return {
         event: "attempt",

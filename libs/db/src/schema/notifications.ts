@@ -75,6 +75,14 @@ export const notificationChannels = pgTable(
     /** When a deferred, retrying or parked channel is next due. */
     nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true, mode: "date" }),
     updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    /**
+     * The routing decision, kept as it was made while `status` and `reason` move on: when,
+     * what (pending to send, suppressed, deferred, expired) and why (an opt-out, quiet hours, the
+     * daily cap). Null on channels routed before it was recorded.
+     */
+    routedAt: timestamp("routed_at", { withTimezone: true, mode: "date" }).defaultNow(),
+    routedStatus: text("routed_status"),
+    routedReason: text("routed_reason"),
   },
   (t) => [
     primaryKey({ columns: [t.notificationId, t.channel] }),

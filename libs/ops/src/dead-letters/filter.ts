@@ -29,6 +29,13 @@ export function matchesFilters(stored: StoredLetter, filters: DeadLetterFilters)
   return true;
 }
 
+/** Every filter, those a stream read applies itself too (channel, since): for letters read one by one. */
+export function matchesEveryFilter(stored: StoredLetter, filters: DeadLetterFilters): boolean {
+  if (filters.channel !== undefined && stored.letter.channel !== filters.channel) return false;
+  if (filters.since && stored.time < filters.since) return false;
+  return matchesFilters(stored, filters);
+}
+
 /** A channel dead-lettered more than once (replayed, failed again) counts by its latest letter. */
 export function latestPerChannel(letters: readonly StoredLetter[]): StoredLetter[] {
   const latest = new Map<string, StoredLetter>();

@@ -1,4 +1,4 @@
-import { type Bus, getDeadLetter, readDeadLetterStream, type StoredLetter } from "@notify/bus";
+import { type Bus, browseDeadLetter, getDeadLetter, readDeadLetterStream, type StoredLetter } from "@notify/bus";
 import { guardKey } from "@notify/core";
 import { type ChannelState, type Database, readChannelStates, readStatusEvents, type StatusEvent } from "@notify/db";
 import { type DeadLetterFilters, matchesFilters } from "./filter.js";
@@ -45,12 +45,16 @@ export async function showDeadLetter(deps: { bus: Bus; database: Database }, seq
   return detail;
 }
 
-/** showDeadLetter, or null when the sequence holds no dead letter (never stored, gone, or poison). */
+/**
+ * showDeadLetter, or null when the sequence holds no dead letter (never stored, gone, or poison).
+ * `browse`: read through an ordered consumer, for a role that may not get stored messages (ingest).
+ */
 export async function findDeadLetter(
   deps: { bus: Bus; database: Database },
   seq: number,
+  options: { browse?: boolean } = {},
 ): Promise<DeadLetterDetail | null> {
-  const stored = await getDeadLetter(deps.bus, seq);
+  const stored = options.browse ? await browseDeadLetter(deps.bus, seq) : await getDeadLetter(deps.bus, seq);
   if (!stored) return null;
   const [state] = [...(await channelStates(deps.database, [stored])).values()];
   const history = await readStatusEvents(deps.database, stored.letter.item.notification_id, stored.letter.channel);

@@ -6,7 +6,8 @@ import { REPLAY_REASON } from "./plan.js";
 const REPLAYABLE: ChannelStatus[] = ["failed", "unsettled", "pending"];
 
 /**
- * Hands the item back to the workers: releases the send guard so the next attempt may claim it,
+ * Hands the item back to the workers: releases the send guard so the next attempt may claim it
+ * (never a live claim, and one whose outcome is unknown only with `includeUnsettled`),
  * resets the channel to pending with a fresh retry budget (the one sanctioned backward move,
  * logged as such), and publishes the work item again; the workers' guard and token buckets
  * then apply as to any item. Answers why it did not, or null.
@@ -20,6 +21,12 @@ export async function replay(
   const seen = await readGuard(deps.guard, key);
   if (seen) {
     if (seen.value.state === "sent") return "the provider accepted it (send guard: sent)";
+    // A worker holds the claim and may be calling the provider now (a replay repeated after
+    // its own work item was taken, say): released, the next attempt would send a second time.
+    if (seen.value.state === "sending")
+      return "a send is in flight (send guard: sending); replay it once it has settled";
+    if (seen.value.state === "unknown" && !includeUnsettled)
+      return "the provider may have accepted it (send guard: unknown); include unsettled to resend anyway";
     if (seen.value.state !== "failed") {
       const released: GuardValue = { ...seen.value, state: "failed", at: Date.now(), reason: "released for a replay" };
       // A compare-and-set on the revision read: a worker that took the guard since wins.

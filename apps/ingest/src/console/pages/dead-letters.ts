@@ -122,7 +122,7 @@ export async function replayAction(c: ConsoleContext): Promise<Response> {
       statusOf(answer.problem.status),
     );
   }
-  const { data = [], selected, replayed, skipped } = answer.body;
+  const { data = [], selected } = answer.body;
   if (dryRun) {
     const body = html`<p data-testid="replay-summary">Dry run: ${show(selected)} selected; nothing was sent. Where the user's address changed since, the replay goes to the address now.</p>
 ${diffTable(data, "replay-diff")}
@@ -133,8 +133,29 @@ ${includeUnsettled ? html`<input type="hidden" name="include_unsettled" value="t
 </form>`;
     return render(c, { ...options, title: "Replay dead letters: dry run", body });
   }
-  const body = html`<p data-testid="replay-summary">${show(replayed)} replayed, ${show(skipped)} skipped of ${show(selected)} selected.</p>
+  // Post/redirect/get: the results are shown by the page redirected to, so that reloading it
+  // never posts the replay again. A script signed in with a Bearer key has no session to carry
+  // them and gets them at once.
+  const session = c.get("operator").session;
+  if (session === undefined) return render(c, { ...options, body: replayResults(answer.body) });
+  session.replayed = answer.body;
+  return c.redirect("/console/dead-letters/replayed", 303);
+}
+
+function replayResults({ data = [], selected, replayed, skipped }: ReplayAnswer): Html {
+  return html`<p data-testid="replay-summary">${show(replayed)} replayed, ${show(skipped)} skipped of ${show(selected)} selected.</p>
 ${diffTable(data, "replay-results")}
 <p><a href="/console/dead-letters">Back to the dead letters</a></p>`;
-  return render(c, { ...options, body });
+}
+
+/** GET /console/dead-letters/replayed: the session's last replay results, once. */
+export function replayedPage(c: ConsoleContext): Promise<Response> {
+  const session = c.get("operator").session;
+  const answer = session?.replayed;
+  if (session !== undefined) session.replayed = undefined;
+  const body =
+    answer === undefined
+      ? html`<p data-testid="no-replay">No replay results to show (they are shown once).</p><p><a href="/console/dead-letters">Back to the dead letters</a></p>`
+      : replayResults(answer);
+  return render(c, { title: "Replay dead letters", current: "/console/dead-letters", body });
 }

@@ -43,6 +43,7 @@ export function loginRoutes(options: ConsoleOptions, sessions: SessionStore) {
      * before any lookup.
      */
     submit: async (c: Context) => {
+      const key = field(await formOf(c), "key").trim();
       const budget = options.preauthThrottle.budget(clientAddress(c));
       try {
         budget.check();
@@ -52,16 +53,22 @@ export function loginRoutes(options: ConsoleOptions, sessions: SessionStore) {
         if (typeof seconds === "number") c.header("retry-after", String(seconds));
         return c.html(form("Too many failed sign-ins from this address; wait and try again."), 429);
       }
-      const key = field(await formOf(c), "key").trim();
       if (key === "") return c.html(form("Enter an admin API key."), 400);
+      // The attempt is spent before the key is checked (with no wait between the check and the
+      // spending), and given back only if the key is good: sign-ins sent in parallel cannot all
+      // pass the check before the first of them fails.
+      budget.charge();
       try {
         const checked = await apiClient(options.api, key, c.get("requestId")).get("/keys", { page_size: "1" });
+        budget.refund();
         if (!checked.ok) {
           return c.html(form(problemText(checked.problem)), checked.problem.status === 429 ? 429 : 503);
         }
       } catch (error) {
-        if (!(error instanceof KeyRefused)) throw error;
-        budget.charge();
+        if (!(error instanceof KeyRefused)) {
+          budget.refund();
+          throw error;
+        }
         const refused =
           error.problem.status === 403
             ? "This key lacks the admin scope; the console needs an admin key."

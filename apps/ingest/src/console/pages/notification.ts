@@ -45,6 +45,7 @@ function timelineRow(entry: TimelineEntry): Html {
       result = text(entry.outcome);
       why = text(entry.error);
       break;
+    case "routed":
     case "status":
       result = statusText(entry.status);
       why = text(entry.reason);

@@ -18,12 +18,12 @@ const tokens = (value: ProviderView["tokens"]) =>
 /** Each provider's shared breaker, the tokens left in its shared bucket, and what each worker reports. */
 export function providersTable(providers: readonly ProviderView[]): Html {
   return html`<table data-testid="providers">
-<thead><tr><th>Provider</th><th>Channel</th><th>Breaker</th><th>Decided by</th><th>Decided at</th><th>Tokens now</th><th>Workers</th></tr></thead>
+<thead><tr><th>Provider</th><th>Channel</th><th>Breaker</th><th>Last shared decision</th><th>Decided at</th><th>Tokens now</th><th>Workers</th></tr></thead>
 <tbody>${providers.map(
     (p) => html`<tr data-testid="provider-${p.provider}">
 <td>${p.provider}</td><td>${show(p.channel)}</td>
 <td data-testid="breaker-${p.provider}">${statusText(p.breaker?.state, "state")}</td>
-<td>${show(p.breaker?.decided_by)}</td><td>${when(p.breaker?.decided_at)}</td><td>${tokens(p.tokens)}</td>
+<td>${p.breaker?.decided ? html`${p.breaker.decided} by ${show(p.breaker.decided_by)}` : "—"}</td><td>${when(p.breaker?.decided_at)}</td><td>${tokens(p.tokens)}</td>
 <td>${
       (p.workers ?? []).length === 0
         ? html`<span class="muted">none reporting</span>`
