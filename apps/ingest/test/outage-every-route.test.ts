@@ -13,7 +13,7 @@ import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
 import { createIngestor } from "../src/notifications/create.js";
 import { createTemplateLookup } from "../src/notifications/templates.js";
-import { ingestApp } from "./support.js";
+import { ingestApp, replayResponder } from "./support.js";
 
 // "A transient database or NATS error on any route answers 503 problem+json with Retry-After,
 // never 500." The app reaches the real Postgres and NATS through proxies this file cuts. Every
@@ -51,6 +51,8 @@ const { app, admin } = await ingestApp(t, {
   templates,
   ingestor,
 });
+// The processor's answer to dead-letter replays, on the same cut dependencies.
+replayResponder(t, { database: proxiedDatabase, bus, log });
 const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["admin"] });
 await seedTemplate(database, {
   id: "welcome",
