@@ -25,3 +25,16 @@ export const offsetPageQuery = {
     String(DEFAULT_PAGE_SIZE),
   ),
 };
+
+/**
+ * A `limit` query entry of a cursor or search list: a positive integer, `fallback` when absent,
+ * clamped to `max` (not refused).
+ */
+export const limitParam = (fallback: number, max: number) =>
+  v.optional(
+    v.pipe(
+      positiveInteger("limit"),
+      v.transform((n) => Math.min(n, max)),
+    ),
+    String(fallback),
+  );

@@ -98,27 +98,25 @@ export async function readWorkerReports(bus: Bus): Promise<WorkerReport[]> {
   return reports.sort((a, b) => (a.worker < b.worker ? -1 : a.worker > b.worker ? 1 : 0));
 }
 
-/** The providers' last shared breaker decisions (notify_breakers), for those that have one. */
-export async function readBreakerDecisions(
+/** The JSON value of each key a bucket holds, by key (keys it does not hold are left out). */
+async function readJsonByKey<T>(
   bus: Bus,
-  providers: readonly string[],
-): Promise<Map<string, BreakerDecision>> {
-  const kv = await bus.kv("notify_breakers");
-  const decisions = new Map<string, BreakerDecision>();
-  for (const provider of providers) {
-    const decision = await readJson<BreakerDecision>(kv, provider);
-    if (decision) decisions.set(provider, decision);
+  bucket: "notify_breakers" | "notify_rate",
+  keys: readonly string[],
+): Promise<Map<string, T>> {
+  const kv = await bus.kv(bucket);
+  const values = new Map<string, T>();
+  for (const key of keys) {
+    const value = await readJson<T>(kv, key);
+    if (value) values.set(key, value);
   }
-  return decisions;
+  return values;
 }
 
+/** The providers' last shared breaker decisions (notify_breakers), for those that have one. */
+export const readBreakerDecisions = (bus: Bus, providers: readonly string[]) =>
+  readJsonByKey<BreakerDecision>(bus, "notify_breakers", providers);
+
 /** The providers' shared token buckets (notify_rate: GCRA arrival times, ms), for those used yet. */
-export async function readRateStates(bus: Bus, providers: readonly string[]): Promise<Map<string, LaneBuckets>> {
-  const kv = await bus.kv("notify_rate");
-  const states = new Map<string, LaneBuckets>();
-  for (const provider of providers) {
-    const state = await readJson<LaneBuckets>(kv, provider);
-    if (state) states.set(provider, state);
-  }
-  return states;
-}
+export const readRateStates = (bus: Bus, providers: readonly string[]) =>
+  readJsonByKey<LaneBuckets>(bus, "notify_rate", providers);

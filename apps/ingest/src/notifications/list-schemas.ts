@@ -1,5 +1,6 @@
 import { CHANNEL_STATUSES, NotificationRequest } from "@notify/core";
 import * as v from "valibot";
+import { limitParam } from "../pagination.js";
 
 /** Page size of GET /users/{id}/notifications when none is asked for. */
 export const DEFAULT_LIMIT = 50;
@@ -16,16 +17,7 @@ const instant = (field: string) =>
 /** Query of GET /api/v1/users/{id}/notifications (cursor pagination). */
 export const ListNotificationsQuery = v.pipe(
   v.strictObject({
-    limit: v.optional(
-      v.pipe(
-        v.string(),
-        v.regex(/^\d+$/, "limit must be a positive integer"),
-        v.transform(Number),
-        v.minValue(1, "limit must be a positive integer"),
-        v.transform((n) => Math.min(n, MAX_LIMIT)),
-      ),
-      String(DEFAULT_LIMIT),
-    ),
+    limit: limitParam(DEFAULT_LIMIT, MAX_LIMIT),
     /** The next_cursor of the previous page, unchanged. */
     cursor: v.optional(v.pipe(v.string(), v.maxLength(512, "cursor is not a cursor of this list"))),
     category: v.optional(NotificationRequest.entries.category),

@@ -1,7 +1,7 @@
 import { CHANNELS } from "@notify/core";
 import * as v from "valibot";
 import { BROADCAST_STATUSES, BroadcastView } from "../broadcasts/schemas.js";
-import { offsetPageQuery } from "../pagination.js";
+import { limitParam, offsetPageQuery } from "../pagination.js";
 import { Timestamp } from "../routes/contract.js";
 
 /** Results of GET /api/v1/ops/notifications when no limit is asked for. */
@@ -25,16 +25,7 @@ export const OpsNotificationsQuery = v.pipe(
     client_id: v.optional(text("client_id", 256)),
     /** The Idempotency-Key the client sent (unique per client only: needs client_id). */
     idempotency_key: v.optional(text("idempotency_key", 255)),
-    limit: v.optional(
-      v.pipe(
-        v.string(),
-        v.regex(/^\d+$/, "limit must be a positive integer"),
-        v.transform(Number),
-        v.minValue(1, "limit must be a positive integer"),
-        v.transform((n) => Math.min(n, MAX_SEARCH_LIMIT)),
-      ),
-      String(DEFAULT_SEARCH_LIMIT),
-    ),
+    limit: limitParam(DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT),
   }),
   v.forward(
     v.partialCheck(
