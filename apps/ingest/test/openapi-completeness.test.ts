@@ -13,7 +13,7 @@ import { ingestApp, replayResponder } from "./support.js";
 // lacks fails here, as does a route that is served but not described, or not driven at all.
 
 const { app, database, deps } = await ingestApp(t);
-replayResponder(t, deps);
+await replayResponder(t, deps);
 const doc = (await (await app.request("/api/v1/openapi.json")).json()) as {
   paths: Record<string, Record<string, { responses: Record<string, Response> }>>;
 };

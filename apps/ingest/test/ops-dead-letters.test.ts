@@ -12,7 +12,7 @@ import { ingestApp, replayResponder } from "./support.js";
 // processor's responder runs here, on the same database and namespace.
 const { app, database, bus, log } = await ingestApp(t);
 const root = t;
-let responder = replayResponder(root, { database, bus, log }, ["security"]);
+let responder = await replayResponder(root, { database, bus, log }, ["security"]);
 const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
 const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read", "ingest"] });
 const guard = await bus.kv("notify_send_guard");
@@ -227,7 +227,7 @@ t.test("no processor answering is a 503 with Retry-After; a bad request reaching
     body: JSON.stringify({ all: true, dry_run: true }),
   });
   t.ok(Number(response.headers.get("retry-after")) >= 1, "Retry-After");
-  responder = replayResponder(root, { database, bus, log }, ["security"]);
+  responder = await replayResponder(root, { database, bus, log }, ["security"]);
   // Only the processor may replay, so it validates what it is asked whatever sent it.
   const asked = await requestReply(bus, bus.subjects.opsReplay, { all: true, extra: 1 }, 5000);
   t.match(asked, { ok: false, error: { code: "validation_failed", fields: [{ field: "extra" }] } });

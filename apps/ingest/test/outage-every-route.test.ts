@@ -52,7 +52,7 @@ const { app, admin } = await ingestApp(t, {
   ingestor,
 });
 // The processor's answer to dead-letter replays, on the same cut dependencies.
-replayResponder(t, { database: proxiedDatabase, bus, log });
+await replayResponder(t, { database: proxiedDatabase, bus, log });
 const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["admin"] });
 await seedTemplate(database, {
   id: "welcome",

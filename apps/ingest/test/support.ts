@@ -1,7 +1,7 @@
 import { type Bus, connectBus } from "@notify/bus";
 import type { NotificationRequest } from "@notify/core";
-import { createAttemptThrottle, listen } from "@notify/http";
-import { startReplayResponder } from "@notify/processor/dead-letters/replay-responder";
+import { createAttemptThrottle, listen, toAppError } from "@notify/http";
+import { startReplayResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
 import { createAdminApp, createApp, type IngestDeps } from "../src/app.js";
@@ -62,13 +62,14 @@ export const minimalRequest = (userId: string): NotificationRequest => ({
  * The processor's answer to ingest's dead-letter replays (notify.ops.replay), run in the test
  * process on the test's database and namespace, stopped at teardown: without it a replay is 503.
  */
-export function replayResponder(
+export async function replayResponder(
   t: Pick<Test, "teardown">,
   deps: Pick<IngestDeps, "database" | "bus" | "log">,
   criticalCategories: readonly string[] = [],
 ) {
-  const responder = startReplayResponder({ ...deps, criticalCategories });
+  const responder = startReplayResponder({ ...deps, criticalCategories, explain: toAppError });
   t.teardown(() => responder.stop());
+  await responder.ready;
   return responder;
 }
 
@@ -85,7 +86,7 @@ export async function consoleApp(
 ) {
   const preauthThrottle = overrides.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 });
   const ingest = await ingestApp(t, { ...overrides, preauthThrottle });
-  replayResponder(t, ingest);
+  await replayResponder(t, ingest);
   const admin = createAdminApp({ ...ingest.deps, console: { api: ingest.app, preauthThrottle, ...console } });
   const server = await listen(admin, 0, "127.0.0.1");
   t.teardown(() => server.close());

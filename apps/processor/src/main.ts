@@ -2,13 +2,22 @@ import { hostname } from "node:os";
 import { busConfigFrom, connectBus, loadTopologyFile } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createMetrics, listen, mountHealth, mountMetrics, newApp, onShutdown, prepareStreams } from "@notify/http";
+import {
+  createMetrics,
+  listen,
+  mountHealth,
+  mountMetrics,
+  newApp,
+  onShutdown,
+  prepareStreams,
+  toAppError,
+} from "@notify/http";
 import { createLogger } from "@notify/log";
+import { startReplayResponder } from "@notify/ops";
 import { startTelemetry } from "@notify/telemetry";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
 import { laneDeps } from "./consumers.js";
-import { startReplayResponder } from "./dead-letters/replay-responder.js";
 import { startScheduler } from "./deferral/scheduler.js";
 import { startFallbacks } from "./fallback/job.js";
 import { laneBacklogCollector, orderHoldCounter, poisonCounter, reconcilerCounter } from "./metrics.js";
@@ -118,7 +127,13 @@ const reconciler = startReconciler(
   },
 );
 // Every instance answers the operator's dead-letter replays (ingest asks; one instance takes each).
-const replays = startReplayResponder({ database, bus, log, criticalCategories: config.CRITICAL_CATEGORIES });
+const replays = startReplayResponder({
+  database,
+  bus,
+  log,
+  criticalCategories: config.CRITICAL_CATEGORIES,
+  explain: toAppError,
+});
 log.info({ port: server.port, instance }, "processor running; partitions are shared through notify_leases");
 
 onShutdown(log, config.SHUTDOWN_TIMEOUT_SECONDS * 1000, async () => {

@@ -28,6 +28,8 @@ export async function requestReply<T>(
 }
 
 export interface Responder {
+  /** Resolves once the server has the subscription: a request sent after it finds this responder. */
+  ready: Promise<void>;
   /** Stops taking requests and waits for those in hand to be answered. */
   stop(): Promise<void>;
 }
@@ -66,6 +68,7 @@ export function answerRequests(
     },
   });
   return {
+    ready: bus.nc.flush(),
     async stop() {
       if (!subscription.isClosed()) await subscription.drain().catch(() => subscription.unsubscribe());
       await Promise.all(inHand);

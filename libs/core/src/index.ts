@@ -25,3 +25,4 @@ export * from "./template-syntax.js";
 export * from "./template-variants.js";
 export * from "./token-bucket.js";
 export * from "./traceparent.js";
+export * from "./validate.js";

@@ -366,6 +366,7 @@ t.test("ingest may not publish a work item or write a send guard: it asks the pr
     value: { heard: body },
   }));
   t.teardown(() => responder.stop());
+  await responder.ready;
   t.same(await requestReply(ingest, ingest.subjects.opsReplay, { all: true }, 5000), {
     ok: true,
     value: { heard: { all: true } },

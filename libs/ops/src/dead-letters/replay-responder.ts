@@ -1,17 +1,28 @@
 import { answerRequests, type Bus, type Reply, type Responder } from "@notify/bus";
-import { type ReplayAnswer, ReplayRequest } from "@notify/core";
+import { type AppError, type ReplayAnswer, ReplayRequest, validate } from "@notify/core";
 import type { Database } from "@notify/db";
-import { retryLogLevel, toAppError, validate } from "@notify/http";
-import type { Logger } from "@notify/log";
-import { type DeadLetterFilters, replayDeadLetters } from "@notify/ops";
+import type { DeadLetterFilters } from "./filter.js";
+import { replayDeadLetters } from "./replay-selected.js";
 
 /** The queue group of the processors answering replays: one instance takes each request. */
 export const REPLAY_QUEUE = "processor-replay";
 
+/** What the responder logs (a pino logger fits). */
+interface ReplayLog {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
 export interface ReplayDeps {
   database: Database;
   bus: Bus;
-  log: Logger;
+  log: ReplayLog;
+  /**
+   * How the host answers a thrown error (the processor: libs/http's toAppError, so a database or
+   * NATS outage is a 503 dependency_unavailable, as the API would answer it).
+   */
+  explain: (error: unknown) => AppError;
   /** CRITICAL_CATEGORIES: today's preferences are checked with them, as routing does. */
   criticalCategories: readonly string[];
 }
@@ -86,8 +97,11 @@ export function startReplayResponder(deps: ReplayDeps): Responder {
         );
         return { ok: true, value: answer };
       } catch (error) {
-        const appError = toAppError(error);
-        if (appError.status >= 500) deps.log[retryLogLevel(error)]({ err: error }, "dead-letter replay failed");
+        const appError = deps.explain(error);
+        if (appError.status >= 500) {
+          const level = appError.code === "dependency_unavailable" ? "warn" : "error";
+          deps.log[level]({ err: error }, "dead-letter replay failed");
+        }
         return {
           ok: false,
           error: {
