@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { connectBus } from "@notify/bus";
 import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
 import { PROBLEM_TYPE_BASE } from "@notify/http";
-import { freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import { deadLetterOf, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
 import { ingestApp, replayResponder } from "./support.js";
 
@@ -170,29 +170,7 @@ t.test("a scenario drives every route through its success and failure paths", as
   await securityCases("GET", "/dead-letters", readKey);
   const { seq } = await deps.bus.publish(
     deps.bus.subjects.dlq("email"),
-    {
-      version: 1,
-      class: "permanent",
-      reason: "sendgrid 400: invalid address",
-      channel: "email",
-      lane: "transactional",
-      provider: "sendgrid",
-      attempts: 1,
-      notification: null,
-      item: {
-        notification_id: notificationId,
-        channel: "email",
-        priority: "transactional",
-        user_id: user,
-        category: "orders",
-        to: "old@example.com",
-        subject: "Hi",
-        body: "Hello",
-        attempt: 1,
-      },
-      history: [],
-      dead_lettered_at: new Date().toISOString(),
-    },
+    deadLetterOf({ notification_id: notificationId, user_id: user }),
     `dl-${randomUUID()}`,
   );
   await call("GET", `/dead-letters/${seq}`);

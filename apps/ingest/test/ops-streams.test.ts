@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { AckPolicy } from "@nats-io/jetstream";
-import { connectBus } from "@notify/bus";
+import { type ConsumerState, connectBus, type StreamState } from "@notify/bus";
 import { partitionOf } from "@notify/core";
 import { seedApiKey, seedTemplate } from "@notify/db";
 import { freshBus, freshNamespace, settled, TEST_NATS_URL } from "@notify/testing";
@@ -19,24 +19,8 @@ await seedTemplate(database, {
 const shop = await seedApiKey(database, { clientId: "shop", name: "shop", scopes: ["ingest", "read"] });
 const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
 
-interface Consumer {
-  name: string;
-  filter_subject: string | null;
-  num_pending: number;
-  num_ack_pending: number;
-  num_redelivered: number;
-  num_waiting: number;
-  last_active: string | null;
-}
-interface Stream {
-  name: string;
-  subjects: string[];
-  messages: number;
-  bytes: number;
-  first_seq: number;
-  last_seq: number;
-  consumers: Consumer[];
-}
+type Consumer = ConsumerState;
+type Stream = StreamState;
 const streams = async (key = operator, target = app) => {
   const response = await target.request("/api/v1/ops/streams", { headers: { "x-api-key": key } });
   return { status: response.status, headers: response.headers, body: (await response.json()) as { data: Stream[] } };
@@ -112,9 +96,7 @@ t.test("a consumer's pending count after publishing; this namespace's streams on
   const durables = (await streams()).body.data.find((s) => s.name === dlq) as Stream;
   const reader = await bus.jsm.consumers.add(dlq, { ack_policy: AckPolicy.None, inactive_threshold: 30_000_000_000 });
   t.teardown(() => bus.jsm.consumers.delete(dlq, reader.name).catch(() => {}));
-  const withReader = (await streams()).body.data.find((s) => s.name === dlq) as Stream & {
-    ephemeral_consumers: number;
-  };
+  const withReader = (await streams()).body.data.find((s) => s.name === dlq) as Stream;
   t.equal(withReader.ephemeral_consumers, 1, "the reader is counted");
   t.same(
     withReader.consumers.map((c) => c.name),

@@ -3,6 +3,7 @@ import { applyTopology } from "@notify/bus";
 import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
 import {
   captureLogger,
+  deadLetterOf,
   eventually,
   freshDatabase,
   freshNamespace,
@@ -121,29 +122,7 @@ async function fixtures() {
   // A dead letter of the notification, for the dead-letter routes (each reads its channel's state in Postgres).
   const { seq } = await bus.publish(
     bus.subjects.dlq("email"),
-    {
-      version: 1,
-      class: "permanent",
-      reason: "sendgrid 400: invalid address",
-      channel: "email",
-      lane: "transactional",
-      provider: "sendgrid",
-      attempts: 1,
-      notification: null,
-      item: {
-        notification_id: notification.notification_id,
-        channel: "email",
-        priority: "transactional",
-        user_id: user,
-        category: "orders",
-        to: "old@example.com",
-        subject: "Hi",
-        body: "Hello",
-        attempt: 1,
-      },
-      history: [],
-      dead_lettered_at: new Date().toISOString(),
-    },
+    deadLetterOf({ notification_id: notification.notification_id, user_id: user }),
     `dl-${randomUUID()}`,
   );
   return { user, keyToRead, keyToRevoke, audience, broadcast, notification, token: token.token, item, seq };

@@ -145,6 +145,7 @@ export async function settled(database: Database, notificationId: string, timeou
 export { freePort } from "@notify/devstack";
 export * from "./bus.js";
 export * from "./cluster-chaos.js";
+export * from "./dead-letters.js";
 export * from "./embedded.js";
 export * from "./logger.js";
 export * from "./nats-users.js";

@@ -22,7 +22,7 @@ import { overviewPage } from "./pages/overview.js";
 import { providersPage } from "./pages/providers.js";
 import { searchPage } from "./pages/search.js";
 import { streamsPage } from "./pages/streams.js";
-import { crossOrigin, securityHeaders } from "./security.js";
+import { crossOrigin, SAFE_METHODS, securityHeaders } from "./security.js";
 import { createSessionStore, csrfMatches, SESSION_COOKIE } from "./session.js";
 import { CONSOLE_CSS, CONSOLE_ICON } from "./style.js";
 
@@ -31,7 +31,6 @@ export { createSessionStore, type SessionOptions, type SessionStore } from "./se
 
 /** The console's forms are small; a selection of 200 dead letters is a few kilobytes. */
 const MAX_FORM_BYTES = 64 * 1024;
-const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 const refusal = (c: ConsoleContext, message: string, status: PageStatus | 401 | 403 | 413) =>
   render(

@@ -19,7 +19,8 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
 
 export const securityHeaders: MiddlewareHandler = (c, next) => responseHeaders(c, next, { ...SECURITY_HEADERS });
 
-const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+/** Methods that change nothing: no CSRF token or origin check for them. */
+export const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /**
  * Whether a state-changing request comes from somewhere else. A browser's Sec-Fetch-Site
