@@ -67,3 +67,50 @@ t.test("quiet hours that the API would refuse are ignored, not fatal to every me
   await seedUser(database, "cache-bad", { quiet_hours: { start: "22:00", end: "07:00", tz: "Mars/Olympus" } });
   t.equal((await profiles.load("cache-bad")).preferences.quietHours, null);
 });
+
+// The key a profile has in the bucket (user ids are any printable ASCII; KV keys are not).
+const bucketKey = (userId: string) => Buffer.from(userId, "utf8").toString("base64url");
+
+t.test("a user's later messages are routed from memory, not from the bucket", async (t) => {
+  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log });
+  await seedUser(database, "cache-mem", { channel_optout: [] });
+  await profiles.load("cache-mem");
+  // Gone from the bucket and changed in Postgres: only this process's memory still has the old one.
+  await kv.delete(bucketKey("cache-mem"));
+  await seedUser(database, "cache-mem", { channel_optout: ["sms"] });
+  t.same((await profiles.load("cache-mem")).preferences.channelOptout, [], "from memory");
+  t.equal((await kv.get(bucketKey("cache-mem")))?.operation, "DEL", "the bucket was not read into again");
+  const off = createProfileSource({ database, kv, ttlMs: TTL_MS, log, localProfiles: 0 });
+  t.same((await off.load("cache-mem")).preferences.channelOptout, ["sms"], "without memory: bucket, then Postgres");
+});
+
+t.test("loads of one user at once share one read", async (t) => {
+  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log });
+  await seedUser(database, "cache-burst");
+  const loaded = await Promise.all(Array.from({ length: 20 }, () => profiles.load("cache-burst")));
+  t.ok(
+    loaded.every((p) => p === loaded[0]),
+    "every caller got the one profile read",
+  );
+  const history = await kv.history({ key: bucketKey("cache-burst") });
+  let puts = 0;
+  for await (const entry of history) if (entry.operation === "PUT") puts++;
+  t.equal(puts, 1, "one Postgres read, put in the bucket once");
+  t.throws(() => {
+    (loaded[0]?.preferences.channelOptout as string[]).push("email");
+  }, "the shared profile cannot be changed by one of its messages");
+});
+
+t.test("the TTL counts from the Postgres read, whichever cache passed the profile on", async (t) => {
+  await seedUser(database, "cache-age", { category_optout: [] });
+  // Another processor reads it from Postgres and fills the bucket now.
+  await createProfileSource({ database, kv, ttlMs: TTL_MS, log }).load("cache-age");
+  await seedUser(database, "cache-age", { category_optout: ["news"] });
+  // This one meets it in the bucket near the end of its life, and keeps it in memory.
+  let offset = TTL_MS - 1500;
+  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log, now: () => Date.now() + offset });
+  t.same((await profiles.load("cache-age")).preferences.categoryOptout, [], "from the bucket, still fresh");
+  // 1.6 s later by its clock the memory copy was read from Postgres more than the TTL ago.
+  offset += 1600;
+  t.same((await profiles.load("cache-age")).preferences.categoryOptout, ["news"], "not from memory past the TTL");
+});
