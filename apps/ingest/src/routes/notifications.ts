@@ -8,7 +8,7 @@ import {
   NotificationRequest,
   PRIORITIES,
 } from "@notify/core";
-import { limitBody, readJson, validate } from "@notify/http";
+import { jsonResponse, limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import { type AuthEnv, requireScope } from "../auth/middleware.js";
@@ -218,12 +218,9 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
       const request = validate(NotificationRequest, await readJson(c));
       const result = await deps.ingestor.create({ clientId: c.get("principal").clientId, idempotencyKey, request });
-      if (result.kind === "replayed") {
-        c.header("idempotent-replayed", "true");
-        return c.json({ notification_id: result.notificationId, status: "accepted" }, 200);
-      }
-      c.header("location", `/api/v1/notifications/${result.notificationId}`);
-      return c.json({ notification_id: result.notificationId, status: "accepted" }, 202);
+      const accepted = { notification_id: result.notificationId, status: "accepted" };
+      if (result.kind === "replayed") return jsonResponse(c, accepted, 200, { "idempotent-replayed": "true" });
+      return jsonResponse(c, accepted, 202, { location: `/api/v1/notifications/${result.notificationId}` });
     },
   );
 
