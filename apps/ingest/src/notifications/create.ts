@@ -104,7 +104,10 @@ export function createIngestor(
       const prepared = preparing instanceof Promise ? await preparing : preparing;
       if (queue.length >= queueLimit) throw queueFull(queueLimit);
       return new Promise<CreateResult>((resolve, reject) => {
-        const item: Pending = { ...prepared, resolve, reject };
+        // The prepared request itself waits in the queue (no copy per request).
+        const item = prepared as Pending;
+        item.resolve = resolve;
+        item.reject = reject;
         if (tracingOn()) {
           item.trace = activeContext();
           item.traceParent = activeTraceparent();
