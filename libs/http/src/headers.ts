@@ -19,11 +19,12 @@ const BAG = Symbol("responseHeaders");
 type Bagged = Context & { [BAG]?: HeaderBag };
 
 /**
- * Adds headers to whatever answer the rest of the chain produces, error answers included. A
- * header the route set itself wins. An answer built with `jsonResponse` carries them already;
- * any other gets those it lacks once it is built.
+ * Adds headers to whatever answer the request gets, error answers included; a header the route
+ * set itself wins. An answer built with `jsonResponse` carries them already; any other gets those
+ * it lacks once the whole chain is done (`applyPromisedHeaders`, in newApp's first middleware),
+ * so a middleware that only promises headers passes the request on without a frame of its own.
  */
-export async function responseHeaders(c: Context, next: Next, headers: Record<string, string>): Promise<void> {
+export function promiseHeaders(c: Context, headers: Record<string, string>): void {
   let bag = (c as Bagged)[BAG];
   if (bag === undefined) {
     bag = { values: {}, sent: false };
@@ -31,27 +32,34 @@ export async function responseHeaders(c: Context, next: Next, headers: Record<st
   }
   // for...in over a plain literal: no entry arrays per request, as Object.entries would make.
   for (const name in headers) bag.values[name] = headers[name] as string;
-  await next();
-  if (!bag.sent) addMissing(c, headers);
 }
 
-function addMissing(c: Context, headers: Record<string, string>): void {
+/** Middleware's form of promiseHeaders: promises `headers` and passes the request on. */
+export function responseHeaders(c: Context, next: Next, headers: Record<string, string>): Promise<void> {
+  promiseHeaders(c, headers);
+  return next();
+}
+
+/** Gives the finished answer the promised headers it lacks, unless it was built with them. */
+export function applyPromisedHeaders(c: Context): void {
+  const bag = (c as Bagged)[BAG];
+  if (bag === undefined || bag.sent) return;
   let target = c.res.headers;
-  for (const name in headers) {
+  for (const name in bag.values) {
     if (target.has(name)) continue;
     try {
-      target.set(name, headers[name] as string);
+      target.set(name, bag.values[name] as string);
     } catch {
       // An answer whose headers are immutable (one fetched, a Response.redirect): copied once.
       c.res = new Response(c.res.body, c.res);
       target = c.res.headers;
-      target.set(name, headers[name] as string);
+      target.set(name, bag.values[name] as string);
     }
   }
 }
 
 /**
- * A JSON answer with the headers middleware promised (`responseHeaders`) and `headers`, built as
+ * A JSON answer with the headers middleware promised (`promiseHeaders`) and `headers`, built as
  * one plain object: the cheapest answer there is, for the routes that run most.
  */
 export function jsonResponse(c: Context, body: unknown, status: number, headers?: Record<string, string>): Response {

@@ -5,7 +5,7 @@ import type { Logger } from "@notify/log";
 import { tracingOn } from "@notify/telemetry";
 import { type Context, Hono } from "hono";
 import { toAppError } from "./dependency.js";
-import { responseHeaders } from "./headers.js";
+import { applyPromisedHeaders, promiseHeaders } from "./headers.js";
 import type { MetricsRegistry } from "./metrics.js";
 import { mountMetrics, requestMetrics } from "./metrics.js";
 import { problemResponse, toProblem } from "./problem.js";
@@ -55,13 +55,30 @@ export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
   const durations = options.metrics === undefined ? undefined : requestMetrics(options.metrics);
   // First, so that the access log line and the error answers below are inside the request's span.
   if (tracingOn()) app.use(serverSpans(OPERATOR_PATHS));
+  // One middleware for what every request gets: its id, its logger, the promised headers, the
+  // answer to anything thrown, the duration metric and the access line. Hono hands only Error
+  // instances to onError; anything else thrown (a string, null, a Proxy) would escape as a bare
+  // 500 without a body, so it is answered here the same way. A NUL can reach no column (Postgres
+  // text refuses it): refused here for every route, path parameters and query strings alike,
+  // instead of failing in a query.
   app.use(async (c, next) => {
     const incoming = c.req.header("x-request-id");
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     const started = performance.now();
     c.set("requestId", requestId);
     c.set("log", requestLogger(log, { request_id: requestId }));
-    await responseHeaders(c, next, { "x-request-id": requestId });
+    promiseHeaders(c, { "x-request-id": requestId });
+    try {
+      if (NUL_IN_URL.test(c.req.url)) {
+        throw new AppError("validation_failed", "the URL must not contain %00 (NUL)", {
+          fields: [{ field: "(url)", message: "must not contain %00 (NUL)" }],
+        });
+      }
+      await next();
+    } catch (thrown) {
+      c.res = answerError(thrown, c, log);
+    }
+    applyPromisedHeaders(c);
     const status = c.res.status;
     const seconds = (performance.now() - started) / 1000;
     // After next() the route path is the matched handler's; "/*" is this middleware's own.
@@ -85,22 +102,6 @@ export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
       },
       "request",
     );
-  });
-  // Hono hands only Error instances to onError; anything else thrown (a string, null, a Proxy)
-  // would escape as a bare 500 without a body, so it is answered here the same way. A NUL can
-  // reach no column (Postgres text refuses it): refused here for every route, path parameters
-  // and query strings alike, instead of failing in a query.
-  app.use(async (c, next) => {
-    try {
-      if (NUL_IN_URL.test(c.req.url)) {
-        throw new AppError("validation_failed", "the URL must not contain %00 (NUL)", {
-          fields: [{ field: "(url)", message: "must not contain %00 (NUL)" }],
-        });
-      }
-      await next();
-    } catch (thrown) {
-      return answerError(thrown, c, log);
-    }
   });
   app.onError((error, c) => answerError(error, c, log));
   app.notFound((c) =>
@@ -130,7 +131,7 @@ function answerError(error: unknown, c: Context<AppEnv>, log: Logger): Response 
     }
   }
   const requestId = c.get("requestId");
-  // Set here too: the request id middleware re-applies its header only for what Hono calls an error.
+  // Set here as well: the answer carries its request id however it is reached.
   const headers: Record<string, string> = requestId ? { "x-request-id": requestId } : {};
   const retryAfter = appError.context?.retryAfterSeconds;
   if (typeof retryAfter === "number") headers["retry-after"] = String(retryAfter);

@@ -20,6 +20,10 @@ function setup() {
   app.get("/api/fails", () => {
     throw new AppError("not_found", "nothing here");
   });
+  app.get("/api/odd", () => {
+    // Not an Error: Hono's onError never sees it; the app's first middleware answers it.
+    throw "a string";
+  });
   app.get("/api/redirect", () => Response.redirect("http://example.com/elsewhere", 302));
   app.get("/api/stream", (c) => c.body(new ReadableStream({ start: (s) => s.close() })));
   return app;
@@ -67,6 +71,15 @@ for (const [how, request] of [
     t.equal(fails.status, 404);
     expectPromised(t, fails);
     t.equal(fails.headers.get("content-type"), "application/problem+json");
+
+    const odd = await request("/api/odd");
+    t.equal(odd.status, 500, "anything thrown is answered as a problem");
+    t.equal(odd.headers.get("content-type"), "application/problem+json");
+    expectPromised(t, odd);
+
+    const nul = await request("/api/plain%00");
+    t.equal(nul.status, 400, "a NUL in the URL is refused before any route");
+    t.match(nul.headers.get("x-request-id"), /^[0-9a-f-]{36}$/);
 
     const redirect = await request("/api/redirect");
     t.equal(redirect.status, 302, "an answer with immutable headers is copied, not lost");

@@ -1,6 +1,6 @@
 import type { Scope } from "@notify/core";
 import { AppError } from "@notify/core";
-import { type AppEnv, type AttemptThrottle, clientAddress, responseHeaders } from "@notify/http";
+import { type AppEnv, type AttemptThrottle, clientAddress, promiseHeaders } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
 import { asDependencyError } from "../dependency.js";
 import { hasScope, type KeyLookup, type Principal } from "./api-keys.js";
@@ -96,7 +96,8 @@ export function authenticate(
     const decision = admitted instanceof Promise ? await admitted : admitted;
     c.set("principal", principal);
     c.set("log", c.get("log").child({ client_id: principal.clientId, key_id: principal.keyId }));
-    await responseHeaders(c, next, rateLimitHeaders(decision, decision.limits));
+    promiseHeaders(c, rateLimitHeaders(decision, decision.limits));
+    await next();
   };
 }
 
