@@ -10,8 +10,8 @@
 // postgres, nats-server), from /proc, and last the ratio of the service's CPU per request
 // (server, postgres, nats-server) of each floor to ingest's. BENCH_CONNECTIONS (50),
 // BENCH_SECONDS (10, per target), BENCH_ROUNDS (5: the targets take turns, so that load from
-// elsewhere falls on all of them); BENCH_CPU_PROF_DIR=<dir> writes ingest's and the floors' V8
-// CPU profiles.
+// elsewhere falls on all of them), BENCH_SETTLE_MS (1000: a turn's CPU is counted until this long
+// after its load ends); BENCH_CPU_PROF_DIR=<dir> writes ingest's and the floors' V8 CPU profiles.
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -115,10 +115,22 @@ const add = (a, b) => ({
   },
   cpu: a.cpu && b.cpu ? Object.fromEntries(Object.keys(a.cpu).map((k) => [k, a.cpu[k] + (b.cpu[k] ?? 0)])) : null,
 });
+// A turn's CPU is counted until its work has settled (group commits and publishes in flight,
+// outbox deletes, the WAL writer): otherwise the tail of one target's turn lands on the next one.
+const settleMs = Number(process.env.BENCH_SETTLE_MS ?? 1000);
 const run = (target, duration) =>
-  cpuMeter(() => [target.pid()]).measure(() =>
-    load({ url: target.url, body, headers: target.headers, connections, seconds: duration, uniqueKeys: true }),
-  );
+  cpuMeter(() => [target.pid()]).measure(async () => {
+    const result = await load({
+      url: target.url,
+      body,
+      headers: target.headers,
+      connections,
+      seconds: duration,
+      uniqueKeys: true,
+    });
+    await new Promise((resolve) => setTimeout(resolve, settleMs));
+    return result;
+  });
 
 try {
   console.log("warming up...");
@@ -126,11 +138,15 @@ try {
   // The targets take turns, `rounds` times, and each one's figures are the sum of its turns: a
   // spell of load from elsewhere on the machine then falls on all of them, not on one.
   const results = {};
+  const turns = [];
   for (let round = 0; round < rounds; round++) {
+    const thisRound = {};
     for (const [name, target] of Object.entries(targets)) {
       const turn = await run(target, seconds / rounds);
+      thisRound[name] = turn;
       results[name] = results[name] ? add(results[name], turn) : turn;
     }
+    turns.push(thisRound);
   }
 
   const { hello: h, floor: f, checked: k, ingest: i } = results;
@@ -152,8 +168,19 @@ try {
   console.log(
     `service CPU per request: minimal ${service(f).toFixed(0)} µs, + checks ${service(k).toFixed(0)} µs, ingest ${service(i).toFixed(0)} µs`,
   );
-  console.log(`ratio (CPU per request, minimal durable / ingest): ${ratio(i, f)}`);
-  console.log(`ratio (CPU per request, minimal durable with the checks / ingest): ${ratio(i, k)}`);
+  // Each round's own ratio too: a turn disturbed from elsewhere (a checkpoint, a vacuum) moves the
+  // pooled figure, the median of the rounds much less.
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+  const perRound = (of) => turns.map((turn) => service(turn[of]) / service(turn.ingest));
+  const rounded = (xs) => xs.map((x) => x.toFixed(2)).join(" ");
+  console.log(`per round (minimal durable / ingest): ${rounded(perRound("floor"))}`);
+  console.log(`per round (with the checks / ingest): ${rounded(perRound("checked"))}`);
+  console.log(
+    `ratio (CPU per request, minimal durable / ingest): ${ratio(i, f)} pooled, ${median(perRound("floor")).toFixed(2)} median of the rounds`,
+  );
+  console.log(
+    `ratio (CPU per request, minimal durable with the checks / ingest): ${ratio(i, k)} pooled, ${median(perRound("checked")).toFixed(2)} median of the rounds`,
+  );
   summarize({
     what: `ingest, one accepted request (${connections} connections)`,
     notify: `${cpuFigure(service(i))}, ${rateFigure(i.result.rps)}`,
