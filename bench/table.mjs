@@ -7,6 +7,8 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import postgres from "postgres";
+import { cpuBetween, cpuTicks } from "./lib.mjs";
 
 const benches = [
   { name: "e2e", script: "e2e.mjs" },
@@ -20,7 +22,31 @@ const benches = [
 const only = process.env.BENCH_ONLY?.split(",");
 const summary = join(mkdtempSync(join(tmpdir(), "notify-bench-table-")), "rows.jsonl");
 
+/**
+ * Lets the machine settle before a bench: what the last one wrote is checkpointed now, and
+ * PostgreSQL and nats-server go quiet (under 2 % of a core for a second, 60 s at most), so
+ * that one bench's aftermath (a checkpoint, dropped databases and streams) is not counted in
+ * the next one's first phase.
+ */
+async function settle() {
+  const sql = postgres(process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres", {
+    max: 1,
+    onnotice: () => {},
+  });
+  await sql`checkpoint`;
+  await sql.end();
+  const services = ({ comm }) => (comm === "postgres" || comm === "nats-server" ? "services" : null);
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    const before = cpuTicks(services);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const busy = cpuBetween(before, cpuTicks(services))?.services ?? 0;
+    if (busy < 20_000) return;
+  }
+}
+
 for (const bench of benches.filter((b) => !only || only.includes(b.name))) {
+  await settle();
   console.error(`running bench/${bench.script} ${JSON.stringify(bench.env ?? {})}...`);
   const run = spawnSync(process.execPath, [new URL(bench.script, import.meta.url).pathname], {
     env: { ...process.env, ...bench.env, BENCH_SUMMARY: summary },
