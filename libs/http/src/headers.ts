@@ -7,8 +7,8 @@ import type { Context, Next } from "hono";
  */
 interface HeaderBag {
   values: Record<string, string>;
-  /** The answer was built with them (jsonResponse): nothing is left to add. */
-  sent: boolean;
+  /** The answer built with them (jsonResponse): if it is the one sent, nothing is left to add. */
+  sent: Response | null;
 }
 
 /**
@@ -27,7 +27,7 @@ type Bagged = Context & { [BAG]?: HeaderBag };
 export function promiseHeaders(c: Context, headers: Record<string, string>): void {
   let bag = (c as Bagged)[BAG];
   if (bag === undefined) {
-    bag = { values: {}, sent: false };
+    bag = { values: {}, sent: null };
     (c as Bagged)[BAG] = bag;
   }
   // for...in over a plain literal: no entry arrays per request, as Object.entries would make.
@@ -40,20 +40,26 @@ export function responseHeaders(c: Context, next: Next, headers: Record<string, 
   return next();
 }
 
-/** Gives the finished answer the promised headers it lacks, unless it was built with them. */
+/**
+ * Gives the finished answer the promised headers it lacks, unless it is the one built with them.
+ * Never throws: a header whose value an answer refuses is left out.
+ */
 export function applyPromisedHeaders(c: Context): void {
   const bag = (c as Bagged)[BAG];
-  if (bag === undefined || bag.sent) return;
-  let target = c.res.headers;
+  if (bag === undefined || (bag.sent !== null && c.res === bag.sent)) return;
   for (const name in bag.values) {
-    if (target.has(name)) continue;
+    const value = bag.values[name] as string;
+    if (c.res.headers.has(name)) continue;
     try {
-      target.set(name, bag.values[name] as string);
+      c.res.headers.set(name, value);
     } catch {
       // An answer whose headers are immutable (one fetched, a Response.redirect): copied once.
-      c.res = new Response(c.res.body, c.res);
-      target = c.res.headers;
-      target.set(name, bag.values[name] as string);
+      try {
+        c.res = new Response(c.res.body, c.res);
+        c.res.headers.set(name, value);
+      } catch {
+        // A value no answer takes (from configuration): the answer goes without it.
+      }
     }
   }
 }
@@ -65,11 +71,10 @@ export function applyPromisedHeaders(c: Context): void {
 export function jsonResponse(c: Context, body: unknown, status: number, headers?: Record<string, string>): Response {
   const bag = (c as Bagged)[BAG];
   const all: Record<string, string> = {};
-  if (bag !== undefined) {
-    bag.sent = true;
-    for (const name in bag.values) all[name] = bag.values[name] as string;
-  }
+  if (bag !== undefined) for (const name in bag.values) all[name] = bag.values[name] as string;
   if (headers !== undefined) for (const name in headers) all[name] = headers[name] as string;
   all["content-type"] = "application/json";
-  return new Response(JSON.stringify(body), { status, headers: all });
+  const response = new Response(JSON.stringify(body), { status, headers: all });
+  if (bag !== undefined) bag.sent = response;
+  return response;
 }

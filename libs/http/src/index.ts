@@ -76,6 +76,8 @@ export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
       }
       await next();
     } catch (thrown) {
+      // Unset first: Hono's setter would copy a half-built answer's headers (cookies) onto this one.
+      c.res = undefined;
       c.res = answerError(thrown, c, log);
     }
     applyPromisedHeaders(c);

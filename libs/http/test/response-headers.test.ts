@@ -2,7 +2,7 @@ import { serve } from "@hono/node-server";
 import { AppError } from "@notify/core";
 import { captureLogger } from "@notify/testing";
 import t, { type Test } from "tap";
-import { jsonResponse, newApp, responseHeaders } from "../src/index.js";
+import { jsonResponse, newApp, promiseHeaders, responseHeaders } from "../src/index.js";
 
 // Middleware promise headers to every answer (the request id, a key's rate limit, a version's
 // deprecation); the busiest routes answer with jsonResponse, which carries them in one plain
@@ -23,6 +23,15 @@ function setup() {
   app.get("/api/odd", () => {
     // Not an Error: Hono's onError never sees it; the app's first middleware answers it.
     throw "a string";
+  });
+  app.get("/api/half", (c) => {
+    c.header("set-cookie", "session=half-built");
+    c.res = c.text("partial");
+    throw "after an answer was set";
+  });
+  app.get("/api/bad-value", (c) => {
+    promiseHeaders(c, { "x-broken": "line\nbreak" });
+    return c.json({ ok: true });
   });
   app.get("/api/redirect", () => Response.redirect("http://example.com/elsewhere", 302));
   app.get("/api/stream", (c) => c.body(new ReadableStream({ start: (s) => s.close() })));
@@ -80,6 +89,16 @@ for (const [how, request] of [
     const nul = await request("/api/plain%00");
     t.equal(nul.status, 400, "a NUL in the URL is refused before any route");
     t.match(nul.headers.get("x-request-id"), /^[0-9a-f-]{36}$/);
+
+    const half = await request("/api/half");
+    t.equal(half.status, 500);
+    t.equal(half.headers.get("set-cookie"), null, "a half-built answer's cookie does not reach the problem");
+    expectPromised(t, half);
+
+    const bad = await request("/api/bad-value");
+    t.equal(bad.status, 200, "a promised value no answer takes is left out, not a failure");
+    t.equal(bad.headers.get("x-broken"), null);
+    expectPromised(t, bad);
 
     const redirect = await request("/api/redirect");
     t.equal(redirect.status, 302, "an answer with immutable headers is copied, not lost");

@@ -53,7 +53,10 @@ function frozen(profile: UserProfile): UserProfile {
   Object.freeze(preferences.categoryOptout);
   if (preferences.quietHours) Object.freeze(preferences.quietHours);
   Object.freeze(preferences);
-  for (const token of profile.deviceTokens) Object.freeze(token);
+  for (const token of profile.deviceTokens) {
+    if (token.keys) Object.freeze(token.keys);
+    Object.freeze(token);
+  }
   Object.freeze(profile.deviceTokens);
   return Object.freeze(profile);
 }
@@ -100,7 +103,8 @@ export function createProfileSource(deps: {
     try {
       const entry = await deps.kv.get(key);
       if (entry?.operation !== "PUT") return undefined;
-      const held = { profile: frozen(entry.json<UserProfile>()), readAt: entry.created.getTime() };
+      // The server stamps `created`: one in this process's future (clocks apart) counts as now.
+      const held = { profile: frozen(entry.json<UserProfile>()), readAt: Math.min(entry.created.getTime(), now()) };
       return fresh(held) ? held : undefined;
     } catch (error) {
       warn(error, "read");
