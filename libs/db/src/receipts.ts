@@ -52,52 +52,6 @@ export interface RecordOptions {
 // Stored in provider_receipts.status for events that move no channel.
 const NO_STATUS = "none";
 
-interface StoredReceipt {
-  provider: string;
-  event_id: string;
-  provider_id: string;
-  status: string;
-  reason: string | null;
-}
-
-/**
- * Applies one stored receipt to its channel if the send is recorded. The status moves forward
- * only (libs/core status.ts), so a late or repeated receipt never regresses the channel; the
- * receipt counts as applied once its channel exists, whether or not it moved it.
- */
-async function apply(tx: TransactionSql, receipt: StoredReceipt): Promise<boolean> {
-  const [channel] = await tx<{ notification_id: string }[]>`
-    select notification_id from notification_channels
-    where provider = ${receipt.provider} and provider_id = ${receipt.provider_id} limit 1`;
-  if (channel === undefined) {
-    // Only a channel without any provider id: one send per channel, never another send's id.
-    const [bound] = await tx<{ notification_id: string }[]>`
-      update notification_channels c set provider = ${receipt.provider}, provider_id = ${receipt.provider_id}
-      from provider_receipts r
-      where r.provider = ${receipt.provider} and r.event_id = ${receipt.event_id}
-        and c.notification_id = r.payload->>'notification_id' and c.channel = r.payload->>'channel'
-        and c.provider_id is null
-      returning c.notification_id`;
-    if (bound === undefined) return false;
-  }
-  if (receipt.status !== NO_STATUS) {
-    const to = receipt.status as ChannelStatus;
-    await tx`
-      with moved as (
-        update notification_channels set status = ${to}, reason = ${receipt.reason}, updated_at = now()
-        where provider = ${receipt.provider} and provider_id = ${receipt.provider_id}
-          and status = any(${statusesMovableTo(to)})
-        returning notification_id, channel, status, reason, attempts, provider_id
-      )
-      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
-      select notification_id, channel, status, reason, attempts, provider_id from moved`;
-  }
-  await tx`
-    update provider_receipts set applied_at = now()
-    where provider = ${receipt.provider} and event_id = ${receipt.event_id}`;
-  return true;
-}
-
 /** One receipt as the set-based statements read it (jsonb_to_recordset). */
 interface BatchRow {
   provider: string;
@@ -197,49 +151,15 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
   const isNew = new Set(stored.map((s) => keyOf(s.provider, s.event_id)));
   const applied = new Set(stored.filter((s) => s.applied).map((s) => keyOf(s.provider, s.event_id)));
   const later = rows.filter((r) => r.round > 1 && isNew.has(keyOf(r.provider, r.event_id)));
-  const lastRound = Math.max(1, ...later.map((r) => r.round));
-  for (let round = 2; round <= lastRound; round++) {
-    const marked = await retryDeadlock(
-      () => sql<{ provider: string; event_id: string }[]>`
-      with input as (
-        select * from jsonb_to_recordset(${sql.json(later.filter((r) => r.round === round) as never)})
-          as r(${sql.unsafe(batchColumns)})
-      ),
-      marked as (
-        update provider_receipts r set applied_at = now()
-        from input i
-        where r.provider = i.provider and r.event_id = i.event_id and r.applied_at is null
-          and exists (select 1 from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id)
-        returning r.provider, r.event_id, r.provider_id
-      ),
-      moved as (
-        update notification_channels c set status = i.status, reason = i.reason, updated_at = now()
-        from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
-        where c.provider = m.provider and c.provider_id = m.provider_id and c.status = any(i.movable)
-        returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
-      ),
-      history as (
-        insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
-        select notification_id, channel, status, reason, attempts, provider_id from moved
-      )
-      select provider, event_id from marked`,
-    );
-    for (const m of marked) applied.add(keyOf(m.provider, m.event_id));
-  }
+  for (const key of await applyInRounds(sql, later, true)) applied.add(key);
 
-  // Sends not recorded under their provider id (a worker that died after the provider took
-  // them): bound by the payload's notification id, in batch order.
+  // Sends not recorded under their provider id: a provider that reports faster than the worker
+  // records, or a worker that died after the provider took the send.
   const unbound = rows.filter(
     (r) => isNew.has(keyOf(r.provider, r.event_id)) && !applied.has(keyOf(r.provider, r.event_id)),
   );
   if (unbound.some((r) => hasChannelRef(r.payload))) {
-    await retryDeadlock(() =>
-      sql.begin(async (tx) => {
-        for (const r of unbound) {
-          if (await apply(tx, r)) applied.add(keyOf(r.provider, r.event_id));
-        }
-      }),
-    );
+    for (const key of await bindAndApply(sql, unbound, true)) applied.add(key);
   }
   outcome.pending = unbound.filter((r) => !applied.has(keyOf(r.provider, r.event_id))).length;
   if (options?.onApplied !== undefined && applied.size > 0) {
@@ -293,6 +213,105 @@ async function retryDeadlock<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * Applies stored, unapplied receipts whose channel is recorded under their provider id, one
+ * statement per round (the n-th status-moving event of one message is in round n, so a delivery
+ * and its bounce keep their order). Answers the keys of the receipts it applied.
+ */
+async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry: boolean): Promise<Set<string>> {
+  const applied = new Set<string>();
+  let lastRound = 0;
+  for (const r of rows) lastRound = Math.max(lastRound, r.round);
+  for (let round = 1; round <= lastRound; round++) {
+    const input = rows.filter((r) => r.round === round).map((r) => ({ ...r, payload: null }));
+    if (input.length === 0) continue;
+    const run = () =>
+      sql<{ provider: string; event_id: string }[]>`
+      with input as (
+        select * from jsonb_to_recordset(${sql.json(input as never)}) as r(${sql.unsafe(batchColumns)})
+      ),
+      marked as (
+        update provider_receipts r set applied_at = now()
+        from input i
+        where r.provider = i.provider and r.event_id = i.event_id and r.applied_at is null
+          and exists (select 1 from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id)
+        returning r.provider, r.event_id, r.provider_id
+      ),
+      moved as (
+        update notification_channels c set status = i.status, reason = i.reason, updated_at = now()
+        from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
+        where c.provider = m.provider and c.provider_id = m.provider_id and c.status = any(i.movable)
+        returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
+      ),
+      history as (
+        insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
+        select notification_id, channel, status, reason, attempts, provider_id from moved
+      )
+      select provider, event_id from marked`;
+    for (const m of retry ? await retryDeadlock(run) : await run()) applied.add(keyOf(m.provider, m.event_id));
+  }
+  return applied;
+}
+
+/**
+ * Binds receipts whose send is not recorded under their provider id to the channel their payload
+ * names, when that channel has no provider id yet (one send per channel, never another send's
+ * id), then applies them: one statement to bind them all, one per round to apply. As applying
+ * them one by one in order would: the first receipt of a message that names a channel binds it,
+ * and the message's receipts before that one stay pending (the sweep takes them later). Answers
+ * the keys of the receipts it applied.
+ */
+async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: boolean): Promise<Set<string>> {
+  // Who binds what, in order: one channel per message and one message per channel.
+  const bindAt = new Map<string, number>();
+  const taken = new Set<string>();
+  const binds: { provider: string; provider_id: string; notification_id: string; channel: string }[] = [];
+  rows.forEach((r, index) => {
+    const message = keyOf(r.provider, r.provider_id);
+    if (bindAt.has(message) || !hasChannelRef(r.payload)) return;
+    const { notification_id, channel } = r.payload as { notification_id: string; channel: string };
+    const target = keyOf(notification_id, channel);
+    if (taken.has(target)) return;
+    taken.add(target);
+    bindAt.set(message, index);
+    binds.push({ provider: r.provider, provider_id: r.provider_id, notification_id, channel });
+  });
+  // Channel rows locked in one order, as the batch statement does.
+  const order = (b: (typeof binds)[number]) => keyOf(b.notification_id, b.channel);
+  binds.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
+  const bind = () =>
+    sql<{ provider: string; provider_id: string }[]>`
+    with input as (
+      select * from jsonb_to_recordset(${sql.json(binds as never)})
+        as b(provider text, provider_id text, notification_id text, channel text)
+    )
+    update notification_channels c set provider = b.provider, provider_id = b.provider_id
+    from input b
+    where c.notification_id = b.notification_id and c.channel = b.channel and c.provider_id is null
+      and not exists (select 1 from notification_channels o where o.provider = b.provider and o.provider_id = b.provider_id)
+    returning b.provider, b.provider_id`;
+  const bound = new Set(
+    (binds.length === 0 ? [] : retry ? await retryDeadlock(bind) : await bind()).map((b) =>
+      keyOf(b.provider, b.provider_id),
+    ),
+  );
+  // What may apply now, its rounds counted again: of a message bound here, its receipts from the
+  // binding one on; of any other, all (its send may have been recorded meanwhile).
+  const moves = new Map<string, number>();
+  const eligible: BatchRow[] = [];
+  rows.forEach((r, index) => {
+    const message = keyOf(r.provider, r.provider_id);
+    if (bound.has(message) && index < (bindAt.get(message) as number)) return;
+    let round = 1;
+    if (r.status !== NO_STATUS) {
+      round = (moves.get(message) ?? 0) + 1;
+      moves.set(message, round);
+    }
+    eligible.push({ ...r, round });
+  });
+  return applyInRounds(sql, eligible, retry);
+}
+
 const hasChannelRef = (payload: unknown): boolean => {
   const p = payload as { notification_id?: unknown; channel?: unknown } | null;
   return typeof p?.notification_id === "string" && typeof p.channel === "string";
@@ -305,8 +324,20 @@ const hasChannelRef = (payload: unknown): boolean => {
  */
 export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<number> {
   return sql.begin(async (tx) => {
-    const due = await tx<StoredReceipt[]>`
-      select r.provider, r.event_id, r.provider_id, r.status, r.reason from provider_receipts r
+    const due = await tx<
+      {
+        provider: string;
+        event_id: string;
+        provider_id: string;
+        status: string;
+        reason: string | null;
+        notification_id: string | null;
+        channel: string | null;
+      }[]
+    >`
+      select r.provider, r.event_id, r.provider_id, r.status, r.reason,
+        r.payload->>'notification_id' as notification_id, r.payload->>'channel' as channel
+      from provider_receipts r
       where r.applied_at is null and (
         exists (select 1 from notification_channels c where c.provider = r.provider and c.provider_id = r.provider_id)
         or exists (select 1 from notification_channels c where c.notification_id = r.payload->>'notification_id'
@@ -314,8 +345,28 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
       order by r.received_at, r.event_id
       limit ${limit}
       for update of r skip locked`;
-    for (const receipt of due) await apply(tx, receipt);
-    return due.length;
+    if (due.length === 0) return 0;
+    const moves = new Map<string, number>();
+    const rows: BatchRow[] = due.map((d) => {
+      let round = 1;
+      if (d.status !== NO_STATUS) {
+        const message = keyOf(d.provider, d.provider_id);
+        round = (moves.get(message) ?? 0) + 1;
+        moves.set(message, round);
+      }
+      return {
+        provider: d.provider,
+        event_id: d.event_id,
+        provider_id: d.provider_id,
+        status: d.status,
+        reason: d.reason,
+        payload:
+          d.notification_id !== null && d.channel !== null ? { notification_id: d.notification_id, channel: d.channel } : {},
+        round,
+        movable: d.status === NO_STATUS ? [] : statusesMovableTo(d.status as ChannelStatus),
+      };
+    });
+    return (await bindAndApply(tx, rows, false)).size;
   });
 }
 

@@ -4,7 +4,7 @@ import { freshDatabase } from "@notify/testing";
 import fc from "fast-check";
 import postgres from "postgres";
 import t from "tap";
-import { type Receipt, recordReceipts } from "../src/index.js";
+import { applyPendingReceipts, type Receipt, recordReceipts } from "../src/index.js";
 
 const { url, database } = await freshDatabase(t);
 const { sql } = database;
@@ -202,4 +202,56 @@ t.test("two posts holding the same events in opposite orders are both stored, wi
     const [a, b] = await Promise.all([recordReceipts(sql, batch), recordReceipts(sql, [...batch].reverse())]);
     t.equal((a?.stored ?? 0) + (b?.stored ?? 0), 100, `round ${round}: each event stored once`);
   }
+});
+
+t.test("receipts that arrive before their sends are recorded are bound and applied set-based", async (t) => {
+  const ids = Array.from({ length: 100 }, () => randomUUID());
+  const setUp = async () => {
+    await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+      select id, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
+    // Sent, but not recorded yet: no provider id on the channel.
+    await sql`insert into notification_channels (notification_id, channel, status)
+      select id, 'sms', 'pending' from unnest(${ids}::text[]) id`;
+  };
+  await setUp();
+  const receipts = (prefix: string): Receipt[] =>
+    ids.map((id) => ({
+      provider: "plivo",
+      eventId: `${prefix}-${id}`,
+      providerId: `p-${id}`,
+      status: "delivered",
+      reason: null,
+      payload: { notification_id: id, channel: "sms" },
+    }));
+  const statements: string[] = [];
+  const counted = postgres(url, { max: 1, onnotice: () => {}, debug: (_c, query) => statements.push(query) });
+  t.teardown(() => counted.end());
+  await counted`select 1`;
+  statements.length = 0;
+  t.same(await recordReceipts(counted, receipts("d")), { stored: 100, duplicates: 0, pending: 0 });
+  t.equal(statements.length, 3, "store, bind, apply: three statements for 100 receipts, not a transaction each");
+  const rows = await sql<{ status: string; provider_id: string; notification_id: string }[]>`
+    select status, provider_id, notification_id from notification_channels where notification_id = any(${ids})`;
+  t.equal(rows.length, 100);
+  t.ok(
+    rows.every((r) => r.status === "delivered" && r.provider_id === `p-${r.notification_id}`),
+    "each channel bound to its own send and delivered",
+  );
+  const events = await sql`select 1 from channel_status_events where notification_id = any(${ids})`;
+  t.equal(events.length, 100, "one history row each");
+
+  // The same, left for the sweep: its transaction binds and applies them all in as few statements.
+  await sql`delete from notifications where id = any(${ids})`;
+  // Only these pending (the tests above leave some of their own).
+  await sql`delete from provider_receipts where applied_at is null`;
+  await setUp();
+  await sql`insert into provider_receipts (provider, event_id, provider_id, status, payload)
+    select 'plivo', 's-' || id, 'p-' || id, 'delivered', jsonb_build_object('notification_id', id, 'channel', 'sms')
+    from unnest(${ids}::text[]) id`;
+  statements.length = 0;
+  t.equal(await applyPendingReceipts(counted), 100, "all applied");
+  t.ok(statements.length <= 5, `begin, select, bind, apply, commit (${statements.length} statements)`);
+  const swept = await sql`select 1 from notification_channels where notification_id = any(${ids}) and status = 'delivered'`;
+  t.equal(swept.length, 100);
+  t.equal(await applyPendingReceipts(sql), 0, "nothing left");
 });

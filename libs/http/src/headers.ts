@@ -24,7 +24,7 @@ type Bagged = Context & { [BAG]?: HeaderBag };
  * it lacks once the whole chain is done (`applyPromisedHeaders`, in newApp's first middleware),
  * so a middleware that only promises headers passes the request on without a frame of its own.
  */
-export function promiseHeaders(c: Context, headers: Record<string, string>): void {
+export function promiseHeaders(c: Context, headers: Readonly<Record<string, string>>): void {
   let bag = (c as Bagged)[BAG];
   if (bag === undefined) {
     bag = { values: {}, sent: null };
@@ -35,7 +35,7 @@ export function promiseHeaders(c: Context, headers: Record<string, string>): voi
 }
 
 /** Middleware's form of promiseHeaders: promises `headers` and passes the request on. */
-export function responseHeaders(c: Context, next: Next, headers: Record<string, string>): Promise<void> {
+export function responseHeaders(c: Context, next: Next, headers: Readonly<Record<string, string>>): Promise<void> {
   promiseHeaders(c, headers);
   return next();
 }
@@ -68,7 +68,12 @@ export function applyPromisedHeaders(c: Context): void {
  * A JSON answer with the headers middleware promised (`promiseHeaders`) and `headers`, built as
  * one plain object: the cheapest answer there is, for the routes that run most.
  */
-export function jsonResponse(c: Context, body: unknown, status: number, headers?: Record<string, string>): Response {
+export function jsonResponse(
+  c: Context,
+  body: unknown,
+  status: number,
+  headers?: Readonly<Record<string, string>>,
+): Response {
   const bag = (c as Bagged)[BAG];
   const all: Record<string, string> = {};
   if (bag !== undefined) for (const name in bag.values) all[name] = bag.values[name] as string;

@@ -30,12 +30,12 @@ export function versionLifecycle(
   if (lifecycle.link) headers.link = `<${lifecycle.link}>; rel="deprecation"; type="text/html"`;
   // A current version has nothing to announce: the middleware only passes the request on.
   if (Object.keys(headers).length === 0 && !lifecycle.sunsetAt) return (_c, next) => next();
-  return async (c, next) => {
+  return (c, next) => {
     if (lifecycle.sunsetAt && now() >= lifecycle.sunsetAt) {
       throw new AppError("version_sunset", `API ${version} reached its sunset on ${lifecycle.sunsetAt.toUTCString()}`, {
         context: { headers },
       });
     }
-    await responseHeaders(c, next, headers);
+    return responseHeaders(c, next, headers);
   };
 }

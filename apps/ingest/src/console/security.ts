@@ -17,7 +17,7 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "cross-origin-resource-policy": "same-origin",
 };
 
-export const securityHeaders: MiddlewareHandler = (c, next) => responseHeaders(c, next, { ...SECURITY_HEADERS });
+export const securityHeaders: MiddlewareHandler = (c, next) => responseHeaders(c, next, SECURITY_HEADERS);
 
 /** Methods that change nothing: no CSRF token or origin check for them. */
 export const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
