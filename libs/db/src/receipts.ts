@@ -66,6 +66,15 @@ interface BatchRow {
   movable: string[];
 }
 
+/**
+ * The channel a receipt `i` belongs to, found by its provider id: joined laterally, so that it is
+ * an index lookup per receipt. As an EXISTS the planner, which takes a batch for a hundred rows
+ * whatever its size, would rather hash the whole table once per statement: a sequential scan of
+ * every channel for each post of one receipt (8 ms a post at 15,000 channels, measured).
+ */
+const sendOf = (sql: Sql | TransactionSql) =>
+  sql`select true as found from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id limit 1`;
+
 const keyOf = (provider: string, id: string): string => `${provider}\u0000${id}`;
 
 const batchColumns = `provider text, event_id text, provider_id text, status text, reason text, payload jsonb,
@@ -124,10 +133,10 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
     stored as (
       insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, applied_at)
       select i.provider, i.event_id, i.provider_id, i.status, i.reason, i.payload,
-        case when i.round = 1 and exists (
-          select 1 from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id
-        ) then now() end
-      from input i order by i.provider, i.event_id
+        case when i.round = 1 and k.found then now() end
+      from input i
+      left join lateral (${sendOf(sql)}) k on true
+      order by i.provider, i.event_id
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
     ),
@@ -232,9 +241,8 @@ async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry:
       ),
       marked as (
         update provider_receipts r set applied_at = now()
-        from input i
+        from input i cross join lateral (${sendOf(sql)}) k
         where r.provider = i.provider and r.event_id = i.event_id and r.applied_at is null
-          and exists (select 1 from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id)
         returning r.provider, r.event_id, r.provider_id
       ),
       moved as (
@@ -286,9 +294,12 @@ async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: 
         as b(provider text, provider_id text, notification_id text, channel text)
     )
     update notification_channels c set provider = b.provider, provider_id = b.provider_id
-    from input b
-    where c.notification_id = b.notification_id and c.channel = b.channel and c.provider_id is null
-      and not exists (select 1 from notification_channels o where o.provider = b.provider and o.provider_id = b.provider_id)
+    from input b left join lateral (
+      select true as found from notification_channels o where o.provider = b.provider and o.provider_id = b.provider_id limit 1
+    ) o on true
+    where c.notification_id = b.notification_id and c.channel = b.channel and c.provider_id is null and o.found is null
+      -- The channels by their key, as a scan condition: joined only, they would be hashed whole.
+      and c.notification_id = any(${binds.map((b) => b.notification_id)}::text[])
     returning b.provider, b.provider_id`;
   const bound = new Set(
     (binds.length === 0 ? [] : retry ? await retryDeadlock(bind) : await bind()).map((b) =>

@@ -255,3 +255,45 @@ t.test("receipts that arrive before their sends are recorded are bound and appli
   t.equal(swept.length, 100);
   t.equal(await applyPendingReceipts(sql), 0, "nothing left");
 });
+
+t.test("a post of one receipt looks its channel up by index, never scans every channel", async (t) => {
+  // Enough channels that hashing the table once looked cheaper to the planner than a hundred
+  // index lookups (it takes any batch for a hundred rows).
+  const ids = Array.from({ length: 8000 }, () => randomUUID());
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    select id, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
+  await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
+    select id, 'sms', 'pending', 'plivo', 'p-' || id from unnest(${ids}::text[]) id`;
+  await sql`analyze notification_channels`;
+  const scans = (tx: postgres.TransactionSql) =>
+    tx<{ seq_scan: number }[]>`
+      select seq_scan::int from pg_stat_xact_user_tables where relname = 'notification_channels'`;
+  const id = ids[17] as string;
+  const one = (n: number, status: ChannelStatus | null, payload: unknown = {}): Receipt => ({
+    provider: "plivo",
+    eventId: `one-${n}-${id}`,
+    providerId: n === 3 ? `unrecorded-${id}` : `p-${id}`,
+    status,
+    reason: null,
+    payload,
+  });
+  await sql.begin(async (tx) => {
+    const before = (await scans(tx))[0]?.seq_scan ?? 0;
+    const db = tx as unknown as typeof sql;
+    t.same(await recordReceipts(db, [one(1, "delivered")]), { stored: 1, duplicates: 0, pending: 0 });
+    // A second round (a delivery and its bounce in one post) and one bound by its payload.
+    t.same(await recordReceipts(db, [one(2, null), one(4, "bounced"), one(5, "unsettled")]), {
+      stored: 3,
+      duplicates: 0,
+      pending: 0,
+    });
+    t.same(await recordReceipts(db, [one(3, null, { notification_id: randomUUID(), channel: "sms" })]), {
+      stored: 1,
+      duplicates: 0,
+      pending: 1,
+    });
+    t.equal((await scans(tx))[0]?.seq_scan ?? 0, before, "no sequential scan of notification_channels");
+  });
+  const [row] = await sql<{ status: string }[]>`select status from notification_channels where notification_id = ${id}`;
+  t.equal(row?.status, "bounced");
+});
