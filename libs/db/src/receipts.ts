@@ -372,7 +372,9 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
         status: d.status,
         reason: d.reason,
         payload:
-          d.notification_id !== null && d.channel !== null ? { notification_id: d.notification_id, channel: d.channel } : {},
+          d.notification_id !== null && d.channel !== null
+            ? { notification_id: d.notification_id, channel: d.channel }
+            : {},
         round,
         movable: d.status === NO_STATUS ? [] : statusesMovableTo(d.status as ChannelStatus),
       };

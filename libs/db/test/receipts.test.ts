@@ -251,7 +251,8 @@ t.test("receipts that arrive before their sends are recorded are bound and appli
   statements.length = 0;
   t.equal(await applyPendingReceipts(counted), 100, "all applied");
   t.ok(statements.length <= 5, `begin, select, bind, apply, commit (${statements.length} statements)`);
-  const swept = await sql`select 1 from notification_channels where notification_id = any(${ids}) and status = 'delivered'`;
+  const swept =
+    await sql`select 1 from notification_channels where notification_id = any(${ids}) and status = 'delivered'`;
   t.equal(swept.length, 100);
   t.equal(await applyPendingReceipts(sql), 0, "nothing left");
 });
