@@ -75,6 +75,21 @@ interface BatchRow {
 const sendOf = (sql: Sql | TransactionSql) =>
   sql`select true as found from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id limit 1`;
 
+/**
+ * Numbers receipts by round as they come: the n-th status-moving event of one message is in round
+ * n, an event that moves nothing in round 1.
+ */
+function roundCounter(): (provider: string, providerId: string, movesStatus: boolean) => number {
+  const moves = new Map<string, number>();
+  return (provider, providerId, movesStatus) => {
+    if (!movesStatus) return 1;
+    const message = keyOf(provider, providerId);
+    const round = (moves.get(message) ?? 0) + 1;
+    moves.set(message, round);
+    return round;
+  };
+}
+
 const keyOf = (provider: string, id: string): string => `${provider}\u0000${id}`;
 
 const batchColumns = `provider text, event_id text, provider_id text, status text, reason text, payload jsonb,
@@ -95,7 +110,7 @@ const batchColumns = `provider text, event_id text, provider_id text, status tex
 export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: RecordOptions): Promise<RecordOutcome> {
   const outcome: RecordOutcome = { stored: 0, duplicates: 0, pending: 0 };
   const seen = new Set<string>();
-  const moves = new Map<string, number>();
+  const roundOf = roundCounter();
   const rows: BatchRow[] = [];
   for (const r of receipts) {
     const key = keyOf(r.provider, r.eventId);
@@ -104,12 +119,6 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       continue;
     }
     seen.add(key);
-    let round = 1;
-    if (r.status !== null) {
-      const message = keyOf(r.provider, r.providerId);
-      round = (moves.get(message) ?? 0) + 1;
-      moves.set(message, round);
-    }
     rows.push({
       provider: r.provider,
       event_id: r.eventId,
@@ -117,7 +126,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       status: r.status ?? NO_STATUS,
       reason: r.reason,
       payload: r.payload,
-      round,
+      round: roundOf(r.provider, r.providerId, r.status !== null),
       movable: r.status === null ? [] : statusesMovableTo(r.status),
     });
   }
@@ -308,17 +317,12 @@ async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: 
   );
   // What may apply now, its rounds counted again: of a message bound here, its receipts from the
   // binding one on; of any other, all (its send may have been recorded meanwhile).
-  const moves = new Map<string, number>();
+  const roundOf = roundCounter();
   const eligible: BatchRow[] = [];
   rows.forEach((r, index) => {
     const message = keyOf(r.provider, r.provider_id);
     if (bound.has(message) && index < (bindAt.get(message) as number)) return;
-    let round = 1;
-    if (r.status !== NO_STATUS) {
-      round = (moves.get(message) ?? 0) + 1;
-      moves.set(message, round);
-    }
-    eligible.push({ ...r, round });
+    eligible.push({ ...r, round: roundOf(r.provider, r.provider_id, r.status !== NO_STATUS) });
   });
   return applyInRounds(sql, eligible, retry);
 }
@@ -357,28 +361,20 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
       limit ${limit}
       for update of r skip locked`;
     if (due.length === 0) return 0;
-    const moves = new Map<string, number>();
-    const rows: BatchRow[] = due.map((d) => {
-      let round = 1;
-      if (d.status !== NO_STATUS) {
-        const message = keyOf(d.provider, d.provider_id);
-        round = (moves.get(message) ?? 0) + 1;
-        moves.set(message, round);
-      }
-      return {
-        provider: d.provider,
-        event_id: d.event_id,
-        provider_id: d.provider_id,
-        status: d.status,
-        reason: d.reason,
-        payload:
-          d.notification_id !== null && d.channel !== null
-            ? { notification_id: d.notification_id, channel: d.channel }
-            : {},
-        round,
-        movable: d.status === NO_STATUS ? [] : statusesMovableTo(d.status as ChannelStatus),
-      };
-    });
+    // Their rounds are counted by bindAndApply, over those it may apply.
+    const rows: BatchRow[] = due.map((d) => ({
+      provider: d.provider,
+      event_id: d.event_id,
+      provider_id: d.provider_id,
+      status: d.status,
+      reason: d.reason,
+      payload:
+        d.notification_id !== null && d.channel !== null
+          ? { notification_id: d.notification_id, channel: d.channel }
+          : {},
+      round: 1,
+      movable: d.status === NO_STATUS ? [] : statusesMovableTo(d.status as ChannelStatus),
+    }));
     return (await bindAndApply(tx, rows, false)).size;
   });
 }
