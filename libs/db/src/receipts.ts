@@ -293,7 +293,8 @@ async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: 
     bindAt.set(message, index);
     binds.push({ provider: r.provider, provider_id: r.provider_id, notification_id, channel });
   });
-  // Channel rows locked in one order, as the batch statement does.
+  // Sorted, so that concurrent binds usually lock their channel rows in one order (the plan
+  // decides): a deadlock still met costs the webhook a retry, the sweep its tick.
   const order = (b: (typeof binds)[number]) => keyOf(b.notification_id, b.channel);
   binds.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
   const bind = () =>

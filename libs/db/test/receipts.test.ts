@@ -270,10 +270,15 @@ t.test("a post of one receipt looks its channel up by index, never scans every c
     tx<{ seq_scan: number }[]>`
       select seq_scan::int from pg_stat_xact_user_tables where relname = 'notification_channels'`;
   const id = ids[17] as string;
-  const one = (n: number, status: ChannelStatus | null, payload: unknown = {}): Receipt => ({
+  // A send not recorded yet: its receipt binds the channel its payload names.
+  const unrecorded = randomUUID();
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${unrecorded}, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', ${unrecorded}, 'h', 0)`;
+  await sql`insert into notification_channels (notification_id, channel, status) values (${unrecorded}, 'sms', 'pending')`;
+  const one = (n: number, status: ChannelStatus | null, providerId = `p-${id}`, payload: unknown = {}): Receipt => ({
     provider: "plivo",
     eventId: `one-${n}-${id}`,
-    providerId: n === 3 ? `unrecorded-${id}` : `p-${id}`,
+    providerId,
     status,
     reason: null,
     payload,
@@ -282,19 +287,69 @@ t.test("a post of one receipt looks its channel up by index, never scans every c
     const before = (await scans(tx))[0]?.seq_scan ?? 0;
     const db = tx as unknown as typeof sql;
     t.same(await recordReceipts(db, [one(1, "delivered")]), { stored: 1, duplicates: 0, pending: 0 });
-    // A second round (a delivery and its bounce in one post) and one bound by its payload.
+    // A second round: a bounce, then a later status of the same message, in one post.
     t.same(await recordReceipts(db, [one(2, null), one(4, "bounced"), one(5, "unsettled")]), {
       stored: 3,
       duplicates: 0,
       pending: 0,
     });
-    t.same(await recordReceipts(db, [one(3, null, { notification_id: randomUUID(), channel: "sms" })]), {
+    // Bound by its payload.
+    t.same(
+      await recordReceipts(db, [
+        one(3, "delivered", `u-${unrecorded}`, { notification_id: unrecorded, channel: "sms" }),
+      ]),
+      { stored: 1, duplicates: 0, pending: 0 },
+    );
+    // Naming no channel there is: pending.
+    t.same(await recordReceipts(db, [one(6, null, `x-${id}`, { notification_id: randomUUID(), channel: "sms" })]), {
       stored: 1,
       duplicates: 0,
       pending: 1,
     });
     t.equal((await scans(tx))[0]?.seq_scan ?? 0, before, "no sequential scan of notification_channels");
   });
+  const [bound] = await sql<{ status: string; provider_id: string }[]>`
+    select status, provider_id from notification_channels where notification_id = ${unrecorded}`;
+  t.same(bound, { status: "delivered", provider_id: `u-${unrecorded}` }, "bound by its payload and applied");
   const [row] = await sql<{ status: string }[]>`select status from notification_channels where notification_id = ${id}`;
   t.equal(row?.status, "bounced");
 });
+
+t.test(
+  "the sweep binds by payload, keeps each message's order, and leaves a channel to the first message",
+  async (t) => {
+    await sql`delete from provider_receipts where applied_at is null`;
+    const x = randomUUID();
+    await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${x}, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', ${x}, 'h', 0)`;
+    await sql`insert into notification_channels (notification_id, channel, status) values (${x}, 'email', 'pending')`;
+    const ref = { notification_id: x, channel: "email" };
+    // Stored unapplied, as a post leaves receipts whose send is not recorded: message A's receipts,
+    // then message B's, which names the same channel.
+    const stored = [
+      { event: `a1-${x}`, message: `a-${x}`, status: "delivered", payload: ref },
+      { event: `a2-${x}`, message: `a-${x}`, status: "bounced", payload: {} },
+      { event: `b1-${x}`, message: `b-${x}`, status: "delivered", payload: ref },
+    ];
+    for (const [n, r] of stored.entries()) {
+      await sql`insert into provider_receipts (provider, event_id, provider_id, status, payload, received_at)
+      values ('sendgrid', ${r.event}, ${r.message}, ${r.status}, ${sql.json(r.payload)}, now() - ${`${10 - n} seconds`}::interval)`;
+    }
+    t.equal(await applyPendingReceipts(sql), 1, "A's first receipt binds the channel; B's cannot have it too");
+    t.equal(await applyPendingReceipts(sql), 1, "A's bounce, now that its send is known");
+    t.equal(await applyPendingReceipts(sql), 0, "B's receipt names a channel bound to another send");
+    const [row] = await sql<{ status: string; provider_id: string }[]>`
+    select status, provider_id from notification_channels where notification_id = ${x}`;
+    t.same(row, { status: "bounced", provider_id: `a-${x}` });
+    const history = await sql<{ status: string }[]>`
+    select status from channel_status_events where notification_id = ${x} order by id`;
+    t.same(
+      history.map((h) => h.status),
+      ["delivered", "bounced"],
+      "in the order they came",
+    );
+    const [left] = await sql<{ applied: boolean }[]>`
+    select applied_at is not null as applied from provider_receipts where event_id = ${`b1-${x}`}`;
+    t.equal(left?.applied, false, "B's receipt stays pending");
+  },
+);
