@@ -61,6 +61,40 @@ t.test("SendGrid healthy: SMTP is never used", async (t) => {
   t.equal(viaSmtp(item.notification_id), 0);
 });
 
+t.test("SendGrid healthy, many sends at once: SMTP is never used while SendGrid has tokens", async (t) => {
+  // Each send asks the shared bucket for its token; sends asking while another's request is in
+  // flight wait for it, which is not a spent rate: they must not spill to the failover.
+  const items = await Promise.all(Array.from({ length: 40 }, () => workItem(database)));
+  const outcomes = await Promise.all(items.map((item) => deliver(deps, item)));
+  t.ok(
+    outcomes.every((o) => "ack" in o),
+    "all sent",
+  );
+  const viaSmtpNow = items.filter((item) => viaSmtp(item.notification_id) > 0).length;
+  t.equal(viaSmtpNow, 0, "none through SMTP");
+  t.equal(items.filter((item) => viaSendgrid(item.notification_id) === 1).length, 40, "each once through SendGrid");
+});
+
+t.test("SendGrid's rate spent: sends at once spill to SMTP instead of waiting", async (t) => {
+  const [slow] = h.gates(
+    [createSendgridProvider({ apiKey: "SG.test", baseUrl: sendgrid.url, from: "n@example.com", timeoutMs: 1500 })],
+    { defaultRate: { perSecond: 1, burst: 1 }, transactionalReservedPercent: 0 },
+  );
+  if (!slow) throw new Error("no gate");
+  const spilling = h.deps(slow, { failover: [secondary], failoverAfterAttempts: 2, maxAttempts: 5 });
+  // One takes SendGrid's only token and the next waits there for the next one: the bucket is spent.
+  const first = await workItem(database);
+  t.same(await deliver(spilling, first), { ack: true });
+  const next = await workItem(database);
+  const waiting = deliver(spilling, next);
+  for (let i = 0; i < 500 && !slow.limiter.spent(next.priority); i++) await sleep(10);
+  t.ok(slow.limiter.spent(next.priority), "SendGrid's bucket answered: no token for now");
+  const items = await Promise.all(Array.from({ length: 5 }, () => workItem(database)));
+  await Promise.all(items.map((item) => deliver(spilling, item)));
+  await waiting;
+  t.equal(items.filter((item) => viaSmtp(item.notification_id) === 1).length, 5, "the five went through SMTP");
+});
+
 t.test("SendGrid refusing past its retries: SMTP carries the email, once", async (t) => {
   sendgrid.fault({ status: 503 });
   const item = await workItem(database);

@@ -71,3 +71,23 @@ t.test("an acquire after close fails at once with LimiterClosed", async (t) => {
   await t.rejects(limiter.acquire("transactional", 1), LimiterClosed);
   t.equal(await limiter.acquire("transactional", 0), 0, "nothing to wait for");
 });
+
+t.test("a lane is spent only once the bucket has answered short, not while a request is in flight", async (t) => {
+  const roomy = createRateLimiter({ kv, key: "roomy", rates: splitRate({ perSecond: 10_000, burst: 10_000 }, 0) });
+  t.teardown(() => roomy.close());
+  const all = Array.from({ length: 20 }, () => roomy.acquire("promotional", 1));
+  t.ok(roomy.waiting("promotional") > 0, "sends wait for the bucket's answer");
+  t.notOk(roomy.spent("promotional"), "which is no spent rate");
+  await Promise.all(all);
+  t.notOk(roomy.spent("promotional"));
+
+  const tight = createRateLimiter({ kv, key: "tight", rates: splitRate({ perSecond: 2, burst: 1 }, 0) });
+  t.teardown(() => tight.close());
+  await tight.acquire("promotional", 1);
+  const second = tight.acquire("promotional", 1);
+  for (let i = 0; i < 500 && !tight.spent("promotional"); i++) await new Promise((r) => setTimeout(r, 10));
+  t.ok(tight.spent("promotional"), "the bucket had no token for the second");
+  t.notOk(tight.spent("transactional"), "per lane");
+  await second;
+  t.notOk(tight.spent("promotional"), "not once it was served");
+});

@@ -19,7 +19,7 @@ function providerOrder(deps: Pick<DeliverDeps, "gate" | "failover" | "failoverAf
 
 /**
  * The provider for this attempt: the first in `providerOrder` whose breaker is not open and
- * whose token bucket has no send of this lane waiting (its rate is spent for now), else the
+ * whose rate for this lane is not spent for now (sends wait there for a token), else the
  * first whose breaker is not open (it waits for a token there). Null when every breaker is
  * open: the item parks. Without a failover provider this is the channel's own, as before.
  */
@@ -29,7 +29,7 @@ export function chooseGate(
   attemptsUsed: number,
 ): ProviderGate | null {
   const usable = providerOrder(deps, attemptsUsed).filter((gate) => gate.breaker.state() !== "open");
-  return usable.find((gate) => gate.limiter.waiting(lane) === 0) ?? usable[0] ?? null;
+  return usable.find((gate) => !gate.limiter.spent(lane)) ?? usable[0] ?? null;
 }
 
 /**

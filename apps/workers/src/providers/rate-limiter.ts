@@ -4,8 +4,14 @@ import { type LaneBuckets, type LaneCounts, type LaneRates, type Priority, takeF
 export interface RateLimiter {
   /** Resolves once `count` sends of `lane` may go to the provider; with the time waited (ms). */
   acquire(lane: Priority, count: number): Promise<number>;
-  /** Sends of this lane waiting for a token in this process: the bucket is spent for now. */
+  /** Sends of this lane waiting for a token in this process, a request for it in flight included. */
   waiting(lane: Priority): number;
+  /**
+   * Whether this lane's rate is spent for now: the bucket's last answer left sends of it without
+   * a token, and they still wait. A send merely waiting for that answer does not count: the
+   * bucket may well have its token.
+   */
+  spent(lane: Priority): boolean;
   /** Fails every waiting acquire: their work goes back to the queue. */
   close(): void;
   /** The rates it shares the provider's limit by (its reports show them). */
@@ -41,6 +47,7 @@ const decoder = new TextDecoder();
  */
 export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRates }): RateLimiter {
   const waiters: Record<Priority, Waiter[]> = { transactional: [], promotional: [] };
+  const short: Record<Priority, boolean> = { transactional: false, promotional: false };
   let cached: { state: LaneBuckets; revision: number } | undefined;
   let pumping = false;
   let closed = false;
@@ -97,9 +104,12 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
     pumping = true;
     try {
       while (!closed && (waiters.transactional.length > 0 || waiters.promotional.length > 0)) {
-        const result = await take({ transactional: wanted("transactional"), promotional: wanted("promotional") });
+        const asked = { transactional: wanted("transactional"), promotional: wanted("promotional") };
+        const result = await take(asked);
         serve("transactional", result.granted.transactional);
         serve("promotional", result.granted.promotional);
+        short.transactional = result.granted.transactional < asked.transactional;
+        short.promotional = result.granted.promotional < asked.promotional;
         if (waiters.transactional.length === 0 && waiters.promotional.length === 0) break;
         // Processes waiting for the same token would otherwise all ask at the same instant.
         const delay = Math.max(1, result.retryInMs) + Math.random() * Math.min(50, Math.max(1, result.retryInMs));
@@ -133,6 +143,7 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
       });
     },
     waiting: (lane) => waiters[lane].length,
+    spent: (lane) => short[lane] && waiters[lane].length > 0,
     rates: options.rates,
     close() {
       closed = true;
