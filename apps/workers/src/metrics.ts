@@ -55,7 +55,7 @@ export function createDeliveryMetrics(registry: MetricsRegistry) {
     ),
     rateWaits: registry.counter(
       "notify_rate_limit_waits_total",
-      "Sends that waited for a token of the provider's bucket",
+      "Sends that waited for a token of the provider's bucket, its rate spent",
       ["provider", "lane"],
     ),
     rateWaitSeconds: registry.histogram(

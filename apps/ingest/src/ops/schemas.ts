@@ -84,7 +84,12 @@ const BREAKER_STATES = ["open", "closed", "half_open"] as const;
 const Lane = v.object({
   rate_per_second: v.number(),
   burst: v.number(),
-  waiting: v.pipe(v.number(), v.metadata({ description: "Sends of the lane waiting for a token in that process" })),
+  waiting: v.pipe(
+    v.number(),
+    v.metadata({
+      description: "Sends of the lane waiting for a token in that process, a request to the bucket in flight included",
+    }),
+  ),
 });
 
 export const ProviderList = v.object({

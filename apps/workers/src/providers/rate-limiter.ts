@@ -2,7 +2,10 @@ import { isWrongLastSequence, type KV } from "@notify/bus";
 import { type LaneBuckets, type LaneCounts, type LaneRates, type Priority, takeForLanes } from "@notify/core";
 
 export interface RateLimiter {
-  /** Resolves once `count` sends of `lane` may go to the provider; with the time waited (ms). */
+  /**
+   * Resolves once `count` sends of `lane` may go to the provider, with the time (ms) they waited
+   * for a spent rate: 0 when the bucket's first answer had their tokens, however long it took.
+   */
   acquire(lane: Priority, count: number): Promise<number>;
   /** Sends of this lane waiting for a token in this process, a request for it in flight included. */
   waiting(lane: Priority): number;
@@ -30,6 +33,8 @@ interface Waiter {
   lane: Priority;
   remaining: number;
   since: number;
+  /** An answer of the bucket left it without its tokens: it waits for a spent rate. */
+  starved: boolean;
   resolve(waitedMs: number): void;
   reject(error: Error): void;
 }
@@ -93,7 +98,7 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
       left -= used;
       if (waiter.remaining === 0) {
         queue.shift();
-        waiter.resolve(Date.now() - waiter.since);
+        waiter.resolve(waiter.starved ? Date.now() - waiter.since : 0);
       }
     }
   }
@@ -105,11 +110,14 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
     try {
       while (!closed && (waiters.transactional.length > 0 || waiters.promotional.length > 0)) {
         const asked = { transactional: wanted("transactional"), promotional: wanted("promotional") };
+        const askedFor = [...waiters.transactional, ...waiters.promotional];
         const result = await take(asked);
         serve("transactional", result.granted.transactional);
         serve("promotional", result.granted.promotional);
         short.transactional = result.granted.transactional < asked.transactional;
-        short.promotional = result.granted.promotional < asked.promotional;
+        // Transactional short means the shared bucket is empty too: promotional has nothing now.
+        short.promotional = result.granted.promotional < asked.promotional || short.transactional;
+        for (const waiter of askedFor) if (waiter.remaining > 0 && short[waiter.lane]) waiter.starved = true;
         if (waiters.transactional.length === 0 && waiters.promotional.length === 0) break;
         // Processes waiting for the same token would otherwise all ask at the same instant.
         const delay = Math.max(1, result.retryInMs) + Math.random() * Math.min(50, Math.max(1, result.retryInMs));
@@ -128,6 +136,9 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
       waiters.promotional = [];
     } finally {
       pumping = false;
+      // Nothing waits any more (or everything was failed): no lane is spent until a bucket says so.
+      short.transactional = false;
+      short.promotional = false;
     }
   }
 
@@ -136,7 +147,7 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
       if (count <= 0) return Promise.resolve(0);
       if (closed) return Promise.reject(new LimiterClosed());
       return new Promise<number>((resolve, reject) => {
-        waiters[lane].push({ lane, remaining: count, since: Date.now(), resolve, reject });
+        waiters[lane].push({ lane, remaining: count, since: Date.now(), starved: false, resolve, reject });
         if (!pumping) void pump();
         // A transactional send never sleeps behind a promotional wait: its reserve may have a token now.
         else if (lane === "transactional") wake?.();
