@@ -301,16 +301,14 @@ async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: 
     sql<{ provider: string; provider_id: string }[]>`
     with input as (
       select * from jsonb_to_recordset(${sql.json(binds as never)})
-        as b(provider text, provider_id text, notification_id text, channel text)
+        as i(provider text, provider_id text, notification_id text, channel text)
     )
-    update notification_channels c set provider = b.provider, provider_id = b.provider_id
-    from input b left join lateral (
-      select true as found from notification_channels o where o.provider = b.provider and o.provider_id = b.provider_id limit 1
-    ) o on true
-    where c.notification_id = b.notification_id and c.channel = b.channel and c.provider_id is null and o.found is null
+    update notification_channels c set provider = i.provider, provider_id = i.provider_id
+    from input i left join lateral (${sendOf(sql)}) k on true
+    where c.notification_id = i.notification_id and c.channel = i.channel and c.provider_id is null and k.found is null
       -- The channels by their key, as a scan condition: joined only, they would be hashed whole.
       and c.notification_id = any(${binds.map((b) => b.notification_id)}::text[])
-    returning b.provider, b.provider_id`;
+    returning i.provider, i.provider_id`;
   const bound = new Set(
     (binds.length === 0 ? [] : retry ? await retryDeadlock(bind) : await bind()).map((b) =>
       keyOf(b.provider, b.provider_id),

@@ -9,6 +9,17 @@ import { applyPendingReceipts, type Receipt, recordReceipts } from "../src/index
 const { url, database } = await freshDatabase(t);
 const { sql } = database;
 
+/** Notifications with these ids (one recipient, promotional): what channel rows hang off. */
+const addNotifications = (ids: string[]) =>
+  sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    select id, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
+
+/** The statuses a notification's channels took, in order. */
+const historyOf = async (id: string) =>
+  (
+    await sql<{ status: string }[]>`select status from channel_status_events where notification_id = ${id} order by id`
+  ).map((h) => h.status);
+
 // A batch of receipts recorded set-based must leave exactly what applying them one by one, in
 // order, leaves: the same channel statuses and reasons, the same history per channel, the same
 // counts of stored, duplicate and pending events.
@@ -88,8 +99,7 @@ t.test("a batch recorded at once leaves what applying it receipt by receipt leav
       const run = randomUUID();
       const ids = channels.map(() => randomUUID());
       for (const [i, c] of channels.entries()) {
-        await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-          values (${ids[i] as string}, 'c', 'u', 'promo', 'welcome', 'promotional', ${sql.json({})}, ${ids[i] as string}, 'h', 0)`;
+        await addNotifications([ids[i] as string]);
         await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
           values (${ids[i] as string}, 'email', ${c.status}, ${c.recorded ? "sendgrid" : null}, ${c.recorded ? `${run}-m${i}` : null})`;
       }
@@ -128,15 +138,14 @@ t.test("a batch recorded at once leaves what applying it receipt by receipt leav
       for (const [i, id] of ids.entries()) {
         const [row] = await sql<{ status: string; reason: string | null; provider_id: string | null }[]>`
           select status, reason, provider_id from notification_channels where notification_id = ${id}`;
-        const history = await sql<{ status: string }[]>`
-          select status from channel_status_events where notification_id = ${id} order by id`;
+        const history = await historyOf(id);
         const want = modelChannels[i] as ModelChannel;
         t.same(
           {
             status: row?.status,
             reason: row?.reason ?? null,
             providerId: row?.provider_id,
-            history: history.map((h) => h.status),
+            history,
           },
           { status: want.status, reason: want.reason, providerId: want.providerId, history: want.history },
           `channel ${i}`,
@@ -150,8 +159,7 @@ t.test("a batch recorded at once leaves what applying it receipt by receipt leav
 
 t.test("a batch whose sends are all recorded costs a statement per round, not per receipt", async (t) => {
   const id = randomUUID();
-  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-    values (${id}, 'c', 'u', 'promo', 'welcome', 'promotional', ${sql.json({})}, ${id}, 'h', 0)`;
+  await addNotifications([id]);
   await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
     values (${id}, 'email', 'pending', 'sendgrid', ${`m-${id}`})`;
   const batch: Receipt[] = Array.from({ length: 500 }, (_, n) => ({
@@ -172,13 +180,7 @@ t.test("a batch whose sends are all recorded costs a statement per round, not pe
   statements.length = 0;
   t.same(await recordReceipts(counted, batch), { stored: 502, duplicates: 0, pending: 0 });
   t.equal(statements.length, 2, "two statements for 502 receipts, a delivery and its bounce among them");
-  const history = await sql<{ status: string }[]>`
-    select status from channel_status_events where notification_id = ${id} order by id`;
-  t.same(
-    history.map((h) => h.status),
-    ["delivered", "bounced"],
-    "the delivery, then the bounce",
-  );
+  t.same(await historyOf(id), ["delivered", "bounced"], "the delivery, then the bounce");
   const applied =
     await sql`select 1 from provider_receipts where provider_id = ${`m-${id}`} and applied_at is not null`;
   t.equal(applied.length, 502, "all applied");
@@ -187,8 +189,7 @@ t.test("a batch whose sends are all recorded costs a statement per round, not pe
 t.test("two posts holding the same events in opposite orders are both stored, without a deadlock", async (t) => {
   for (let round = 0; round < 5; round++) {
     const ids = Array.from({ length: 100 }, () => randomUUID());
-    await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-      select id, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
+    await addNotifications(ids);
     await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
       select id, 'email', 'pending', 'sendgrid', 'm-' || id from unnest(${ids}::text[]) id`;
     const batch: Receipt[] = ids.map((id) => ({
@@ -207,8 +208,7 @@ t.test("two posts holding the same events in opposite orders are both stored, wi
 t.test("receipts that arrive before their sends are recorded are bound and applied set-based", async (t) => {
   const ids = Array.from({ length: 100 }, () => randomUUID());
   const setUp = async () => {
-    await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-      select id, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
+    await addNotifications(ids);
     // Sent, but not recorded yet: no provider id on the channel.
     await sql`insert into notification_channels (notification_id, channel, status)
       select id, 'sms', 'pending' from unnest(${ids}::text[]) id`;
@@ -261,8 +261,7 @@ t.test("a post of one receipt looks its channel up by index, never scans every c
   // Enough channels that hashing the table once looked cheaper to the planner than a hundred
   // index lookups (it takes any batch for a hundred rows).
   const ids = Array.from({ length: 8000 }, () => randomUUID());
-  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-    select id, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
+  await addNotifications(ids);
   await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
     select id, 'sms', 'pending', 'plivo', 'p-' || id from unnest(${ids}::text[]) id`;
   await sql`analyze notification_channels`;
@@ -272,8 +271,7 @@ t.test("a post of one receipt looks its channel up by index, never scans every c
   const id = ids[17] as string;
   // A send not recorded yet: its receipt binds the channel its payload names.
   const unrecorded = randomUUID();
-  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-    values (${unrecorded}, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', ${unrecorded}, 'h', 0)`;
+  await addNotifications([unrecorded]);
   await sql`insert into notification_channels (notification_id, channel, status) values (${unrecorded}, 'sms', 'pending')`;
   const one = (n: number, status: ChannelStatus | null, providerId = `p-${id}`, payload: unknown = {}): Receipt => ({
     provider: "plivo",
@@ -320,8 +318,7 @@ t.test(
   async (t) => {
     await sql`delete from provider_receipts where applied_at is null`;
     const x = randomUUID();
-    await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-    values (${x}, 'c', 'u', 'promo', 'welcome', 'promotional', '{}', ${x}, 'h', 0)`;
+    await addNotifications([x]);
     await sql`insert into notification_channels (notification_id, channel, status) values (${x}, 'email', 'pending')`;
     const ref = { notification_id: x, channel: "email" };
     // Stored unapplied, as a post leaves receipts whose send is not recorded: message A's receipts,
@@ -341,13 +338,7 @@ t.test(
     const [row] = await sql<{ status: string; provider_id: string }[]>`
     select status, provider_id from notification_channels where notification_id = ${x}`;
     t.same(row, { status: "bounced", provider_id: `a-${x}` });
-    const history = await sql<{ status: string }[]>`
-    select status from channel_status_events where notification_id = ${x} order by id`;
-    t.same(
-      history.map((h) => h.status),
-      ["delivered", "bounced"],
-      "in the order they came",
-    );
+    t.same(await historyOf(x), ["delivered", "bounced"], "in the order they came");
     const [left] = await sql<{ applied: boolean }[]>`
     select applied_at is not null as applied from provider_receipts where event_id = ${`b1-${x}`}`;
     t.equal(left?.applied, false, "B's receipt stays pending");
