@@ -1,5 +1,6 @@
 import { newId } from "@notify/core";
 import { freshDatabase } from "@notify/testing";
+import fc from "fast-check";
 import t from "tap";
 import {
   type AcceptedRow,
@@ -64,6 +65,91 @@ t.test("a key is claimed once per window; a key past the window is taken over", 
   const [renewed] = await findIdempotencyRecords(database, [{ clientId: "c1", key: "k-once" }]);
   t.equal(renewed?.notification_id, later.id);
 });
+
+// What readJson lets through: no string (value or key) with U+0000 or an unpaired surrogate.
+const storable = (text: string) =>
+  !text.includes("\u0000") && !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text);
+const storableValue = (value: unknown): boolean =>
+  typeof value === "string"
+    ? storable(value)
+    : Array.isArray(value)
+      ? value.every(storableValue)
+      : value === null || typeof value !== "object"
+        ? true
+        : Object.entries(value).every(([key, item]) => storable(key) && storableValue(item));
+const storableData = fc
+  .dictionary(fc.string({ unit: "binary" }), fc.jsonValue({ stringUnit: "binary" }))
+  .filter(storableValue)
+  // What the request carried after JSON.parse: -0 is written 0, as the body would have had it.
+  .map((data) => JSON.parse(JSON.stringify(data)) as Record<string, unknown>);
+
+t.test("every field of a batch is stored as it was sent", async (t) => {
+  let n = 0;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(
+        fc.record({
+          data: storableData,
+          channels: fc.option(fc.uniqueArray(fc.constantFrom("email", "sms", "push", "in_app"), { minLength: 1 })),
+          template_version: fc.option(fc.integer({ min: 1, max: 2 ** 31 - 1 })),
+          deliver_by: fc.option(
+            fc.date({
+              min: new Date("2000-01-01T00:00:00Z"),
+              max: new Date("2100-01-01T00:00:00Z"),
+              noInvalidDate: true,
+            }),
+          ),
+          user_id: fc.string({ unit: "binary", minLength: 1 }).filter(storable),
+        }),
+        { minLength: 1, maxLength: 5 },
+      ),
+      async (shapes) => {
+        const rows = shapes.map((shape) =>
+          row("c-shapes", `shape-${n++}`, {
+            ...shape,
+            channels: shape.channels as AcceptedRow["channels"],
+            deliver_by: shape.deliver_by?.toISOString() ?? null,
+          }),
+        );
+        const { createdAt } = await acceptNotifications(database, rows, 24);
+        const stored = await sql<
+          {
+            id: string;
+            data: unknown;
+            requested_channels: string[] | null;
+            template_version: number | null;
+            deliver_by: Date | null;
+            user_id: string;
+          }[]
+        >`select id, data, requested_channels, template_version, deliver_by, user_id from notifications
+          where id = any(${rows.map((r) => r.id)}::text[])`;
+        const byId = new Map(stored.map((s) => [s.id, s]));
+        for (const sent of rows) {
+          const got = byId.get(sent.id);
+          if (!createdAt.has(sent.id) || got === undefined) return false;
+          if (JSON.stringify(sortKeys(got.data)) !== JSON.stringify(sortKeys(sent.data))) return false;
+          if (JSON.stringify(got.requested_channels) !== JSON.stringify(sent.channels)) return false;
+          if (got.template_version !== sent.template_version || got.user_id !== sent.user_id) return false;
+          if ((got.deliver_by?.toISOString() ?? null) !== sent.deliver_by) return false;
+        }
+        return true;
+      },
+    ),
+    { numRuns: 100 },
+  );
+  t.pass("100 batches stored field for field");
+});
+
+/** jsonb keeps an object's keys in its own order: compared with keys sorted. */
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((key) => [key, sortKeys((value as Record<string, unknown>)[key])]),
+  );
+}
 
 t.test("the purge deletes only records past the window, a slice at a time", async (t) => {
   await acceptNotifications(database, [row("c-purge", "p1"), row("c-purge", "p2"), row("c-purge", "p3")], 24);

@@ -44,11 +44,13 @@ export async function acceptNotifications(
   dedupWindowHours: number,
 ): Promise<AcceptedBatch> {
   // The batch travels as one JSON parameter: serialised natively, where twelve array
-  // parameters cost more of ingest's CPU than the rest of the statement's handling.
+  // parameters cost more of ingest's CPU than the rest of the statement's handling. Read as
+  // jsonb, not json: json_to_recordset parses each row's `data` a second time into its jsonb
+  // column, 17 µs a row on this machine against 1 µs for the whole row from jsonb.
   const input = JSON.stringify(rows);
   const inserted = await database.sql<{ id: string; created_at: Date; outbox_id: string | null }[]>`
     with input as (
-      select * from json_to_recordset(${input}::text::json) as i(id text, client_id text, key text, request_hash text,
+      select * from jsonb_to_recordset(${input}::text::jsonb) as i(id text, client_id text, key text, request_hash text,
         user_id text, category text, template_id text, template_version int, priority text, channels text[],
         data jsonb, partition int, deliver_by timestamptz, fallback jsonb, trace_parent text)
     ),
