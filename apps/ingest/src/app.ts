@@ -54,7 +54,8 @@ export function createApp(given: IngestDeps) {
 
   // Every route of the public API lives under the version prefix.
   const v1 = new Hono<AuthEnv>();
-  v1.use(versionLifecycle("v1", deps.lifecycle ?? {}));
+  const lifecycle = versionLifecycle("v1", deps.lifecycle ?? {});
+  if (lifecycle !== null) v1.use(lifecycle);
   // The inbox routes take a user's inbox token instead: no API key is looked up there.
   const inbox = `${API}${INBOX_PATH}`;
   const inboxRoutes = (path: string) => path === inbox || path.startsWith(`${inbox}/`);

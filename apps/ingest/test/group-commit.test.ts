@@ -20,7 +20,8 @@ function counting(db: Database) {
   const sql = new Proxy(db.sql, {
     apply(target, self, args) {
       const text = Array.isArray(args[0]) ? (args[0] as string[]).join("?") : "";
-      if (text.includes("insert into idempotency_keys")) batches.push(JSON.parse(String(args[1])).length);
+      // Its first parameter is the batch's ids.
+      if (text.includes("insert into idempotency_keys")) batches.push((args[1] as string[]).length);
       return Reflect.apply(target, self, args);
     },
   });

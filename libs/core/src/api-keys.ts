@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 
 export const SCOPES = ["ingest", "read", "preferences", "inbox", "admin"] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -6,8 +6,8 @@ export type Scope = (typeof SCOPES)[number];
 /** Recognisable prefix: secret scanners and people can tell a notify key at a glance. */
 export const KEY_PREFIX = "ntf_";
 
-/** Only this hash is stored. */
-export const hashKey = (key: string) => createHash("sha256").update(key).digest("hex");
+/** Only this hash is stored. One-shot: a Hash object per request costs three times as much. */
+export const hashKey = (key: string) => hash("sha256", key, "hex");
 
 /** 32 random bytes in base64url: 43 characters after the prefix, 47 in all. */
 export const generateKey = () => `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`;

@@ -45,12 +45,14 @@ const outboxIds = async (id: string) =>
 t.test("a key is claimed once per window; a key past the window is taken over", async (t) => {
   const first = row("c1", "k-once");
   const accepted = await acceptNotifications(database, [first, row("c1", "k-other")], 24);
-  t.equal(accepted.createdAt.size, 2);
+  t.equal(accepted.inserted.size, 2);
+  t.ok(accepted.createdAt instanceof Date, "stored at the statement's time");
   t.ok(accepted.outboxId);
-  t.same(new Set(await outboxIds(accepted.outboxId as string)), new Set([...accepted.createdAt.keys()]));
+  t.same(new Set(await outboxIds(accepted.outboxId as string)), accepted.inserted);
 
   const again = await acceptNotifications(database, [row("c1", "k-once", { request_hash: "other" })], 24);
-  t.equal(again.createdAt.size, 0, "the key is held: nothing inserted");
+  t.equal(again.inserted.size, 0, "the key is held: nothing inserted");
+  t.equal(again.createdAt, null);
   t.equal(again.outboxId, null, "and no outbox row for an empty batch");
   const [record] = await findIdempotencyRecords(database, [{ clientId: "c1", key: "k-once" }]);
   t.equal(record?.notification_id, first.id);
@@ -61,7 +63,7 @@ t.test("a key is claimed once per window; a key past the window is taken over", 
   await sql`update idempotency_keys set created_at = now() - interval '25 hours' where key = 'k-once'`;
   const later = row("c1", "k-once");
   const takenOver = await acceptNotifications(database, [later], 24);
-  t.ok(takenOver.createdAt.has(later.id), "past the window the key is claimed afresh");
+  t.ok(takenOver.inserted.has(later.id), "past the window the key is claimed afresh");
   const [renewed] = await findIdempotencyRecords(database, [{ clientId: "c1", key: "k-once" }]);
   t.equal(renewed?.notification_id, later.id);
 });
@@ -111,22 +113,24 @@ t.test("every field of a batch is stored as it was sent", async (t) => {
             deliver_by: shape.deliver_by?.toISOString() ?? null,
           }),
         );
-        const { createdAt } = await acceptNotifications(database, rows, 24);
+        const { inserted, createdAt } = await acceptNotifications(database, rows, 24);
         const stored = await sql<
           {
             id: string;
             data: unknown;
+            created_at: Date;
             requested_channels: string[] | null;
             template_version: number | null;
             deliver_by: Date | null;
             user_id: string;
           }[]
-        >`select id, data, requested_channels, template_version, deliver_by, user_id from notifications
+        >`select id, data, created_at, requested_channels, template_version, deliver_by, user_id from notifications
           where id = any(${rows.map((r) => r.id)}::text[])`;
         const byId = new Map(stored.map((s) => [s.id, s]));
         for (const sent of rows) {
           const got = byId.get(sent.id);
-          if (!createdAt.has(sent.id) || got === undefined) return false;
+          if (!inserted.has(sent.id) || got === undefined) return false;
+          if (got.created_at.getTime() !== createdAt?.getTime()) return false;
           if (JSON.stringify(sortKeys(got.data)) !== JSON.stringify(sortKeys(sent.data))) return false;
           if (JSON.stringify(got.requested_channels) !== JSON.stringify(sent.channels)) return false;
           if (got.template_version !== sent.template_version || got.user_id !== sent.user_id) return false;

@@ -17,19 +17,19 @@ export const deprecationHeader = (at: Date) => `@${Math.floor(at.getTime() / 100
 /**
  * The deprecation lifecycle of a path-versioned API: a deprecated version
  * keeps working and says so (Deprecation, Sunset as an HTTP-date, Link to the migration
- * guide); after its sunset date it answers 410 Gone.
+ * guide); after its sunset date it answers 410 Gone. Null for a current version, which has
+ * nothing to announce: no middleware at all rather than one that only passes requests on.
  */
 export function versionLifecycle(
   version: string,
   lifecycle: VersionLifecycle,
   now: () => Date = () => new Date(),
-): MiddlewareHandler {
+): MiddlewareHandler | null {
   const headers: Record<string, string> = {};
   if (lifecycle.deprecatedAt) headers.deprecation = deprecationHeader(lifecycle.deprecatedAt);
   if (lifecycle.sunsetAt) headers.sunset = lifecycle.sunsetAt.toUTCString();
   if (lifecycle.link) headers.link = `<${lifecycle.link}>; rel="deprecation"; type="text/html"`;
-  // A current version has nothing to announce: the middleware only passes the request on.
-  if (Object.keys(headers).length === 0 && !lifecycle.sunsetAt) return (_c, next) => next();
+  if (Object.keys(headers).length === 0 && !lifecycle.sunsetAt) return null;
   return (c, next) => {
     if (lifecycle.sunsetAt && now() >= lifecycle.sunsetAt) {
       throw new AppError("version_sunset", `API ${version} reached its sunset on ${lifecycle.sunsetAt.toUTCString()}`, {

@@ -1,8 +1,7 @@
-import { createHash } from "node:crypto";
 import { AppError, type MaybePromise, newId } from "@notify/core";
 import { type Database, insertBroadcast } from "@notify/db";
 import { asDependencyError } from "../dependency.js";
-import { canonicalJson } from "../notifications/canonical-json.js";
+import { requestHash as hashOf } from "../notifications/canonical-json.js";
 import { checkTemplate, type TemplateInfo } from "../notifications/templates.js";
 import type { BroadcastRequest } from "./schemas.js";
 
@@ -21,7 +20,7 @@ export async function createBroadcast(
   input: { clientId: string; idempotencyKey: string; request: BroadcastRequest },
 ): Promise<BroadcastResult> {
   const { request } = input;
-  const requestHash = createHash("sha256").update(canonicalJson(request)).digest("hex");
+  const requestHash = hashOf(request);
   try {
     const template = checkTemplate(await deps.templates(request.template_id), request.template_id, request.data);
     const stored = await insertBroadcast(deps.database, {

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /**
  * Canonical JSON (sorted keys) so that the same body always hashes the same. The stored request
@@ -23,6 +23,8 @@ export function canonicalJson(value: unknown): string {
   return `${out}}`;
 }
 
-/** SHA-256 of the canonical body: tells a replay from an Idempotency-Key reused with another body. */
-export const requestHash = (request: unknown): string =>
-  createHash("sha256").update(canonicalJson(request)).digest("hex");
+/**
+ * SHA-256 of the canonical body: tells a replay from an Idempotency-Key reused with another body.
+ * One-shot, as it runs for every request: a Hash object costs three times as much.
+ */
+export const requestHash = (request: unknown): string => hash("sha256", canonicalJson(request), "hex");

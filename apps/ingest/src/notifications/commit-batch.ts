@@ -35,7 +35,7 @@ export async function commitBatch(
     seen.add(k);
   }
 
-  const { createdAt, outboxId } = await acceptNotifications(
+  const { inserted, createdAt, outboxId } = await acceptNotifications(
     deps.database,
     first.map((p) =>
       withTraceParent(p, {
@@ -57,12 +57,12 @@ export async function commitBatch(
     ),
     DEDUP_WINDOW_HOURS,
   );
-  const claimed = first.filter((p) => createdAt.has(p.message.notification_id));
-  const unclaimed = [...first.filter((p) => !createdAt.has(p.message.notification_id)), ...duplicates];
-
-  for (const item of claimed) {
-    item.message.created_at = (createdAt.get(item.message.notification_id) as Date).toISOString();
-  }
+  const claimed: Pending[] = [];
+  const unclaimed: Pending[] = [];
+  for (const item of first) (inserted.has(item.message.notification_id) ? claimed : unclaimed).push(item);
+  unclaimed.push(...duplicates);
+  const stored = createdAt?.toISOString() ?? "";
+  for (const item of claimed) item.message.created_at = stored;
   const outcome = await publishLanes(deps, claimed);
   await settleOutbox(deps, settler, outboxId, claimed.length, outcome);
 

@@ -26,8 +26,10 @@ export interface AcceptedRow {
 }
 
 export interface AcceptedBatch {
-  /** When each inserted notification was stored, by id; a request missing here lost its key. */
-  createdAt: Map<string, Date>;
+  /** The notifications inserted; a request missing here lost its key. */
+  inserted: Set<string>;
+  /** When they were stored (the statement's time, the same for all); null when none was. */
+  createdAt: Date | null;
   /** The batch's outbox row, listing every inserted notification; null when none was. */
   outboxId: string | null;
 }
@@ -43,16 +45,25 @@ export async function acceptNotifications(
   rows: readonly AcceptedRow[],
   dedupWindowHours: number,
 ): Promise<AcceptedBatch> {
-  // The batch travels as one JSON parameter: serialised natively, where twelve array
-  // parameters cost more of ingest's CPU than the rest of the statement's handling. Read as
-  // jsonb, not json: json_to_recordset parses each row's `data` a second time into its jsonb
-  // column, 17 µs a row on this machine against 1 µs for the whole row from jsonb.
-  const input = JSON.stringify(rows);
-  const inserted = await database.sql<{ id: string; created_at: Date; outbox_id: string | null }[]>`
+  // One text array per column, unnested: PostgreSQL reads arrays of text at almost no cost, where
+  // the same batch as one JSON document is parsed in the statement (16 µs a row as jsonb, twice
+  // that as json). The JSON columns travel as text and are parsed one value at a time.
+  const column = <T>(pick: (row: AcceptedRow) => T) => rows.map(pick);
+  const [batch] = await database.sql<{ ids: string[] | null; created_at: Date | null; outbox_id: string | null }[]>`
     with input as (
-      select * from jsonb_to_recordset(${input}::text::jsonb) as i(id text, client_id text, key text, request_hash text,
-        user_id text, category text, template_id text, template_version int, priority text, channels text[],
-        data jsonb, partition int, deliver_by timestamptz, fallback jsonb, trace_parent text)
+      select i.id, i.client_id, i.key, i.request_hash, i.user_id, i.category, i.template_id,
+        i.template_version::int as template_version, i.priority,
+        string_to_array(i.channels, ',') as channels, i.data::jsonb as data, i.partition::int as partition,
+        i.deliver_by::timestamptz as deliver_by, i.fallback::jsonb as fallback, i.trace_parent
+      from unnest(${column((r) => r.id)}::text[], ${column((r) => r.client_id)}::text[], ${column((r) => r.key)}::text[],
+        ${column((r) => r.request_hash)}::text[], ${column((r) => r.user_id)}::text[], ${column((r) => r.category)}::text[],
+        ${column((r) => r.template_id)}::text[], ${column((r) => (r.template_version === null ? null : String(r.template_version)))}::text[],
+        ${column((r) => r.priority)}::text[], ${column((r) => (r.channels === null ? null : r.channels.join(",")))}::text[],
+        ${column((r) => JSON.stringify(r.data))}::text[], ${column((r) => String(r.partition))}::text[],
+        ${column((r) => r.deliver_by)}::text[], ${column((r) => (r.fallback === null ? null : JSON.stringify(r.fallback)))}::text[],
+        ${column((r) => r.trace_parent ?? null)}::text[])
+        as i(id, client_id, key, request_hash, user_id, category, template_id, template_version, priority, channels,
+          data, partition, deliver_by, fallback, trace_parent)
     ),
     claimed as (
       insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
@@ -77,10 +88,13 @@ export async function acceptNotifications(
     outbox as (
       insert into publish_outbox (notification_ids) select array_agg(id) from inserted having count(*) > 0 returning id
     )
-    select id, created_at, (select id from outbox)::text as outbox_id from inserted`;
+    select array_agg(id) as ids, max(created_at) as created_at, (select id from outbox)::text as outbox_id
+    from inserted`;
+  // One row whatever the batch's size: no row (and no timestamp) to parse per notification.
   return {
-    createdAt: new Map(inserted.map((row) => [row.id, row.created_at])),
-    outboxId: inserted[0]?.outbox_id ?? null,
+    inserted: new Set(batch?.ids ?? []),
+    createdAt: batch?.created_at ?? null,
+    outboxId: batch?.outbox_id ?? null,
   };
 }
 
