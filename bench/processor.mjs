@@ -86,6 +86,7 @@ async function preload() {
   for (let i = 0; i < requests.length; i += BATCH) {
     const batch = requests.slice(i, i + BATCH);
     const { createdAt } = await acceptNotifications(database, batch, 24);
+    const stored = createdAt.toISOString();
     await Promise.all(
       batch.map((r) =>
         bus.publish(
@@ -100,7 +101,7 @@ async function preload() {
             priority: r.priority,
             channels: r.channels,
             data: r.data,
-            created_at: createdAt.get(r.id).toISOString(),
+            created_at: stored,
           },
           r.id,
         ),

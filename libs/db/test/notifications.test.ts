@@ -144,6 +144,18 @@ t.test("every field of a batch is stored as it was sent", async (t) => {
   t.pass("100 batches stored field for field");
 });
 
+t.test("a nullable field left undefined by a JavaScript caller is stored as null", async (t) => {
+  const { deliver_by, fallback, template_version, ...rest } = row("c-js", "js-1");
+  const { inserted } = await acceptNotifications(database, [rest as unknown as AcceptedRow], 24);
+  t.ok(inserted.has(rest.id));
+  const [stored] = await sql<{ deliver_by: Date | null; template_version: number | null }[]>`
+    select deliver_by, template_version from notifications where id = ${rest.id}`;
+  t.same(stored, { deliver_by: null, template_version: null });
+  t.equal(deliver_by, null);
+  t.equal(fallback, null);
+  t.equal(template_version, 1);
+});
+
 /** jsonb keeps an object's keys in its own order: compared with keys sorted. */
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
