@@ -102,15 +102,17 @@ t.test("every field of a batch is stored as it was sent", async (t) => {
             }),
           ),
           user_id: fc.string({ unit: "binary", minLength: 1 }).filter(storable),
+          trace_parent: fc.option(fc.string({ unit: "binary" }).filter(storable), { nil: undefined }),
         }),
         { minLength: 1, maxLength: 5 },
       ),
       async (shapes) => {
-        const rows = shapes.map((shape) =>
+        const rows = shapes.map(({ trace_parent, ...shape }) =>
           row("c-shapes", `shape-${n++}`, {
             ...shape,
             channels: shape.channels as AcceptedRow["channels"],
             deliver_by: shape.deliver_by?.toISOString() ?? null,
+            ...(trace_parent === undefined ? {} : { trace_parent }),
           }),
         );
         const { inserted, createdAt } = await acceptNotifications(database, rows, 24);
@@ -123,8 +125,10 @@ t.test("every field of a batch is stored as it was sent", async (t) => {
             template_version: number | null;
             deliver_by: Date | null;
             user_id: string;
+            trace_parent: string | null;
           }[]
-        >`select id, data, created_at, requested_channels, template_version, deliver_by, user_id from notifications
+        >`select id, data, created_at, requested_channels, template_version, deliver_by, user_id, trace_parent
+          from notifications
           where id = any(${rows.map((r) => r.id)}::text[])`;
         const byId = new Map(stored.map((s) => [s.id, s]));
         for (const sent of rows) {
@@ -135,6 +139,7 @@ t.test("every field of a batch is stored as it was sent", async (t) => {
           if (JSON.stringify(got.requested_channels) !== JSON.stringify(sent.channels)) return false;
           if (got.template_version !== sent.template_version || got.user_id !== sent.user_id) return false;
           if ((got.deliver_by?.toISOString() ?? null) !== sent.deliver_by) return false;
+          if (got.trace_parent !== (sent.trace_parent ?? null)) return false;
         }
         return true;
       },
@@ -145,15 +150,15 @@ t.test("every field of a batch is stored as it was sent", async (t) => {
 });
 
 t.test("a nullable field left undefined by a JavaScript caller is stored as null", async (t) => {
-  const { deliver_by, fallback, template_version, ...rest } = row("c-js", "js-1");
+  const { deliver_by: _d, fallback: _f, template_version: _v, channels: _c, ...rest } = row("c-js", "js-1");
   const { inserted } = await acceptNotifications(database, [rest as unknown as AcceptedRow], 24);
   t.ok(inserted.has(rest.id));
-  const [stored] = await sql<{ deliver_by: Date | null; template_version: number | null }[]>`
-    select deliver_by, template_version from notifications where id = ${rest.id}`;
-  t.same(stored, { deliver_by: null, template_version: null });
-  t.equal(deliver_by, null);
-  t.equal(fallback, null);
-  t.equal(template_version, 1);
+  const [stored] = await sql<
+    { deliver_by: Date | null; template_version: number | null; requested_channels: string[] | null }[]
+  >`select deliver_by, template_version, requested_channels from notifications where id = ${rest.id}`;
+  t.same(stored, { deliver_by: null, template_version: null, requested_channels: null });
+  const fallbacks = await sql`select 1 from notification_fallbacks where notification_id = ${rest.id}`;
+  t.equal(fallbacks.length, 0, "no fallback chain");
 });
 
 /** jsonb keeps an object's keys in its own order: compared with keys sorted. */

@@ -61,8 +61,11 @@ export async function commitBatch(
   const unclaimed: Pending[] = [];
   for (const item of first) (inserted.has(item.message.notification_id) ? claimed : unclaimed).push(item);
   unclaimed.push(...duplicates);
-  const stored = createdAt?.toISOString() ?? "";
-  for (const item of claimed) item.message.created_at = stored;
+  if (claimed.length > 0) {
+    if (createdAt === null) throw new Error("the accept statement stored notifications without their time");
+    const stored = createdAt.toISOString();
+    for (const item of claimed) item.message.created_at = stored;
+  }
   const outcome = await publishLanes(deps, claimed);
   await settleOutbox(deps, settler, outboxId, claimed.length, outcome);
 

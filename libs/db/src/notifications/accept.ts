@@ -48,7 +48,8 @@ export async function acceptNotifications(
   // One text array per column, unnested: PostgreSQL reads arrays of text at almost no cost, where
   // the same batch as one JSON document is parsed in the statement (16 µs a row as jsonb, twice
   // that as json). The JSON columns travel as text and are parsed one value at a time. A nullable
-  // field left undefined (a JavaScript caller) is stored as null, as the JSON document did.
+  // field left undefined (a JavaScript caller) is stored as null, as the JSON document did. The
+  // channels travel joined by commas: no channel name has one.
   const column = <T>(pick: (row: AcceptedRow) => T) => rows.map(pick);
   const [batch] = await database.sql<{ ids: string[] | null; created_at: Date | null; outbox_id: string | null }[]>`
     with input as (
