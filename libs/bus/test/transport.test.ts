@@ -1,0 +1,79 @@
+import "@notify/bus";
+import { randomUUID } from "node:crypto";
+import type { Socket } from "node:net";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { TEST_NATS_URL } from "@notify/testing";
+import t from "tap";
+
+// The bus writes to the NATS server once per turn of the event loop: what handlers resumed in
+// separate turns of one iteration send (each its own microtask turn) leaves in one write, in
+// order, none lost.
+
+/** Counts the writes the connection's socket hands to the kernel. */
+function countWrites(nc: NatsConnection): () => number {
+  const socket = (nc as unknown as { protocol: { transport: { socket: Socket } } }).protocol.transport.socket;
+  const target = socket as unknown as Record<"_write" | "_writev", (...args: unknown[]) => void>;
+  let writes = 0;
+  for (const method of ["_write", "_writev"] as const) {
+    const original = target[method].bind(socket);
+    target[method] = (...args: unknown[]) => {
+      writes++;
+      original(...args);
+    };
+  }
+  return () => writes;
+}
+
+t.test("what turns of one event-loop iteration send leaves in one write, in order", async (t) => {
+  const sender = await connect({ servers: TEST_NATS_URL });
+  const receiver = await connect({ servers: TEST_NATS_URL });
+  t.teardown(async () => {
+    await sender.close();
+    await receiver.close();
+  });
+  const subject = `transport-test.${randomUUID()}`;
+  const received: string[] = [];
+  const sub = receiver.subscribe(subject, { max: 50 });
+  const done = (async () => {
+    for await (const message of sub) received.push(message.string());
+  })();
+  await receiver.flush();
+
+  const writes = countWrites(sender);
+  // Fifty callbacks of one check phase: Node runs the microtasks (and so the client's flush)
+  // after each of them.
+  await new Promise<void>((resolve) => {
+    for (let i = 0; i < 50; i++) {
+      setImmediate(() => {
+        sender.publish(subject, `m${i}`);
+        if (i === 49) resolve();
+      });
+    }
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(writes(), 1, "fifty publishes, one write");
+  await sender.flush();
+  await done;
+  t.same(
+    received,
+    Array.from({ length: 50 }, (_, i) => `m${i}`),
+    "every message arrives, in order",
+  );
+});
+
+t.test("a request's answer still comes back (the write is not held past its turn)", async (t) => {
+  const nc = await connect({ servers: TEST_NATS_URL });
+  t.teardown(() => nc.close());
+  const subject = `transport-test.${randomUUID()}`;
+  const sub = nc.subscribe(subject);
+  void (async () => {
+    for await (const message of sub) message.respond(`echo ${message.string()}`);
+  })();
+  const answers = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => nc.request(subject, `q${i}`, { timeout: 2000 }).then((m) => m.string())),
+  );
+  t.same(
+    answers,
+    Array.from({ length: 20 }, (_, i) => `echo q${i}`),
+  );
+});
