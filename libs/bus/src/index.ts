@@ -7,7 +7,7 @@ import {
 } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import "./transport.js";
+import "./nats-client.js";
 import type { Channel, Priority } from "@notify/core";
 import { DEFAULT_STREAM_SETTINGS, type StreamSettings } from "./apply.js";
 import { isStreamFull } from "./errors.js";

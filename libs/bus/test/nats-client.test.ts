@@ -1,13 +1,15 @@
 import "@notify/bus";
 import { randomUUID } from "node:crypto";
+import { createRequire } from "node:module";
 import type { Socket } from "node:net";
+import { dirname, join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { TEST_NATS_URL } from "@notify/testing";
-import t from "tap";
+import t, { type Test } from "tap";
 
-// The bus writes to the NATS server once per turn of the event loop: what handlers resumed in
-// separate turns of one iteration send (each its own microtask turn) leaves in one write, in
-// order, none lost.
+// The bus's changes to the NATS client. It writes to the server once per turn of the event loop:
+// what handlers resumed in separate turns of one iteration send (each its own microtask turn)
+// leaves in one write, in order, none lost. And a request that was answered makes no error.
 
 /** Counts the writes the connection's socket hands to the kernel. */
 function countWrites(nc: NatsConnection): () => number {
@@ -76,4 +78,49 @@ t.test("a request's answer still comes back (the write is not held past its turn
     answers,
     Array.from({ length: 20 }, (_, i) => `echo q${i}`),
   );
+});
+
+// The client's RequestError, counted where the client makes it (its own module).
+const requireHere = createRequire(import.meta.url);
+const errorsModule = requireHere(join(dirname(requireHere.resolve("@nats-io/nats-core/internal")), "errors.js")) as {
+  RequestError: new (message: string, options?: ErrorOptions) => Error;
+};
+
+function countRequestErrors(t: Test): () => number {
+  const Original = errorsModule.RequestError;
+  let made = 0;
+  errorsModule.RequestError = class Counted extends Original {
+    constructor(message: string, options?: ErrorOptions) {
+      super(message, options);
+      made++;
+    }
+  };
+  t.teardown(() => {
+    errorsModule.RequestError = Original;
+  });
+  return () => made;
+}
+
+t.test("an answered request makes no error; one cut off before its answer is still refused", async (t) => {
+  // As the bus connects: no error made up front for every request in case it fails.
+  const nc = await connect({ servers: TEST_NATS_URL, noAsyncTraces: true });
+  const subject = `transport-test.${randomUUID()}`;
+  const silent = `transport-test.${randomUUID()}`;
+  const echo = nc.subscribe(subject);
+  void (async () => {
+    for await (const message of echo) message.respond("ok");
+  })();
+  nc.subscribe(silent);
+  await nc.flush();
+
+  const made = countRequestErrors(t);
+  await Promise.all(Array.from({ length: 50 }, () => nc.request(subject, "q", { timeout: 2000 })));
+  t.equal(made(), 0, "fifty answers, no error made (one each before)");
+
+  const pending = nc.request(silent, "q", { timeout: 10_000 }).catch((error: unknown) => error);
+  await nc.flush();
+  await nc.close();
+  const refused = await pending;
+  t.type(refused, Error, "the unanswered request is refused when the connection closes");
+  t.match(String((refused as Error).message), /closed|cancel/i);
 });
