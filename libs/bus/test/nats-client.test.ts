@@ -63,7 +63,7 @@ t.test("what turns of one event-loop iteration send leaves in one write, in orde
   );
 });
 
-t.test("a request's answer still comes back (the write is not held past its turn)", async (t) => {
+t.test("requests written through the held writes are answered", async (t) => {
   const nc = await connect({ servers: TEST_NATS_URL });
   t.teardown(() => nc.close());
   const subject = `transport-test.${randomUUID()}`;
@@ -78,6 +78,31 @@ t.test("a request's answer still comes back (the write is not held past its turn
     answers,
     Array.from({ length: 20 }, (_, i) => `echo q${i}`),
   );
+});
+
+t.test("what was written in the turn of a close is sent before the socket goes", async (t) => {
+  const receiver = await connect({ servers: TEST_NATS_URL });
+  t.teardown(() => receiver.close());
+  const subject = `transport-test.${randomUUID()}`;
+  const sub = receiver.subscribe(subject, { max: 1 });
+  await receiver.flush();
+  const sender = await connect({ servers: TEST_NATS_URL });
+  // As the bus does: a status listener, which close() waits for before it destroys the socket.
+  void (async () => {
+    for await (const _ of sender.status()) {
+      // only listened to
+    }
+  })();
+  sender.publish(subject, "last words");
+  await sender.close();
+  const got = await Promise.race([
+    (async () => {
+      for await (const message of sub) return message.string();
+      return "(none)";
+    })(),
+    new Promise<string>((resolve) => setTimeout(() => resolve("(timed out)"), 2000)),
+  ]);
+  t.equal(got, "last words");
 });
 
 // The client's RequestError, counted where the client makes it (its own module).
@@ -101,9 +126,10 @@ function countRequestErrors(t: Test): () => number {
   return () => made;
 }
 
-t.test("an answered request makes no error; one cut off before its answer is still refused", async (t) => {
+t.test("an answered request makes no error; one cut off by a close is still refused", async (t) => {
   // As the bus connects: no error made up front for every request in case it fails.
   const nc = await connect({ servers: TEST_NATS_URL, noAsyncTraces: true });
+  t.teardown(() => (nc.isClosed() ? undefined : nc.close()));
   const subject = `transport-test.${randomUUID()}`;
   const silent = `transport-test.${randomUUID()}`;
   const echo = nc.subscribe(subject);
