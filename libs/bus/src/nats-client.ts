@@ -16,18 +16,13 @@ const readAgainst = VERSION.startsWith("3.3.");
  * the server. Corked until the iteration's check phase, they leave as one writev, as
  * postgres.js does with its own writes. Order is kept (one socket, one queue).
  */
-const corked = new WeakSet<Socket>();
-
-const uncork = (socket: Socket) => {
-  corked.delete(socket);
-  socket.uncork();
-};
+const uncork = (socket: Socket) => socket.uncork();
 
 const send = NodeTransport.prototype.send;
 const coalescingSend = function coalescingSend(this: NodeTransport, frame: Uint8Array): void {
   const socket = this.socket;
-  if (socket !== undefined && !corked.has(socket) && !socket.destroyed) {
-    corked.add(socket);
+  // Corked only here, once an iteration: a corked socket already has its uncork on the way.
+  if (socket !== undefined && socket.writableCorked === 0 && !socket.destroyed) {
     socket.cork();
     setImmediate(uncork, socket);
   }
@@ -35,25 +30,19 @@ const coalescingSend = function coalescingSend(this: NodeTransport, frame: Uint8
 };
 
 // Closing destroys the socket at once: what this iteration wrote leaves first, as it had left
-// before (a JetStream ack or a reply written in the turn of a close or a drain's end).
+// before (a JetStream ack or a reply written in the turn of a close or a drain's end). The
+// uncork still on its way then finds nothing corked, and does nothing.
 type Closing = { _closed(err?: Error, internal?: boolean): Promise<void>; discard(): void; socket?: Socket };
 const transport = NodeTransport.prototype as unknown as Closing;
-const release = (closing: Closing) => {
-  const socket = closing.socket;
-  if (socket !== undefined && corked.has(socket)) uncork(socket);
-};
 const closed = transport._closed;
 const discard = transport.discard;
-if (readAgainst) {
-  NodeTransport.prototype.send = coalescingSend;
-  transport._closed = function releaseThenClose(this: Closing, err?: Error, internal?: boolean) {
-    release(this);
-    return closed.call(this, err, internal);
-  };
-  transport.discard = function releaseThenDiscard(this: Closing) {
-    release(this);
-    discard.call(this);
-  };
+function releaseThenClose(this: Closing, err?: Error, internal?: boolean) {
+  if (this.socket?.writableCorked) this.socket.uncork();
+  return closed.call(this, err, internal);
+}
+function releaseThenDiscard(this: Closing) {
+  if (this.socket?.writableCorked) this.socket.uncork();
+  discard.call(this);
 }
 
 /**
@@ -80,6 +69,9 @@ const cancelUnanswered = function cancelUnanswered(this: Answerable, err?: Error
   this.mux.cancel(this);
 };
 if (readAgainst) {
+  NodeTransport.prototype.send = coalescingSend;
+  transport._closed = releaseThenClose;
+  transport.discard = releaseThenDiscard;
   RequestOne.prototype.resolver = settle;
   RequestOne.prototype.cancel = cancelUnanswered;
 }
