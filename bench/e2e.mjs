@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
-import { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, summarize } from "./lib.mjs";
+import { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, seedHistory, summarize } from "./lib.mjs";
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 6000);
 const RATE = Number(process.env.BENCH_RATE ?? 150);
@@ -77,6 +77,7 @@ teardowns.push(() => sql.end());
 const users = Array.from({ length: USERS }, (_, i) => `bench-user-${i}`);
 await sql`insert into user_contacts ${sql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
   on conflict (user_id) do nothing`;
+await seedHistory(sql);
 const key = stack.apiKey;
 let counter = 0;
 
@@ -276,6 +277,7 @@ const floorPhase = async (count) => {
   const seconds = (Date.now() - started) / 1000;
   return { cpu: withoutIdle(cpuSince(before), seconds), seconds };
 };
+await seedHistory(floorSql);
 await floorPhase(500);
 await floorSql`truncate channel_status_events, provider_receipts`;
 await floorSql`analyze`;

@@ -6,6 +6,7 @@ import {
   statusesMovableTo,
 } from "@notify/core";
 import type { TransactionSql } from "postgres";
+import { perIterationOf } from "./batch.js";
 import type { Database, Sql } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { notificationChannels } from "./schema/index.js";
@@ -50,10 +51,98 @@ export interface RoutingRecord {
   earlier: string | null;
 }
 
+/** One notification's routing, as recordRoutedChannels takes it. */
+export interface Routing {
+  notificationId: string;
+  clientId: string;
+  userId: string;
+  priority: string;
+  channels: readonly RoutedChannel[];
+  deferredUntil: Date | null;
+  cap: CapSlot | null;
+  order?: "hold" | "report";
+}
+
+/**
+ * The routings without a cap of one batch in one statement: for each notification not routed
+ * before (and, with `order: "hold"`, whose user's previous notification in the lane is routed),
+ * its channel rows and its deferral timer; answers what happened to each. The previous
+ * notification is looked for as `earlier` describes, per routing with `order`.
+ */
+async function routeMany(database: Database, routings: readonly Routing[]): Promise<RoutingRecord[]> {
+  const { sql } = database;
+  const of = <T>(pick: (r: Routing) => T) => routings.map(pick) as never;
+  const planned = routings.flatMap((r) => r.channels.map((p) => ({ id: r.notificationId, ...p })));
+  const plan = <T>(pick: (p: (typeof planned)[number]) => T) => planned.map(pick) as never;
+  const rows = await sql<{ id: string; inserted: number; routed: boolean; earlier: string | null }[]>`
+    with input as (
+      select * from unnest(${of((r) => r.notificationId)}::text[], ${of((r) => r.userId)}::text[],
+        ${of((r) => r.clientId)}::text[], ${of((r) => r.priority)}::text[], ${of((r) => r.order ?? null)}::text[],
+        ${of((r) => r.deferredUntil?.toISOString() ?? null)}::timestamptz[])
+        as n(id, user_id, client_id, priority, order_mode, deferred_until)
+    ), planned as (
+      select * from unnest(${plan((p) => p.id)}::text[], ${plan((p) => p.channel)}::text[], ${plan((p) => p.status)}::text[],
+        ${plan((p) => p.reason)}::text[], ${plan((p) => p.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+        as d(id, channel, status, reason, next_attempt_at)
+    ), routed as (
+      select distinct notification_id as id from notification_channels where notification_id in (select id from input)
+    ), waiting as (
+      select n.id, w.id as earlier
+      from input n
+      cross join lateral (
+        select p.id from notifications p
+        where p.user_id = n.user_id and p.client_id = n.client_id and p.priority = n.priority
+          and p.created_at = (
+            select max(created_at) from notifications
+            where user_id = n.user_id and client_id = n.client_id and priority = n.priority
+              and created_at < (select created_at from notifications where id = n.id)
+              and created_at >= (select created_at from notifications where id = n.id) - ${ORDER_LOOKBACK}::interval)
+          and not exists (select 1 from notification_channels c where c.notification_id = p.id)
+        limit 1
+      ) w
+      where n.order_mode is not null
+    ), inserted as (
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
+      select d.id, d.channel, d.status, d.reason, d.next_attempt_at, d.status, d.reason
+      from planned d join input n on n.id = d.id
+      where d.id not in (select id from routed)
+        and not (n.order_mode = 'hold' and d.id in (select id from waiting))
+      on conflict (notification_id, channel) do nothing
+      returning notification_id
+    ), timer as (
+      insert into deferred_notifications (notification_id, user_id, due_at)
+      select n.id, n.user_id, n.deferred_until from input n
+      where n.deferred_until is not null and n.id in (select notification_id from inserted)
+      on conflict (notification_id) do nothing
+    )
+    select n.id,
+           (select count(*)::int from inserted i where i.notification_id = n.id) as inserted,
+           n.id in (select id from routed) as routed,
+           (select earlier from waiting w where w.id = n.id) as earlier
+    from input n`;
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return routings.map((routing) => {
+    const row = byId.get(routing.notificationId);
+    const first = (row?.inserted ?? 0) > 0;
+    const earlier = row?.earlier ?? null;
+    const held = routing.order === "hold" && !first && !row?.routed && earlier !== null;
+    return { first, capped: false, held, earlier };
+  });
+}
+
+/**
+ * Routings of one event-loop iteration on one database go in one statement; two of one user's
+ * lane (or of one notification) never share one, so each sees the other as it would in turn.
+ */
+const routeBatched = perIterationOf(routeMany, {
+  writes: (r) => `${r.clientId}\u0000${r.userId}\u0000${r.priority}`,
+});
+
 /**
  * Writes the channel outcomes of a routing, and the deferral timer with them, unless an earlier
  * run did (even one that chose other channels: the user's reachable channels may have changed
- * since). Without a cap to take this is one statement. With one it is a transaction: the cap
+ * since). Without a cap to take this is one statement (shared with the other routings of its
+ * event-loop iteration). With one it is a transaction: the cap
  * slot is taken only by the run whose rows went in, and a crash undoes both; over the cap, the
  * channels that would be sent are suppressed with reason rate_cap (`capped`).
  *
@@ -68,26 +157,14 @@ export interface RoutingRecord {
  * one then comes back later, and the later one must wait for it. By induction checking the one
  * before is enough: it was itself routed only after its own.
  */
-export async function recordRoutedChannels(
-  database: Database,
-  routing: {
-    notificationId: string;
-    clientId: string;
-    userId: string;
-    priority: string;
-    channels: readonly RoutedChannel[];
-    deferredUntil: Date | null;
-    cap: CapSlot | null;
-    order?: "hold" | "report";
-  },
-): Promise<RoutingRecord> {
+export async function recordRoutedChannels(database: Database, routing: Routing): Promise<RoutingRecord> {
+  if (routing.cap === null) return routeBatched(database, routing);
   const { sql } = database;
   const id = routing.notificationId;
   const channels = routing.channels.map((p) => p.channel);
   const statuses = routing.channels.map((p) => p.status);
   const reasons = routing.channels.map((p) => p.reason) as string[];
   const planned = routing.channels.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
-  const deferredUntil = routing.deferredUntil?.toISOString() ?? null;
   const hold = routing.order === "hold";
   const cap = routing.cap;
   // The user's previous notification in this lane, when it has no channel rows yet.
@@ -104,30 +181,6 @@ export async function recordRoutedChannels(
       and p.created_at = (select at from latest)
       and not exists (select 1 from notification_channels c where c.notification_id = p.id)
     limit 1`;
-
-  if (cap === null) {
-    const [row] = await sql<{ inserted: number; routed: boolean; earlier: string | null }[]>`
-      with waiting as (${routing.order ? earlier(sql) : sql`select null::text as id where false`}), inserted as (
-        insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
-        select ${id}, c, s, r, n, s, r
-        from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[]) as d(c, s, r, n)
-        where not exists (select 1 from notification_channels where notification_id = ${id})
-          and (not ${hold}::boolean or not exists (select 1 from waiting))
-        on conflict (notification_id, channel) do nothing
-        returning channel
-      ), timer as (
-        insert into deferred_notifications (notification_id, user_id, due_at)
-        select ${id}, ${routing.userId}, ${deferredUntil}::timestamptz
-        where ${deferredUntil}::timestamptz is not null and exists (select 1 from inserted)
-        on conflict (notification_id) do nothing
-      )
-      select (select count(*)::int from inserted) as inserted,
-             exists (select 1 from notification_channels where notification_id = ${id}) as routed,
-             (select id from waiting) as earlier`;
-    const first = (row?.inserted ?? 0) > 0;
-    const waiting = row?.earlier ?? null;
-    return { first, capped: false, held: hold && !first && !row?.routed && waiting !== null, earlier: waiting };
-  }
 
   return sql.begin(async (tx) => {
     let waiting: string | null = null;
@@ -203,12 +256,28 @@ export type DeliveryChannelRow = Omit<
   "status"
 > & { status: ChannelStatus };
 
-export async function loadChannel(sql: Sql, ref: ChannelRef): Promise<DeliveryChannelRow | undefined> {
-  const [row] = await sql<DeliveryChannelRow[]>`
-    select status, attempts, attempts_before_replay from notification_channels
-    where notification_id = ${ref.notification_id} and channel = ${ref.channel}`;
-  return row;
-}
+const refKey = (ref: ChannelRef) => `${ref.notification_id}\u0000${ref.channel}`;
+
+/**
+ * A channel's delivery state, undefined when it has no row. The reads of one event-loop
+ * iteration on one pool go in one statement.
+ */
+export const loadChannel: (sql: Sql, ref: ChannelRef) => Promise<DeliveryChannelRow | undefined> = perIterationOf(
+  async (sql: Sql, refs: readonly ChannelRef[]) => {
+    const rows = await sql<Array<DeliveryChannelRow & ChannelRef>>`
+      select c.notification_id, c.channel, c.status, c.attempts, c.attempts_before_replay
+      from unnest(${refs.map((r) => r.notification_id)}::text[], ${refs.map((r) => r.channel)}::text[])
+        as k(notification_id, channel)
+      join notification_channels c using (notification_id, channel)`;
+    const found = new Map(
+      rows.map(({ status, attempts, attempts_before_replay, ...ref }) => [
+        refKey(ref),
+        { status, attempts, attempts_before_replay },
+      ]),
+    );
+    return refs.map((ref) => found.get(refKey(ref)));
+  },
+);
 
 /** One provider attempt and what came of it: the history a dead letter carries. */
 export interface Attempt {
@@ -231,36 +300,69 @@ export interface StatusFields {
   attempt?: Attempt;
 }
 
+interface Move {
+  ref: ChannelRef;
+  to: ChannelStatus;
+  fields: StatusFields;
+}
+
+/**
+ * Moves the moves of one batch in one statement: each one's attempt line (when it has one),
+ * its channel's new status where the channel's present status allows the move, and a history row
+ * for each channel moved. Answers, per move, whether its channel moved.
+ */
+async function moveMany(sql: Sql, moves: readonly Move[]): Promise<boolean[]> {
+  const column = <T>(pick: (move: Move) => T) => moves.map(pick) as never;
+  const rows = await sql<ChannelRef[]>`
+    with input as (
+      select * from unnest(
+        ${column((m) => m.ref.notification_id)}::text[], ${column((m) => m.ref.channel)}::text[],
+        ${column((m) => m.to)}::text[], ${column((m) => statusesMovableTo(m.to).join(","))}::text[],
+        ${column((m) => m.fields.reason ?? null)}::text[], ${column((m) => m.fields.provider ?? null)}::text[],
+        ${column((m) => m.fields.providerId ?? null)}::text[], ${column((m) => m.fields.attempts ?? null)}::int[],
+        ${column((m) => m.fields.nextAttemptAt?.toISOString() ?? null)}::timestamptz[],
+        ${column((m) => m.fields.attempt?.attempt ?? null)}::int[], ${column((m) => m.fields.attempt?.outcome ?? null)}::text[],
+        ${column((m) => m.fields.attempt?.provider ?? null)}::text[],
+        ${column((m) => m.fields.attempt?.providerId ?? null)}::text[], ${column((m) => m.fields.attempt?.error ?? null)}::text[]
+      ) as i(notification_id, channel, status, movable, reason, provider, provider_id, attempts, next_attempt_at,
+             tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error)
+    ), tried as (
+      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
+      select notification_id, channel, tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error
+      from input where tried_attempt is not null
+      on conflict do nothing
+    ), moved as (
+      update notification_channels c set
+        status = i.status,
+        reason = i.reason,
+        provider = coalesce(i.provider, c.provider),
+        provider_id = coalesce(i.provider_id, c.provider_id),
+        attempts = coalesce(i.attempts, c.attempts),
+        next_attempt_at = i.next_attempt_at,
+        updated_at = now()
+      from input i
+      where c.notification_id = i.notification_id and c.channel = i.channel
+        and c.status = any(string_to_array(i.movable, ','))
+      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
+    ), history as (
+      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
+      select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved
+    )
+    select notification_id, channel from moved`;
+  const moved = new Set(rows.map(refKey));
+  return moves.map((m) => moved.has(refKey(m.ref)));
+}
+
+const moveBatched = perIterationOf(moveMany, { writes: (m) => refKey(m.ref) });
+
 /**
  * Moves a channel forward only (libs/core status.ts) and logs the transition with its time and
  * reason in `channel_status_events`, in one statement: a refused move logs nothing. Answers
- * whether the move happened.
+ * whether the move happened. The moves of one event-loop iteration on one pool go in one
+ * statement (two moves of one channel still one after the other).
  */
-export async function moveStatus(sql: Sql, ref: ChannelRef, to: ChannelStatus, fields: StatusFields): Promise<boolean> {
-  const a = fields.attempt;
-  const rows = await sql`
-    with tried as (
-      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
-      select ${ref.notification_id}, ${ref.channel}, ${a?.attempt ?? null}::int, ${a?.outcome ?? null}, ${a?.provider ?? null}, ${a?.providerId ?? null}, ${a?.error ?? null}
-      where ${a !== undefined}
-      on conflict do nothing
-    ), moved as (
-      update notification_channels set
-        status = ${to},
-        reason = ${fields.reason ?? null},
-        provider = coalesce(${fields.provider ?? null}, provider),
-        provider_id = coalesce(${fields.providerId ?? null}, provider_id),
-        attempts = coalesce(${fields.attempts ?? null}, attempts),
-        next_attempt_at = ${fields.nextAttemptAt ?? null},
-        updated_at = now()
-      where notification_id = ${ref.notification_id} and channel = ${ref.channel}
-        and status = any(${statusesMovableTo(to)})
-      returning notification_id, channel, status, reason, attempts, provider_id, updated_at
-    )
-    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-    select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved`;
-  return rows.count > 0;
-}
+export const moveStatus = (sql: Sql, ref: ChannelRef, to: ChannelStatus, fields: StatusFields): Promise<boolean> =>
+  moveBatched(sql, { ref, to, fields });
 
 export async function recordAttempt(sql: Sql, ref: ChannelRef, a: Attempt): Promise<void> {
   await sql`

@@ -1,3 +1,4 @@
+import { perIterationOf } from "./batch.js";
 import type { Database } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { userContacts, userPreferences } from "./schema/index.js";
@@ -11,13 +12,19 @@ type ProfileColumns = RowPick<typeof userContacts, "email" | "phone"> &
 /** What routing reads about a user: contacts and preferences, null where the user has no record. */
 export type ProfileRow = { [K in keyof ProfileColumns]: ProfileColumns[K] | null };
 
-/** One row whatever the user has: a user without contacts or preferences reads as all nulls. */
-export async function readProfileRow(database: Database, userId: string): Promise<ProfileRow> {
-  const [row] = await database.sql<ProfileRow[]>`
-    select c.email, c.phone, p.channel_optout, p.category_optout, p.quiet_hours, p.rate_cap_per_day,
-           p.device_tokens, p.locale
-    from (select ${userId}::text as user_id) u
-    left join user_contacts c on c.user_id = u.user_id
-    left join user_preferences p on p.user_id = u.user_id`;
-  return row as ProfileRow;
-}
+/**
+ * One row whatever the user has: a user without contacts or preferences reads as all nulls.
+ * The reads of one event-loop iteration on one database go in one statement.
+ */
+export const readProfileRow: (database: Database, userId: string) => Promise<ProfileRow> = perIterationOf(
+  async (database: Database, userIds: readonly string[]) => {
+    const rows = await database.sql<Array<ProfileRow & { user_id: string }>>`
+      select u.user_id, c.email, c.phone, p.channel_optout, p.category_optout, p.quiet_hours, p.rate_cap_per_day,
+             p.device_tokens, p.locale
+      from unnest(${userIds as string[]}::text[]) as u(user_id)
+      left join user_contacts c on c.user_id = u.user_id
+      left join user_preferences p on p.user_id = u.user_id`;
+    const found = new Map(rows.map(({ user_id, ...row }) => [user_id, row]));
+    return userIds.map((id) => found.get(id) as ProfileRow);
+  },
+);

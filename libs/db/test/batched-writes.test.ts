@@ -1,0 +1,284 @@
+import { randomUUID } from "node:crypto";
+import { CHANNEL_STATUSES, type ChannelStatus } from "@notify/core";
+import { freshDatabase } from "@notify/testing";
+import fc from "fast-check";
+import postgres from "postgres";
+import t from "tap";
+import {
+  type ChannelRef,
+  moveStatus,
+  type Routing,
+  recordRoutedChannels,
+  type Sql,
+  type StatusFields,
+} from "../src/index.js";
+
+const { database, url } = await freshDatabase(t);
+const { sql } = database;
+
+/** A pool of its own that counts the statements it sends (after its first, which reads types). */
+async function countingPool(): Promise<{ sql: Sql; statements: () => number }> {
+  let count = 0;
+  const counted = postgres(url, { max: 4, onnotice: () => {}, debug: () => count++ });
+  t.teardown(() => counted.end({ timeout: 1 }));
+  await counted`select 1`;
+  count = 0;
+  return { sql: counted, statements: () => count };
+}
+
+/** Fresh notifications with one email channel each, pending. */
+async function channels(n: number): Promise<ChannelRef[]> {
+  const ids = Array.from({ length: n }, () => randomUUID());
+  await sql`insert into notifications ${sql(
+    ids.map((id) => ({
+      id,
+      client_id: "c",
+      user_id: "u",
+      category: "account",
+      template_id: "welcome",
+      priority: "transactional",
+      data: sql.json({}),
+      dedup_key: id,
+      request_hash: "h",
+      partition: 0,
+    })),
+  )}`;
+  await sql`insert into notification_channels ${sql(
+    ids.map((id) => ({ notification_id: id, channel: "email", status: "pending", attempts: 0 })),
+  )}`;
+  return ids.map((id) => ({ notification_id: id, channel: "email" as const }));
+}
+
+/** A channel's state, its history and its attempt lines, without ids or times. */
+async function stateOf(ref: ChannelRef) {
+  const [row] = await sql`select status, reason, provider, provider_id, attempts, next_attempt_at
+    from notification_channels where notification_id = ${ref.notification_id} and channel = ${ref.channel}`;
+  const history = await sql`select status, reason, attempt, provider_id from channel_status_events
+    where notification_id = ${ref.notification_id} and channel = ${ref.channel} order by id`;
+  const attempts = await sql`select attempt, outcome, provider, provider_id, error from delivery_attempts
+    where notification_id = ${ref.notification_id} and channel = ${ref.channel} order by attempt`;
+  return { row: { ...row }, history: history.map((h) => ({ ...h })), attempts: attempts.map((a) => ({ ...a })) };
+}
+
+const delivered = (attempt: number, providerId: string): StatusFields => ({
+  provider: "sendgrid",
+  providerId,
+  attempts: attempt,
+  reason: "accepted",
+  attempt: { attempt, outcome: "accepted", provider: "sendgrid", providerId, error: null },
+});
+
+t.test("the moves of one iteration go in one statement, each answered for itself", async (t) => {
+  const counted = await countingPool();
+  const refs = await channels(5);
+  const [a, b, c, d, e] = refs as [ChannelRef, ChannelRef, ChannelRef, ChannelRef, ChannelRef];
+  await sql`update notification_channels set status = 'delivered' where notification_id = ${d.notification_id}`;
+  const retryAt = new Date("2030-01-01T00:00:00Z");
+  const answers = await Promise.all([
+    moveStatus(counted.sql, a, "delivered", delivered(1, "p-a")),
+    moveStatus(counted.sql, b, "retrying", {
+      reason: "sendgrid 503",
+      attempts: 1,
+      nextAttemptAt: retryAt,
+      attempt: { attempt: 1, outcome: "transient", provider: "sendgrid", providerId: null, error: "sendgrid 503" },
+    }),
+    moveStatus(counted.sql, c, "failed", { reason: "hard bounce", attempts: 0 }),
+    // Already delivered: refused, logs nothing, but its attempt line is kept.
+    moveStatus(counted.sql, d, "retrying", {
+      reason: "late",
+      attempts: 2,
+      attempt: { attempt: 2, outcome: "transient", provider: "sendgrid", providerId: null, error: "late" },
+    }),
+    moveStatus(counted.sql, e, "parked", { reason: "breaker open", nextAttemptAt: retryAt }),
+  ]);
+  t.equal(counted.statements(), 1, "five moves, one statement");
+  t.same(answers, [true, true, true, false, true]);
+  t.match(await stateOf(a), {
+    row: { status: "delivered", provider: "sendgrid", provider_id: "p-a", attempts: 1, reason: "accepted" },
+    history: [{ status: "delivered", attempt: 1, provider_id: "p-a" }],
+    attempts: [{ attempt: 1, outcome: "accepted", provider: "sendgrid", provider_id: "p-a" }],
+  });
+  t.match(await stateOf(b), {
+    row: { status: "retrying", reason: "sendgrid 503", attempts: 1, next_attempt_at: retryAt },
+    history: [{ status: "retrying", reason: "sendgrid 503", attempt: 1 }],
+    attempts: [{ attempt: 1, outcome: "transient", error: "sendgrid 503" }],
+  });
+  t.match(await stateOf(c), { row: { status: "failed", reason: "hard bounce" }, history: [{ status: "failed" }] });
+  t.match(await stateOf(d), {
+    row: { status: "delivered", attempts: 0 },
+    history: [],
+    attempts: [{ attempt: 2, outcome: "transient" }],
+  });
+  t.match(await stateOf(e), { row: { status: "parked", attempts: 0, next_attempt_at: retryAt }, history: [{}] });
+});
+
+t.test("two moves of one channel in one iteration apply in call order", async (t) => {
+  const counted = await countingPool();
+  const [ref] = (await channels(1)) as [ChannelRef];
+  const answers = await Promise.all([
+    moveStatus(counted.sql, ref, "retrying", { reason: "timeout", attempts: 1 }),
+    moveStatus(counted.sql, ref, "delivered", delivered(2, "p-2")),
+    moveStatus(counted.sql, ref, "retrying", { reason: "too late", attempts: 3 }),
+  ]);
+  t.same(answers, [true, true, false]);
+  t.match(await stateOf(ref), {
+    row: { status: "delivered", attempts: 2 },
+    history: [{ status: "retrying" }, { status: "delivered" }],
+  });
+});
+
+t.test("a move that fails fails alone; the others of its batch are moved", async (t) => {
+  const counted = await countingPool();
+  const refs = await channels(3);
+  const gone: ChannelRef = { notification_id: randomUUID(), channel: "email" };
+  const results = await Promise.allSettled([
+    moveStatus(counted.sql, refs[0] as ChannelRef, "delivered", delivered(1, "p-0")),
+    // An attempt line for a notification that does not exist breaks its foreign key.
+    moveStatus(counted.sql, gone, "delivered", delivered(1, "p-gone")),
+    moveStatus(counted.sql, refs[1] as ChannelRef, "delivered", delivered(1, "p-1")),
+    moveStatus(counted.sql, refs[2] as ChannelRef, "failed", { reason: "bounce", attempts: 1 }),
+  ]);
+  t.same(
+    results.map((r) => r.status),
+    ["fulfilled", "rejected", "fulfilled", "fulfilled"],
+  );
+  t.match(results[1], { reason: { code: "23503" } });
+  t.same(
+    (await Promise.all(refs.map(stateOf))).map((s) => s.row.status),
+    ["delivered", "delivered", "failed"],
+  );
+});
+
+t.test("any moves in one iteration end as the same moves one at a time would (fast-check)", async (t) => {
+  const counted = await countingPool();
+  const move = fc.record({
+    channel: fc.nat(2),
+    to: fc.constantFrom(...(CHANNEL_STATUSES.filter((s) => s !== "pending") as ChannelStatus[])),
+    attempts: fc.option(fc.nat(5), { nil: undefined }),
+    reason: fc.option(fc.constantFrom("a", "b"), { nil: null }),
+    tried: fc.option(fc.nat(5), { nil: undefined }),
+  });
+  await fc.assert(
+    fc.asyncProperty(fc.array(move, { maxLength: 12 }), async (moves) => {
+      const batched = await channels(3);
+      const alone = await channels(3);
+      const fields = (m: (typeof moves)[number]): StatusFields => ({
+        reason: m.reason,
+        ...(m.attempts === undefined ? {} : { attempts: m.attempts }),
+        ...(m.tried === undefined
+          ? {}
+          : {
+              attempt: { attempt: m.tried, outcome: "transient", provider: "sendgrid", providerId: null, error: "x" },
+            }),
+      });
+      const together = await Promise.all(
+        moves.map((m) => moveStatus(counted.sql, batched[m.channel] as ChannelRef, m.to, fields(m))),
+      );
+      const inTurn: boolean[] = [];
+      for (const m of moves) inTurn.push(await moveStatus(sql, alone[m.channel] as ChannelRef, m.to, fields(m)));
+      t.same(together, inTurn);
+      for (let i = 0; i < 3; i++) {
+        t.same(await stateOf(batched[i] as ChannelRef), await stateOf(alone[i] as ChannelRef));
+      }
+    }),
+    { numRuns: 40 },
+  );
+});
+
+/** A fresh notification of `user` (accepted at `at`), not routed yet. */
+async function unrouted(user: string, at = new Date()): Promise<string> {
+  const id = randomUUID();
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
+    values (${id}, 'c', ${user}, 'account', 'welcome', 'transactional', ${sql.json({})}, ${id}, 'h', 0, ${at})`;
+  return id;
+}
+
+const routing = (id: string, user: string, extra: Partial<Routing> = {}): Routing => ({
+  notificationId: id,
+  clientId: "c",
+  userId: user,
+  priority: "transactional",
+  channels: [{ channel: "email", status: "pending", reason: null, nextAttemptAt: null }],
+  deferredUntil: null,
+  cap: null,
+  ...extra,
+});
+
+const channelsOf = async (id: string) =>
+  (await sql`select channel, status from notification_channels where notification_id = ${id} order by channel`).map(
+    (r) => ({ ...r }),
+  );
+
+t.test("the routings of one iteration go in one statement, each answered for itself", async (t) => {
+  const counted = await countingPool();
+  const database = { sql: counted.sql, close: async () => {}, ping: async () => true };
+  const [a, b, c, again] = await Promise.all(["ra", "rb", "rc", "rd"].map((u) => unrouted(u)));
+  await recordRoutedChannels(database, routing(again as string, "rd"));
+  const later = new Date(Date.now() + 3_600_000);
+  const start = counted.statements();
+  const answers = await Promise.all([
+    recordRoutedChannels(database, routing(a as string, "ra")),
+    recordRoutedChannels(
+      database,
+      routing(b as string, "rb", {
+        channels: [
+          { channel: "email", status: "deferred", reason: "quiet_hours", nextAttemptAt: later },
+          { channel: "sms", status: "suppressed", reason: "opted_out", nextAttemptAt: null },
+        ],
+        deferredUntil: later,
+      }),
+    ),
+    recordRoutedChannels(database, routing(c as string, "rc", { order: "hold" })),
+    recordRoutedChannels(database, routing(again as string, "rd")),
+  ]);
+  t.equal(counted.statements() - start, 1, "four routings, one statement");
+  const routed = { first: true, capped: false, held: false, earlier: null };
+  t.same(answers, [routed, routed, routed, { ...routed, first: false }]);
+  t.same(await channelsOf(b as string), [
+    { channel: "email", status: "deferred" },
+    { channel: "sms", status: "suppressed" },
+  ]);
+  const [timer] = await sql`select due_at from deferred_notifications where notification_id = ${b as string}`;
+  t.same(timer?.due_at, later, "the deferral timer went in with its rows");
+  t.same(await channelsOf(again as string), [{ channel: "email", status: "pending" }]);
+});
+
+t.test("two routings of one user's lane in one iteration are recorded in turn", async (t) => {
+  const counted = await countingPool();
+  const database = { sql: counted.sql, close: async () => {}, ping: async () => true };
+  const older = await unrouted("ordered", new Date(Date.now() - 1000));
+  const newer = await unrouted("ordered");
+  const held = await unrouted("ordered-held", new Date(Date.now() - 1000));
+  const waits = await unrouted("ordered-held");
+  const answers = await Promise.all([
+    recordRoutedChannels(database, routing(older, "ordered")),
+    // In turn, the older one is routed by now: the newer one does not wait.
+    recordRoutedChannels(database, routing(newer, "ordered", { order: "hold" })),
+    // Its previous notification is not routed (nor being routed): it waits.
+    recordRoutedChannels(database, routing(waits, "ordered-held", { order: "hold" })),
+  ]);
+  t.same(answers, [
+    { first: true, capped: false, held: false, earlier: null },
+    { first: true, capped: false, held: false, earlier: null },
+    { first: false, capped: false, held: true, earlier: held },
+  ]);
+  t.same(await channelsOf(waits), [], "a held routing writes nothing");
+});
+
+t.test("a routing that fails fails alone; the others of its batch are recorded", async (t) => {
+  const counted = await countingPool();
+  const database = { sql: counted.sql, close: async () => {}, ping: async () => true };
+  const [a, b] = await Promise.all(["fa", "fb"].map((u) => unrouted(u)));
+  const results = await Promise.allSettled([
+    recordRoutedChannels(database, routing(a as string, "fa")),
+    // Removed by ingest's compensation: its channel rows break their foreign key.
+    recordRoutedChannels(database, routing(randomUUID(), "fgone")),
+    recordRoutedChannels(database, routing(b as string, "fb")),
+  ]);
+  t.same(
+    results.map((r) => r.status),
+    ["fulfilled", "rejected", "fulfilled"],
+  );
+  t.match(results[1], { reason: { code: "23503" } });
+  t.same(await channelsOf(b as string), [{ channel: "email", status: "pending" }]);
+});
