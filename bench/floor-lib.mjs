@@ -1,4 +1,5 @@
 // What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
+import { perIteration } from "@notify/db";
 
 /**
  * The least a durable accept does, with group commit: requests queue up, and up to two batches
@@ -86,9 +87,21 @@ const encoder = new TextEncoder();
 /**
  * The least a durable email send does, per work item `{ notification_id, to, subject, html }`:
  * claim the send guard (KV create), send with @sendgrid/mail, record the guard as sent, and
- * mark the channel delivered with its history row in one statement.
+ * mark the channel delivered with its history row in one statement (shared with the other sends
+ * that finish in the same event-loop iteration, as the worker does).
  */
 export function emailDelivery({ sql, guard, mail }) {
+  const markDelivered = perIteration(async (sent) => {
+    await sql`
+      with input as (select * from unnest(${sent.map((s) => s.id)}::text[], ${sent.map((s) => s.providerId)}::text[]) as i(id, provider_id)),
+      moved as (
+        update notification_channels c set status = 'delivered', provider = 'sendgrid', provider_id = i.provider_id,
+          attempts = 1, updated_at = now()
+        from input i where c.notification_id = i.id and c.channel = 'email' returning c.notification_id, c.provider_id)
+      insert into channel_status_events (notification_id, channel, status, attempt, provider_id)
+      select notification_id, 'email', 'delivered', 1, provider_id from moved`;
+    return sent.map(() => undefined);
+  });
   return async (item) => {
     const key = `${item.notification_id}.email`;
     await guard.create(key, encoder.encode(JSON.stringify({ state: "sending", at: Date.now() })));
@@ -101,13 +114,7 @@ export function emailDelivery({ sql, guard, mail }) {
     });
     const providerId = answer.headers["x-message-id"];
     await guard.put(key, encoder.encode(JSON.stringify({ state: "sent", provider_id: providerId })));
-    await sql`
-      with moved as (
-        update notification_channels set status = 'delivered', provider = 'sendgrid', provider_id = ${providerId},
-          attempts = 1, updated_at = now()
-        where notification_id = ${item.notification_id} and channel = 'email' returning notification_id)
-      insert into channel_status_events (notification_id, channel, status, attempt, provider_id)
-      select notification_id, 'email', 'delivered', 1, ${providerId} from moved`;
+    await markDelivered({ id: item.notification_id, providerId });
   };
 }
 

@@ -3,10 +3,12 @@
 //   accept:  read the JSON; claim the idempotency key, insert the row and the outbox entry in one
 //            batched statement (group commit); publish the lane message, acknowledged; answer 202;
 //            delete the outbox entry.
-//   route:   pull the lane message; insert the email channel row; publish the work item,
+//   route:   pull the lane message; insert the email channel row (the rows of one event-loop
+//            iteration in one statement, as the processor does); publish the work item,
 //            acknowledged; ack.
 //   deliver: pull the work item; claim the send guard (KV create); send with @sendgrid/mail to the
-//            sandbox; record the guard as sent; mark the channel delivered with its history row; ack.
+//            sandbox; record the guard as sent; mark the channel delivered with its history row
+//            (batched per iteration likewise); ack.
 //   receipt: verify the Event Webhook batch's ECDSA signature; store every event and apply the
 //            delivered ones, in one statement.
 // No authentication, validation, preferences, templates, rate limits, breakers, retries, logging
@@ -14,7 +16,7 @@
 import { createHash, createPublicKey, randomUUID, verify } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { applyTopology, connectBus } from "@notify/bus";
-import { createDb } from "@notify/db";
+import { createDb, perIteration } from "@notify/db";
 import { Hono } from "hono";
 import { consume, emailDelivery, groupCommit, sendgridMail } from "./floor-lib.mjs";
 
@@ -42,8 +44,13 @@ const accept = groupCommit({ sql, bus, clientId: "floor", lane: bus.subjects.lan
 
 // route
 const pull = (stream, durable) => ({ stream, durable, concurrency: CONCURRENCY });
+const insertChannel = perIteration(async (ids) => {
+  await sql`insert into notification_channels (notification_id, channel, status)
+    select id, 'email', 'pending' from unnest(${ids}::text[]) id`;
+  return ids.map(() => undefined);
+});
 void consume(bus, pull(bus.streams.lane("transactional"), "processor-transactional-p0"), async (message) => {
-  await sql`insert into notification_channels (notification_id, channel, status) values (${message.notification_id}, 'email', 'pending')`;
+  await insertChannel(message.notification_id);
   await bus.publish(
     bus.subjects.work("email", "transactional"),
     { notification_id: message.notification_id, to: `${message.user_id}@example.com`, name: message.data?.name },

@@ -4,14 +4,15 @@
 // TRANSACTIONAL_DB_POOL_SIZE connections), and per notification:
 //   read the user's contacts and preferences (the processor's profile query; one Postgres read
 //   costs Postgres and client less CPU than one get from the notify_prefs bucket);
-//   insert the channel row (one statement);
+//   insert the channel row (the rows of one event-loop iteration in one statement, as the
+//   processor does);
 //   publish the work item to NOTIFY_WORK and wait for its ack;
 //   ack the lane message.
 // No validation, policy, template engine, preference cache, per-user ordering, leases, periodic
 // jobs, logging or metrics: what is left is the cost of the durable work itself. The bench's
 // notifications are email only, so each has one channel.
 import { connectBus } from "@notify/bus";
-import { createDb, readProfileRow } from "@notify/db";
+import { createDb, perIteration, readProfileRow } from "@notify/db";
 import { consume } from "./floor-lib.mjs";
 
 const env = process.env;
@@ -25,11 +26,16 @@ const bus = await connectBus({
   partitions: PARTITIONS,
 });
 
-async function route(message) {
-  const profile = await readProfileRow(database, message.user_id);
+const insertChannel = perIteration(async (ids) => {
   await database.sql`
     insert into notification_channels (notification_id, channel, status)
-    values (${message.notification_id}, 'email', 'pending') on conflict do nothing`;
+    select id, 'email', 'pending' from unnest(${ids}::text[]) id on conflict do nothing`;
+  return ids.map(() => undefined);
+});
+
+async function route(message) {
+  const profile = await readProfileRow(database, message.user_id);
+  await insertChannel(message.notification_id);
   // The welcome template's email variant, as the processor renders it.
   const name = message.data.name;
   await bus.publish(

@@ -74,6 +74,7 @@ export function createDb(config: DbConfig): Database {
     },
   };
 }
+export * from "./batch.js";
 export * from "./broadcasts.js";
 export * from "./channel-results.js";
 export * from "./inbox.js";
