@@ -1,16 +1,44 @@
 import DataLoader from "dataloader";
 
 /** Most calls one statement takes: a larger iteration's calls go in several. */
-const MAX_BATCH = 256;
+export const MAX_BATCH = 256;
 
 export interface BatchOptions<K> {
   /**
-   * For writes. Names what a call changes: a batch where two calls change the same thing runs
-   * its calls one at a time in call order, as they would have run without batching. And a batch
-   * of several that fails runs them again one at a time, so that only a call that fails alone
-   * fails (one bad row does not fail its neighbours).
+   * For writes. Names what a call changes. Calls that change the same thing never share a
+   * statement: the batch goes in rounds, each holding at most one call per name, in call order,
+   * one round (and one statement of a large round) after the other, so each call sees the ones
+   * made before it as it would have without batching. And a statement that fails on its data
+   * (a constraint or a value: SQLSTATE classes 22 and 23) runs again one call at a time, so one
+   * bad row fails only its own call; any other failure (timeout, lost connection, deadlock)
+   * fails every call of the statement at once.
    */
   writes?: (key: K) => string;
+}
+
+/** An error about one row's data, which the same call alone would meet again. */
+const aboutData = (error: unknown): boolean => /^2[23]/.test(String((error as { code?: unknown }).code ?? ""));
+
+const chunks = <K>(keys: readonly K[]): K[][] => {
+  const out: K[][] = [];
+  for (let i = 0; i < keys.length; i += MAX_BATCH) out.push(keys.slice(i, i + MAX_BATCH));
+  return out;
+};
+
+/**
+ * The calls of a batch in rounds: a call goes in the round after the last one holding a call of
+ * its name, so no round holds a name twice and each name's calls keep their order. Answers the
+ * rounds as indexes into `names`.
+ */
+export function rounds(names: readonly string[]): number[][] {
+  const seen = new Map<string, number>();
+  const out: number[][] = [];
+  names.forEach((name, i) => {
+    const round = seen.get(name) ?? 0;
+    seen.set(name, round + 1);
+    (out[round] ??= []).push(i);
+  });
+  return out;
 }
 
 /**
@@ -19,7 +47,7 @@ export interface BatchOptions<K> {
  * answer), and one statement for all of them costs PostgreSQL and the connection far less than
  * one each (a primary-key read: about 110 µs of CPU alone, 15 µs in a batch). Nothing is cached:
  * every call reads afresh. `run` answers one value per key, in the keys' order; when it fails,
- * every call of the batch fails with its error (unless `writes` says otherwise).
+ * every call of that statement fails with its error (writes: see `BatchOptions`).
  */
 export function perIteration<K, V>(
   run: (keys: readonly K[]) => Promise<V[]>,
@@ -37,18 +65,40 @@ export function perIteration<K, V>(
     }
     return results;
   };
-  const batch = async (keys: readonly K[]): Promise<Array<V | Error>> => {
-    if (!writes || keys.length === 1) return run(keys);
-    if (new Set(keys.map(writes)).size < keys.length) return oneByOne(keys);
+  const write = async (keys: readonly K[]): Promise<Array<V | Error>> => {
+    if (keys.length === 1) return run(keys);
     try {
       return await run(keys);
-    } catch {
+    } catch (error) {
+      if (!aboutData(error)) throw error;
       return oneByOne(keys);
     }
   };
+  const batch = async (keys: readonly K[]): Promise<Array<V | Error>> => {
+    if (!writes) {
+      if (keys.length <= MAX_BATCH) return run(keys);
+      return (await Promise.all(chunks(keys).map(run))).flat();
+    }
+    const results = new Array<V | Error>(keys.length);
+    for (const round of rounds(keys.map(writes))) {
+      for (const part of chunks(round)) {
+        let answers: Array<V | Error>;
+        try {
+          answers = await write(part.map((i) => keys[i] as K));
+        } catch (error) {
+          answers = part.map(() => (error instanceof Error ? error : new Error(String(error))));
+        }
+        part.forEach((index, j) => {
+          results[index] = answers[j] as V | Error;
+        });
+      }
+    }
+    return results;
+  };
   const loader = new DataLoader<K, V>(batch, {
     cache: false,
-    maxBatchSize: MAX_BATCH,
+    // One batch per iteration, split above: DataLoader's own split would send the parts at once.
+    maxBatchSize: Number.POSITIVE_INFINITY,
     batchScheduleFn: (dispatch) => setImmediate(dispatch),
   });
   return (key) => loader.load(key);

@@ -39,6 +39,17 @@ export interface CapSlot {
  */
 const ORDER_LOOKBACK = "1 hour";
 
+/** Orders by a string key (any fixed order does: it only has to be the same everywhere). */
+const byKey =
+  <T>(key: (item: T) => string) =>
+  (a: T, b: T): number => {
+    const x = key(a);
+    const y = key(b);
+    return x < y ? -1 : x > y ? 1 : 0;
+  };
+
+const refKey = (ref: ChannelRef) => `${ref.notification_id}\u0000${ref.channel}`;
+
 /** What recording a routing did. */
 export interface RoutingRecord {
   /** This run wrote the channel rows (false: an earlier run did, or `held`). */
@@ -69,8 +80,10 @@ export interface Routing {
  * its channel rows and its deferral timer; answers what happened to each. The previous
  * notification is looked for as `earlier` describes, per routing with `order`.
  */
-async function routeMany(database: Database, routings: readonly Routing[]): Promise<RoutingRecord[]> {
+async function routeMany(database: Database, asked: readonly Routing[]): Promise<RoutingRecord[]> {
   const { sql } = database;
+  // In one order whoever sends them, so two batches over the same notifications lock them alike.
+  const routings = [...asked].sort(byKey((r) => r.notificationId));
   const of = <T>(pick: (r: Routing) => T) => routings.map(pick) as never;
   const planned = routings.flatMap((r) => r.channels.map((p) => ({ id: r.notificationId, ...p })));
   const plan = <T>(pick: (p: (typeof planned)[number]) => T) => planned.map(pick) as never;
@@ -121,7 +134,7 @@ async function routeMany(database: Database, routings: readonly Routing[]): Prom
            (select earlier from waiting w where w.id = n.id) as earlier
     from input n`;
   const byId = new Map(rows.map((row) => [row.id, row]));
-  return routings.map((routing) => {
+  return asked.map((routing) => {
     const row = byId.get(routing.notificationId);
     const first = (row?.inserted ?? 0) > 0;
     const earlier = row?.earlier ?? null;
@@ -256,8 +269,6 @@ export type DeliveryChannelRow = Omit<
   "status"
 > & { status: ChannelStatus };
 
-const refKey = (ref: ChannelRef) => `${ref.notification_id}\u0000${ref.channel}`;
-
 /**
  * A channel's delivery state, undefined when it has no row. The reads of one event-loop
  * iteration on one pool go in one statement.
@@ -311,7 +322,9 @@ interface Move {
  * its channel's new status where the channel's present status allows the move, and a history row
  * for each channel moved. Answers, per move, whether its channel moved.
  */
-async function moveMany(sql: Sql, moves: readonly Move[]): Promise<boolean[]> {
+async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
+  // In one order whoever sends them, so two batches over the same channels lock them alike.
+  const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
   const column = <T>(pick: (move: Move) => T) => moves.map(pick) as never;
   const rows = await sql<ChannelRef[]>`
     with input as (
@@ -350,7 +363,7 @@ async function moveMany(sql: Sql, moves: readonly Move[]): Promise<boolean[]> {
     )
     select notification_id, channel from moved`;
   const moved = new Set(rows.map(refKey));
-  return moves.map((m) => moved.has(refKey(m.ref)));
+  return asked.map((m) => moved.has(refKey(m.ref)));
 }
 
 const moveBatched = perIterationOf(moveMany, { writes: (m) => refKey(m.ref) });

@@ -1,0 +1,113 @@
+import fc from "fast-check";
+import t from "tap";
+import { MAX_BATCH, perIteration, rounds } from "../src/batch.js";
+
+/** A `run` that records each statement it is given, how many ran at once, and answers `<key>!`. */
+function recorder(fail?: (keys: readonly string[]) => unknown) {
+  const statements: string[][] = [];
+  let running = 0;
+  let most = 0;
+  const run = async (keys: readonly string[]) => {
+    running++;
+    most = Math.max(most, running);
+    statements.push([...keys]);
+    await new Promise((resolve) => setImmediate(resolve));
+    running--;
+    const error = fail?.(keys);
+    if (error) throw error;
+    return keys.map((k) => `${k}!`);
+  };
+  return { run, statements, most: () => most };
+}
+
+const name = (key: string) => key.split("#")[0] as string;
+
+t.test("the calls of one iteration make one statement; of later iterations, their own", async (t) => {
+  const r = recorder();
+  const load = perIteration(r.run);
+  t.same(await Promise.all(["a", "b", "a"].map(load)), ["a!", "b!", "a!"]);
+  t.same(await load("c"), "c!");
+  t.same(r.statements, [["a", "b", "a"], ["c"]]);
+});
+
+t.test("reads beyond the statement size go in several statements, all answered", async (t) => {
+  const r = recorder();
+  const load = perIteration(r.run);
+  const keys = Array.from({ length: MAX_BATCH * 2 + 3 }, (_, i) => `k${i}`);
+  t.same(
+    await Promise.all(keys.map(load)),
+    keys.map((k) => `${k}!`),
+  );
+  t.same(
+    r.statements.map((s) => s.length),
+    [MAX_BATCH, MAX_BATCH, 3],
+  );
+});
+
+t.test("writes: each name's calls keep their order across rounds and statements, one at a time", async (t) => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(fc.constantFrom("a", "b", "c", "d", "e"), { maxLength: 40 }),
+      fc.boolean(),
+      async (names, large) => {
+        // With `large`, enough distinct names first that a round outgrows one statement.
+        const filler = large ? Array.from({ length: MAX_BATCH + 5 }, (_, i) => `f${i}`) : [];
+        const keys = [...filler, ...names].map((n, i) => `${n}#${i}`);
+        const r = recorder();
+        const load = perIteration(r.run, { writes: name });
+        t.same(
+          await Promise.all(keys.map(load)),
+          keys.map((k) => `${k}!`),
+        );
+        t.ok(r.most() <= 1, "statements of writes run one after the other");
+        for (const statement of r.statements) {
+          t.ok(statement.length <= MAX_BATCH);
+          t.equal(new Set(statement.map(name)).size, statement.length, "no name twice in a statement");
+        }
+        const seen = r.statements.flat();
+        t.same([...seen].sort(), [...keys].sort(), "every call ran once");
+        for (const n of new Set(names)) {
+          const mine = seen.filter((k) => name(k) === n);
+          t.same(
+            mine,
+            keys.filter((k) => name(k) === n),
+            `${n}'s calls in call order`,
+          );
+        }
+      },
+    ),
+    { numRuns: 60 },
+  );
+});
+
+t.test("writes: a failure about one row's data fails only its call", async (t) => {
+  const bad = Object.assign(new Error("violates foreign key"), { code: "23503" });
+  const r = recorder((keys) => (keys.includes("b") ? bad : undefined));
+  const load = perIteration(r.run, { writes: (k) => k });
+  const results = await Promise.allSettled(["a", "b", "c"].map(load));
+  t.same(
+    results.map((x) => (x.status === "fulfilled" ? x.value : (x.reason as { code: string }).code)),
+    ["a!", "23503", "c!"],
+  );
+  t.same(r.statements, [["a", "b", "c"], ["a"], ["b"], ["c"]]);
+});
+
+t.test("writes: any other failure fails the statement's calls at once, without a retry", async (t) => {
+  for (const code of ["57014", "08006", "40P01", undefined]) {
+    const error = Object.assign(new Error("gone"), { code });
+    const r = recorder(() => error);
+    const load = perIteration(r.run, { writes: (k) => k });
+    const results = await Promise.allSettled(["a", "b", "c"].map(load));
+    t.same(
+      results.map((x) => x.status === "rejected" && x.reason === error),
+      [true, true, true],
+      `code ${code}`,
+    );
+    t.equal(r.statements.length, 1, `code ${code}: not run again`);
+  }
+});
+
+t.test("rounds: no name twice in a round, each name's calls in order", async (t) => {
+  t.same(rounds(["a", "b", "a", "c", "a", "b"]), [[0, 1, 3], [2, 5], [4]]);
+  t.same(rounds([]), []);
+});
