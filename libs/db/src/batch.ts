@@ -36,7 +36,8 @@ export function rounds(names: readonly string[]): number[][] {
   names.forEach((name, i) => {
     const round = seen.get(name) ?? 0;
     seen.set(name, round + 1);
-    (out[round] ??= []).push(i);
+    if (round === out.length) out.push([]);
+    out[round]?.push(i);
   });
   return out;
 }
