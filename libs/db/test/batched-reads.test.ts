@@ -1,41 +1,14 @@
 import { randomUUID } from "node:crypto";
-import { freshDatabase } from "@notify/testing";
+import { countingDatabase, freshDatabase, seedNotification } from "@notify/testing";
 import fc from "fast-check";
-import postgres from "postgres";
 import t from "tap";
-import { type ChannelRef, type Database, loadChannel, readProfileRow } from "../src/index.js";
+import { type ChannelRef, loadChannel, readProfileRow } from "../src/index.js";
 
 const { database, url } = await freshDatabase(t);
 const { sql } = database;
 
-/** A pool of its own that counts the statements it sends (after its first, which reads types). */
-async function countingPool(): Promise<{ db: Database; statements: () => number }> {
-  let count = 0;
-  const counted = postgres(url, { max: 4, onnotice: () => {}, debug: () => count++ });
-  t.teardown(() => counted.end({ timeout: 1 }));
-  await counted`select 1`;
-  count = 0;
-  return {
-    db: { sql: counted, close: () => counted.end(), ping: async () => true },
-    statements: () => count,
-  };
-}
-
 const ids = Array.from({ length: 6 }, () => randomUUID());
-await sql`insert into notifications ${sql(
-  ids.map((id, i) => ({
-    id,
-    client_id: "c",
-    user_id: `u${i}`,
-    category: "account",
-    template_id: "welcome",
-    priority: "transactional",
-    data: sql.json({}),
-    dedup_key: id,
-    request_hash: "h",
-    partition: 0,
-  })),
-)}`;
+await Promise.all(ids.map((id, i) => seedNotification(database, { id, clientId: "c", userId: `u${i}` })));
 // Every notification has an email channel; the even ones an sms channel too, further along.
 await sql`insert into notification_channels ${sql(
   ids.flatMap((id, i) => [
@@ -61,7 +34,8 @@ async function alone(ref: ChannelRef) {
 }
 
 t.test("channel reads made in one iteration go in one statement, each answered with its own row", async (t) => {
-  const { db, statements } = await countingPool();
+  const db = await countingDatabase(t, url);
+  const statements = db.statements;
   const asked = [...refs, missing, refs[0] as ChannelRef];
   const rows = await Promise.all(asked.map((ref) => loadChannel(db.sql, ref)));
   t.equal(statements(), 1, `${asked.length} reads, one statement`);
@@ -73,7 +47,8 @@ t.test("channel reads made in one iteration go in one statement, each answered w
 });
 
 t.test("reads of the same iteration made from separate callbacks are gathered too", async (t) => {
-  const { db, statements } = await countingPool();
+  const db = await countingDatabase(t, url);
+  const statements = db.statements;
   const reads = await new Promise<Array<Promise<unknown>>>((resolve) => {
     const started: Array<Promise<unknown>> = [];
     // Three callbacks of one check phase, as pulled messages are handled in one poll phase.
@@ -85,13 +60,14 @@ t.test("reads of the same iteration made from separate callbacks are gathered to
 });
 
 t.test("reads in later iterations are statements of their own", async (t) => {
-  const { db, statements } = await countingPool();
+  const db = await countingDatabase(t, url);
+  const statements = db.statements;
   for (const ref of refs.slice(0, 3)) await loadChannel(db.sql, ref);
   t.equal(statements(), 3);
 });
 
 t.test("any mix of channel reads answers each as a read on its own would (fast-check)", async (t) => {
-  const { db } = await countingPool();
+  const db = await countingDatabase(t, url);
   const expected = new Map(
     await Promise.all([...refs, missing].map(async (ref) => [JSON.stringify(ref), await alone(ref)] as const)),
   );
@@ -107,7 +83,8 @@ t.test("any mix of channel reads answers each as a read on its own would (fast-c
 });
 
 t.test("profile reads made in one iteration go in one statement, a user without records as all nulls", async (t) => {
-  const { db, statements } = await countingPool();
+  const db = await countingDatabase(t, url);
+  const statements = db.statements;
   const users = ["u0", "u1", "u2", "nobody", "u1"];
   const rows = await Promise.all(users.map((u) => readProfileRow(db, u)));
   t.equal(statements(), 1);
@@ -127,7 +104,7 @@ t.test("profile reads made in one iteration go in one statement, a user without 
 });
 
 t.test("a failed statement fails every read of its batch, and the next batch reads again", async (t) => {
-  const { db } = await countingPool();
+  const db = await countingDatabase(t, url);
   await sql`alter table notification_channels rename to notification_channels_away`;
   const failed = await Promise.allSettled(refs.slice(0, 4).map((ref) => loadChannel(db.sql, ref)));
   await sql`alter table notification_channels_away rename to notification_channels`;

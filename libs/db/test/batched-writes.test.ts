@@ -1,48 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { CHANNEL_STATUSES, type ChannelStatus, statusesMovableTo } from "@notify/core";
-import { freshDatabase } from "@notify/testing";
+import { countingDatabase, freshDatabase, seedNotification } from "@notify/testing";
 import fc from "fast-check";
-import postgres from "postgres";
 import t from "tap";
-import {
-  type ChannelRef,
-  moveStatus,
-  type Routing,
-  recordRoutedChannels,
-  type Sql,
-  type StatusFields,
-} from "../src/index.js";
+import { type ChannelRef, moveStatus, type Routing, recordRoutedChannels, type StatusFields } from "../src/index.js";
 
 const { database, url } = await freshDatabase(t);
 const { sql } = database;
 
-/** A pool of its own that counts the statements it sends (after its first, which reads types). */
-async function countingPool(): Promise<{ sql: Sql; statements: () => number }> {
-  let count = 0;
-  const counted = postgres(url, { max: 4, onnotice: () => {}, debug: () => count++ });
-  t.teardown(() => counted.end({ timeout: 1 }));
-  await counted`select 1`;
-  count = 0;
-  return { sql: counted, statements: () => count };
-}
-
 /** Fresh notifications with one email channel each, pending. */
 async function channels(n: number): Promise<ChannelRef[]> {
   const ids = Array.from({ length: n }, () => randomUUID());
-  await sql`insert into notifications ${sql(
-    ids.map((id) => ({
-      id,
-      client_id: "c",
-      user_id: "u",
-      category: "account",
-      template_id: "welcome",
-      priority: "transactional",
-      data: sql.json({}),
-      dedup_key: id,
-      request_hash: "h",
-      partition: 0,
-    })),
-  )}`;
+  await Promise.all(ids.map((id) => seedNotification(database, { id, clientId: "c", userId: "u" })));
   await sql`insert into notification_channels ${sql(
     ids.map((id) => ({ notification_id: id, channel: "email", status: "pending", attempts: 0 })),
   )}`;
@@ -69,7 +38,7 @@ const delivered = (attempt: number, providerId: string): StatusFields => ({
 });
 
 t.test("the moves of one iteration go in one statement, each answered for itself", async (t) => {
-  const counted = await countingPool();
+  const counted = await countingDatabase(t, url);
   const refs = await channels(5);
   const [a, b, c, d, e] = refs as [ChannelRef, ChannelRef, ChannelRef, ChannelRef, ChannelRef];
   await sql`update notification_channels set status = 'delivered' where notification_id = ${d.notification_id}`;
@@ -113,7 +82,7 @@ t.test("the moves of one iteration go in one statement, each answered for itself
 });
 
 t.test("two moves of one channel in one iteration apply in call order", async (t) => {
-  const counted = await countingPool();
+  const counted = await countingDatabase(t, url);
   const [ref] = (await channels(1)) as [ChannelRef];
   const answers = await Promise.all([
     moveStatus(counted.sql, ref, "retrying", { reason: "timeout", attempts: 1 }),
@@ -128,7 +97,7 @@ t.test("two moves of one channel in one iteration apply in call order", async (t
 });
 
 t.test("a move that fails fails alone; the others of its batch are moved", async (t) => {
-  const counted = await countingPool();
+  const counted = await countingDatabase(t, url);
   const refs = await channels(3);
   const gone: ChannelRef = { notification_id: randomUUID(), channel: "email" };
   const results = await Promise.allSettled([
@@ -177,7 +146,7 @@ async function moveAlone(ref: ChannelRef, to: ChannelStatus, fields: StatusField
 }
 
 t.test("any moves in one iteration end as the same moves did one statement each (fast-check)", async (t) => {
-  const counted = await countingPool();
+  const counted = await countingDatabase(t, url);
   const CHANNELS = 8;
   const move = fc.record({
     channel: fc.nat(CHANNELS - 1),
@@ -233,8 +202,7 @@ t.test("any moves in one iteration end as the same moves did one statement each 
 /** A fresh notification of `user` (accepted at `at`), not routed yet. */
 async function unrouted(user: string, at = new Date()): Promise<string> {
   const id = randomUUID();
-  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
-    values (${id}, 'c', ${user}, 'account', 'welcome', 'transactional', ${sql.json({})}, ${id}, 'h', 0, ${at})`;
+  await seedNotification(database, { id, clientId: "c", userId: user, createdAt: at });
   return id;
 }
 
@@ -255,14 +223,13 @@ const channelsOf = async (id: string) =>
   );
 
 t.test("the routings of one iteration go in one statement, each answered for itself", async (t) => {
-  const counted = await countingPool();
-  const database = { sql: counted.sql, close: async () => {}, ping: async () => true };
+  const counted = await countingDatabase(t, url);
   const [a, b, c, again] = await Promise.all(["ra", "rb", "rc", "rd"].map((u) => unrouted(u)));
-  await recordRoutedChannels(database, routing(again as string, "rd"));
+  await recordRoutedChannels(counted, routing(again as string, "rd"));
   const later = new Date(Date.now() + 3_600_000);
   const start = counted.statements();
   const answers = await Promise.all([
-    recordRoutedChannels(database, routing(a as string, "ra")),
+    recordRoutedChannels(counted, routing(a as string, "ra")),
     recordRoutedChannels(
       database,
       routing(b as string, "rb", {
@@ -273,8 +240,8 @@ t.test("the routings of one iteration go in one statement, each answered for its
         deferredUntil: later,
       }),
     ),
-    recordRoutedChannels(database, routing(c as string, "rc", { order: "hold" })),
-    recordRoutedChannels(database, routing(again as string, "rd")),
+    recordRoutedChannels(counted, routing(c as string, "rc", { order: "hold" })),
+    recordRoutedChannels(counted, routing(again as string, "rd")),
   ]);
   t.equal(counted.statements() - start, 1, "four routings, one statement");
   const routed = { first: true, capped: false, held: false, earlier: null };
@@ -289,18 +256,17 @@ t.test("the routings of one iteration go in one statement, each answered for its
 });
 
 t.test("two routings of one user's lane in one iteration are recorded in turn", async (t) => {
-  const counted = await countingPool();
-  const database = { sql: counted.sql, close: async () => {}, ping: async () => true };
+  const counted = await countingDatabase(t, url);
   const older = await unrouted("ordered", new Date(Date.now() - 1000));
   const newer = await unrouted("ordered");
   const held = await unrouted("ordered-held", new Date(Date.now() - 1000));
   const waits = await unrouted("ordered-held");
   const answers = await Promise.all([
-    recordRoutedChannels(database, routing(older, "ordered")),
+    recordRoutedChannels(counted, routing(older, "ordered")),
     // In turn, the older one is routed by now: the newer one does not wait.
-    recordRoutedChannels(database, routing(newer, "ordered", { order: "hold" })),
+    recordRoutedChannels(counted, routing(newer, "ordered", { order: "hold" })),
     // Its previous notification is not routed (nor being routed): it waits.
-    recordRoutedChannels(database, routing(waits, "ordered-held", { order: "hold" })),
+    recordRoutedChannels(counted, routing(waits, "ordered-held", { order: "hold" })),
   ]);
   t.same(answers, [
     { first: true, capped: false, held: false, earlier: null },
@@ -311,14 +277,13 @@ t.test("two routings of one user's lane in one iteration are recorded in turn", 
 });
 
 t.test("a routing that fails fails alone; the others of its batch are recorded", async (t) => {
-  const counted = await countingPool();
-  const database = { sql: counted.sql, close: async () => {}, ping: async () => true };
+  const counted = await countingDatabase(t, url);
   const [a, b] = await Promise.all(["fa", "fb"].map((u) => unrouted(u)));
   const results = await Promise.allSettled([
-    recordRoutedChannels(database, routing(a as string, "fa")),
+    recordRoutedChannels(counted, routing(a as string, "fa")),
     // Removed by ingest's compensation: its channel rows break their foreign key.
-    recordRoutedChannels(database, routing(randomUUID(), "fgone")),
-    recordRoutedChannels(database, routing(b as string, "fb")),
+    recordRoutedChannels(counted, routing(randomUUID(), "fgone")),
+    recordRoutedChannels(counted, routing(b as string, "fb")),
   ]);
   t.same(
     results.map((r) => r.status),

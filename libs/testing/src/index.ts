@@ -117,12 +117,26 @@ export async function eventually<T>(
  */
 export async function seedNotification(
   database: Database,
-  row: { id: string; clientId: string; userId: string; category?: string },
+  row: { id: string; clientId: string; userId: string; category?: string; createdAt?: Date },
 ): Promise<void> {
   await database.sql`
-    insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-    values (${row.id}, ${row.clientId}, ${row.userId}, ${row.category ?? "account"}, 'welcome', 'transactional', '{}', ${row.id}, 'seeded', 0)
+    insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
+    values (${row.id}, ${row.clientId}, ${row.userId}, ${row.category ?? "account"}, 'welcome', 'transactional', '{}', ${row.id}, 'seeded', 0,
+            coalesce(${row.createdAt ?? null}::timestamptz, now()))
     on conflict do nothing`;
+}
+
+/**
+ * A pool of its own on `url` that counts the statements it sends, for tests of what goes in one
+ * statement. Counting starts after its first statement (which also reads the server's types).
+ */
+export async function countingDatabase(t: Teardown, url: string): Promise<Database & { statements(): number }> {
+  let count = 0;
+  const sql = postgres(url, { max: 4, onnotice: () => {}, debug: () => count++ });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  await sql`select 1`;
+  count = 0;
+  return { sql, close: () => sql.end(), ping: async () => true, statements: () => count };
 }
 
 /** True while the notification is listed in publish_outbox (its lane publish not settled). */
