@@ -21,7 +21,7 @@ const prep = await startStack({
   databaseUrl: url,
   natsUrl: "nats://127.0.0.1:4222",
   namespace,
-  basePort: await freePort(),
+  basePort: 0,
   ports: { sandbox: await freePort() },
   apps: [],
   seed: true,

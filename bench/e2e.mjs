@@ -59,7 +59,7 @@ const stack = await startStack({
   databaseUrl,
   natsUrl: TEST_NATS_URL,
   namespace,
-  basePort: await freePort(),
+  basePort: 0,
   ports: { sandbox: await freePort(), plivoSandbox: await freePort(), pushSandbox: await freePort() },
   logLevel: "warn",
   seed: true,

@@ -85,7 +85,9 @@ export async function startClusterStack(options: {
       natsUrl: cluster.url,
       namespace: "",
       partitions,
-      basePort: await freePort(),
+      // Every port picked free and claimed: ports derived from a free one are not claimed, and
+      // another test file may be handed one of them before the stack listens on it.
+      basePort: 0,
       logLevel: options.logLevel ?? "warn",
       env: { ...options.env, NATS_REPLICAS: "3" },
       ...(options.appSettings ? { appSettings: options.appSettings } : {}),

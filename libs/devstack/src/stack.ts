@@ -21,6 +21,7 @@ import { isProcessOf, parentAlive, processAlive, readPidFile } from "./pids.js";
 import { type AppProcess, spawnApp, spawnHelper, stopChild } from "./processes.js";
 import { createSandboxTls } from "./sandboxes/certificates.js";
 import {
+  claimFixedPort,
   loadState,
   rememberedPort,
   removeStackEnv,
@@ -482,10 +483,11 @@ function lockDataDir(dataDir: string): void {
 }
 
 /**
- * The ports of the apps and sandboxes. Given explicitly, or from basePort; with basePort 0,
+ * The ports of the apps and sandboxes. Given explicitly, or from basePort (claimed, so that no
+ * other process's freePort hands one of them out before the stack listens); with basePort 0,
  * remembered from the last start (the push subscriptions and queued work point at the sandboxes).
  */
-async function choosePorts(
+export async function choosePorts(
   options: StackOptions,
   state: StackState,
 ): Promise<Record<AppName | SandboxName | AdminName, number>> {
@@ -508,7 +510,10 @@ async function choosePorts(
     if (explicit !== undefined) ports[name] = explicit;
     // Tests that pick their ports leave the sandboxes they do not name on free ones.
     else if (options.ports || options.basePort === 0) ports[name] = await rememberedPort(state, name);
-    else ports[name] = options.basePort + offset;
+    else {
+      ports[name] = options.basePort + offset;
+      claimFixedPort(ports[name]);
+    }
   }
   return ports;
 }

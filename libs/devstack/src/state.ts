@@ -92,6 +92,15 @@ function claim(port: number, now: number): boolean {
   return false;
 }
 
+/**
+ * Marks a port this process will listen on though freePort did not hand it out (a stack's ports
+ * that follow its base port), so that no other process is handed it meanwhile.
+ */
+export function claimFixedPort(port: number): void {
+  mkdirSync(CLAIMS, { recursive: true });
+  writeFileSync(join(CLAIMS, String(port)), String(process.pid));
+}
+
 /** Whether some process of this machine was handed `port` by freePort within CLAIM_MS. */
 export function portClaimed(port: number): boolean {
   const stat = statSync(join(CLAIMS, String(port)), { throwIfNoEntry: false });

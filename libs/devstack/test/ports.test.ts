@@ -3,6 +3,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import t from "tap";
 import { freePort, portClaimed, portFree, ROOT, rememberedPort, type StackState } from "../src/index.js";
+import { choosePorts } from "../src/stack.js";
 
 // The stack picks every port before it listens on any: a port handed out must not be handed out
 // again, or two of its servers meet on one (EADDRINUSE at start).
@@ -70,4 +71,36 @@ t.test("a remembered port that is busy is replaced by a free one", async (t) => 
   const got = await rememberedPort(state, "ingest");
   t.not(got, port);
   t.equal(state.ports.ingest, got);
+});
+
+t.test("the ports a stack derives from its base port are not handed out by another process", async (t) => {
+  // A test stack on a free base port listens on base+2 for workers and more: another file picking
+  // a free port meanwhile must not be given one of them (EADDRINUSE at the stack's start).
+  let base = 20_000 + Math.floor(Math.random() * 11_000);
+  while (portClaimed(base) || portClaimed(base + 2)) base += 200;
+  const ports = await choosePorts({ dataDir: "", basePort: base }, { ports: {} });
+  t.equal(ports.workers, base + 2);
+  for (const port of Object.values(ports)) t.ok(portClaimed(port), `${port} claimed`);
+  const others = await new Promise<number[]>((resolve, reject) => {
+    const script = `const { freePort } = await import(${JSON.stringify(join(ROOT, "libs/devstack/dist/index.js"))});
+      const avoid = []; for (let p = 20000; p < 32000; p++) if (p < ${base} || p > ${base + 103}) avoid.push(p);
+      const got = []; for (;;) { try { got.push(await freePort(avoid)); } catch { break; } }
+      process.stdout.write(JSON.stringify(got));`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+    });
+    child.once("exit", (code) =>
+      code === 0 ? resolve(JSON.parse(out) as number[]) : reject(new Error(`exit ${code}`)),
+    );
+  });
+  const taken = new Set(Object.values(ports));
+  t.same(
+    others.filter((port) => taken.has(port)),
+    [],
+    "none of the stack's ports handed to the other process",
+  );
 });

@@ -142,14 +142,14 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
   const watchers: Array<Promise<void>> = [];
 
   try {
-    const basePort = await freePort();
     stack = await startStack({
       dataDir,
       databaseUrl: pg.url,
       natsUrl: nats.url,
       namespace: "",
       partitions: 4,
-      basePort,
+      // Every port picked free and claimed, none derived from another.
+      basePort: 0,
       logLevel: "warn",
       seed: true,
       onLine,
