@@ -5,6 +5,7 @@
 // work at all), and the least durable send (bench/floor-delivery.mjs). For each: sends per
 // second and the CPU per send of the sender, postgres and nats-server, from /proc (the sandbox
 // is not counted). The ratio to the floor in CPU per send is printed last.
+// BENCH_CPU_PROF_DIR=<dir> writes the worker's and the floor's V8 CPU profiles there.
 import { fork, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -53,7 +54,7 @@ if (process.argv[2] === "--baseline") {
 
 const { spawnApp, waitReady } = await import("@notify/devstack");
 const { applyTopology, connectBus } = await import("@notify/bus");
-const { cpuBetween, cpuFigure, cpuTicks, rateFigure, summarize } = await import("./lib.mjs");
+const { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, summarize } = await import("./lib.mjs");
 const { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 4000);
@@ -174,6 +175,7 @@ async function worker(sandboxUrl) {
     TRANSACTIONAL_CONCURRENCY: String(CONCURRENCY),
     // The pipeline is measured, not a contractual limit: the bucket is still taken per send.
     PROVIDER_RATE_DEFAULT: "1000000",
+    ...profileEnv(),
   });
   await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
   await publish();
@@ -194,6 +196,7 @@ async function floor(sandboxUrl) {
       SENDGRID_API_KEY: API_KEY,
       SENDGRID_BASE_URL: sandboxUrl,
       FLOOR_CONCURRENCY: String(CONCURRENCY),
+      ...profileEnv(),
     },
   });
   teardowns.push(() => child.kill());

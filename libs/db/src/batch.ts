@@ -3,6 +3,13 @@ import DataLoader from "dataloader";
 /** Most calls one statement takes: a larger iteration's calls go in several. */
 export const MAX_BATCH = 256;
 
+/**
+ * Most batches of one kind in flight at once. Another batch gathers meanwhile and goes when one
+ * of them is answered (group commit): under load a statement carries what piled up while the
+ * earlier ones ran, instead of each event-loop iteration sending its own few.
+ */
+export const MAX_IN_FLIGHT = 2;
+
 export interface BatchOptions<K> {
   /**
    * For writes. Names what a call changes. Calls that change the same thing never share a
@@ -14,6 +21,8 @@ export interface BatchOptions<K> {
    * fails every call of the statement at once.
    */
   writes?: (key: K) => string;
+  /** Batches in flight at once (MAX_IN_FLIGHT unless set); the next waits for one to end. */
+  inFlight?: number;
 }
 
 /** An error about one row's data, which the same call alone would meet again. */
@@ -46,7 +55,8 @@ export function rounds(names: readonly string[]): number[][] {
  * Gathers the calls made during one event-loop iteration into one call of `run` in its check
  * phase: a busy app starts many handlers per iteration (each pulled message, each provider
  * answer), and one statement for all of them costs PostgreSQL and the connection far less than
- * one each (a primary-key read: about 110 µs of CPU alone, 15 µs in a batch). Nothing is cached:
+ * one each (a primary-key read: about 110 µs of CPU alone, 15 µs in a batch). While `inFlight`
+ * batches run, the next keeps gathering, across iterations, until one ends. Nothing is cached:
  * every call reads afresh. `run` answers one value per key, in the keys' order; when it fails,
  * every call of that statement fails with its error (writes: see `BatchOptions`).
  */
@@ -54,7 +64,28 @@ export function perIteration<K, V>(
   run: (keys: readonly K[]) => Promise<V[]>,
   options: BatchOptions<K> = {},
 ): (key: K) => Promise<V> {
-  const { writes } = options;
+  const { writes, inFlight: limit = MAX_IN_FLIGHT } = options;
+  let running = 0;
+  // DataLoader gathers one batch at a time, so at most one waits for a slot.
+  let held: (() => void) | undefined;
+  const schedule = (dispatch: () => void) =>
+    setImmediate(() => {
+      if (running < limit) dispatch();
+      else held = dispatch;
+    });
+  const counted =
+    (inner: (keys: readonly K[]) => Promise<Array<V | Error>>) =>
+    async (keys: readonly K[]): Promise<Array<V | Error>> => {
+      running++;
+      try {
+        return await inner(keys);
+      } finally {
+        running--;
+        const next = held;
+        held = undefined;
+        next?.();
+      }
+    };
   const oneByOne = async (keys: readonly K[]): Promise<Array<V | Error>> => {
     const results: Array<V | Error> = [];
     for (const key of keys) {
@@ -96,11 +127,11 @@ export function perIteration<K, V>(
     }
     return results;
   };
-  const loader = new DataLoader<K, V>(batch, {
+  const loader = new DataLoader<K, V>(counted(batch), {
     cache: false,
     // One batch per iteration, split above: DataLoader's own split would send the parts at once.
     maxBatchSize: Number.POSITIVE_INFINITY,
-    batchScheduleFn: (dispatch) => setImmediate(dispatch),
+    batchScheduleFn: schedule,
   });
   return (key) => loader.load(key);
 }

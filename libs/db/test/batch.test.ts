@@ -111,3 +111,84 @@ t.test("rounds: no name twice in a round, each name's calls in order", async (t)
   t.same(rounds(["a", "b", "a", "c", "a", "b"]), [[0, 1, 3], [2, 5], [4]]);
   t.same(rounds([]), []);
 });
+
+const nextIteration = () => new Promise((resolve) => setImmediate(resolve));
+
+t.test(
+  "while its batches in flight are at the limit, the calls of later iterations wait and go together",
+  async (t) => {
+    const statements: string[][] = [];
+    const open: Array<() => void> = [];
+    let running = 0;
+    let most = 0;
+    const run = async (keys: readonly string[]) => {
+      statements.push([...keys]);
+      running++;
+      most = Math.max(most, running);
+      await new Promise<void>((resolve) => open.push(resolve));
+      running--;
+      return keys.map((k) => `${k}!`);
+    };
+    const load = perIteration(run, { inFlight: 2 });
+    const answers: Array<Promise<string>> = [];
+    // Five iterations of calls: the first two make a statement each, the next three wait together.
+    for (const wave of [["a"], ["b", "c"], ["d"], ["e", "f"], ["g"]]) {
+      answers.push(...wave.map(load));
+      await nextIteration();
+      await nextIteration();
+    }
+    t.same(statements, [["a"], ["b", "c"]], "two in flight, the rest held");
+    open.shift()?.();
+    await nextIteration();
+    await nextIteration();
+    t.same(statements.at(-1), ["d", "e", "f", "g"], "what waited goes in one statement once a slot frees");
+    while (open.length > 0 || running > 0) {
+      open.shift()?.();
+      await nextIteration();
+    }
+    t.same(await Promise.all(answers), ["a!", "b!", "c!", "d!", "e!", "f!", "g!"]);
+    t.equal(most, 2, "never more than two at once");
+  },
+);
+
+t.test("batches in flight never pass the limit; every call is answered once (fast-check)", async (t) => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.integer({ min: 1, max: 4 }),
+      fc.array(fc.array(fc.constantFrom("a", "b", "c"), { maxLength: 6 }), { maxLength: 12 }),
+      fc.array(fc.nat(3), { minLength: 12, maxLength: 12 }),
+      fc.boolean(),
+      async (limit, waves, delays, writes) => {
+        let running = 0;
+        let most = 0;
+        let calls = 0;
+        const run = async (keys: readonly string[]) => {
+          running++;
+          most = Math.max(most, running);
+          calls += keys.length;
+          for (let i = 0; i < (delays[keys.length % delays.length] ?? 0); i++) await nextIteration();
+          running--;
+          return keys.map((k) => `${k}!`);
+        };
+        const load = perIteration(run, { inFlight: limit, ...(writes ? { writes: name } : {}) });
+        const answers: Array<Promise<string>> = [];
+        const keys: string[] = [];
+        for (const [w, wave] of waves.entries()) {
+          for (const [i, n] of wave.entries()) {
+            const key = `${n}#${w}.${i}`;
+            keys.push(key);
+            answers.push(load(key));
+          }
+          await nextIteration();
+        }
+        t.same(
+          await Promise.all(answers),
+          keys.map((k) => `${k}!`),
+        );
+        t.ok(most <= limit, `at most ${limit} at once (${most})`);
+        t.equal(calls, keys.length, "each call in exactly one statement");
+      },
+    ),
+    { numRuns: 100 },
+  );
+});
