@@ -9,7 +9,7 @@
 // preference caches warm), the window opens and runs until the lane is empty: wall time and the
 // CPU of the process, postgres and nats-server (and of this one, polling), from /proc.
 //   BENCH_NOTIFICATIONS (20000, after BENCH_WARM 2000), BENCH_USERS (2000), BENCH_HISTORY (50000);
-//   BENCH_CPU_PROF_DIR=<dir> writes the processor's V8 CPU profile there (bench/cpu-profile.mjs),
+//   BENCH_CPU_PROF_DIR=<dir> writes the processor's and the floor's V8 CPU profiles there (bench/cpu-profile.mjs),
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the processor's numbers).
 import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -187,6 +187,7 @@ try {
       NATS_NAMESPACE: floorData.namespace,
       LANE_PARTITIONS: String(PARTITIONS),
       PARTITION_CONCURRENCY: String(CONCURRENCY),
+      ...profileEnv(),
     },
     stdio: ["ignore", "ignore", "inherit", "ipc"],
   });

@@ -128,11 +128,12 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
       where n.deferred_until is not null and n.id in (select notification_id from inserted)
       on conflict (notification_id) do nothing
     )
-    select n.id,
-           (select count(*)::int from inserted i where i.notification_id = n.id) as inserted,
-           n.id in (select id from routed) as routed,
-           (select earlier from waiting w where w.id = n.id) as earlier
-    from input n`;
+    -- Joined, not looked up per row: a subquery per row would scan the batch's rows once each.
+    select n.id, coalesce(i.inserted, 0) as inserted, n.id in (select id from routed) as routed, w.earlier
+    from input n
+    left join (select notification_id, count(*)::int as inserted from inserted group by notification_id) i
+      on i.notification_id = n.id
+    left join waiting w on w.id = n.id`;
   const byId = new Map(rows.map((row) => [row.id, row]));
   return asked.map((routing) => {
     const row = byId.get(routing.notificationId);
