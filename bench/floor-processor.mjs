@@ -2,8 +2,7 @@
 // libraries, tables, streams, durable consumers, pool and concurrency as apps/processor (one
 // pull per transactional lane partition, PARTITION_CONCURRENCY messages in hand each, a pool of
 // TRANSACTIONAL_DB_POOL_SIZE connections), and per notification:
-//   read the user's contacts and preferences (the processor's profile query; one Postgres read
-//   costs Postgres and client less CPU than one get from the notify_prefs bucket);
+//   read the user's contacts and preferences (the processor's profile query);
 //   insert the channel row (the rows of one event-loop iteration in one statement, as the
 //   processor does);
 //   publish the work item to NOTIFY_WORK and wait for its ack;

@@ -60,6 +60,11 @@ export const ProcessorConfig = v.object({
   RECONCILE_AFTER_SECONDS: int(20, 5, 86_400),
   /** Hours of notifications the reconciler's first scan covers (later scans go on from where the last stopped). */
   RECONCILE_LOOKBACK_HOURS: int(24, 1, 2160),
+  /**
+   * How long routing may use a user's preferences and contacts after reading them: a change
+   * reaches routing within this. 0 reads them for every notification.
+   */
+  PREFERENCE_CACHE_TTL_MS: int(5000, 0, 60_000),
   /** Postgres pool of the promotional lane and the scheduler. */
   DB_POOL_SIZE: int(10, 1, 100),
   /** Postgres pool of the transactional lane alone, so a promotional flood cannot take it. */

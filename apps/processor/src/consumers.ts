@@ -1,4 +1,4 @@
-import { type Bus, type ConsumerRunner, decodeJson, type KV, onTemplateChanged, runConsumer } from "@notify/bus";
+import { type Bus, type ConsumerRunner, decodeJson, onTemplateChanged, runConsumer } from "@notify/bus";
 import { LaneMessage, PRIORITIES, type Priority, schemaProblem } from "@notify/core";
 import type { Database } from "@notify/db";
 import { retryLogLevel } from "@notify/http";
@@ -19,7 +19,7 @@ export interface ProcessorDeps {
   policy: PolicyConfig;
   /** Lane messages in flight per partition; one user's are handled in order regardless. */
   partitionConcurrency: number;
-  /** Staleness bound of the preference cache: the notify_prefs bucket's TTL. */
+  /** Staleness bound of the preference cache (PREFERENCE_CACHE_TTL_MS). */
   preferenceTtlMs: number;
   /** How a message waits for the user's previous one (ORDER_HOLD unless a test shortens it). */
   orderHold?: OrderHold;
@@ -53,12 +53,6 @@ export const ORDER_HOLD: OrderHold = { delayMs: 1000, deliveries: 45 };
 /** Routing dependencies of one lane: its own pool, renderer and profile reader. */
 export async function laneDeps(deps: ProcessorDeps, lane: Priority): Promise<RouteDeps> {
   const database = deps.databases[lane];
-  let kv: KV | null = null;
-  try {
-    kv = await deps.bus.kv("notify_prefs");
-  } catch (error) {
-    deps.log.warn({ err: error }, "notify_prefs bucket unavailable; preferences come from Postgres");
-  }
   const render = createRenderer(database);
   // A template given a version on any ingest instance: unpinned renders read the latest again.
   // The subscription ends with the connection.
@@ -68,7 +62,7 @@ export async function laneDeps(deps: ProcessorDeps, lane: Priority): Promise<Rou
     bus: deps.bus,
     log: deps.log.child({ lane }),
     render,
-    profiles: createProfileSource({ database, kv, ttlMs: deps.preferenceTtlMs, log: deps.log }),
+    profiles: createProfileSource({ database, ttlMs: deps.preferenceTtlMs }),
     policy: deps.policy,
     now: deps.now ?? (() => new Date()),
   };

@@ -48,8 +48,6 @@ const bus = await connectBus({
 const topology = loadTopologyFile();
 const metrics = createMetrics("processor");
 await prepareStreams(bus, { log, metrics, topology });
-// The cache's staleness bound is the bucket's TTL, so it is read from the same definition.
-const prefsBucket = topology.kv.find((b) => b.bucket === "notify_prefs");
 
 let stopping = false;
 let partitions: LeasedPartitions | undefined;
@@ -80,7 +78,7 @@ const deps = {
     quietHoursDropCategories: config.QUIET_HOURS_DROP_CATEGORIES,
   },
   partitionConcurrency: config.PARTITION_CONCURRENCY,
-  preferenceTtlMs: (prefsBucket?.ttl_seconds ?? 5) * 1000,
+  preferenceTtlMs: config.PREFERENCE_CACHE_TTL_MS,
   onPoison: poisonCounter(metrics),
   onOrderHold: orderHoldCounter(metrics),
 };

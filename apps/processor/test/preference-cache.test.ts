@@ -1,17 +1,15 @@
-import { connectBus } from "@notify/bus";
-import { TEST_NATS_URL } from "@notify/testing";
+import { countingDatabase } from "@notify/testing";
 import t from "tap";
 import { createProfileSource } from "../src/preferences/profiles.js";
 import { processorFixture, seedUser } from "./helpers.js";
 
-// Routing reads preferences through the notify_prefs bucket. A change reaches routing within
-// the bucket's TTL (5 s), the documented bound, and no later; without the bucket, Postgres.
+// Routing reads preferences through this process's memory. A change reaches routing within the
+// cache's TTL (5 s), the documented bound, and no later.
 const TTL_MS = 5000;
-const { database, bus, log } = await processorFixture(t);
-const kv = await bus.kv("notify_prefs");
+const { database, url } = await processorFixture(t);
 
 t.test("a preference change is read within the cache TTL, not before it is due", async (t) => {
-  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log });
+  const profiles = createProfileSource({ database, ttlMs: TTL_MS });
   await seedUser(database, "cache-1", { channel_optout: [] });
   t.same((await profiles.load("cache-1")).preferences.channelOptout, []);
   const cachedAt = Date.now();
@@ -34,7 +32,7 @@ t.test("a preference change is read within the cache TTL, not before it is due",
 });
 
 t.test("contacts and users without records are cached the same way", async (t) => {
-  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log });
+  const profiles = createProfileSource({ database, ttlMs: TTL_MS });
   t.same(await profiles.load("cache-nobody"), {
     preferences: { channelOptout: [], categoryOptout: [], quietHours: null, rateCapPerDay: null },
     deviceTokens: [],
@@ -44,72 +42,55 @@ t.test("contacts and users without records are cached the same way", async (t) =
   });
   await database.sql`insert into user_contacts (user_id, email) values ('cache-nobody', 'n@example.com')`;
   t.equal((await profiles.load("cache-nobody")).email, null, "cached: not yet");
-  const fresh = createProfileSource({ database, kv: null, ttlMs: TTL_MS, log });
-  t.equal((await fresh.load("cache-nobody")).email, "n@example.com", "without the bucket: straight from Postgres");
-});
-
-t.test("a cache that cannot be reached falls back to Postgres", async (t) => {
-  const other = await connectBus({
-    servers: TEST_NATS_URL,
-    name: "cache-outage",
-    namespace: bus.naming.namespace,
-    partitions: 1,
-  });
-  const lost = await other.kv("notify_prefs");
-  await other.close();
-  const profiles = createProfileSource({ database, kv: lost, ttlMs: TTL_MS, log });
-  await seedUser(database, "cache-2", { category_optout: ["news"] });
-  t.same((await profiles.load("cache-2")).preferences.categoryOptout, ["news"]);
+  const fresh = createProfileSource({ database, ttlMs: TTL_MS });
+  t.equal((await fresh.load("cache-nobody")).email, "n@example.com", "another process reads Postgres");
 });
 
 t.test("quiet hours that the API would refuse are ignored, not fatal to every message", async (t) => {
-  const profiles = createProfileSource({ database, kv: null, ttlMs: TTL_MS, log });
+  const profiles = createProfileSource({ database, ttlMs: TTL_MS });
   await seedUser(database, "cache-bad", { quiet_hours: { start: "22:00", end: "07:00", tz: "Mars/Olympus" } });
   t.equal((await profiles.load("cache-bad")).preferences.quietHours, null);
 });
 
-// The key a profile has in the bucket (user ids are any printable ASCII; KV keys are not).
-const bucketKey = (userId: string) => Buffer.from(userId, "utf8").toString("base64url");
-
-t.test("a user's later messages are routed from memory, not from the bucket", async (t) => {
-  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log });
+t.test("a user's later messages are routed from memory; without it, each from Postgres", async (t) => {
+  const counting = await countingDatabase(t, url);
+  const profiles = createProfileSource({ database: counting, ttlMs: TTL_MS });
   await seedUser(database, "cache-mem", { channel_optout: [] });
   await profiles.load("cache-mem");
-  // Gone from the bucket and changed in Postgres: only this process's memory still has the old one.
-  await kv.delete(bucketKey("cache-mem"));
   await seedUser(database, "cache-mem", { channel_optout: ["sms"] });
+  const read = counting.statements();
   t.same((await profiles.load("cache-mem")).preferences.channelOptout, [], "from memory");
-  t.equal((await kv.get(bucketKey("cache-mem")))?.operation, "DEL", "the bucket was not read into again");
-  const off = createProfileSource({ database, kv, ttlMs: TTL_MS, log, localProfiles: 0 });
-  t.same((await off.load("cache-mem")).preferences.channelOptout, ["sms"], "without memory: bucket, then Postgres");
+  t.equal(counting.statements(), read, "no statement for it");
+  const off = createProfileSource({ database, ttlMs: TTL_MS, localProfiles: 0 });
+  t.same((await off.load("cache-mem")).preferences.channelOptout, ["sms"], "without memory: Postgres");
+  const never = createProfileSource({ database, ttlMs: 0 });
+  await never.load("cache-mem");
+  await seedUser(database, "cache-mem", { channel_optout: ["email"] });
+  t.same((await never.load("cache-mem")).preferences.channelOptout, ["email"], "a TTL of 0 reads every time");
 });
 
-t.test("loads of one user at once share one read", async (t) => {
-  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log });
+t.test("loads of one user at once share one read, and its profile cannot be changed", async (t) => {
+  const counting = await countingDatabase(t, url);
+  const profiles = createProfileSource({ database: counting, ttlMs: TTL_MS });
   await seedUser(database, "cache-burst");
   const loaded = await Promise.all(Array.from({ length: 20 }, () => profiles.load("cache-burst")));
   t.ok(
     loaded.every((p) => p === loaded[0]),
     "every caller got the one profile read",
   );
-  const history = await kv.history({ key: bucketKey("cache-burst") });
-  let puts = 0;
-  for await (const entry of history) if (entry.operation === "PUT") puts++;
-  t.equal(puts, 1, "one Postgres read, put in the bucket once");
+  t.equal(counting.statements(), 1, "one Postgres read");
   const shared = loaded[0]?.preferences.channelOptout as string[];
   t.throws(() => shared.push("email"), "the shared profile cannot be changed by one of its messages");
 });
 
-t.test("the TTL counts from the Postgres read, whichever cache passed the profile on", async (t) => {
+t.test("the TTL counts from the Postgres read", async (t) => {
+  let offset = 0;
+  const profiles = createProfileSource({ database, ttlMs: TTL_MS, now: () => Date.now() + offset });
   await seedUser(database, "cache-age", { category_optout: [] });
-  // Another processor reads it from Postgres and fills the bucket now.
-  await createProfileSource({ database, kv, ttlMs: TTL_MS, log }).load("cache-age");
+  await profiles.load("cache-age");
   await seedUser(database, "cache-age", { category_optout: ["news"] });
-  // This one meets it in the bucket near the end of its life, and keeps it in memory.
-  let offset = TTL_MS - 1500;
-  const profiles = createProfileSource({ database, kv, ttlMs: TTL_MS, log, now: () => Date.now() + offset });
-  t.same((await profiles.load("cache-age")).preferences.categoryOptout, [], "from the bucket, still fresh");
-  // 1.6 s later by its clock the memory copy was read from Postgres more than the TTL ago.
-  offset += 1600;
+  offset = TTL_MS - 500;
+  t.same((await profiles.load("cache-age")).preferences.categoryOptout, [], "still fresh");
+  offset = TTL_MS + 100;
   t.same((await profiles.load("cache-age")).preferences.categoryOptout, ["news"], "not from memory past the TTL");
 });

@@ -80,15 +80,7 @@ export interface Bus {
     opsReplay: string;
   };
   streams: { lane(priority: Priority): string; work: string; dlq: string };
-  kv(
-    bucket:
-      | "notify_send_guard"
-      | "notify_prefs"
-      | "notify_rate"
-      | "notify_leases"
-      | "notify_breakers"
-      | "notify_workers",
-  ): Promise<KV>;
+  kv(bucket: "notify_send_guard" | "notify_rate" | "notify_leases" | "notify_breakers" | "notify_workers"): Promise<KV>;
   publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
   /**
    * Called for each publish a full stream refused (its limit reached, discard new): the work was

@@ -13,6 +13,9 @@ export class PoisonMessageError extends Error {
   override name = "PoisonMessageError";
 }
 
+// Stateless between calls (no stream option): one decoder serves every message.
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
 /**
  * Parses a message as JSON and validates it: `problem` answers null for a valid value, else
  * what is wrong with it. Throws PoisonMessageError for bytes that are not JSON or a value that
@@ -21,7 +24,7 @@ export class PoisonMessageError extends Error {
 export function decodeJson<T>(msg: Pick<JsMsg, "data">, problem: (value: unknown) => string | null): T {
   let value: unknown;
   try {
-    value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(msg.data));
+    value = JSON.parse(utf8.decode(msg.data));
   } catch (error) {
     throw new PoisonMessageError(`not UTF-8 JSON: ${(error as Error).message}`);
   }

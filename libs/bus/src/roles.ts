@@ -72,7 +72,7 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   processor: {
     ...none,
     purpose:
-      "pulls the lanes, publishes work items and broadcast recipients, caches preferences, hears template changes; its reconciler looks up the oldest stored message of a subject; answers ingest's dead-letter replays (notify.ops.replay: reads dead letters, checks and resets the send guard, republishes work items)",
+      "pulls the lanes, publishes work items and broadcast recipients, hears template changes; its reconciler looks up the oldest stored message of a subject; answers ingest's dead-letter replays (notify.ops.replay: reads dead letters, checks and resets the send guard, republishes work items)",
     publishes: [
       ["NOTIFY_WORK", "notify.work.*.*"],
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
@@ -80,7 +80,7 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
     pulls: LANES,
     browses: ["NOTIFY_DLQ"],
     gets: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ"],
-    kv: ["notify_prefs", "notify_leases", "notify_send_guard"],
+    kv: ["notify_leases", "notify_send_guard"],
     hears: ["notify.events.templates"],
     answers: ["notify.ops.replay"],
   },

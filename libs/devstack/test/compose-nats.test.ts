@@ -86,7 +86,6 @@ const CAPABILITIES: Record<string, Capability> = {
   "get a stored work item": { request: "$JS.API.STREAM.MSG.GET.NOTIFY_WORK", body: { seq: 1 } },
   "get a stored dead letter": { request: "$JS.API.STREAM.MSG.GET.NOTIFY_DLQ", body: { seq: 1 } },
   "list the work queue's consumers": { request: "$JS.API.CONSUMER.LIST.NOTIFY_WORK", body: {} },
-  ...bucket("notify_prefs"),
   ...bucket("notify_send_guard"),
   ...bucket("notify_rate"),
   ...bucket("notify_leases"),
@@ -119,7 +118,6 @@ const ADMINISTRATION: Name[] = [
   "get a stored work item",
   "get a stored dead letter",
   "list the work queue's consumers",
-  "read notify_prefs",
   "read notify_send_guard",
   "read notify_rate",
   "read notify_leases",
@@ -148,7 +146,7 @@ const NEEDS: Record<Role, Name[]> = {
     "hear template changes",
   ],
   // Lanes in; work items and broadcast recipients out; poison aside; the reconciler's look at the
-  // oldest stored message; the preference cache; the partition and singleton leases; template
+  // oldest stored message; the partition and singleton leases; template
   // changes; the dead-letter replays ingest asks for (letters, the send guard, work items).
   processor: [
     "publish to the promotional lane",
@@ -159,8 +157,6 @@ const NEEDS: Record<Role, Name[]> = {
     "get a stored work item",
     "browse dead letters",
     "get a stored dead letter",
-    "read notify_prefs",
-    "write notify_prefs",
     "read notify_leases",
     "write notify_leases",
     "read notify_send_guard",

@@ -4,8 +4,8 @@ import { type StoredPreferences, toStoredPreferences } from "./get-preferences.j
 import type { PreferencesRequest } from "./schemas.js";
 
 /**
- * PUT /api/v1/users/{id}/preferences: replaces the document. The processor reads preferences
- * through the notify_prefs cache, so routing sees the change within that bucket's TTL (5 s).
+ * PUT /api/v1/users/{id}/preferences: replaces the document. The processor keeps a user's
+ * preferences in memory up to PREFERENCE_CACHE_TTL_MS (5 s), so routing sees the change within it.
  */
 export async function putPreferences(
   database: Database,

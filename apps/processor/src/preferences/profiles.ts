@@ -1,7 +1,5 @@
-import type { KV } from "@notify/bus";
 import { isTimeZone, type PolicyPreferences, parseClock, type QuietHours } from "@notify/core";
 import { type Database, type DeviceToken, type ProfileRow, readProfileRow } from "@notify/db";
-import type { Logger } from "@notify/log";
 import { LRUCache } from "lru-cache";
 
 /** What routing needs to know about a user: preferences and where each channel reaches them. */
@@ -16,10 +14,6 @@ export interface UserProfile {
 export interface ProfileSource {
   load(userId: string): Promise<UserProfile>;
 }
-
-/** KV keys allow only a few characters; user ids are any printable ASCII. */
-const keyOf = (userId: string) => Buffer.from(userId, "utf8").toString("base64url");
-const encoder = new TextEncoder();
 
 /**
  * Quiet hours the API validated; anything else (rows written around it) would throw deep in
@@ -63,25 +57,22 @@ function frozen(profile: UserProfile): UserProfile {
 
 interface Held {
   profile: UserProfile;
-  /** When the profile was read from Postgres (by this process, or by whoever filled the bucket). */
+  /** When the profile was read from Postgres. */
   readAt: number;
 }
 
 /**
- * Reads user profiles through two caches in front of Postgres: this process's memory, then the
- * notify_prefs KV bucket shared by every processor. A profile is used only while it is younger
- * than `ttlMs`, counted from when it was read from Postgres whichever cache holds it, so a
- * preference or contact change reaches routing within `ttlMs` (5 s) and no later. A user without
- * records is cached too. The memory cache spares a bucket round trip for a user with several
- * notifications in hand, and loads of one user at once share one read. When the bucket cannot be
- * reached the profile comes from Postgres: the caches save load, they are never needed for
- * correctness.
+ * Reads user profiles from Postgres through this process's memory: a profile is used only while
+ * it is younger than `ttlMs` (5 s), counted from its Postgres read, so a preference or contact
+ * change reaches routing within that and no later. A user without records is cached too, and
+ * loads of one user at once share one read (the reads of one event-loop iteration go in one
+ * statement). One user's notifications all go to one lane partition, so to one processor: a
+ * cache shared between processors (a KV bucket, tried) was met by almost no load and cost each
+ * miss a get and a put on NATS.
  */
 export function createProfileSource(deps: {
   database: Database;
-  kv: KV | null;
   ttlMs: number;
-  log: Logger;
   /** Users kept in memory at most (least recently used first out); 0 turns the memory cache off. */
   localProfiles?: number;
   now?: () => number;
@@ -90,36 +81,11 @@ export function createProfileSource(deps: {
   const max = deps.localProfiles ?? DEFAULT_LOCAL_PROFILES;
   const local = max > 0 ? new LRUCache<string, Held>({ max }) : null;
   const loading = new Map<string, Promise<Held>>();
-  let lastWarning = 0;
-  const warn = (error: unknown, what: string) => {
-    if (now() - lastWarning < 10_000) return;
-    lastWarning = now();
-    deps.log.warn({ err: error }, `preference cache ${what} failed; reading Postgres`);
-  };
   const fresh = (held: Held | undefined): held is Held => held !== undefined && now() - held.readAt < deps.ttlMs;
 
-  async function fromBucket(key: string): Promise<Held | undefined> {
-    if (!deps.kv) return undefined;
-    try {
-      const entry = await deps.kv.get(key);
-      if (entry?.operation !== "PUT") return undefined;
-      // The server stamps `created`: one in this process's future (clocks apart) counts as now.
-      const held = { profile: frozen(entry.json<UserProfile>()), readAt: Math.min(entry.created.getTime(), now()) };
-      return fresh(held) ? held : undefined;
-    } catch (error) {
-      warn(error, "read");
-      return undefined;
-    }
-  }
-
   async function read(userId: string): Promise<Held> {
-    const key = keyOf(userId);
-    const cached = await fromBucket(key);
-    if (cached) return cached;
     const readAt = now();
-    const profile = toProfile(await readProfileRow(deps.database, userId));
-    if (deps.kv) await deps.kv.put(key, encoder.encode(JSON.stringify(profile))).catch((e) => warn(e, "write"));
-    return { profile: frozen(profile), readAt };
+    return { profile: frozen(toProfile(await readProfileRow(deps.database, userId))), readAt };
   }
 
   return {
