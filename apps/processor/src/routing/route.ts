@@ -60,19 +60,21 @@ export async function routeNotification(
       planned.flatMap((p) => (p.status === "pending" ? [p.item] : [])),
     );
   else await publishPending(deps, message, planned, profile);
-  deps.log.debug(
-    {
-      notification_id: message.notification_id,
-      first,
-      planned: planned.map(({ channel, status, reason, nextAttemptAt }) => ({
-        channel,
-        status,
-        reason,
-        nextAttemptAt,
-      })),
-    },
-    "routed",
-  );
+  // The line's fields are built only when it is written.
+  if (deps.log.isLevelEnabled("debug"))
+    deps.log.debug(
+      {
+        notification_id: message.notification_id,
+        first,
+        planned: planned.map(({ channel, status, reason, nextAttemptAt }) => ({
+          channel,
+          status,
+          reason,
+          nextAttemptAt,
+        })),
+      },
+      "routed",
+    );
   if (!first) return "duplicate";
   return earlier === null ? "routed" : "passed";
 }

@@ -64,6 +64,17 @@ export function done(
 ): Disposition {
   const { deps, item } = ctx;
   deps.metrics.outcomes.inc({ channel: item.channel, lane: item.priority, status });
+  // A parked item is looked at again every few seconds while the breaker stays open.
+  const [level, message] =
+    status === "delivered"
+      ? (["info", "delivered"] as const)
+      : status === "skipped"
+        ? (["debug", "claim held by another worker; looking again later"] as const)
+        : status === "parked" && ctx.row.status === "parked"
+          ? (["debug", "still parked"] as const)
+          : (["warn", status === "parked" ? "provider breaker open; parked" : `not delivered: ${status}`] as const);
+  // Nothing is built for a line the level leaves out (the item's logger included).
+  if (!deps.log.isLevelEnabled(level)) return disposition;
   const line = {
     ...fields,
     status,
@@ -71,10 +82,6 @@ export function done(
     waited_ms: Math.round(ctx.waitedMs),
     ms: Math.round(performance.now() - ctx.started),
   };
-  if (status === "delivered") ctx.log.info(line, "delivered");
-  else if (status === "skipped") ctx.log.debug(line, "claim held by another worker; looking again later");
-  // A parked item is looked at again every few seconds while the breaker stays open.
-  else if (status === "parked" && ctx.row.status === "parked") ctx.log.debug(line, "still parked");
-  else ctx.log.warn(line, status === "parked" ? "provider breaker open; parked" : `not delivered: ${status}`);
+  ctx.log[level](line, message);
   return disposition;
 }

@@ -1,6 +1,7 @@
 import type { Disposition } from "@notify/bus";
 import { guardKey, isPastDeadline, type WorkItem } from "@notify/core";
 import { loadChannel } from "@notify/db";
+import type { Logger } from "@notify/log";
 import { LimiterClosed } from "../providers/rate-limiter.js";
 import { addressesOf } from "./addresses.js";
 import { chooseGate } from "./choose.js";
@@ -28,10 +29,13 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
   const started = performance.now();
   const row = await loadChannel(deps.sql, item);
   if (!row) return { terminate: "no channel row for this work item" };
-  const log = deps.log.child({ notification_id: item.notification_id, channel: item.channel, lane: item.priority });
+  // Made when a line is written: at the levels above info most items write none.
+  let log: Logger | undefined;
+  const itemLog = () =>
+    (log ??= deps.log.child({ notification_id: item.notification_id, channel: item.channel, lane: item.priority }));
   if (!SENDABLE.includes(row.status)) {
     deps.metrics.outcomes.inc({ channel: item.channel, lane: item.priority, status: "skipped" });
-    log.debug({ status: row.status }, "already settled; not sent");
+    itemLog().debug({ status: row.status }, "already settled; not sent");
     return { ack: true };
   }
   const ctx: Context = {
@@ -40,7 +44,9 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
     row,
     gate: deps.gate,
     key: guardKey(item.notification_id, item.channel),
-    log,
+    get log() {
+      return itemLog();
+    },
     started,
     waitedMs: 0,
   };
