@@ -1,10 +1,12 @@
 import { newId } from "@notify/core";
-import { freshDatabase } from "@notify/testing";
+import { countingDatabase, freshDatabase } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
 import {
   type AcceptedRow,
   acceptNotifications,
+  createDb,
+  deleteSettledOutboxRows,
   findIdempotencyRecords,
   listUserNotificationRecords,
   narrowOutboxRow,
@@ -17,7 +19,7 @@ import {
 // The group commit's statement and the outbox around it, against a real Postgres: the key is
 // claimed once per window, a compensating delete never races the recovery sweep, and the sweep
 // keeps exactly the notifications still to publish.
-const { database } = await freshDatabase(t);
+const { database, url } = await freshDatabase(t);
 const { sql } = database;
 
 const row = (clientId: string, key: string, over: Partial<AcceptedRow> = {}): AcceptedRow => ({
@@ -311,4 +313,22 @@ t.test("the user's list is keyset-paged in (created_at desc, id) order at micros
     limit: 10,
   });
   t.same(filtered.records, [], "the status filter needs a channel in that status");
+});
+
+t.test("settled outbox rows go in one statement, and their connection keeps synchronous commits", async (t) => {
+  // One connection: what runs after the delete runs where it ran.
+  const one = createDb({ url, max: 1 });
+  t.teardown(() => one.close());
+  const a = await acceptNotifications(one, [row("c-settle", "k-settle-a")], 24);
+  const b = await acceptNotifications(one, [row("c-settle", "k-settle-b")], 24);
+  const kept = await acceptNotifications(one, [row("c-settle", "k-settle-c")], 24);
+  await deleteSettledOutboxRows(one, [a.outboxId as string]);
+  const [setting] = await one.sql<{ synchronous_commit: string }[]>`show synchronous_commit`;
+  t.equal(setting?.synchronous_commit, "on", "the pooled connection's commits still wait for the flush");
+  const counting = await countingDatabase(t, url);
+  await deleteSettledOutboxRows(counting, [b.outboxId as string]);
+  t.equal(counting.statements(), 1, "one statement, no transaction block");
+  t.same(await outboxIds(a.outboxId as string), null, "the first row is gone");
+  t.same(await outboxIds(b.outboxId as string), null, "the second too");
+  t.ok(await outboxIds(kept.outboxId as string), "another batch's row stays");
 });

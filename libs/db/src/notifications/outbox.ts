@@ -35,13 +35,16 @@ export async function removeUnpublished(database: Database, outboxId: string, id
 /**
  * Deletes settled outbox rows without waiting for the WAL flush: a delete lost in a crash only
  * makes the recovery sweep publish the batch again, which JetStream deduplicates by msg id, and
- * the request's own commit stays the only one it waits for.
+ * the request's own commit stays the only one it waits for. One statement, in a transaction of
+ * its own: the setting made inside it (set_config, local) holds for that transaction's commit
+ * and ends with it, so the pooled connection keeps synchronous commits; a transaction block
+ * (begin, set local, delete, commit) costs four round trips for the same.
  */
 export async function deleteSettledOutboxRows(database: Database, outboxIds: readonly string[]): Promise<void> {
-  await database.sql.begin(async (tx) => {
-    await tx`set local synchronous_commit = off`;
-    await tx`delete from publish_outbox where id = any(${outboxIds as string[]}::bigint[])`;
-  });
+  await database.sql`
+    delete from publish_outbox
+    where id = any(${outboxIds as string[]}::bigint[])
+      and (select set_config('synchronous_commit', 'off', true)) is not null`;
 }
 
 /** A notification the outbox still lists: its lane message and the partition it goes to. */
