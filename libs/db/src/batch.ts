@@ -6,7 +6,9 @@ export const MAX_BATCH = 256;
 /**
  * Most batches of one kind in flight at once. Another batch gathers meanwhile and goes when one
  * of them is answered (group commit): under load a statement carries what piled up while the
- * earlier ones ran, instead of each event-loop iteration sending its own few.
+ * earlier ones ran, instead of each event-loop iteration sending its own few. A statement held
+ * up (a lock, until its statement timeout) holds up the calls of its kind behind it; with two,
+ * the other slot still serves.
  */
 export const MAX_IN_FLIGHT = 2;
 
@@ -65,6 +67,8 @@ export function perIteration<K, V>(
   options: BatchOptions<K> = {},
 ): (key: K) => Promise<V> {
   const { writes, inFlight: limit = MAX_IN_FLIGHT } = options;
+  // Below one nothing would ever be sent and every call would wait for good.
+  if (!(Number.isInteger(limit) && limit >= 1)) throw new RangeError(`inFlight must be a whole number >= 1 (${limit})`);
   let running = 0;
   // DataLoader gathers one batch at a time, so at most one waits for a slot.
   let held: (() => void) | undefined;
@@ -109,7 +113,11 @@ export function perIteration<K, V>(
   const batch = async (keys: readonly K[]): Promise<Array<V | Error>> => {
     if (!writes) {
       if (keys.length <= MAX_BATCH) return run(keys);
-      return (await Promise.all(chunks(keys).map(run))).flat();
+      // One statement at a time, as a batch counts once in flight: a large batch (gathered
+      // while others ran) does not take the whole pool at once.
+      const answers: Array<V | Error> = [];
+      for (const part of chunks(keys)) answers.push(...(await run(part)));
+      return answers;
     }
     const results = new Array<V | Error>(keys.length);
     for (const round of rounds(keys.map(writes))) {
@@ -129,7 +137,8 @@ export function perIteration<K, V>(
   };
   const loader = new DataLoader<K, V>(counted(batch), {
     cache: false,
-    // One batch per iteration, split above: DataLoader's own split would send the parts at once.
+    // One batch at a time, split above into statements sent one after another: DataLoader's own
+    // split would send the parts at once.
     maxBatchSize: Number.POSITIVE_INFINITY,
     batchScheduleFn: schedule,
   });

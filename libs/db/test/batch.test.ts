@@ -1,3 +1,4 @@
+import assert from "node:assert/strict";
 import fc from "fast-check";
 import t from "tap";
 import { MAX_BATCH, perIteration, rounds } from "../src/batch.js";
@@ -42,6 +43,12 @@ t.test("reads beyond the statement size go in several statements, all answered",
     r.statements.map((s) => s.length),
     [MAX_BATCH, MAX_BATCH, 3],
   );
+  t.equal(r.most(), 1, "one after another: a large batch does not take the whole pool");
+});
+
+t.test("a limit of batches in flight below one is refused, not a wait for good", async (t) => {
+  for (const inFlight of [0, -1, 1.5, Number.NaN])
+    t.throws(() => perIteration(recorder().run, { inFlight }), RangeError);
 });
 
 t.test("writes: each name's calls keep their order across rounds and statements, one at a time", async (t) => {
@@ -55,20 +62,20 @@ t.test("writes: each name's calls keep their order across rounds and statements,
         const keys = [...filler, ...names].map((n, i) => `${n}#${i}`);
         const r = recorder();
         const load = perIteration(r.run, { writes: name });
-        t.same(
+        assert.deepStrictEqual(
           await Promise.all(keys.map(load)),
           keys.map((k) => `${k}!`),
         );
-        t.ok(r.most() <= 1, "statements of writes run one after the other");
+        assert.ok(r.most() <= 1, "statements of writes run one after the other");
         for (const statement of r.statements) {
-          t.ok(statement.length <= MAX_BATCH);
-          t.equal(new Set(statement.map(name)).size, statement.length, "no name twice in a statement");
+          assert.ok(statement.length <= MAX_BATCH);
+          assert.equal(new Set(statement.map(name)).size, statement.length, "no name twice in a statement");
         }
         const seen = r.statements.flat();
-        t.same([...seen].sort(), [...keys].sort(), "every call ran once");
+        assert.deepStrictEqual([...seen].sort(), [...keys].sort(), "every call ran once");
         for (const n of new Set(names)) {
           const mine = seen.filter((k) => name(k) === n);
-          t.same(
+          assert.deepStrictEqual(
             mine,
             keys.filter((k) => name(k) === n),
             `${n}'s calls in call order`,
@@ -78,6 +85,7 @@ t.test("writes: each name's calls keep their order across rounds and statements,
     ),
     { numRuns: 60 },
   );
+  t.pass("held for every case");
 });
 
 t.test("writes: a failure about one row's data fails only its call", async (t) => {
@@ -181,14 +189,16 @@ t.test("batches in flight never pass the limit; every call is answered once (fas
           }
           await nextIteration();
         }
-        t.same(
+        // Thrown, not only reported, so that fast-check sees a failure and shrinks it.
+        assert.deepStrictEqual(
           await Promise.all(answers),
           keys.map((k) => `${k}!`),
         );
-        t.ok(most <= limit, `at most ${limit} at once (${most})`);
-        t.equal(calls, keys.length, "each call in exactly one statement");
+        assert.ok(most <= limit, `at most ${limit} at once, saw ${most}`);
+        assert.equal(calls, keys.length, "each call in exactly one statement");
       },
     ),
     { numRuns: 100 },
   );
+  t.pass("held for every case");
 });

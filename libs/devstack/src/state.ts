@@ -94,7 +94,8 @@ function claim(port: number, now: number): boolean {
 
 /**
  * Marks a port this process will listen on though freePort did not hand it out (a stack's ports
- * that follow its base port), so that no other process is handed it meanwhile.
+ * that follow its base port), so that no other process is handed it meanwhile. It overwrites a
+ * claim already there: the port is fixed, and such a claim is most often a finished test's.
  */
 export function claimFixedPort(port: number): void {
   mkdirSync(CLAIMS, { recursive: true });

@@ -44,7 +44,8 @@ export interface Context {
   /** The provider this attempt goes to: the channel's own, or one it failed over to. */
   gate: ProviderGate;
   key: string;
-  log: Logger;
+  /** The item's logger, made on first use (a getter: never assigned). */
+  readonly log: Logger;
   started: number;
   waitedMs: number;
 }

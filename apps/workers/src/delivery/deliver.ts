@@ -35,7 +35,7 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
     (log ??= deps.log.child({ notification_id: item.notification_id, channel: item.channel, lane: item.priority }));
   if (!SENDABLE.includes(row.status)) {
     deps.metrics.outcomes.inc({ channel: item.channel, lane: item.priority, status: "skipped" });
-    itemLog().debug({ status: row.status }, "already settled; not sent");
+    if (deps.log.isLevelEnabled("debug")) itemLog().debug({ status: row.status }, "already settled; not sent");
     return { ack: true };
   }
   const ctx: Context = {
