@@ -30,6 +30,8 @@ export interface BatchOptions<K> {
 /** An error about one row's data, which the same call alone would meet again. */
 const aboutData = (error: unknown): boolean => /^2[23]/.test(String((error as { code?: unknown }).code ?? ""));
 
+const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
+
 const chunks = <K>(keys: readonly K[]): K[][] => {
   const out: K[][] = [];
   for (let i = 0; i < keys.length; i += MAX_BATCH) out.push(keys.slice(i, i + MAX_BATCH));
@@ -77,26 +79,13 @@ export function perIteration<K, V>(
       if (running < limit) dispatch();
       else held = dispatch;
     });
-  const counted =
-    (inner: (keys: readonly K[]) => Promise<Array<V | Error>>) =>
-    async (keys: readonly K[]): Promise<Array<V | Error>> => {
-      running++;
-      try {
-        return await inner(keys);
-      } finally {
-        running--;
-        const next = held;
-        held = undefined;
-        next?.();
-      }
-    };
   const oneByOne = async (keys: readonly K[]): Promise<Array<V | Error>> => {
     const results: Array<V | Error> = [];
     for (const key of keys) {
       try {
         results.push(...(await run([key])));
       } catch (error) {
-        results.push(error instanceof Error ? error : new Error(String(error)));
+        results.push(asError(error));
       }
     }
     return results;
@@ -126,7 +115,7 @@ export function perIteration<K, V>(
         try {
           answers = await write(part.map((i) => keys[i] as K));
         } catch (error) {
-          answers = part.map(() => (error instanceof Error ? error : new Error(String(error))));
+          answers = part.map(() => asError(error));
         }
         part.forEach((index, j) => {
           results[index] = answers[j] as V | Error;
@@ -135,7 +124,18 @@ export function perIteration<K, V>(
     }
     return results;
   };
-  const loader = new DataLoader<K, V>(counted(batch), {
+  const inFlight = async (keys: readonly K[]): Promise<Array<V | Error>> => {
+    running++;
+    try {
+      return await batch(keys);
+    } finally {
+      running--;
+      const next = held;
+      held = undefined;
+      next?.();
+    }
+  };
+  const loader = new DataLoader<K, V>(inFlight, {
     cache: false,
     // One batch at a time, split above into statements sent one after another: DataLoader's own
     // split would send the parts at once.

@@ -5,7 +5,7 @@ import {
   type DeadLetterNotification,
   statusesMovableTo,
 } from "@notify/core";
-import type { TransactionSql } from "postgres";
+import type { PendingQuery, Row, TransactionSql } from "postgres";
 import { perIterationOf } from "./batch.js";
 import type { Database, Sql } from "./index.js";
 import type { RowPick } from "./rows.js";
@@ -75,6 +75,27 @@ export interface Routing {
 }
 
 /**
+ * For each notification of `notifications` (rows of id, user_id, client_id, priority), the user's
+ * previous one in its client and lane when that one has no channel rows yet, as (id, earlier):
+ * the latest created before it, within ORDER_LOOKBACK (any of them when several share that time).
+ * A notification whose previous one is routed, or that has none, has no row.
+ */
+const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery<Row[]>) => sql`
+  select n.id, w.id as earlier
+  from (${notifications}) n
+  cross join lateral (
+    select p.id from notifications p
+    where p.user_id = n.user_id and p.client_id = n.client_id and p.priority = n.priority
+      and p.created_at = (
+        select max(created_at) from notifications
+        where user_id = n.user_id and client_id = n.client_id and priority = n.priority
+          and created_at < (select created_at from notifications where id = n.id)
+          and created_at >= (select created_at from notifications where id = n.id) - ${ORDER_LOOKBACK}::interval)
+      and not exists (select 1 from notification_channels c where c.notification_id = p.id)
+    limit 1
+  ) w`;
+
+/**
  * The routings without a cap of one batch in one statement: for each notification not routed
  * before (and, with `order: "hold"`, whose user's previous notification in the lane is routed),
  * its channel rows and its deferral timer; answers what happened to each. The previous
@@ -100,20 +121,7 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
     ), routed as (
       select distinct notification_id as id from notification_channels where notification_id in (select id from input)
     ), waiting as (
-      select n.id, w.id as earlier
-      from input n
-      cross join lateral (
-        select p.id from notifications p
-        where p.user_id = n.user_id and p.client_id = n.client_id and p.priority = n.priority
-          and p.created_at = (
-            select max(created_at) from notifications
-            where user_id = n.user_id and client_id = n.client_id and priority = n.priority
-              and created_at < (select created_at from notifications where id = n.id)
-              and created_at >= (select created_at from notifications where id = n.id) - ${ORDER_LOOKBACK}::interval)
-          and not exists (select 1 from notification_channels c where c.notification_id = p.id)
-        limit 1
-      ) w
-      where n.order_mode is not null
+      ${previousUnrouted(sql, sql`select id, user_id, client_id, priority from input where order_mode is not null`)}
     ), inserted as (
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
       select d.id, d.channel, d.status, d.reason, d.next_attempt_at, d.status, d.reason
@@ -181,27 +189,16 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
   const planned = routing.channels.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
   const hold = routing.order === "hold";
   const cap = routing.cap;
-  // The user's previous notification in this lane, when it has no channel rows yet.
-  const earlier = (tx: Sql | TransactionSql) => tx`
-    with mine as (select created_at from notifications where id = ${id}),
-    latest as (
-      select max(created_at) as at from notifications
-      where user_id = ${routing.userId} and client_id = ${routing.clientId} and priority = ${routing.priority}
-        and created_at < (select created_at from mine)
-        and created_at >= (select created_at from mine) - ${ORDER_LOOKBACK}::interval
-    )
-    select p.id from notifications p
-    where p.user_id = ${routing.userId} and p.client_id = ${routing.clientId} and p.priority = ${routing.priority}
-      and p.created_at = (select at from latest)
-      and not exists (select 1 from notification_channels c where c.notification_id = p.id)
-    limit 1`;
-
   return sql.begin(async (tx) => {
     let waiting: string | null = null;
     if (routing.order) {
       const [before] = await tx<{ routed: boolean; earlier: string | null }[]>`
         select exists (select 1 from notification_channels where notification_id = ${id}) as routed,
-               (${earlier(tx)}) as earlier`;
+               (select earlier from (${previousUnrouted(
+                 tx,
+                 tx`select ${id}::text as id, ${routing.userId}::text as user_id, ${routing.clientId}::text as client_id,
+                      ${routing.priority}::text as priority`,
+               )}) w) as earlier`;
       waiting = before?.earlier ?? null;
       if (hold && !before?.routed && waiting !== null)
         return { first: false, capped: false, held: true, earlier: waiting };
