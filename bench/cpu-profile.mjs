@@ -11,7 +11,8 @@ if (dir) {
   session.post("Profiler.enable");
   session.post("Profiler.setSamplingInterval", { interval: 1000 });
   session.post("Profiler.start");
-  const name = /apps\/([^/]+)\//.exec(process.argv[1] ?? "")?.[1] ?? "node";
+  const script = process.argv[1] ?? "";
+  const name = /apps\/([^/]+)\//.exec(script)?.[1] ?? /bench\/([^/]+)\.mjs$/.exec(script)?.[1] ?? "node";
   process.on("exit", () => {
     // An in-thread session answers synchronously, so the profile is written before the exit.
     session.post("Profiler.stop", (error, result) => {

@@ -4,11 +4,14 @@
 // runs. For each phase: delivered/s, 202 -> delivered latency (p50, p99), and the CPU each
 // process spent per delivered notification, read from /proc, until the last provider receipt
 // was applied. Last, the floor (bench/floor-pipeline.mjs: the same durable work per email in one
-// minimal process) takes the email saturation phase again, and the ratio of the service's CPU
-// per delivered email to the floor's is printed. The README's capacity table comes from here.
+// minimal process) takes the email saturation phase again, then the same floor split into four
+// processes (accept, route, deliver, receipt; each with its own connections, as the apps run),
+// and the ratios of each floor's CPU per delivered email to the service's are printed. The
+// README's capacity table comes from here.
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
 //   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000); BENCH_CPU_PROF_DIR=<dir>
-//   writes each app's V8 CPU profile there (bench/cpu-profile.mjs), summarised by bench/profile-top.mjs.
+//   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
+//   bench/profile-top.mjs.
 import { fork, spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync } from "node:fs";
@@ -223,50 +226,75 @@ results.push(
 const tx = await outcome(transactional);
 
 // The floor: the same email saturation on bench/floor-pipeline.mjs, with its own database,
-// namespace and SendGrid sandbox (posting its signed events to the floor).
-const floorDb = await freshDatabase(t);
-const floorNamespace = freshNamespace(t);
-const floorPort = await freePort();
-const floorSandboxPort = await freePort();
+// namespace and SendGrid sandbox (posting its signed events to the floor). First in one process,
+// then its four stages in four processes, each with its own connections, as the apps run.
 const webhookKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
-const floorSandbox = spawn(
-  process.execPath,
-  [new URL("../libs/devstack/dist/sandbox-cli.js", import.meta.url).pathname],
-  {
+const forkFloor = (env) =>
+  new Promise((resolve, reject) => {
+    const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), {
+      env: { ...process.env, ...profileEnv(), ...env },
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+    });
+    child.once("message", () => resolve(child));
+    child.once("exit", (code) => reject(new Error(`floor-pipeline exited ${code}`)));
+  });
+/** One floor (its database, namespace, sandbox, processes): the stages of each process in `split`. */
+async function startFloor(split) {
+  const db = await freshDatabase(t);
+  const namespace = freshNamespace(t);
+  const port = await freePort();
+  const receiptPort = split.length > 1 ? await freePort() : port;
+  const sandboxPort = await freePort();
+  const sandbox = spawn(process.execPath, [new URL("../libs/devstack/dist/sandbox-cli.js", import.meta.url).pathname], {
     env: {
       ...process.env,
       HOST: "127.0.0.1",
-      PORT: String(floorSandboxPort),
+      PORT: String(sandboxPort),
       SANDBOX_API_KEY: "SG.floor",
-      SANDBOX_EVENT_WEBHOOK_URL: `http://127.0.0.1:${floorPort}/webhooks/sendgrid`,
+      SANDBOX_EVENT_WEBHOOK_URL: `http://127.0.0.1:${receiptPort}/webhooks/sendgrid`,
       SANDBOX_WEBHOOK_PRIVATE_KEY: webhookKeys.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
     },
     stdio: "ignore",
-  },
-);
-teardowns.push(() => floorSandbox.kill());
-const floor = await new Promise((resolve, reject) => {
-  const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), {
-    env: {
-      ...process.env,
-      PORT: String(floorPort),
-      DATABASE_URL: floorDb.url,
-      NATS_URL: TEST_NATS_URL,
-      NATS_NAMESPACE: floorNamespace,
-      SENDGRID_API_KEY: "SG.floor",
-      SENDGRID_BASE_URL: `http://127.0.0.1:${floorSandboxPort}`,
-      SENDGRID_WEBHOOK_PUBLIC_KEY: webhookKeys.publicKey.export({ format: "der", type: "spki" }).toString("base64"),
-    },
-    stdio: ["ignore", "ignore", "inherit", "ipc"],
   });
-  child.once("message", () => resolve(child));
-  child.once("exit", (code) => reject(new Error(`floor-pipeline exited ${code}`)));
-});
-teardowns.push(() => floor.kill());
-const floorSql = postgres(floorDb.url, { max: 2, onnotice: () => {} });
-teardowns.push(() => floorSql.end());
+  const children = await Promise.all(
+    split.map((stages) =>
+      forkFloor({
+        FLOOR_STAGES: stages,
+        PORT: String(stages.includes("receipt") ? receiptPort : port),
+        DATABASE_URL: db.url,
+        NATS_URL: TEST_NATS_URL,
+        NATS_NAMESPACE: namespace,
+        SENDGRID_API_KEY: "SG.floor",
+        SENDGRID_BASE_URL: `http://127.0.0.1:${sandboxPort}`,
+        SENDGRID_WEBHOOK_PUBLIC_KEY: webhookKeys.publicKey.export({ format: "der", type: "spki" }).toString("base64"),
+      }),
+    ),
+  );
+  const floorSql = postgres(db.url, { max: 2, onnotice: () => {} });
+  const processes = [...children, sandbox];
+  let stopped;
+  // Waits for every process (and so for its database sessions) to end: a process that ends
+  // during the next run would take its CPU time out of that run's sums.
+  const stop = () =>
+    (stopped ??= (async () => {
+      await floorSql.end();
+      await Promise.all(
+        processes.map((child) =>
+          child.exitCode !== null || child.signalCode !== null
+            ? undefined
+            : new Promise((resolve) => {
+                child.once("exit", resolve);
+                child.kill();
+              }),
+        ),
+      );
+      await sleep(1000);
+    })());
+  teardowns.push(stop);
+  return { port, sql: floorSql, stop };
+}
 /** Until every floor email is delivered and both of its events are stored. */
-async function floorSettled(count) {
+async function floorSettled(floorSql, count) {
   for (;;) {
     const [c] = await floorSql`
       select (select count(*)::int from channel_status_events where status = 'delivered') as delivered,
@@ -275,28 +303,36 @@ async function floorSettled(count) {
     await sleep(500);
   }
 }
-const floorPhase = async (count) => {
+const floorPhase = async (floor, count) => {
   const before = cpuSample();
   const started = Date.now();
   let left = count;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (left-- > 0)
-        await postNotification(`http://127.0.0.1:${floorPort}`, "none", {
+        await postNotification(`http://127.0.0.1:${floor.port}`, "none", {
           user_id: users[left % users.length],
           data: { name: `#${left}` },
         });
     }),
   );
-  await floorSettled(count);
+  await floorSettled(floor.sql, count);
   const seconds = (Date.now() - started) / 1000;
   return { cpu: withoutIdle(cpuSince(before), seconds), seconds };
 };
-await seedHistory(floorSql);
-await floorPhase(500);
-await floorSql`truncate channel_status_events, provider_receipts`;
-await floorSql`analyze`;
-const floorRun = await floorPhase(EMAILS);
+/** A floor's saturation run after its own warm-up, on a history like the service's. */
+async function runFloor(split) {
+  const floor = await startFloor(split);
+  await seedHistory(floor.sql);
+  await floorPhase(floor, 500);
+  await floor.sql`truncate channel_status_events, provider_receipts`;
+  await floor.sql`analyze`;
+  const run = await floorPhase(floor, EMAILS);
+  await floor.stop();
+  return run;
+}
+const floorRun = await runFloor(["accept,route,deliver,receipt"]);
+const splitRun = await runFloor(["accept", "route", "deliver", "receipt"]);
 // What Postgres keeps per notification (rows, indexes, TOAST), for sizing its disk: the bench's
 // own notifications, the seeded history taken off.
 const stored = await storage();
@@ -327,25 +363,37 @@ console.log(
 const saturation = results.find((r) => r.name === "email at saturation");
 const serviceUs = (cpu) => (cpu ? SERVICE.reduce((sum, g) => sum + (cpu[g] ?? 0), 0) : Number.NaN);
 const FLOOR_SERVICE = ["floor", "nats-server", "postgres"];
-const floorUs = floorRun.cpu ? FLOOR_SERVICE.reduce((sum, g) => sum + (floorRun.cpu[g] ?? 0), 0) / EMAILS : Number.NaN;
+const floorCpuUs = (run) =>
+  run.cpu ? FLOOR_SERVICE.reduce((sum, g) => sum + (run.cpu[g] ?? 0), 0) / EMAILS : Number.NaN;
+const floorUs = floorCpuUs(floorRun);
+const splitUs = floorCpuUs(splitRun);
 const notifyUs = serviceUs(saturation.cpu) / saturation.delivered;
-console.log(
-  `floor (bench/floor-pipeline.mjs), email at saturation: ${EMAILS} delivered in ${floorRun.seconds.toFixed(1)} s = ${(EMAILS / floorRun.seconds).toFixed(0)} delivered/s`,
-);
-if (floorRun.cpu)
+const floorLines = (title, run, us) => {
   console.log(
-    `  CPU per delivery (µs): ${Object.entries(floorRun.cpu)
-      .filter(([g, us]) => us > 0 && ["floor", "nats-server", "postgres", "sandboxes", "load generator"].includes(g))
-      .sort((a, b) => b[1] - a[1])
-      .map(([g, us]) => `${g} ${(us / EMAILS).toFixed(0)}`)
-      .join(", ")}\n  service processes (floor, nats-server, postgres): ${floorUs.toFixed(0)} µs per delivery`,
+    `${title}, email at saturation: ${EMAILS} delivered in ${run.seconds.toFixed(1)} s = ${(EMAILS / run.seconds).toFixed(0)} delivered/s`,
   );
+  if (run.cpu)
+    console.log(
+      `  CPU per delivery (µs): ${Object.entries(run.cpu)
+        .filter(
+          ([g, cpu]) => cpu > 0 && ["floor", "nats-server", "postgres", "sandboxes", "load generator"].includes(g),
+        )
+        .sort((a, b) => b[1] - a[1])
+        .map(([g, cpu]) => `${g} ${(cpu / EMAILS).toFixed(0)}`)
+        .join(", ")}\n  service processes (floor, nats-server, postgres): ${us.toFixed(0)} µs per delivery`,
+    );
+};
+floorLines("floor (bench/floor-pipeline.mjs)", floorRun, floorUs);
+floorLines("floor in four processes (accept, route, deliver, receipt)", splitRun, splitUs);
 console.log(
   `\nJSON ${JSON.stringify(results.map(({ latencies, ...r }) => ({ ...r, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) })))}`,
 );
 
 console.log(
   `\nratio (floor / notify service CPU per delivered email): ${(floorUs / notifyUs).toFixed(2)} (${floorUs.toFixed(0)} / ${notifyUs.toFixed(0)} µs)`,
+);
+console.log(
+  `ratio (four-process floor / notify service CPU per delivered email): ${(splitUs / notifyUs).toFixed(2)} (${splitUs.toFixed(0)} / ${notifyUs.toFixed(0)} µs)`,
 );
 console.log(
   `ratio (notify / floor delivered/s): ${(saturation.delivered / saturation.seconds / (EMAILS / floorRun.seconds)).toFixed(2)}`,

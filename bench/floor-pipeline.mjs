@@ -13,6 +13,9 @@
 //            delivered ones, in one statement.
 // No authentication, validation, preferences, templates, rate limits, breakers, retries, logging
 // or metrics: what is left is the cost of the durable work itself.
+// FLOOR_STAGES (accept,route,deliver,receipt) picks the stages this process runs: bench/e2e.mjs
+// also runs the four in four processes, each with its own connections, as the service's apps
+// are deployed, to measure what that split costs by itself.
 import { createHash, createPublicKey, randomUUID, verify } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { applyTopology, connectBus } from "@notify/bus";
@@ -30,59 +33,60 @@ const bus = await connectBus({
   partitions: 1,
 });
 await applyTopology(bus);
-const guard = await bus.kv("notify_send_guard");
-const mail = await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL);
-const webhookKey = createPublicKey({
-  key: Buffer.from(env.SENDGRID_WEBHOOK_PUBLIC_KEY, "base64"),
-  format: "der",
-  type: "spki",
-});
 const CONCURRENCY = Number(env.FLOOR_CONCURRENCY ?? 32);
+const STAGES = new Set((env.FLOOR_STAGES ?? "accept,route,deliver,receipt").split(","));
+const app = new Hono();
 
-// accept
-const accept = groupCommit({ sql, bus, clientId: "floor", lane: bus.subjects.lane("transactional", 0) });
+if (STAGES.has("accept")) {
+  const accept = groupCommit({ sql, bus, clientId: "floor", lane: bus.subjects.lane("transactional", 0) });
+  app.post("/api/v1/notifications", async (c) => {
+    const body = await c.req.json();
+    const id = randomUUID();
+    const hash = createHash("sha256").update(JSON.stringify(body)).digest("hex");
+    await accept({ id, key: c.req.header("idempotency-key") ?? id, hash, body });
+    return c.json({ notification_id: id, status: "accepted" }, 202);
+  });
+}
 
-// route
 const pull = (stream, durable) => ({ stream, durable, concurrency: CONCURRENCY });
 const insertChannel = perIteration(async (ids) => {
   await sql`insert into notification_channels (notification_id, channel, status)
     select id, 'email', 'pending' from unnest(${ids}::text[]) id`;
   return ids.map(() => undefined);
 });
-void consume(bus, pull(bus.streams.lane("transactional"), "processor-transactional-p0"), async (message) => {
-  await insertChannel(message.notification_id);
-  await bus.publish(
-    bus.subjects.work("email", "transactional"),
-    { notification_id: message.notification_id, to: `${message.user_id}@example.com`, name: message.data?.name },
-    `${message.notification_id}:email`,
+if (STAGES.has("route")) {
+  void consume(bus, pull(bus.streams.lane("transactional"), "processor-transactional-p0"), async (message) => {
+    await insertChannel(message.notification_id);
+    await bus.publish(
+      bus.subjects.work("email", "transactional"),
+      { notification_id: message.notification_id, to: `${message.user_id}@example.com`, name: message.data?.name },
+      `${message.notification_id}:email`,
+    );
+  });
+}
+
+if (STAGES.has("deliver")) {
+  const guard = await bus.kv("notify_send_guard");
+  const mail = await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL);
+  const deliver = emailDelivery({ sql, guard, mail });
+  void consume(bus, pull(bus.streams.work, "worker-email-transactional"), (item) =>
+    deliver({ ...item, subject: "Welcome", html: `<p>Hello ${item.name}</p>` }),
   );
-});
+}
 
-// deliver
-const deliver = emailDelivery({ sql, guard, mail });
-void consume(bus, pull(bus.streams.work, "worker-email-transactional"), (item) =>
-  deliver({ ...item, subject: "Welcome", html: `<p>Hello ${item.name}</p>` }),
-);
-
-const app = new Hono();
-app.post("/api/v1/notifications", async (c) => {
-  const body = await c.req.json();
-  const id = randomUUID();
-  const hash = createHash("sha256").update(JSON.stringify(body)).digest("hex");
-  await accept({ id, key: c.req.header("idempotency-key") ?? id, hash, body });
-  return c.json({ notification_id: id, status: "accepted" }, 202);
-});
-
-// receipt
-app.post("/webhooks/sendgrid", async (c) => {
-  const body = new Uint8Array(await c.req.arrayBuffer());
-  const timestamp = c.req.header("x-twilio-email-event-webhook-timestamp") ?? "";
-  const signature = Buffer.from(c.req.header("x-twilio-email-event-webhook-signature") ?? "", "base64");
-  const signed = Buffer.concat([Buffer.from(timestamp), body]);
-  if (!verify("sha256", signed, { key: webhookKey, dsaEncoding: "der" }, signature)) return c.body(null, 401);
-  const events = JSON.parse(Buffer.from(body).toString("utf8"));
-  const column = (pick) => events.map(pick);
-  await sql`
+const webhookKey =
+  STAGES.has("receipt") &&
+  createPublicKey({ key: Buffer.from(env.SENDGRID_WEBHOOK_PUBLIC_KEY, "base64"), format: "der", type: "spki" });
+if (STAGES.has("receipt"))
+  app.post("/webhooks/sendgrid", async (c) => {
+    const body = new Uint8Array(await c.req.arrayBuffer());
+    const timestamp = c.req.header("x-twilio-email-event-webhook-timestamp") ?? "";
+    const signature = Buffer.from(c.req.header("x-twilio-email-event-webhook-signature") ?? "", "base64");
+    const signed = Buffer.concat([Buffer.from(timestamp), body]);
+    if (!verify("sha256", signed, { key: webhookKey, dsaEncoding: "der" }, signature)) return c.body(null, 401);
+    const events = JSON.parse(Buffer.from(body).toString("utf8"));
+    const column = (pick) => events.map(pick);
+    await sql`
     with input as (
       select * from unnest(${column((e) => e.sg_event_id)}::text[], ${column((e) => e.sg_message_id.split(".")[0])}::text[],
         ${column((e) => e.event)}::text[], ${column((e) => JSON.stringify(e))}::text[]) as i(event_id, provider_id, status, payload)
@@ -94,8 +98,10 @@ app.post("/webhooks/sendgrid", async (c) => {
     )
     update notification_channels set updated_at = now()
     where provider = 'sendgrid' and provider_id in (select provider_id from stored where status = 'delivered')`;
-  return c.body(null, 200);
-});
+    return c.body(null, 200);
+  });
 
 process.on("SIGTERM", () => process.exit(0));
-serve({ fetch: app.fetch, port: Number(env.PORT), hostname: "127.0.0.1" }, () => process.send?.("ready"));
+if (STAGES.has("accept") || STAGES.has("receipt"))
+  serve({ fetch: app.fetch, port: Number(env.PORT), hostname: "127.0.0.1" }, () => process.send?.("ready"));
+else process.send?.("ready");
