@@ -125,6 +125,8 @@ export async function sendgridMail(apiKey, baseUrl) {
   const client = new Client();
   client.setApiKey(apiKey);
   client.setDefaultRequest("baseUrl", baseUrl);
+  // As the service's provider: no redirects to follow, so axios skips follow-redirects.
+  client.setDefaultRequest("maxRedirects", 0);
   const mail = new MailService();
   mail.setClient(client);
   return mail;

@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
+import { createServer as createHttpServer } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
 import { type SandboxFault, startSendgridSandbox } from "@notify/devstack";
 import { createSendgridProvider } from "@notify/providers";
 import { freePort } from "@notify/testing";
-import t from "tap";
+import t, { type Test } from "tap";
 import { deliver } from "../src/delivery/deliver.js";
 import { type AddressResult, decide } from "../src/delivery/outcome.js";
 import {
@@ -34,9 +35,32 @@ const dropper = createServer((socket) => socket.once("data", () => setTimeout(()
 await new Promise<void>((resolve) => dropper.listen(0, "127.0.0.1", resolve));
 t.teardown(() => new Promise((resolve) => dropper.close(resolve)));
 const [dropGate] = h.gates([sendgrid("SG.test", `http://127.0.0.1:${(dropper.address() as AddressInfo).port}`)]);
+// A proxy (or a wrong base URL) that redirects the send elsewhere on the same host, where it
+// would be accepted: a redirect followed would send the mail there.
+let followed = 0;
+const redirector = createHttpServer((req, res) => {
+  req.resume();
+  req.once("end", () => {
+    if (!req.url?.startsWith("/moved/")) return res.writeHead(307, { location: `/moved${req.url}` }).end();
+    followed += 1;
+    res.writeHead(202, { "x-message-id": "followed" }).end();
+  });
+});
+await new Promise<void>((resolve) => redirector.listen(0, "127.0.0.1", resolve));
+t.teardown(() => new Promise((resolve) => redirector.close(resolve)));
+const [redirectGate] = h.gates([sendgrid("SG.test", `http://127.0.0.1:${(redirector.address() as AddressInfo).port}`)]);
 const push = await startFakeProviderServer(t);
 const [pushGate] = h.gates([fakeProvider({ name: "fakepush", channel: "push", url: push.url, timeoutMs: 1000 })]);
-if (!emailGate || !wrongKeyGate || !unreachableGate || !dnsGate || !tlsGate || !dropGate || !pushGate) {
+if (
+  !emailGate ||
+  !wrongKeyGate ||
+  !unreachableGate ||
+  !dnsGate ||
+  !tlsGate ||
+  !dropGate ||
+  !redirectGate ||
+  !pushGate
+) {
   throw new Error("gates");
 }
 
@@ -47,6 +71,8 @@ const emailCases: Array<{
   fault?: Omit<SandboxFault, "match_to">;
   gate?: typeof emailGate;
   expect: Expect;
+  /** What else the case checks once the item is handled. */
+  after?: (t: Test) => void;
 }> = [
   { name: "202 accepted", expect: { status: "delivered", disposition: "ack" } },
   {
@@ -100,6 +126,13 @@ const emailCases: Array<{
     expect: { status: "retrying", disposition: "retry" },
   },
   {
+    // Followed, the mail would go wherever the redirect points (and a 301/302 as a GET).
+    name: "307 redirect (not followed: nothing sent)",
+    gate: redirectGate,
+    expect: { status: "failed", disposition: "ack", deadLetter: "permanent" },
+    after: (t) => t.equal(followed, 0, "the redirect was not followed"),
+  },
+  {
     name: "connection reset after the request was written (may have accepted)",
     gate: dropGate,
     expect: { status: "unsettled", disposition: "ack", deadLetter: "outcome_unknown" },
@@ -122,6 +155,7 @@ for (const c of emailCases) {
       letters.map((l) => l.class),
       c.expect.deadLetter ? [c.expect.deadLetter] : [],
     );
+    c.after?.(t);
   });
 }
 

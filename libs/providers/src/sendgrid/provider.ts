@@ -29,7 +29,9 @@ const isResponseError = (error: unknown): error is SendgridResponseError =>
 
 // @sendgrid/client sends through axios; every transport failure (refused, reset, DNS, axios's
 // own timeout) arrives as an AxiosError. axios is not a dependency of ours, hence the duck type.
-const isTransportError = (error: unknown): error is Error & { code?: string } =>
+const isTransportError = (
+  error: unknown,
+): error is Error & { code?: string; response?: { status: number; headers: Record<string, unknown> } } =>
   error instanceof Error && (error as { isAxiosError?: unknown }).isAxiosError === true;
 
 const firstErrorMessage = (body: unknown): string | undefined => {
@@ -60,6 +62,12 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
   client.setApiKey(config.apiKey);
   // setApiKey() resets the base URL to the region default, so the override must follow it.
   client.setDefaultRequest("baseUrl", config.baseUrl);
+  // Mail Send answers 202 or an error, never a redirect; with none to follow axios uses node's
+  // http module directly instead of wrapping it in follow-redirects (a fifth of the client's
+  // CPU per send). A redirect (a proxy or a wrong base URL) is answered below: nothing was sent.
+  // (The defaults reach axios as they are; their typing names only SendGrid's own options.)
+  const axiosDefaults = { maxRedirects: 0 };
+  client.setDefaultRequest(axiosDefaults as unknown as Parameters<Client["setDefaultRequest"]>[0]);
   // A fresh service, not the module singleton: two providers must never share a key or a URL.
   const mail = new MailService();
   mail.setClient(client);
@@ -99,6 +107,18 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
     } catch (error) {
       if (isResponseError(error)) return classifyResponse(error);
       if (isTransportError(error)) {
+        // A 3xx (@sendgrid/client passes on what is not an error status as axios's error): the
+        // request was redirected, not processed. Sending again reaches the same redirect.
+        const status = error.response?.status;
+        if (status !== undefined && status >= 300 && status < 400) {
+          const location = error.response?.headers.location;
+          const to = typeof location === "string" ? ` to ${location}` : "";
+          return {
+            outcome: "permanent",
+            reason: `sendgrid ${status}: redirected${to}, not followed (check the base URL)`,
+            status,
+          };
+        }
         if (error.code === "ECONNABORTED" || error.code === "ETIMEDOUT") return timedOut;
         return transportFailure("sendgrid", error.code, error.message);
       }
