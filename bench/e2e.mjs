@@ -406,6 +406,13 @@ summarize({
   ratio: floorUs / notifyUs,
   command: "npm run bench:e2e",
 });
+summarize({
+  what: "whole pipeline, against the same floor run as four processes",
+  notify: `${cpuFigure(notifyUs)}, ${rateFigure(saturation.delivered / saturation.seconds)}`,
+  floor: `${cpuFigure(splitUs)}, ${rateFigure(EMAILS / splitRun.seconds)}`,
+  ratio: splitUs / notifyUs,
+  command: "npm run bench:e2e",
+});
 
 for (const fn of teardowns.reverse()) await fn();
 process.exit(0);

@@ -104,7 +104,11 @@ export function cpuTicks(groupOf) {
     const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     const group = groupOf({ pid: Number(pid), comm, cmdline });
-    if (group) groups[group] = (groups[group] ?? 0) + Number(fields[11]) + Number(fields[12]);
+    // PostgreSQL runs a process per connection and autovacuum workers that come and go: one
+    // ending between two samples would take all its time out of the sum. The postmaster reaps
+    // them, and its reaped children's time (cutime, cstime) puts it back.
+    const reaped = comm === "postgres" ? Number(fields[13]) + Number(fields[14]) : 0;
+    if (group) groups[group] = (groups[group] ?? 0) + Number(fields[11]) + Number(fields[12]) + reaped;
   }
   return groups;
 }

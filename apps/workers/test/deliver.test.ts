@@ -39,6 +39,22 @@ t.test("an accepted send is recorded delivered with the provider id; a redeliver
   t.ok(history[0]?.at instanceof Date, "with its time");
 });
 
+t.test(
+  "the status is written with the guard's sent: a failed guard write still records the delivery once",
+  async (t) => {
+    const item = await workItem(database);
+    // The guard's bucket answers its create and get, and fails the write that records the send.
+    const failingPut = Object.create(guard, {
+      put: { value: () => Promise.reject(new Error("TIMEOUT")) },
+    }) as typeof guard;
+    t.same(await deliver(h.deps(gate, { guard: failingPut }), item), { ack: true });
+    t.match(await channelRow(database, item), { status: "delivered", attempts: 1, provider: "sendgrid" });
+    t.match(await guardOf(item.notification_id), { state: "sending" }, "the guard still holds the claim");
+    t.same(await deliver(deps, item), { ack: true }, "a redelivery is acknowledged");
+    t.equal(sentTo(item.notification_id), 1, "and not sent again");
+  },
+);
+
 t.test("a live claim of another worker is left alone and looked at again after its lifetime", async (t) => {
   const item = await workItem(database);
   await guard.create(

@@ -48,14 +48,29 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
 
   switch (decision.action) {
     case "delivered": {
-      await settleGuard(deps.guard, ctx.key, { ...base, state: "sent", provider_id: decision.providerId });
-      await moveStatus(deps.sql, item, "delivered", {
-        provider,
-        providerId: decision.providerId,
-        reason: decision.reason,
-        attempts: attempt,
-        attempt: tried,
-      });
+      // Written together: whichever lands, a redelivery sends nothing again. The status says
+      // delivered (the item is skipped), or the guard says sent (the status is reconciled from
+      // it); with neither, as for a worker gone before either, the claim outlives its lifetime
+      // and the send is shown unsettled. The provider's receipts, often on their way already,
+      // find the send recorded under its provider id a round trip sooner.
+      const [guardWrite, statusWrite] = await Promise.allSettled([
+        settleGuard(deps.guard, ctx.key, { ...base, state: "sent", provider_id: decision.providerId }),
+        moveStatus(deps.sql, item, "delivered", {
+          provider,
+          providerId: decision.providerId,
+          reason: decision.reason,
+          attempts: attempt,
+          attempt: tried,
+        }),
+      ]);
+      // Without the status the guard is what a redelivery finishes from (or, lost too, shows unsettled).
+      if (statusWrite.status === "rejected") throw statusWrite.reason;
+      if (guardWrite.status === "rejected") {
+        ctx.log.warn(
+          { err: guardWrite.reason },
+          "send guard not marked sent; the delivery is recorded in the database",
+        );
+      }
       return done(
         ctx,
         "delivered",
