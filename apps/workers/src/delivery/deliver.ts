@@ -20,8 +20,9 @@ export type { DeliverDeps } from "./context.js";
  * breaker -> token bucket -> send guard -> provider -> guard, attempt, status, dead letter.
  *
  * The send guard is claimed atomically before the provider is called, and says afterwards what
- * happened; it is written before anything else, so a worker that dies at any point leaves a
- * guard from which a redelivery finishes the job without a second send: `sent` is reconciled to
+ * happened; it is written before anything else (an accepted send's `sent` together with its
+ * `delivered` status, which a redelivery reads first), so a worker that dies at any point leaves
+ * what a redelivery finishes the job from without a second send: `sent` is reconciled to
  * delivered, `dead` and `unknown` are dead-lettered again (the msg id makes that a no-op), and a
  * claim left `sending` past its lifetime is shown as unsettled, never resent.
  */
