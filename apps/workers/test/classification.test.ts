@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer as createHttpServer } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
+import type { WorkItem } from "@notify/core";
 import { type SandboxFault, startSendgridSandbox } from "@notify/devstack";
 import { createSendgridProvider } from "@notify/providers";
 import { freePort } from "@notify/testing";
@@ -41,7 +42,8 @@ let followed = 0;
 const redirector = createHttpServer((req, res) => {
   req.resume();
   req.once("end", () => {
-    if (!req.url?.startsWith("/moved/")) return res.writeHead(307, { location: `/moved${req.url}` }).end();
+    if (!req.url?.startsWith("/moved/"))
+      return res.writeHead(307, { location: `/moved${req.url}?signature=secret` }).end();
     followed += 1;
     res.writeHead(202, { "x-message-id": "followed" }).end();
   });
@@ -72,7 +74,7 @@ const emailCases: Array<{
   gate?: typeof emailGate;
   expect: Expect;
   /** What else the case checks once the item is handled. */
-  after?: (t: Test) => void;
+  after?: (t: Test, item: WorkItem) => Promise<void> | void;
 }> = [
   { name: "202 accepted", expect: { status: "delivered", disposition: "ack" } },
   {
@@ -130,7 +132,12 @@ const emailCases: Array<{
     name: "307 redirect (not followed: nothing sent)",
     gate: redirectGate,
     expect: { status: "failed", disposition: "ack", deadLetter: "permanent" },
-    after: (t) => t.equal(followed, 0, "the redirect was not followed"),
+    after: async (t, item) => {
+      t.equal(followed, 0, "the redirect was not followed");
+      const row = await channelRow(h.database, item);
+      t.match(row?.reason, /^sendgrid 307: redirected to \/moved\/v3\/mail\/send, not followed/, "where it pointed");
+      t.notMatch(row?.reason, /secret/, "without its query");
+    },
   },
   {
     name: "connection reset after the request was written (may have accepted)",
@@ -155,7 +162,7 @@ for (const c of emailCases) {
       letters.map((l) => l.class),
       c.expect.deadLetter ? [c.expect.deadLetter] : [],
     );
-    c.after?.(t);
+    await c.after?.(t, item);
   });
 }
 

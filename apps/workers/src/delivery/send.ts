@@ -63,7 +63,11 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
           attempt: tried,
         }),
       ]);
-      // Without the status the guard is what a redelivery finishes from (or, lost too, shows unsettled).
+      if (guardWrite.status === "rejected" && statusWrite.status === "rejected") {
+        // Neither landed: the redelivery finds the claim, and shows the send unsettled once it has outlived it.
+        ctx.log.error({ err: guardWrite.reason }, "send guard not marked sent and the delivery not recorded");
+      }
+      // Without the status the guard is what a redelivery finishes from.
       if (statusWrite.status === "rejected") throw statusWrite.reason;
       if (guardWrite.status === "rejected") {
         ctx.log.warn(

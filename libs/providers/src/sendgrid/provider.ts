@@ -45,6 +45,21 @@ const retryAfterMs = (headers: Record<string, unknown>): { retryAfterMs?: number
   return Number.isFinite(seconds) && seconds >= 0 ? { retryAfterMs: seconds * 1000 } : {};
 };
 
+/**
+ * Where a redirect pointed, for the failure's reason (status rows, dead letters, logs): its
+ * origin and path only, since a query or user info may carry credentials, and bounded.
+ */
+function redirectTarget(location: unknown): string {
+  if (typeof location !== "string") return "";
+  try {
+    const url = new URL(location, "http://base.invalid");
+    const where = url.origin === "http://base.invalid" ? url.pathname : `${url.origin}${url.pathname}`;
+    return ` to ${where.length > 200 ? `${where.slice(0, 200)}...` : where}`;
+  } catch {
+    return "";
+  }
+}
+
 /** Failure classes: 408, 429 and 5xx retry, every other 4xx is final. */
 function classifyResponse({ code: status, response }: SendgridResponseError): SendResult {
   if (status === 401) {
@@ -111,8 +126,7 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
         // request was redirected, not processed. Sending again reaches the same redirect.
         const status = error.response?.status;
         if (status !== undefined && status >= 300 && status < 400) {
-          const location = error.response?.headers.location;
-          const to = typeof location === "string" ? ` to ${location}` : "";
+          const to = redirectTarget(error.response?.headers.location);
           return {
             outcome: "permanent",
             reason: `sendgrid ${status}: redirected${to}, not followed (check the base URL)`,
