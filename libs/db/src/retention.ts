@@ -11,6 +11,8 @@ export interface ArchiveRecord {
   channels: Record<string, unknown>[];
   status_events: Record<string, unknown>[];
   attempts: Record<string, unknown>[];
+  /** The channel fallback chain (absent from records archived before it was kept). */
+  fallbacks?: Record<string, unknown>[];
 }
 
 /** A notification on its way out of the live log: its id, the month of its created_at, its ArchiveRecord as text. */
@@ -22,10 +24,11 @@ export interface ArchiveLine {
 
 /**
  * Takes one batch of notifications older than `days` out of the live log: selects them (their
- * channels, history and attempts as one ArchiveRecord each), hands them to `keep`, and deletes
- * them (the rest goes with them by cascade) in the same short transaction, so whatever `keep`
- * wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it from blocking
- * ingest or another archiver; a notification still waiting in the publish outbox stays.
+ * channels, history, attempts and fallback chain as one ArchiveRecord each), hands them to
+ * `keep`, and deletes them (the rest goes with them by cascade) in the same short transaction, so
+ * whatever `keep` wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it
+ * from blocking ingest or another archiver; a notification still waiting in the publish outbox,
+ * or with a channel still deferred, stays: work still to do is never archived.
  * Answers how many were taken.
  */
 export async function takeArchiveBatch(
@@ -41,11 +44,13 @@ export async function takeArchiveBatch(
           'notification', to_json(n),
           'channels', (select coalesce(json_agg(c), '[]') from notification_channels c where c.notification_id = n.id),
           'status_events', (select coalesce(json_agg(e order by e.id), '[]') from channel_status_events e where e.notification_id = n.id),
-          'attempts', (select coalesce(json_agg(a), '[]') from delivery_attempts a where a.notification_id = n.id)
+          'attempts', (select coalesce(json_agg(a), '[]') from delivery_attempts a where a.notification_id = n.id),
+          'fallbacks', (select coalesce(json_agg(f), '[]') from notification_fallbacks f where f.notification_id = n.id)
         )::text as line
       from notifications n
       where n.created_at < now() - make_interval(days => ${options.days})
         and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
+        and not exists (select 1 from deferred_notifications d where d.notification_id = n.id)
       limit ${options.batchSize}
       for update of n skip locked`;
     if (rows.length === 0) return 0;
@@ -56,8 +61,8 @@ export async function takeArchiveBatch(
 }
 
 /**
- * Puts one archived notification back into the live log with its channels, history and
- * attempts, in one transaction. A notification already live is left alone (false), so a restore
+ * Puts one archived notification back into the live log with its channels, history, attempts
+ * and fallback chain, in one transaction. A notification already live is left alone (false), so a restore
  * can be repeated.
  */
 export async function restoreArchived(database: Database, record: ArchiveRecord): Promise<boolean> {
@@ -74,6 +79,10 @@ export async function restoreArchived(database: Database, record: ArchiveRecord)
       on conflict do nothing`;
     await tx`insert into delivery_attempts
       select * from jsonb_populate_recordset(null::delivery_attempts, ${json(record.attempts as never)})`;
+    if (record.fallbacks !== undefined && record.fallbacks.length > 0) {
+      await tx`insert into notification_fallbacks
+        select * from jsonb_populate_recordset(null::notification_fallbacks, ${json(record.fallbacks as never)})`;
+    }
     return true;
   });
 }

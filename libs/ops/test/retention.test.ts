@@ -11,7 +11,10 @@ import { archiveAll, restoreUser } from "../src/retention.js";
 // Retention against a fresh database: what `notify retention` and the processor's timer run.
 const { database } = await freshDatabase(t);
 
-/** A delivered notification created `daysAgo` days ago, with a channel, its history and an attempt. */
+/**
+ * A delivered notification created `daysAgo` days ago, with a channel, its history, an attempt
+ * and a fallback chain that ended.
+ */
 async function seed(userId: string, daysAgo: number): Promise<string> {
   const id = newId();
   await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key,
@@ -22,6 +25,8 @@ async function seed(userId: string, daysAgo: number): Promise<string> {
     values (${id}, 'email', 'delivered', 'sendgrid', ${`pm-${id}`}, 1)`;
   await database.sql`insert into channel_status_events (notification_id, channel, status, attempt) values (${id}, 'email', 'delivered', 1)`;
   await database.sql`insert into delivery_attempts (notification_id, channel, attempt, outcome) values (${id}, 'email', 1, 'accepted')`;
+  await database.sql`insert into notification_fallbacks (notification_id, steps, next_step, watching, taken, done_at)
+    values (${id}, '[{"channel":"sms","when":["failed"]}]', 1, 'email', '[]', now() - make_interval(days => ${daysAgo}))`;
   return id;
 }
 
@@ -29,7 +34,8 @@ const snapshot = async (ids: string[]) =>
   database.sql`select to_json(n)::text as n,
       (select json_agg(c)::text from notification_channels c where c.notification_id = n.id) as c,
       (select json_agg(e)::text from channel_status_events e where e.notification_id = n.id) as e,
-      (select json_agg(a)::text from delivery_attempts a where a.notification_id = n.id) as a
+      (select json_agg(a)::text from delivery_attempts a where a.notification_id = n.id) as a,
+      (select json_agg(f)::text from notification_fallbacks f where f.notification_id = n.id) as f
     from notifications n where id = any(${ids}::text[]) order by id`;
 
 t.test("notifications past the window go to gzipped NDJSON per month and come back for a user", async (t) => {
@@ -66,7 +72,7 @@ t.test("notifications past the window go to gzipped NDJSON per month and come ba
   t.same(
     after,
     before.filter((row) => !String(row.n).includes('"bob"')),
-    "rows, channels, history and attempts exactly as they were",
+    "rows, channels, history, attempts and fallback chains exactly as they were",
   );
   t.equal(await restoreUser(database, dir, "ada"), 0, "repeatable");
 });
@@ -80,4 +86,15 @@ t.test("archivers running at once archive each notification once", async (t) => 
     counts.reduce((a, b) => a + b, 0),
     ids.length + 2,
   );
+});
+
+t.test("a notification with a channel still deferred is not archived: its work is still to do", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "notify-archive-"));
+  const id = await seed("cyd", 120);
+  await database.sql`update notification_channels set status = 'deferred' where notification_id = ${id}`;
+  await database.sql`insert into deferred_notifications (notification_id, user_id, due_at) values (${id}, 'cyd', now())`;
+  t.equal(await archiveAll(database, { dir, days: 90 }), 0);
+  t.equal((await snapshot([id])).length, 1, "still in the live log");
+  await database.sql`delete from deferred_notifications where notification_id = ${id}`;
+  t.equal(await archiveAll(database, { dir, days: 90 }), 1, "archived once released");
 });
