@@ -4,10 +4,10 @@
 // runs. For each phase: delivered/s, 202 -> delivered latency (p50, p99), and the CPU each
 // process spent per delivered notification, read from /proc, until the last provider receipt
 // was applied. Last, the floor (bench/floor-pipeline.mjs: the same durable work per email in one
-// minimal process) takes the email saturation phase again, then the same floor split into four
-// processes (accept, route, deliver, receipt; each with its own connections, as the apps run),
-// and the ratios of each floor's CPU per delivered email to the service's are printed. The
-// README's capacity table comes from here.
+// minimal process) takes the email phases again (the fixed rate, then saturation), then the same
+// floor split into four processes (accept, route, deliver, receipt; each with its own
+// connections, as the apps run), and the ratios of each floor's CPU per delivered email to the
+// service's are printed. The README's capacity table comes from here.
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
 //   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000); BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
@@ -303,33 +303,56 @@ async function floorSettled(floorSql, count) {
     await sleep(500);
   }
 }
-const floorPhase = async (floor, count) => {
+/** Posts `count` notifications to a floor, as fast as CONCURRENCY allows or at `rate` a second. */
+const floorPhase = async (floor, count, rate) => {
   const before = cpuSample();
   const started = Date.now();
-  let left = count;
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (left-- > 0)
-        await postNotification(`http://127.0.0.1:${floor.port}`, "none", {
-          user_id: users[left % users.length],
-          data: { name: `#${left}` },
-        });
-    }),
-  );
+  const postOne = (n) =>
+    postNotification(`http://127.0.0.1:${floor.port}`, "none", {
+      user_id: users[n % users.length],
+      data: { name: `#${n}` },
+    });
+  if (rate === undefined) {
+    let left = count;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (left-- > 0) await postOne(left);
+      }),
+    );
+  } else {
+    const pending = [];
+    for (let i = 0; i < count; i++) {
+      const due = started + (i * 1000) / rate;
+      if (due > Date.now()) await sleep(due - Date.now());
+      pending.push(postOne(i));
+    }
+    await Promise.all(pending);
+  }
   await floorSettled(floor.sql, count);
   const seconds = (Date.now() - started) / 1000;
-  return { cpu: withoutIdle(cpuSince(before), seconds), seconds };
+  const cpu = withoutIdle(cpuSince(before), seconds);
+  if (cpu) cpu.floor = Math.max(0, (cpu.floor ?? 0) - floor.idlePerSecond * seconds);
+  return { cpu, seconds, delivered: count };
 };
-/** A floor's saturation run after its own warm-up, on a history like the service's. */
+/**
+ * A floor's runs after its own warm-up, on a history like the service's: email at the fixed rate,
+ * then at saturation, as the service's phases run. Its processes' idle CPU is taken off, as the apps' is.
+ */
 async function runFloor(split) {
   const floor = await startFloor(split);
+  floor.idlePerSecond = 0;
   await seedHistory(floor.sql);
   await floorPhase(floor, 500);
   await floor.sql`truncate channel_status_events, provider_receipts`;
   await floor.sql`analyze`;
+  const idleFrom = cpuSample();
+  await sleep(5000);
+  floor.idlePerSecond = (cpuSince(idleFrom)?.floor ?? 0) / 5;
+  const paced = await floorPhase(floor, RATE * RATE_SECONDS, RATE);
+  await floor.sql`truncate channel_status_events, provider_receipts`;
   const run = await floorPhase(floor, EMAILS);
   await floor.stop();
-  return run;
+  return { ...run, paced };
 }
 const floorRun = await runFloor(["accept,route,deliver,receipt"]);
 const splitRun = await runFloor(["accept", "route", "deliver", "receipt"]);
@@ -364,27 +387,34 @@ const saturation = results.find((r) => r.name === "email at saturation");
 const serviceUs = (cpu) => (cpu ? SERVICE.reduce((sum, g) => sum + (cpu[g] ?? 0), 0) : Number.NaN);
 const FLOOR_SERVICE = ["floor", "nats-server", "postgres"];
 const floorCpuUs = (run) =>
-  run.cpu ? FLOOR_SERVICE.reduce((sum, g) => sum + (run.cpu[g] ?? 0), 0) / EMAILS : Number.NaN;
+  run.cpu ? FLOOR_SERVICE.reduce((sum, g) => sum + (run.cpu[g] ?? 0), 0) / run.delivered : Number.NaN;
 const floorUs = floorCpuUs(floorRun);
 const splitUs = floorCpuUs(splitRun);
 const notifyUs = serviceUs(saturation.cpu) / saturation.delivered;
-const floorLines = (title, run, us) => {
-  console.log(
-    `${title}, email at saturation: ${EMAILS} delivered in ${run.seconds.toFixed(1)} s = ${(EMAILS / run.seconds).toFixed(0)} delivered/s`,
-  );
-  if (run.cpu)
+const paced = results.find((r) => r.name === `email at ${RATE}/s`);
+const pacedUs = serviceUs(paced.cpu) / paced.delivered;
+const floorCpuLine = (run) =>
+  Object.entries(run.cpu)
+    .filter(([g, cpu]) => cpu > 0 && ["floor", "nats-server", "postgres", "sandboxes", "load generator"].includes(g))
+    .sort((a, b) => b[1] - a[1])
+    .map(([g, cpu]) => `${g} ${(cpu / run.delivered).toFixed(0)}`)
+    .join(", ");
+const floorLines = (title, run) => {
+  for (const [phase, r] of [
+    [`email at ${RATE}/s`, run.paced],
+    ["email at saturation", run],
+  ]) {
     console.log(
-      `  CPU per delivery (µs): ${Object.entries(run.cpu)
-        .filter(
-          ([g, cpu]) => cpu > 0 && ["floor", "nats-server", "postgres", "sandboxes", "load generator"].includes(g),
-        )
-        .sort((a, b) => b[1] - a[1])
-        .map(([g, cpu]) => `${g} ${(cpu / EMAILS).toFixed(0)}`)
-        .join(", ")}\n  service processes (floor, nats-server, postgres): ${us.toFixed(0)} µs per delivery`,
+      `${title}, ${phase}: ${r.delivered} delivered in ${r.seconds.toFixed(1)} s = ${(r.delivered / r.seconds).toFixed(0)} delivered/s`,
     );
+    if (r.cpu)
+      console.log(
+        `  CPU per delivery (µs): ${floorCpuLine(r)}\n  service processes (floor, nats-server, postgres): ${floorCpuUs(r).toFixed(0)} µs per delivery`,
+      );
+  }
 };
-floorLines("floor (bench/floor-pipeline.mjs)", floorRun, floorUs);
-floorLines("floor in four processes (accept, route, deliver, receipt)", splitRun, splitUs);
+floorLines("floor (bench/floor-pipeline.mjs)", floorRun);
+floorLines("floor in four processes (accept, route, deliver, receipt)", splitRun);
 console.log(
   `\nJSON ${JSON.stringify(results.map(({ latencies, ...r }) => ({ ...r, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) })))}`,
 );
@@ -394,6 +424,9 @@ console.log(
 );
 console.log(
   `ratio (four-process floor / notify service CPU per delivered email): ${(splitUs / notifyUs).toFixed(2)} (${splitUs.toFixed(0)} / ${notifyUs.toFixed(0)} µs)`,
+);
+console.log(
+  `ratio at ${RATE}/s (floor / notify, four-process floor / notify): ${(floorCpuUs(floorRun.paced) / pacedUs).toFixed(2)}, ${(floorCpuUs(splitRun.paced) / pacedUs).toFixed(2)} (${floorCpuUs(floorRun.paced).toFixed(0)}, ${floorCpuUs(splitRun.paced).toFixed(0)} / ${pacedUs.toFixed(0)} µs)`,
 );
 console.log(
   `ratio (notify / floor delivered/s): ${(saturation.delivered / saturation.seconds / (EMAILS / floorRun.seconds)).toFixed(2)}`,
