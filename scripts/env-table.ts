@@ -10,6 +10,7 @@ import * as v from "valibot";
 import { IngestConfig } from "../apps/ingest/src/config.js";
 import { ProcessorConfig } from "../apps/processor/src/config.js";
 import { ReceiptsConfig } from "../apps/receipts/src/config.js";
+import { StandaloneConfig } from "../apps/standalone/src/config.js";
 import { WorkersConfig } from "../apps/workers/src/config.js";
 import { CliConfig, NatsConfig } from "../libs/cli/src/config.js";
 
@@ -31,6 +32,7 @@ const READERS: Array<{ reader: string; entries: Entries; sources: string[] }> = 
     sources: ["apps/workers/src/config.ts", "libs/providers/src/channels.ts"],
   },
   { reader: "receipts", entries: entriesOf(ReceiptsConfig), sources: ["apps/receipts/src/config.ts"] },
+  { reader: "standalone", entries: entriesOf(StandaloneConfig), sources: ["apps/standalone/src/config.ts"] },
   {
     reader: "notify CLI",
     entries: { ...entriesOf(CliConfig), ...entriesOf(NatsConfig) },

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { type ConfigError, int, parseConfig, port } from "@notify/config";
+import { bool, type ConfigError, int, parseConfig, port } from "@notify/config";
 import * as v from "valibot";
 import { banner, formatLine } from "./banner.js";
 import { appsStopped, writeDevEnv } from "./dev.js";
@@ -29,6 +29,8 @@ const Config = v.object({
   /** Where the stack's own data lives (Postgres cluster, nats-server store, sandboxes, the development key). */
   DATA_DIR: v.optional(v.string(), join(ROOT, ".data")),
   LOG_LEVEL: v.optional(v.string(), "info"),
+  /** true: the four apps in one process (apps/standalone), which takes less memory and CPU on one machine. */
+  ONE_PROCESS: bool(false),
 });
 
 let config: v.InferOutput<typeof Config>;
@@ -53,7 +55,7 @@ try {
     basePort: config.PORT,
     logLevel: config.LOG_LEVEL,
     env: process.env,
-    ...(dev ? { apps: [] } : {}),
+    ...(dev ? { apps: [] } : config.ONE_PROCESS ? { oneProcess: true } : {}),
     seed: true,
     onLine: (source, line) => process.stdout.write(formatLine(source, line)),
   });
@@ -77,7 +79,8 @@ const shutdown = async () => {
 process.on("SIGINT", shutdown);
 process.on("SIGTERM", shutdown);
 process.on("SIGHUP", shutdown);
-for (const proc of stack.apps.values()) {
+// With the four apps in one process, that one process is each app's.
+for (const proc of new Set(stack.apps.values())) {
   void proc.exited.then((code) => {
     if (!stopping) {
       process.stderr.write(`${proc.name} exited unexpectedly (code ${code}); stopping\n`);

@@ -5,4 +5,7 @@ import { fileURLToPath } from "node:url";
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 export const APPS = ["ingest", "processor", "workers", "receipts"] as const;
 export type AppName = (typeof APPS)[number];
-export const appEntry = (app: AppName) => join(ROOT, "apps", app, "dist", "main.js");
+/** The four apps in one process (apps/standalone). */
+export const STANDALONE = "standalone";
+export type ProcessName = AppName | typeof STANDALONE;
+export const appEntry = (app: ProcessName) => join(ROOT, "apps", app, "dist", "main.js");

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
-import { type AppName, appEntry, ROOT } from "./paths.js";
+import { appEntry, type ProcessName, ROOT } from "./paths.js";
 
 export interface AppProcess {
-  name: AppName;
+  name: ProcessName;
   child: ChildProcess;
   /** Resolves with the exit code once the process has ended. */
   exited: Promise<number | null>;
@@ -21,7 +21,7 @@ const KEPT_LINES = 40;
 
 /** Spawns a built app (apps/<name>/dist/main.js) with the given environment. */
 export function spawnApp(
-  name: AppName,
+  name: ProcessName,
   env: Record<string, string>,
   onLine: (source: string, line: string) => void = () => {},
 ): AppProcess {

@@ -16,7 +16,7 @@ import {
 import { generateVapidKeys } from "@notify/providers";
 import type { InfraReady, InfraRequest } from "./infra-cli.js";
 import { tcpAnswers } from "./nats-server.js";
-import { APPS, type AppName, ROOT } from "./paths.js";
+import { APPS, type AppName, ROOT, STANDALONE } from "./paths.js";
 import { isProcessOf, parentAlive, processAlive, readPidFile } from "./pids.js";
 import { type AppProcess, spawnApp, spawnHelper, stopChild } from "./processes.js";
 import { createSandboxTls } from "./sandboxes/certificates.js";
@@ -63,6 +63,11 @@ export interface StackOptions {
   appSettings?: Partial<Record<AppName, Record<string, string>>>;
   /** Apps to run (default: all four). */
   apps?: readonly AppName[];
+  /**
+   * Run the four apps in one process (apps/standalone) instead of one process each; `apps` and
+   * `appSettings` do not apply then.
+   */
+  oneProcess?: boolean;
   onLine?: (source: string, line: string) => void;
   /** Create the development key, sample template and sample user when missing. */
   seed?: boolean;
@@ -75,6 +80,15 @@ const ADMIN_OF: Partial<Record<AppName, AdminName>> = { ingest: "ingestAdmin", r
 /** Where an app answers /readyz: its operator's port when it has a public one, else its only port. */
 const readinessPort = (ports: Record<AppName | SandboxName | AdminName, number>, app: AppName) =>
   ports[ADMIN_OF[app] ?? app];
+/** The ports of the four apps in one process (apps/standalone), by the names it reads them under. */
+const standalonePorts = (ports: Record<AppName | SandboxName | AdminName, number>) => ({
+  INGEST_PORT: String(ports.ingest),
+  INGEST_ADMIN_PORT: String(ports.ingestAdmin),
+  PROCESSOR_PORT: String(ports.processor),
+  WORKERS_PORT: String(ports.workers),
+  RECEIPTS_PORT: String(ports.receipts),
+  RECEIPTS_ADMIN_PORT: String(ports.receiptsAdmin),
+});
 const CHANNELS = ["email", "sms", "push"] as const;
 type ProviderChannel = (typeof CHANNELS)[number];
 const PROVIDER_SETTING: Record<ProviderChannel, string> = {
@@ -112,6 +126,7 @@ export interface Stack {
   /**
    * Stops an app (SIGTERM, and SIGKILL after the grace period; or at once with the signal given)
    * unless it already stopped, starts it again with the same settings, and waits until it is ready.
+   * With the four apps in one process, that process is the one restarted.
    */
   restartApp(name: AppName, signal?: NodeJS.Signals): Promise<void>;
   stop(): Promise<void>;
@@ -304,13 +319,24 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       apps.set(name, proc);
       return proc;
     };
-    const ready = (proc: AppProcess) =>
-      proc.ready(`http://127.0.0.1:${readinessPort(ports, proc.name)}/readyz`, 60_000);
-    for (const name of options.apps ?? APPS) {
-      spawnOne(name);
-      cleanups.push(async () => apps.get(name)?.stop());
+    const ready = (proc: AppProcess, name: AppName) =>
+      proc.ready(`http://127.0.0.1:${readinessPort(ports, name)}/readyz`, 60_000);
+    // The four apps in one process: each still answers readiness on its own port.
+    const spawnStandalone = async () => {
+      const proc = spawnApp(STANDALONE, { ...common, ...standalonePorts(ports) }, onLine);
+      for (const name of APPS) apps.set(name, proc);
+      await Promise.all(APPS.map((name) => ready(proc, name)));
+    };
+    if (options.oneProcess) {
+      cleanups.push(async () => apps.get("ingest")?.stop());
+      await spawnStandalone();
+    } else {
+      for (const name of options.apps ?? APPS) {
+        spawnOne(name);
+        cleanups.push(async () => apps.get(name)?.stop());
+      }
+      await Promise.all([...apps].map(([name, proc]) => ready(proc, name)));
     }
-    await Promise.all([...apps.values()].map(ready));
     const baseUrl = `http://127.0.0.1:${ports.ingest}`;
     writeStackEnv(options.dataDir, {
       DATABASE_URL: databaseUrl,
@@ -359,7 +385,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
             await old.exited;
           }
         }
-        await ready(spawnOne(name));
+        if (options.oneProcess) await spawnStandalone();
+        else await ready(spawnOne(name), name);
       },
       stop: stopAll,
     };

@@ -215,7 +215,10 @@ export const DEFAULT_SERVER_TIMEOUTS: Required<ServerTimeouts> = {
   keepAliveTimeoutMs: 5_000,
 };
 
-/** Serves a Hono app and resolves once it listens (port 0 picks a free port). */
+/**
+ * Serves a Hono app and resolves once it listens (port 0 picks a free port); rejects when it
+ * cannot (the port taken, the address not this machine's).
+ */
 export function listen(
   app: { fetch: (request: Request) => Response | Promise<Response> },
   port: number,
@@ -235,8 +238,9 @@ export function listen(
       Math.min(1000, ...[headersTimeout, requestTimeout].filter((ms) => ms > 0).map((ms) => ms / 2)),
     ),
   };
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     const server = serve({ fetch: app.fetch, port, hostname: host, serverOptions }, (info) => {
+      server.off("error", reject);
       (server as unknown as { keepAliveTimeout: number }).keepAliveTimeout = keepAliveTimeoutMs;
       resolve({
         server,
@@ -249,7 +253,46 @@ export function listen(
           }),
       });
     });
+    server.once("error", reject);
   });
+}
+
+/**
+ * An app started by its `start` function: what its process's entry (or the one process that runs
+ * all four apps) needs to stop it on a signal.
+ */
+export interface RunningApp {
+  log: Logger;
+  /** How long its stop may take before the process gives up and exits 1. */
+  shutdownTimeoutMs: number;
+  /** Stops taking work, finishes what is in hand, closes its servers and connections. */
+  stop(): Promise<void>;
+}
+
+/**
+ * What an app's start has opened so far (connections, servers, background work), closed newest
+ * first when the start fails part-way: with the four apps in one process, the process lives on
+ * to stop the apps already running.
+ */
+export function startScope() {
+  const closers: Array<() => unknown> = [];
+  return {
+    /** Answers `value`, to be closed with `close` if the start fails. */
+    add<T>(value: T, close: (value: T) => unknown): T {
+      closers.push(() => close(value));
+      return value;
+    },
+    /** Closes what was added, newest first; a close that fails does not keep the others open. */
+    async close(): Promise<void> {
+      for (let close = closers.pop(); close !== undefined; close = closers.pop()) {
+        try {
+          await close();
+        } catch {
+          // The start's own error is the one reported.
+        }
+      }
+    },
+  };
 }
 
 /**

@@ -1,0 +1,146 @@
+import { busConfigFrom, connectBus, onKeyChanged, onTemplateChanged } from "@notify/bus";
+import { loadConfig } from "@notify/config";
+import { createDb } from "@notify/db";
+import {
+  createAttemptThrottle,
+  createMetrics,
+  listen,
+  prepareStreams,
+  type RunningApp,
+  startScope,
+} from "@notify/http";
+import { createLogger } from "@notify/log";
+import { startTelemetry } from "@notify/telemetry";
+import { createAdminApp, createApp } from "./app.js";
+import { createKeyLookup } from "./auth/api-keys.js";
+import { createRateLimiter } from "./auth/rate-limit.js";
+import { IngestConfig } from "./config.js";
+import { createIngestor } from "./notifications/create.js";
+import { startMaintenance } from "./notifications/maintenance.js";
+import { createTemplateLookup } from "./notifications/templates.js";
+
+/**
+ * Starts ingest from its settings in `env` (this process's environment when it runs alone): its
+ * connections, servers and background work; answers how to stop it. Tracing is started here
+ * unless `telemetry` is false (one process running every app starts it once for all).
+ */
+export async function startIngest(
+  env: Record<string, string | undefined>,
+  options: { telemetry?: boolean } = {},
+): Promise<RunningApp> {
+  const config = loadConfig(IngestConfig, env);
+  const opened = startScope();
+  try {
+    // First: with an OTLP endpoint set, everything after this (logs included) is traced.
+    const telemetry =
+      options.telemetry === false ? undefined : await startTelemetry({ service: "ingest", settings: config });
+    if (telemetry) opened.add(telemetry, (t) => t.shutdown());
+    const log = createLogger({ name: "ingest", level: config.LOG_LEVEL });
+    const database = createDb({
+      url: config.DATABASE_URL,
+      max: config.DB_POOL_SIZE,
+      applicationName: "notify-ingest",
+      statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+    });
+    opened.add(database, (d) => d.close());
+    // At start ingest waits for NATS; once running, a lost connection makes POST answer 503 until it is back.
+    const bus = await connectBus({
+      ...busConfigFrom(config, "ingest"),
+      publishTimeoutMs: config.PUBLISH_TIMEOUT_MS,
+      waitOnFirstConnect: true,
+    });
+    opened.add(bus, (b) => b.close());
+    const metrics = createMetrics("ingest");
+    await prepareStreams(bus, { log, metrics });
+
+    const lookupKey = createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, log);
+    // A key revoked or rotated by any instance or the CLI leaves every instance's cache at once.
+    const stopHearingKeys = onKeyChanged(bus, (event) => lookupKey.forget(event.key_id));
+    opened.add(stopHearingKeys, (stop) => stop());
+    const templates = createTemplateLookup(database);
+    // So does a template given a version on any instance: the next POST anywhere pins the new version.
+    const stopHearingTemplates = onTemplateChanged(bus, (event) => templates.forget(event.template_id));
+    opened.add(stopHearingTemplates, (stop) => stop());
+    const ingestor = createIngestor({ database, bus, log, templates }, { queueLimit: config.INGEST_QUEUE_LIMIT });
+    opened.add(ingestor, (i) => i.drain());
+    let stopping = false;
+    // One budget of failed authentications per address for the API and the console's sign-in alike.
+    const preauthThrottle = createAttemptThrottle({
+      perSecond: config.PREAUTH_RATE_PER_SECOND,
+      burst: config.PREAUTH_BURST,
+    });
+    const app = createApp({
+      metrics,
+      database,
+      bus,
+      log,
+      lookupKey,
+      rateLimiter: createRateLimiter({ perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST }),
+      preauthThrottle,
+      allowPrivatePushEndpoints: config.NOTIFY_PROFILE === "development",
+      lifecycle: {
+        deprecatedAt: config.API_V1_DEPRECATED_AT,
+        sunsetAt: config.API_V1_SUNSET_AT,
+        link: config.API_V1_DEPRECATION_LINK,
+      },
+      templates,
+      ingestor,
+      maxBodyBytes: config.MAX_BODY_BYTES,
+      cursorSecret: config.CURSOR_SECRET,
+      isStopping: () => stopping,
+    });
+    const admin = await listen(
+      createAdminApp({
+        metrics,
+        database,
+        bus,
+        log,
+        isStopping: () => stopping,
+        ...(config.CONSOLE_ENABLED
+          ? {
+              console: {
+                api: app,
+                preauthThrottle,
+                ...(config.CONSOLE_TRACE_URL ? { traceUrl: config.CONSOLE_TRACE_URL } : {}),
+              },
+            }
+          : {}),
+      }),
+      config.ADMIN_PORT,
+      config.ADMIN_HOST,
+    );
+    opened.add(admin, (s) => s.close());
+    const server = await listen(app, config.PORT, config.HOST, {
+      headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: config.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    });
+    opened.add(server, (s) => s.close());
+    const maintenance = startMaintenance(
+      { database, bus, log },
+      { intervalMs: config.RECOVERY_INTERVAL_MS, graceMs: config.RECOVERY_GRACE_MS },
+    );
+    opened.add(maintenance, (m) => m.stop());
+    log.info({ port: server.port, admin_port: admin.port }, "ingest listening");
+
+    return {
+      log,
+      shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_SECONDS * 1000,
+      async stop() {
+        stopping = true;
+        await server.close();
+        await ingestor.drain();
+        await maintenance.stop();
+        stopHearingKeys();
+        stopHearingTemplates();
+        await bus.close();
+        await database.close();
+        await admin.close();
+        await telemetry?.shutdown();
+      },
+    };
+  } catch (error) {
+    await opened.close();
+    throw error;
+  }
+}

@@ -1,0 +1,181 @@
+import { hostname } from "node:os";
+import { busConfigFrom, connectBus } from "@notify/bus";
+import { loadConfig } from "@notify/config";
+import { createDb, storeInboxItem } from "@notify/db";
+import { createMetrics, listen, prepareStreams, type RunningApp, startScope } from "@notify/http";
+import { createLogger } from "@notify/log";
+import type { Provider } from "@notify/providers";
+import { createChannelProviders, createEmailFailoverProvider } from "@notify/providers/channels";
+import { startTelemetry } from "@notify/telemetry";
+import { createApp } from "./app.js";
+import { WorkersConfig } from "./config.js";
+import { queueDepthCollector, startConsumers } from "./consumers.js";
+import { createUnusedClaims } from "./delivery/unused-claims.js";
+import { createDeliveryMetrics } from "./metrics.js";
+import { createGates } from "./providers/gate.js";
+import { startWorkerReports } from "./providers/report.js";
+
+/**
+ * Starts workers from its settings in `env` (this process's environment when it runs alone): its
+ * connections, servers and background work; answers how to stop it. Tracing is started here
+ * unless `telemetry` is false (one process running every app starts it once for all).
+ */
+export async function startWorkers(
+  env: Record<string, string | undefined>,
+  options: { telemetry?: boolean } = {},
+): Promise<RunningApp> {
+  const config = loadConfig(WorkersConfig, env);
+  const opened = startScope();
+  try {
+    // First: with an OTLP endpoint set, everything after this (logs included) is traced.
+    const telemetry =
+      options.telemetry === false ? undefined : await startTelemetry({ service: "workers", settings: config });
+    if (telemetry) opened.add(telemetry, (t) => t.shutdown());
+    const log = createLogger({ name: "workers", level: config.LOG_LEVEL });
+
+    const databases = {
+      transactional: createDb({
+        url: config.DATABASE_URL,
+        max: config.TRANSACTIONAL_DB_POOL_SIZE,
+        applicationName: "notify-workers-transactional",
+        statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+      }),
+      promotional: createDb({
+        url: config.DATABASE_URL,
+        max: config.DB_POOL_SIZE,
+        applicationName: "notify-workers",
+        statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+      }),
+    };
+    opened.add(databases, (d) => Promise.all([d.transactional.close(), d.promotional.close()]));
+    const bus = await connectBus({
+      ...busConfigFrom(config, "workers"),
+      waitOnFirstConnect: true,
+    });
+    opened.add(bus, (b) => b.close());
+    const registry = createMetrics("workers");
+    await prepareStreams(bus, { log, metrics: registry });
+    const guard = await bus.kv("notify_send_guard");
+    const rateKv = await bus.kv("notify_rate");
+    const breakerKv = await bus.kv("notify_breakers");
+
+    // A channel has a pool only when its provider is on; in-app delivers to our own inbox.
+    const providers: Provider[] = Object.values(
+      await createChannelProviders(config, {
+        timeoutMs: config.PROVIDER_TIMEOUT_MS,
+        inAppStore: async (message) => {
+          return storeInboxItem(databases.transactional.sql, {
+            userId: message.to,
+            notificationId: message.notificationId,
+            category: message.category,
+            title: message.subject,
+            body: message.body,
+          });
+        },
+      }),
+    );
+
+    // Email's second provider (SMTP), when configured: each provider has its own breaker and buckets.
+    const emailFailover = await createEmailFailoverProvider(config, { timeoutMs: config.PROVIDER_TIMEOUT_MS });
+
+    const metrics = createDeliveryMetrics(registry);
+    // The worker's own deadline backs up each provider's: the provider's fires first, with its reason.
+    const deadlineMs = config.PROVIDER_TIMEOUT_MS + 2000;
+    const gateDeps = {
+      rateKv,
+      breakerKv,
+      worker: `${hostname()}:${process.pid}`,
+      metrics,
+      log,
+      settings: {
+        rateLimits: config.PROVIDER_RATE_LIMITS,
+        defaultRate: { perSecond: config.PROVIDER_RATE_DEFAULT, burst: config.PROVIDER_RATE_DEFAULT },
+        transactionalReservedPercent: config.TRANSACTIONAL_RESERVED_PERCENT,
+        breaker: {
+          windowCalls: config.BREAKER_WINDOW_CALLS,
+          minCalls: config.BREAKER_MIN_CALLS,
+          failurePercent: config.BREAKER_FAILURE_PERCENT,
+          slowCallMs: config.BREAKER_SLOW_CALL_MS,
+          openMs: config.BREAKER_OPEN_MS,
+          halfOpenProbes: config.BREAKER_HALF_OPEN_PROBES,
+        },
+        deadlineMs,
+      },
+    };
+    const gates = createGates(providers, gateDeps);
+    const failoverGates = emailFailover ? createGates([emailFailover], gateDeps) : [];
+
+    let stopping = false;
+    const app = createApp({
+      log,
+      metrics: registry,
+      breakers: [...gates, ...failoverGates].map((g) => g.breaker),
+      adminToken: config.WORKERS_ADMIN_TOKEN,
+      checks: {
+        postgres: () => databases.promotional.ping(),
+        postgres_transactional: () => databases.transactional.ping(),
+        nats: () => bus.isConnected(),
+        // Not ready until the pools pull (reading `delivery` before then throws: a failed check).
+        consumers: () => delivery.healthy(),
+      },
+      isStopping: () => stopping,
+    });
+    const server = await listen(app, config.PORT, config.HOST);
+    opened.add(server, (s) => s.close());
+
+    const delivery = await startConsumers({
+      databases,
+      bus,
+      guard,
+      gates,
+      failovers: { email: failoverGates },
+      failoverAfterAttempts: config.FAILOVER_AFTER_ATTEMPTS,
+      log,
+      metrics,
+      maxAttempts: config.MAX_ATTEMPTS,
+      retryBaseMs: config.RETRY_BASE_MS,
+      retryMaxMs: config.RETRY_MAX_MS,
+      // Past the deadline a live worker has had its answer; 5 s more cover the writes after it.
+      claimTtlMs: deadlineMs + 5000,
+      worker: `${hostname()}:${process.pid}`,
+      unusedClaims: createUnusedClaims(),
+      concurrency: { transactional: config.TRANSACTIONAL_CONCURRENCY, promotional: config.PROMOTIONAL_CONCURRENCY },
+    });
+    opened.add(delivery, (d) => d.stop());
+    registry.collect(queueDepthCollector(bus, delivery.pools, metrics));
+    // Its providers' breakers, rates and waiting sends, for the operator's GET /api/v1/ops/providers.
+    const reporter = startWorkerReports({
+      kv: await bus.kv("notify_workers"),
+      worker: gateDeps.worker,
+      gates: [...gates, ...failoverGates],
+      intervalMs: config.WORKER_REPORT_INTERVAL_MS,
+      log,
+    });
+    opened.add(reporter, (r) => r.stop());
+    log.info(
+      {
+        port: server.port,
+        providers: [...providers, ...(emailFailover ? [emailFailover] : [])].map((p) => `${p.channel}:${p.name}`),
+        pools: delivery.pools.length,
+      },
+      "workers consuming",
+    );
+
+    return {
+      log,
+      shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_SECONDS * 1000,
+      async stop() {
+        stopping = true;
+        await delivery.stop();
+        await reporter.stop();
+        await bus.close();
+        await Promise.all([databases.transactional.close(), databases.promotional.close()]);
+        await server.close();
+        await telemetry?.shutdown();
+      },
+    };
+  } catch (error) {
+    await opened.close();
+    throw error;
+  }
+}
