@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # One image for every process of the service; compose's `command` picks what runs, e.g.
 #   node apps/ingest/dist/main.js | node libs/db/dist/migrate-cli.js | node libs/bus/dist/apply-cli.js
+#   node apps/standalone/dist/main.js (the four apps in one process, for one machine)
 #   node libs/cli/dist/main.js (the `notify` command)
 # It carries the production workspaces below and their production dependencies only: nothing
 # from libs/devstack or libs/testing (sandboxes, embedded Postgres, node-forge) and no build or
@@ -26,7 +27,7 @@ FROM base AS build
 # package.json pins npm 11 (packageManager; allowScripts needs >= 11.16).
 ARG NPM_VERSION=11.19.1
 # Every workspace the image runs, with every @notify/* library they depend on.
-ARG PRODUCTION_WORKSPACES="libs/core libs/config libs/telemetry libs/log libs/db libs/bus libs/providers libs/http libs/ops libs/cli apps/ingest apps/processor apps/workers apps/receipts"
+ARG PRODUCTION_WORKSPACES="libs/core libs/config libs/telemetry libs/log libs/db libs/bus libs/providers libs/http libs/ops libs/cli apps/ingest apps/processor apps/workers apps/receipts apps/standalone"
 RUN npm install --global npm@${NPM_VERSION}
 COPY --from=manifests /out/ ./
 RUN --mount=type=cache,target=/root/.npm npm ci

@@ -1,5 +1,6 @@
 // npm run bench:apps: how long each app takes from spawn to ready, and its resident memory
-// after idling, against a bare Hono hello-world process measured in the same run.
+// after idling, against a bare Hono hello-world process measured in the same run; last the four
+// apps in one process (apps/standalone), against the four processes' sum.
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -60,6 +61,40 @@ for (const app of APPS) {
   rows.push({ app, ms, rss: rssMb(proc.child.pid) });
   await proc.stop();
 }
+// The four apps in one process (apps/standalone): ready once each of the four answers.
+{
+  const ports = {
+    INGEST_PORT: await freePort(),
+    INGEST_ADMIN_PORT: await freePort(),
+    PROCESSOR_PORT: await freePort(),
+    WORKERS_PORT: await freePort(),
+    RECEIPTS_PORT: await freePort(),
+    RECEIPTS_ADMIN_PORT: await freePort(),
+  };
+  started = performance.now();
+  const proc = spawnApp("standalone", {
+    ...Object.fromEntries(Object.entries(ports).map(([name, port]) => [name, String(port)])),
+    DATABASE_URL: url,
+    NATS_URL: "nats://127.0.0.1:4222",
+    NATS_NAMESPACE: namespace,
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "warn",
+    EMAIL_PROVIDER: "sandbox",
+    SENDGRID_API_KEY: "SG.sandbox",
+    SENDGRID_BASE_URL: prep.sandboxUrl,
+    CURSOR_SECRET: "bench-cursor-secret-0123456789abcdef",
+  });
+  const alive = () => proc.child.exitCode === null;
+  await Promise.all(
+    ["INGEST_ADMIN_PORT", "PROCESSOR_PORT", "WORKERS_PORT", "RECEIPTS_ADMIN_PORT"].map((name) =>
+      waitReady(`http://127.0.0.1:${ports[name]}/readyz`, 30_000, alive),
+    ),
+  );
+  const ms = performance.now() - started;
+  await sleep(idleSeconds * 1000);
+  rows.push({ app: "all four in one", ms, rss: rssMb(proc.child.pid) });
+  await proc.stop();
+}
 await prep.stop();
 for (const fn of teardowns.reverse()) await fn();
 
@@ -70,3 +105,8 @@ for (const r of rows) {
     `${r.app.padEnd(18)} ${r.ms.toFixed(0).padStart(6)} ms (x${(r.ms / base.ms).toFixed(2)})   ${r.rss.toFixed(1).padStart(6)} MB (x${(r.rss / base.rss).toFixed(2)})`,
   );
 }
+const four = rows.filter((r) => APPS.includes(r.app)).reduce((sum, r) => sum + r.rss, 0);
+const one = rows.find((r) => r.app === "all four in one")?.rss ?? Number.NaN;
+console.log(
+  `RSS of the four apps: ${four.toFixed(1)} MB as four processes, ${one.toFixed(1)} MB in one (x${(one / four).toFixed(2)})`,
+);

@@ -3,7 +3,8 @@
 // three channels at saturation, and transactional notifications while a promotional flood
 // runs. For each phase: delivered/s, 202 -> delivered latency (p50, p99), and the CPU each
 // process spent per delivered notification, read from /proc, until the last provider receipt
-// was applied. Last, the floor (bench/floor-pipeline.mjs: the same durable work per email in one
+// was applied. Then email at the fixed rate and at saturation again with the four apps in one
+// process (apps/standalone), as one machine runs them best. Last, the floor (bench/floor-pipeline.mjs: the same durable work per email in one
 // minimal process) takes the email phases again (the fixed rate, then saturation), then the same
 // floor split into four processes (accept, route, deliver, receipt; each with its own
 // connections, as the apps run), and the ratios of each floor's CPU per delivered email to the
@@ -36,7 +37,7 @@ const t = { teardown: (fn) => teardowns.push(fn) };
 /** CPU ticks so far of every process that serves the pipeline, grouped by what it is. */
 const cpuSample = () =>
   cpuTicks(({ pid, comm, cmdline }) => {
-    const app = /apps\/(ingest|processor|workers|receipts)\/dist\/main\.js/.exec(cmdline)?.[1];
+    const app = /apps\/(ingest|processor|workers|receipts|standalone)\/dist\/main\.js/.exec(cmdline)?.[1];
     if (pid === process.pid) return "load generator";
     if (app) return app;
     if (/sandbox-cli\.js/.test(cmdline)) return "sandboxes";
@@ -49,37 +50,46 @@ const withoutIdle = (cpu, seconds) =>
   cpu && idle
     ? Object.fromEntries(Object.entries(cpu).map(([g, us]) => [g, Math.max(0, us - ((idle[g] ?? 0) / 10) * seconds)]))
     : cpu;
-const SERVICE = ["ingest", "processor", "workers", "receipts", "nats-server", "postgres"];
+const SERVICE = ["ingest", "processor", "workers", "receipts", "standalone", "nats-server", "postgres"];
 
 const pct = (sorted, p) =>
   sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
-const { url: databaseUrl } = await freshDatabase(t);
-const namespace = freshNamespace(t);
-const stack = await startStack({
-  dataDir: mkdtempSync(join(tmpdir(), "notify-bench-e2e-")),
-  databaseUrl,
-  natsUrl: TEST_NATS_URL,
-  namespace,
-  basePort: 0,
-  ports: { sandbox: await freePort(), plivoSandbox: await freePort(), pushSandbox: await freePort() },
-  logLevel: "warn",
-  seed: true,
-  env: {
-    // The providers' limits and the per-key limit out of the way: the pipeline is measured.
-    PROVIDER_RATE_LIMITS: "sendgrid=100000:10000,plivo=100000:10000",
-    RATE_LIMIT_PER_SECOND: "100000",
-    RATE_LIMIT_BURST: "100000",
-    ...profileEnv(),
-  },
-});
-teardowns.push(() => stack.stop());
-const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
-teardowns.push(() => sql.end());
+/**
+ * The service on its own database and namespace, its history seeded: the four apps each in its
+ * own process, or (`oneProcess`) all four in one (apps/standalone).
+ */
+async function startService(oneProcess) {
+  const { url: databaseUrl } = await freshDatabase(t);
+  const stack = await startStack({
+    dataDir: mkdtempSync(join(tmpdir(), "notify-bench-e2e-")),
+    databaseUrl,
+    natsUrl: TEST_NATS_URL,
+    namespace: freshNamespace(t),
+    basePort: 0,
+    ports: { sandbox: await freePort(), plivoSandbox: await freePort(), pushSandbox: await freePort() },
+    logLevel: "warn",
+    seed: true,
+    oneProcess,
+    env: {
+      // The providers' limits and the per-key limit out of the way: the pipeline is measured.
+      PROVIDER_RATE_LIMITS: "sendgrid=100000:10000,plivo=100000:10000",
+      RATE_LIMIT_PER_SECOND: "100000",
+      RATE_LIMIT_BURST: "100000",
+      ...profileEnv(),
+    },
+  });
+  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {} });
+  let stopped;
+  const stop = () => (stopped ??= Promise.all([stack.stop(), sql.end()]));
+  teardowns.push(stop);
+  await sql`insert into user_contacts ${sql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
+    on conflict (user_id) do nothing`;
+  await seedHistory(sql);
+  return { stack, sql, stop };
+}
 const users = Array.from({ length: USERS }, (_, i) => `bench-user-${i}`);
-await sql`insert into user_contacts ${sql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
-  on conflict (user_id) do nothing`;
-await seedHistory(sql);
+let { stack, sql, stop: stopService } = await startService(false);
 /** Every table's and index's bytes, and the notifications, to size what the bench's own take. */
 const storage = async () => {
   const [size] = await sql`
@@ -89,7 +99,6 @@ const storage = async () => {
   return { bytes: Number(size.bytes), n: count.n };
 };
 const seeded = await storage();
-const key = stack.apiKey;
 let counter = 0;
 
 /** One notification; answers its id once accepted. */
@@ -97,7 +106,7 @@ const post = (priority, channels) => {
   const n = counter++;
   return postNotification(
     stack.baseUrl,
-    key,
+    stack.apiKey,
     {
       user_id: users[n % users.length],
       category: "account",
@@ -184,20 +193,24 @@ const steady = (rate, seconds, priority, channels) => async () => {
   return Promise.all(pending);
 };
 
-// Warm-up: connections, compiled templates, JIT. Then statistics, as a running database has
-// them: on tables still empty at the first statements, Postgres keeps generic plans that scan.
-await phase("warm-up", saturate(500, "transactional", ["email"]));
-await sql`analyze`;
-// What every process spends idle (leases, heartbeats, polls, other databases' autovacuum) is
-// measured for 10 s and taken off each phase, so a phase shows what its notifications cost.
-const idleStart = cpuSample();
-await sleep(10_000);
-idle = cpuSince(idleStart);
-console.log(
-  `idle CPU (µs per second): ${Object.entries(idle ?? {})
-    .map(([g, us]) => `${g} ${(us / 10).toFixed(0)}`)
-    .join(", ")}`,
-);
+async function warmUp() {
+  // Warm-up: connections, compiled templates, JIT. Then statistics, as a running database has
+  // them: on tables still empty at the first statements, Postgres keeps generic plans that scan.
+  idle = null;
+  await phase("warm-up", saturate(500, "transactional", ["email"]));
+  await sql`analyze`;
+  // What every process spends idle (leases, heartbeats, polls, other databases' autovacuum) is
+  // measured for 10 s and taken off each phase, so a phase shows what its notifications cost.
+  const idleStart = cpuSample();
+  await sleep(10_000);
+  idle = cpuSince(idleStart);
+  console.log(
+    `idle CPU (µs per second): ${Object.entries(idle ?? {})
+      .map(([g, us]) => `${g} ${(us / 10).toFixed(0)}`)
+      .join(", ")}`,
+  );
+}
+await warmUp();
 const results = [];
 results.push(await phase(`email at ${RATE}/s`, steady(RATE, RATE_SECONDS, "transactional", ["email"])));
 results.push(await phase("email at saturation", saturate(EMAILS, "transactional", ["email"])));
@@ -224,6 +237,20 @@ results.push(
   }),
 );
 const tx = await outcome(transactional);
+// What Postgres keeps per notification (rows, indexes, TOAST), for sizing its disk: the bench's
+// own notifications, the seeded history taken off.
+const stored = await storage();
+const kept = { bytes: stored.bytes - seeded.bytes, n: stored.n - seeded.n };
+
+// The same email at the fixed rate and at saturation with the four apps in one process
+// (apps/standalone), on a database and namespace of its own.
+await stopService();
+({ stack, sql, stop: stopService } = await startService(true));
+await warmUp();
+const single = [];
+single.push(await phase(`email at ${RATE}/s`, steady(RATE, RATE_SECONDS, "transactional", ["email"])));
+single.push(await phase("email at saturation", saturate(EMAILS, "transactional", ["email"])));
+await stopService();
 
 // The floor: the same email saturation on bench/floor-pipeline.mjs, with its own database,
 // namespace and SendGrid sandbox (posting its signed events to the floor). First in one process,
@@ -356,11 +383,6 @@ async function runFloor(split) {
 }
 const floorRun = await runFloor(["accept,route,deliver,receipt"]);
 const splitRun = await runFloor(["accept", "route", "deliver", "receipt"]);
-// What Postgres keeps per notification (rows, indexes, TOAST), for sizing its disk: the bench's
-// own notifications, the seeded history taken off.
-const stored = await storage();
-const kept = { bytes: stored.bytes - seeded.bytes, n: stored.n - seeded.n };
-
 const line = (r) => {
   const service = r.cpu ? SERVICE.reduce((sum, g) => sum + (r.cpu[g] ?? 0), 0) / r.delivered : Number.NaN;
   return [
@@ -383,6 +405,7 @@ console.log(
 console.log(
   `Postgres: ${(kept.bytes / kept.n / 1024).toFixed(1)} KiB per notification (${kept.n} notifications, every table and index)`,
 );
+for (const r of single) console.log(line({ ...r, name: `the four apps in one process (apps/standalone), ${r.name}` }));
 const saturation = results.find((r) => r.name === "email at saturation");
 const serviceUs = (cpu) => (cpu ? SERVICE.reduce((sum, g) => sum + (cpu[g] ?? 0), 0) : Number.NaN);
 const FLOOR_SERVICE = ["floor", "nats-server", "postgres"];
@@ -391,6 +414,10 @@ const floorCpuUs = (run) =>
 const floorUs = floorCpuUs(floorRun);
 const splitUs = floorCpuUs(splitRun);
 const notifyUs = serviceUs(saturation.cpu) / saturation.delivered;
+const singleSaturation = single.find((r) => r.name === "email at saturation");
+const singleUs = serviceUs(singleSaturation.cpu) / singleSaturation.delivered;
+const singlePaced = single.find((r) => r.name === `email at ${RATE}/s`);
+const singlePacedUs = serviceUs(singlePaced.cpu) / singlePaced.delivered;
 const paced = results.find((r) => r.name === `email at ${RATE}/s`);
 const pacedUs = serviceUs(paced.cpu) / paced.delivered;
 const floorCpuLine = (run) =>
@@ -429,6 +456,9 @@ console.log(
   `ratio at ${RATE}/s (floor / notify, four-process floor / notify): ${(floorCpuUs(floorRun.paced) / pacedUs).toFixed(2)}, ${(floorCpuUs(splitRun.paced) / pacedUs).toFixed(2)} (${floorCpuUs(floorRun.paced).toFixed(0)}, ${floorCpuUs(splitRun.paced).toFixed(0)} / ${pacedUs.toFixed(0)} µs)`,
 );
 console.log(
+  `ratio (floor / notify in one process, both one process): ${(floorUs / singleUs).toFixed(2)} (${floorUs.toFixed(0)} / ${singleUs.toFixed(0)} µs); at ${RATE}/s ${(floorCpuUs(floorRun.paced) / singlePacedUs).toFixed(2)} (${floorCpuUs(floorRun.paced).toFixed(0)} / ${singlePacedUs.toFixed(0)} µs)`,
+);
+console.log(
   `ratio (notify / floor delivered/s): ${(saturation.delivered / saturation.seconds / (EMAILS / floorRun.seconds)).toFixed(2)}`,
 );
 
@@ -444,6 +474,14 @@ summarize({
   notify: `${cpuFigure(notifyUs)}, ${rateFigure(saturation.delivered / saturation.seconds)}`,
   floor: `${cpuFigure(splitUs)}, ${rateFigure(EMAILS / splitRun.seconds)}`,
   ratio: splitUs / notifyUs,
+  command: "npm run bench:e2e",
+});
+
+summarize({
+  what: "whole pipeline, the four apps in one process (apps/standalone)",
+  notify: `${cpuFigure(singleUs)}, ${rateFigure(singleSaturation.delivered / singleSaturation.seconds)}`,
+  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)}`,
+  ratio: floorUs / singleUs,
   command: "npm run bench:e2e",
 });
 
