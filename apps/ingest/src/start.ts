@@ -144,3 +144,4 @@ export async function startIngest(
     throw error;
   }
 }
+export { IngestConfig } from "./config.js";

@@ -186,3 +186,4 @@ export async function startProcessor(
     throw error;
   }
 }
+export { ProcessorConfig } from "./config.js";

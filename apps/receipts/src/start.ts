@@ -106,3 +106,4 @@ export async function startReceipts(
     throw error;
   }
 }
+export { ReceiptsConfig } from "./config.js";

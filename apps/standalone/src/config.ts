@@ -1,10 +1,10 @@
-import { int, logLevel, port, telemetry } from "@notify/config";
+import { int, logLevel, port, telemetry, text } from "@notify/config";
 import * as v from "valibot";
 
 /**
  * What the one process running all four apps reads for itself. Every other setting is read by
- * each app from the same environment, as when it runs alone; PORT and ADMIN_PORT are not: each
- * app's ports are the ones below.
+ * each app from the same environment, as when it runs alone; PORT, ADMIN_PORT and HOST are not:
+ * each app's ports and interface are the ones below.
  */
 export const StandaloneConfig = v.object({
   /** With the four apps in one process (apps/standalone): ingest's public API port. */
@@ -19,6 +19,14 @@ export const StandaloneConfig = v.object({
   RECEIPTS_PORT: port(3003),
   /** With the four apps in one process: receipts' operator port (readiness, metrics). */
   RECEIPTS_ADMIN_PORT: port(3103),
+  /** With the four apps in one process: the interface of ingest's public API. */
+  INGEST_HOST: text("0.0.0.0"),
+  /** With the four apps in one process: the interface of the processor's port (loopback: it is the operator's). */
+  PROCESSOR_HOST: text("127.0.0.1"),
+  /** With the four apps in one process: the interface of the workers' port (loopback: it is the operator's). */
+  WORKERS_HOST: text("127.0.0.1"),
+  /** With the four apps in one process: the interface provider webhooks reach. */
+  RECEIPTS_HOST: text("0.0.0.0"),
   LOG_LEVEL: logLevel(),
   SHUTDOWN_TIMEOUT_SECONDS: int(20, 1, 600),
   ...telemetry(),

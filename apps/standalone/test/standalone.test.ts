@@ -1,6 +1,8 @@
+import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { createLogger } from "@notify/log";
 import { eventually, freePort, freshDatabase, freshNamespace, startTestStack, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
@@ -14,7 +16,7 @@ const refused = async (port: number) =>
     () => true,
   );
 
-t.test("each app is given its own ports; the process's PORT and ADMIN_PORT reach none of them", async (t) => {
+t.test("each app is given its own port(s) and interface; PORT, ADMIN_PORT and HOST are replaced", async (t) => {
   const config = v.parse(StandaloneConfig, {
     INGEST_PORT: "4000",
     INGEST_ADMIN_PORT: "4100",
@@ -22,33 +24,35 @@ t.test("each app is given its own ports; the process's PORT and ADMIN_PORT reach
     WORKERS_PORT: "4002",
     RECEIPTS_PORT: "4003",
     RECEIPTS_ADMIN_PORT: "4103",
+    PROCESSOR_HOST: "10.0.0.2",
   });
-  const envs = appEnvironments({ PORT: "9999", ADMIN_PORT: "9998", DATABASE_URL: "postgres://db/x" }, config);
-  t.same(
-    Object.fromEntries(Object.entries(envs).map(([app, env]) => [app, [env.PORT, env.ADMIN_PORT]])),
-    {
-      ingest: ["4000", "4100"],
-      processor: ["4001", "9998"],
-      workers: ["4002", "9998"],
-      receipts: ["4003", "4103"],
-    },
-    "ADMIN_PORT is only read by ingest and receipts, each given its own",
+  const envs = appEnvironments(
+    { PORT: "9999", ADMIN_PORT: "9998", HOST: "0.0.0.0", DATABASE_URL: "postgres://db/x" },
+    config,
   );
+  t.same(Object.fromEntries(Object.entries(envs).map(([app, env]) => [app, [env.PORT, env.ADMIN_PORT, env.HOST]])), {
+    ingest: ["4000", "4100", "0.0.0.0"],
+    // The processor and the workers read no ADMIN_PORT: their one port is the operator's, on loopback.
+    processor: ["4001", "9998", "10.0.0.2"],
+    workers: ["4002", "9998", "127.0.0.1"],
+    receipts: ["4003", "4103", "0.0.0.0"],
+  });
   t.ok(
     Object.values(envs).every((env) => env.DATABASE_URL === "postgres://db/x"),
     "every other setting is shared",
   );
 });
 
-t.test("an app that cannot start stops the ones already running, and the error is thrown", async (t) => {
-  const { url } = await freshDatabase(t);
+t.test("an app that cannot start stops the ones already running, and the start fails", async (t) => {
+  const { url, database } = await freshDatabase(t);
   // Ingest starts last; its port is taken, so the three before it must be stopped again (they
-  // finish what they hold before the process exits).
+  // finish what they hold before the process exits), and so must ingest's own operator port.
   const taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
   t.teardown(() => new Promise((resolve) => taken.close(resolve)));
   const ingestPort = (taken.address() as { port: number }).port;
   const ports = {
+    INGEST_ADMIN_PORT: await freePort(),
     PROCESSOR_PORT: await freePort(),
     WORKERS_PORT: await freePort(),
     RECEIPTS_PORT: await freePort(),
@@ -59,16 +63,73 @@ t.test("an app that cannot start stops the ones already running, and the error i
     NATS_URL: TEST_NATS_URL,
     NATS_NAMESPACE: freshNamespace(t),
     LANE_PARTITIONS: "2",
-    HOST: "127.0.0.1",
+    INGEST_HOST: "127.0.0.1",
+    RECEIPTS_HOST: "127.0.0.1",
     LOG_LEVEL: "silent",
     CURSOR_SECRET: "standalone-test-cursor-secret-0123456789",
     INGEST_PORT: String(ingestPort),
-    INGEST_ADMIN_PORT: String(await freePort()),
     ...Object.fromEntries(Object.entries(ports).map(([name, port]) => [name, String(port)])),
   };
-  const config = v.parse(StandaloneConfig, env);
-  await t.rejects(startAll(env, config, createLogger({ name: "standalone", level: "silent" })), /EADDRINUSE/);
+  const apps = startAll(env, v.parse(StandaloneConfig, env), createLogger({ name: "standalone", level: "silent" }));
+  // Whether receipts and the processor did run before ingest failed: their ports answered.
+  const seen = new Set<string>();
+  let watching = true;
+  const watch = (async () => {
+    while (watching) {
+      for (const name of ["RECEIPTS_ADMIN_PORT", "PROCESSOR_PORT"] as const)
+        if (!(await refused(ports[name]))) seen.add(name);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  })();
+  await t.rejects(apps.started, /EADDRINUSE/);
+  watching = false;
+  await watch;
+  t.same([...seen].sort(), ["PROCESSOR_PORT", "RECEIPTS_ADMIN_PORT"], "receipts and the processor were running");
   for (const [name, port] of Object.entries(ports)) t.ok(await refused(port), `${name} is closed again`);
+  const [left] = await database.sql<Array<{ n: number }>>`
+    select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'notify-%'`;
+  t.equal(left?.n, 0, "no app kept a connection to PostgreSQL");
+  await apps.stop();
+  t.pass("stopping again after the failed start is harmless");
+});
+
+t.test("one app's wrong setting stops the process before any app starts (exit 78)", async (t) => {
+  const { url } = await freshDatabase(t);
+  const receiptsAdmin = await freePort();
+  const child = spawn(process.execPath, [join(import.meta.dirname, "..", "dist", "main.js")], {
+    env: {
+      PATH: process.env.PATH ?? "",
+      DATABASE_URL: url,
+      NATS_URL: TEST_NATS_URL,
+      NATS_NAMESPACE: freshNamespace(t),
+      INGEST_PORT: String(await freePort()),
+      INGEST_ADMIN_PORT: String(await freePort()),
+      PROCESSOR_PORT: String(await freePort()),
+      WORKERS_PORT: String(await freePort()),
+      RECEIPTS_PORT: String(await freePort()),
+      RECEIPTS_ADMIN_PORT: String(receiptsAdmin),
+      RECEIPTS_HOST: "127.0.0.1",
+      // No CURSOR_SECRET: ingest, the last to start, refuses to run without one.
+    },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  let receiptsRan = false;
+  let done = false;
+  void exited.then(() => {
+    done = true;
+  });
+  while (!done) {
+    if (!(await refused(receiptsAdmin))) receiptsRan = true;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  t.equal(await exited, 78);
+  t.match(stderr, /CURSOR_SECRET/);
+  t.notOk(receiptsRan, "receipts, the first to start, never ran");
 });
 
 t.test("the four apps in one process deliver on every channel and stop on SIGTERM", async (t) => {
@@ -107,7 +168,7 @@ t.test("the four apps in one process deliver on every channel and stop on SIGTER
     push: "delivered",
     in_app: "delivered",
   });
-  // The SendGrid sandbox posts its event to receipts, in the same process: stored and applied.
+  // The provider was called once: the workers in the same process claimed the send once.
   await eventually(
     async () => {
       const sandbox = await fetch(`${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${id}`);
@@ -121,7 +182,4 @@ t.test("the four apps in one process deliver on every channel and stop on SIGTER
   const exited = proc?.exited as Promise<number | null>;
   process.kill(pid, "SIGTERM");
   t.equal(await exited, 0, "a clean stop of all four exits 0");
-  for (const name of ["ingest", "ingestAdmin", "processor", "workers", "receipts", "receiptsAdmin"] as const) {
-    t.ok(await refused(stack.ports[name]), `${name}'s port is closed`);
-  }
 });

@@ -179,3 +179,4 @@ export async function startWorkers(
     throw error;
   }
 }
+export { WorkersConfig } from "./config.js";
