@@ -5,7 +5,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { createLogger } from "@notify/log";
 import { eventually, freePort, freshDatabase, freshNamespace, startTestStack, TEST_NATS_URL } from "@notify/testing";
-import t from "tap";
+import t, { type Test } from "tap";
 import * as v from "valibot";
 import { StandaloneConfig } from "../src/config.js";
 import { appEnvironments, startAll } from "../src/run.js";
@@ -43,21 +43,34 @@ t.test("each app is given its own port(s) and interface; PORT, ADMIN_PORT and HO
   );
 });
 
-t.test("an app that cannot start stops the ones already running, and the start fails", async (t) => {
+const PORTS = [
+  "INGEST_PORT",
+  "INGEST_ADMIN_PORT",
+  "PROCESSOR_PORT",
+  "WORKERS_PORT",
+  "RECEIPTS_PORT",
+  "RECEIPTS_ADMIN_PORT",
+] as const;
+
+/**
+ * Starts the four apps with `taken`'s port held by another server: the start fails there, and
+ * the apps started before it (whose ports in `ran` must have answered meanwhile) are stopped,
+ * along with what the failing app had opened. A leftover handle (a timer, a socket) would keep
+ * this test file from ending.
+ */
+async function failedStart(t: Test, taken: (typeof PORTS)[number], ran: Array<(typeof PORTS)[number]>) {
   const { url, database } = await freshDatabase(t);
-  // Ingest starts last; its port is taken, so the three before it must be stopped again (they
-  // finish what they hold before the process exits), and so must ingest's own operator port.
-  const taken = createServer();
-  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
-  t.teardown(() => new Promise((resolve) => taken.close(resolve)));
-  const ingestPort = (taken.address() as { port: number }).port;
-  const ports = {
-    INGEST_ADMIN_PORT: await freePort(),
-    PROCESSOR_PORT: await freePort(),
-    WORKERS_PORT: await freePort(),
-    RECEIPTS_PORT: await freePort(),
-    RECEIPTS_ADMIN_PORT: await freePort(),
-  };
+  const blocker = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => new Promise((resolve) => blocker.close(resolve)));
+  const ports = Object.fromEntries(
+    await Promise.all(
+      PORTS.map(async (name) => [
+        name,
+        name === taken ? (blocker.address() as { port: number }).port : await freePort(),
+      ]),
+    ),
+  ) as Record<(typeof PORTS)[number], number>;
   const env = {
     DATABASE_URL: url,
     NATS_URL: TEST_NATS_URL,
@@ -67,31 +80,37 @@ t.test("an app that cannot start stops the ones already running, and the start f
     RECEIPTS_HOST: "127.0.0.1",
     LOG_LEVEL: "silent",
     CURSOR_SECRET: "standalone-test-cursor-secret-0123456789",
-    INGEST_PORT: String(ingestPort),
+    EMAIL_PROVIDER: "sendgrid",
+    SENDGRID_API_KEY: "SG.test",
     ...Object.fromEntries(Object.entries(ports).map(([name, port]) => [name, String(port)])),
   };
   const apps = startAll(env, v.parse(StandaloneConfig, env), createLogger({ name: "standalone", level: "silent" }));
-  // Whether receipts and the processor did run before ingest failed: their ports answered.
   const seen = new Set<string>();
   let watching = true;
   const watch = (async () => {
     while (watching) {
-      for (const name of ["RECEIPTS_ADMIN_PORT", "PROCESSOR_PORT"] as const)
-        if (!(await refused(ports[name]))) seen.add(name);
+      for (const name of ran) if (!(await refused(ports[name]))) seen.add(name);
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
   })();
   await t.rejects(apps.started, /EADDRINUSE/);
   watching = false;
   await watch;
-  t.same([...seen].sort(), ["PROCESSOR_PORT", "RECEIPTS_ADMIN_PORT"], "receipts and the processor were running");
-  for (const [name, port] of Object.entries(ports)) t.ok(await refused(port), `${name} is closed again`);
+  t.same([...seen].sort(), [...ran].sort(), "the apps before it were running");
+  for (const name of PORTS.filter((n) => n !== taken)) t.ok(await refused(ports[name]), `${name} is closed again`);
   const [left] = await database.sql<Array<{ n: number }>>`
     select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'notify-%'`;
   t.equal(left?.n, 0, "no app kept a connection to PostgreSQL");
   await apps.stop();
   t.pass("stopping again after the failed start is harmless");
-});
+}
+
+t.test("ingest cannot start: receipts, workers and the processor stop again, and the start fails", (t) =>
+  failedStart(t, "INGEST_PORT", ["RECEIPTS_ADMIN_PORT", "PROCESSOR_PORT"]),
+);
+t.test("the workers cannot start: receipts stops again, and the start fails", (t) =>
+  failedStart(t, "WORKERS_PORT", ["RECEIPTS_ADMIN_PORT"]),
+);
 
 t.test("one app's wrong setting stops the process before any app starts (exit 78)", async (t) => {
   const { url } = await freshDatabase(t);

@@ -104,6 +104,19 @@ export async function startWorkers(
     };
     const gates = createGates(providers, gateDeps);
     const failoverGates = emailFailover ? createGates([emailFailover], gateDeps) : [];
+    // The consumers' stop closes the gates and their providers once the consumers run; a start
+    // that fails before then closes them here.
+    let consuming = false;
+    opened.add([...gates, ...failoverGates], (all) =>
+      consuming
+        ? undefined
+        : Promise.all(
+            all.map((gate) => {
+              gate.close();
+              return gate.provider.close?.();
+            }),
+          ),
+    );
 
     let stopping = false;
     const app = createApp({
@@ -141,6 +154,7 @@ export async function startWorkers(
       unusedClaims: createUnusedClaims(),
       concurrency: { transactional: config.TRANSACTIONAL_CONCURRENCY, promotional: config.PROMOTIONAL_CONCURRENCY },
     });
+    consuming = true;
     opened.add(delivery, (d) => d.stop());
     registry.collect(queueDepthCollector(bus, delivery.pools, metrics));
     // Its providers' breakers, rates and waiting sends, for the operator's GET /api/v1/ops/providers.
