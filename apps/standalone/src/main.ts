@@ -22,16 +22,16 @@ onShutdown(log, apps.shutdownTimeoutMs, async () => {
   await telemetry.shutdown();
 });
 try {
-  await apps.started;
-  log.info(
-    {
-      ingest: config.INGEST_PORT,
-      processor: config.PROCESSOR_PORT,
-      workers: config.WORKERS_PORT,
-      receipts: config.RECEIPTS_PORT,
-    },
-    "ingest, processor, workers and receipts running in one process",
-  );
+  if (await apps.started)
+    log.info(
+      {
+        ingest: config.INGEST_PORT,
+        processor: config.PROCESSOR_PORT,
+        workers: config.WORKERS_PORT,
+        receipts: config.RECEIPTS_PORT,
+      },
+      "ingest, processor, workers and receipts running in one process",
+    );
 } catch (error) {
   log.fatal({ err: error }, "could not start the four apps");
   await telemetry.shutdown();

@@ -46,16 +46,20 @@ async function stopEach(stops: Array<(() => Promise<void>) | undefined>): Promis
 }
 
 export interface RunningApps extends RunningApp {
-  /** Resolves once the four run; rejects when one could not start (the others are stopped then). */
-  started: Promise<void>;
+  /**
+   * Resolves true once the four run, false when a stop came first; rejects when one could not
+   * start (the others are stopped then).
+   */
+  started: Promise<boolean>;
 }
 
 /**
  * Starts the four apps in this process, each with its own connections, servers and background
  * work as when it runs alone: receipts first and ingest last, so what accepts work comes up once
  * what handles it runs. When one fails to start, those already running are stopped (within the
- * shutdown timeout) and `started` rejects. `stop` may be called at any time, during the start
- * too (no app starts after it), and goes the other way: ingest first (no new work), then the
+ * shutdown timeout) and `started` rejects. `stop` may be called at any time: during the start
+ * it stops the apps that run at once, none starts after it, and one that was starting is
+ * stopped as soon as it is up. It goes the other way: ingest first (no new work), then the
  * processor and the workers (each finishes what it holds), then receipts (the events of the
  * last sends still land); a stop that fails does not keep the later ones from running.
  */
@@ -88,10 +92,19 @@ export function startAll(env: Env, config: StandaloneConfig, log: Logger): Runni
   const started = (async () => {
     try {
       for (const [name, start] of starts) {
-        if (stopping) return;
-        running[name] = await start();
+        if (stopping) return false;
+        const app = await start();
+        // Asked to stop while it started: it stops now, and nothing more starts.
+        if (stopping) {
+          await app.stop();
+          return false;
+        }
+        running[name] = app;
       }
+      return true;
     } catch (error) {
+      // A stop is under way: it stops what runs; this start's failure is part of stopping.
+      if (stopping) return false;
       const deadline = new Promise((resolve) => setTimeout(resolve, config.SHUTDOWN_TIMEOUT_SECONDS * 1000).unref());
       await Promise.race([
         stopRunning().catch((stopError: unknown) =>
@@ -108,8 +121,6 @@ export function startAll(env: Env, config: StandaloneConfig, log: Logger): Runni
     started,
     async stop() {
       stopping = true;
-      // An app still starting finishes its start first; then everything that runs stops.
-      await started.catch(() => {});
       await stopRunning();
     },
   };

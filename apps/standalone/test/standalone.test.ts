@@ -112,6 +112,34 @@ t.test("the workers cannot start: receipts stops again, and the start fails", (t
   failedStart(t, "WORKERS_PORT", ["RECEIPTS_ADMIN_PORT"]),
 );
 
+t.test("a stop during the start stops what runs, and nothing starts after it", async (t) => {
+  const { url, database } = await freshDatabase(t);
+  const ports = Object.fromEntries(await Promise.all(PORTS.map(async (name) => [name, await freePort()]))) as Record<
+    (typeof PORTS)[number],
+    number
+  >;
+  const env = {
+    DATABASE_URL: url,
+    NATS_URL: TEST_NATS_URL,
+    NATS_NAMESPACE: freshNamespace(t),
+    LANE_PARTITIONS: "2",
+    INGEST_HOST: "127.0.0.1",
+    RECEIPTS_HOST: "127.0.0.1",
+    LOG_LEVEL: "silent",
+    CURSOR_SECRET: "standalone-test-cursor-secret-0123456789",
+    ...Object.fromEntries(Object.entries(ports).map(([name, port]) => [name, String(port)])),
+  };
+  const apps = startAll(env, v.parse(StandaloneConfig, env), createLogger({ name: "standalone", level: "silent" }));
+  // Receipts, the first, is up: the workers are starting, or about to.
+  await eventually(async () => ((await refused(ports.RECEIPTS_ADMIN_PORT)) ? undefined : true), 10_000, "receipts up");
+  await apps.stop();
+  t.equal(await apps.started, false, "the start ends without the four running");
+  for (const name of PORTS) t.ok(await refused(ports[name]), `${name} is closed`);
+  const [left] = await database.sql<Array<{ n: number }>>`
+    select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'notify-%'`;
+  t.equal(left?.n, 0, "no app kept a connection to PostgreSQL");
+});
+
 t.test("one app's wrong setting stops the process before any app starts (exit 78)", async (t) => {
   const { url } = await freshDatabase(t);
   const receiptsAdmin = await freePort();

@@ -80,8 +80,15 @@ const ADMIN_OF: Partial<Record<AppName, AdminName>> = { ingest: "ingestAdmin", r
 /** Where an app answers /readyz: its operator's port when it has a public one, else its only port. */
 const readinessPort = (ports: Record<AppName | SandboxName | AdminName, number>, app: AppName) =>
   ports[ADMIN_OF[app] ?? app];
-/** The ports of the four apps in one process (apps/standalone), by the names it reads them under. */
-const standalonePorts = (ports: Record<AppName | SandboxName | AdminName, number>) => ({
+/**
+ * The ports and interface of the four apps in one process (apps/standalone), by the names it
+ * reads them under (it reads no PORT, ADMIN_PORT or HOST).
+ */
+const standalonePorts = (ports: Record<AppName | SandboxName | AdminName, number>, host: string) => ({
+  INGEST_HOST: host,
+  PROCESSOR_HOST: host,
+  WORKERS_HOST: host,
+  RECEIPTS_HOST: host,
   INGEST_PORT: String(ports.ingest),
   INGEST_ADMIN_PORT: String(ports.ingestAdmin),
   PROCESSOR_PORT: String(ports.processor),
@@ -323,7 +330,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       proc.ready(`http://127.0.0.1:${readinessPort(ports, name)}/readyz`, 60_000);
     // The four apps in one process: each still answers readiness on its own port.
     const spawnStandalone = async () => {
-      const proc = spawnApp(STANDALONE, { ...common, ...standalonePorts(ports) }, onLine);
+      const proc = spawnApp(STANDALONE, { ...common, ...standalonePorts(ports, common.HOST ?? "127.0.0.1") }, onLine);
       for (const name of APPS) apps.set(name, proc);
       await Promise.all(APPS.map((name) => ready(proc, name)));
     };
