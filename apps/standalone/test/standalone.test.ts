@@ -52,25 +52,17 @@ const PORTS = [
   "RECEIPTS_ADMIN_PORT",
 ] as const;
 
+type PortName = (typeof PORTS)[number];
+
 /**
- * Starts the four apps with `taken`'s port held by another server: the start fails there, and
- * the apps started before it (whose ports in `ran` must have answered meanwhile) are stopped,
- * along with what the failing app had opened. A leftover handle (a timer, a socket) would keep
- * this test file from ending.
+ * The four apps started in this process on a fresh database and namespace, each port free
+ * unless `given`; answers them, their ports and a check that no app kept a PostgreSQL connection.
  */
-async function failedStart(t: Test, taken: (typeof PORTS)[number], ran: Array<(typeof PORTS)[number]>) {
+async function startInProcess(t: Test, given: Partial<Record<PortName, number>> = {}) {
   const { url, database } = await freshDatabase(t);
-  const blocker = createServer();
-  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
-  t.teardown(() => new Promise((resolve) => blocker.close(resolve)));
   const ports = Object.fromEntries(
-    await Promise.all(
-      PORTS.map(async (name) => [
-        name,
-        name === taken ? (blocker.address() as { port: number }).port : await freePort(),
-      ]),
-    ),
-  ) as Record<(typeof PORTS)[number], number>;
+    await Promise.all(PORTS.map(async (name) => [name, given[name] ?? (await freePort())])),
+  ) as Record<PortName, number>;
   const env = {
     DATABASE_URL: url,
     NATS_URL: TEST_NATS_URL,
@@ -80,11 +72,33 @@ async function failedStart(t: Test, taken: (typeof PORTS)[number], ran: Array<(t
     RECEIPTS_HOST: "127.0.0.1",
     LOG_LEVEL: "silent",
     CURSOR_SECRET: "standalone-test-cursor-secret-0123456789",
+    // A provider on: the workers then make its gate (breaker, token buckets) at start.
     EMAIL_PROVIDER: "sendgrid",
     SENDGRID_API_KEY: "SG.test",
     ...Object.fromEntries(Object.entries(ports).map(([name, port]) => [name, String(port)])),
   };
   const apps = startAll(env, v.parse(StandaloneConfig, env), createLogger({ name: "standalone", level: "silent" }));
+  const connectionsLeft = async () => {
+    const [left] = await database.sql<Array<{ n: number }>>`
+      select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'notify-%'`;
+    return left?.n;
+  };
+  return { apps, ports, connectionsLeft };
+}
+
+/**
+ * Starts the four apps with `taken`'s port held by another server: the start fails there, and
+ * the apps started before it (whose ports in `ran` must have answered meanwhile) are stopped,
+ * along with what the failing app had opened. A leftover handle (a timer, a socket) would keep
+ * this test file from ending.
+ */
+async function failedStart(t: Test, taken: PortName, ran: PortName[]) {
+  const blocker = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => new Promise((resolve) => blocker.close(resolve)));
+  const { apps, ports, connectionsLeft } = await startInProcess(t, {
+    [taken]: (blocker.address() as { port: number }).port,
+  });
   const seen = new Set<string>();
   let watching = true;
   const watch = (async () => {
@@ -98,9 +112,7 @@ async function failedStart(t: Test, taken: (typeof PORTS)[number], ran: Array<(t
   await watch;
   t.same([...seen].sort(), [...ran].sort(), "the apps before it were running");
   for (const name of PORTS.filter((n) => n !== taken)) t.ok(await refused(ports[name]), `${name} is closed again`);
-  const [left] = await database.sql<Array<{ n: number }>>`
-    select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'notify-%'`;
-  t.equal(left?.n, 0, "no app kept a connection to PostgreSQL");
+  t.equal(await connectionsLeft(), 0, "no app kept a connection to PostgreSQL");
   await apps.stop();
   t.pass("stopping again after the failed start is harmless");
 }
@@ -113,31 +125,13 @@ t.test("the workers cannot start: receipts stops again, and the start fails", (t
 );
 
 t.test("a stop during the start stops what runs, and nothing starts after it", async (t) => {
-  const { url, database } = await freshDatabase(t);
-  const ports = Object.fromEntries(await Promise.all(PORTS.map(async (name) => [name, await freePort()]))) as Record<
-    (typeof PORTS)[number],
-    number
-  >;
-  const env = {
-    DATABASE_URL: url,
-    NATS_URL: TEST_NATS_URL,
-    NATS_NAMESPACE: freshNamespace(t),
-    LANE_PARTITIONS: "2",
-    INGEST_HOST: "127.0.0.1",
-    RECEIPTS_HOST: "127.0.0.1",
-    LOG_LEVEL: "silent",
-    CURSOR_SECRET: "standalone-test-cursor-secret-0123456789",
-    ...Object.fromEntries(Object.entries(ports).map(([name, port]) => [name, String(port)])),
-  };
-  const apps = startAll(env, v.parse(StandaloneConfig, env), createLogger({ name: "standalone", level: "silent" }));
+  const { apps, ports, connectionsLeft } = await startInProcess(t);
   // Receipts, the first, is up: the workers are starting, or about to.
   await eventually(async () => ((await refused(ports.RECEIPTS_ADMIN_PORT)) ? undefined : true), 10_000, "receipts up");
   await apps.stop();
   t.equal(await apps.started, false, "the start ends without the four running");
   for (const name of PORTS) t.ok(await refused(ports[name]), `${name} is closed`);
-  const [left] = await database.sql<Array<{ n: number }>>`
-    select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'notify-%'`;
-  t.equal(left?.n, 0, "no app kept a connection to PostgreSQL");
+  t.equal(await connectionsLeft(), 0, "no app kept a connection to PostgreSQL");
 });
 
 t.test("one app's wrong setting stops the process before any app starts (exit 78)", async (t) => {
