@@ -1,4 +1,4 @@
-import { int, logLevel, port, telemetry, text } from "@notify/config";
+import { common, port, telemetry, text } from "@notify/config";
 import * as v from "valibot";
 
 /**
@@ -27,8 +27,8 @@ export const StandaloneConfig = v.object({
   WORKERS_HOST: text("127.0.0.1"),
   /** With the four apps in one process: the interface provider webhooks reach. */
   RECEIPTS_HOST: text("0.0.0.0"),
-  LOG_LEVEL: logLevel(),
-  SHUTDOWN_TIMEOUT_SECONDS: int(20, 1, 600),
+  LOG_LEVEL: common.LOG_LEVEL,
+  SHUTDOWN_TIMEOUT_SECONDS: common.SHUTDOWN_TIMEOUT_SECONDS,
   ...telemetry(),
 });
 export type StandaloneConfig = v.InferOutput<typeof StandaloneConfig>;

@@ -8,8 +8,7 @@ import { startWorkers, WorkersConfig } from "@notify/workers/start";
 import type { StandaloneConfig } from "./config.js";
 
 export type Env = Record<string, string | undefined>;
-export const APPS = ["ingest", "processor", "workers", "receipts"] as const;
-export type AppName = (typeof APPS)[number];
+export type AppName = "ingest" | "processor" | "workers" | "receipts";
 
 /** Each app's environment: this process's own, with that app's port(s) and interface. */
 export function appEnvironments(env: Env, config: StandaloneConfig): Record<AppName, Env> {

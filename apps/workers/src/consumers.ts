@@ -4,7 +4,7 @@ import type { Database } from "@notify/db";
 import { retryLogLevel } from "@notify/http";
 import { type DeliverDeps, deliver } from "./delivery/deliver.js";
 import type { DeliveryMetrics } from "./metrics.js";
-import type { ProviderGate } from "./providers/gate.js";
+import { closeGates, type ProviderGate } from "./providers/gate.js";
 
 export interface ConsumersDeps extends Omit<DeliverDeps, "sql" | "gate" | "failover"> {
   /** One Postgres pool per lane, so a promotional flood never takes transactional's connections. */
@@ -69,8 +69,7 @@ export async function startConsumers(deps: ConsumersDeps): Promise<Delivery> {
       const all = [...deps.gates, ...Object.values(deps.failovers ?? {}).flat()];
       for (const gate of all) gate.limiter.close();
       await Promise.all(runners.map((r) => r.stop()));
-      for (const gate of all) gate.close();
-      await Promise.all(all.map((gate) => gate.provider.close?.()));
+      await closeGates(all);
     },
   };
 }

@@ -12,7 +12,7 @@ import { WorkersConfig } from "./config.js";
 import { queueDepthCollector, startConsumers } from "./consumers.js";
 import { createUnusedClaims } from "./delivery/unused-claims.js";
 import { createDeliveryMetrics } from "./metrics.js";
-import { createGates } from "./providers/gate.js";
+import { closeGates, createGates } from "./providers/gate.js";
 import { startWorkerReports } from "./providers/report.js";
 
 /**
@@ -107,16 +107,7 @@ export async function startWorkers(
     // The consumers' stop closes the gates and their providers once the consumers run; a start
     // that fails before then closes them here.
     let consuming = false;
-    opened.add([...gates, ...failoverGates], (all) =>
-      consuming
-        ? undefined
-        : Promise.all(
-            all.map((gate) => {
-              gate.close();
-              return gate.provider.close?.();
-            }),
-          ),
-    );
+    opened.add([...gates, ...failoverGates], (all) => (consuming ? undefined : closeGates(all)));
 
     let stopping = false;
     const app = createApp({

@@ -81,6 +81,12 @@ export interface GateSettings {
 
 const BREAKER_STATES: readonly BreakerStateName[] = ["closed", "half_open", "open"];
 
+/** Closes gates (their buckets, breakers) and then their providers (an SMTP pool, say). */
+export async function closeGates(gates: readonly ProviderGate[]): Promise<void> {
+  for (const gate of gates) gate.close();
+  await Promise.all(gates.map((gate) => gate.provider.close?.()));
+}
+
 /** One gate per configured provider; a channel has a pool only when its provider is here. */
 export function createGates(
   providers: readonly Provider[],
