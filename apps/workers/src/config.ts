@@ -70,15 +70,16 @@ const Env = v.object({
   TRANSACTIONAL_RESERVED_PERCENT: int(20, 0, 90),
   /**
    * Circuit breaker per provider: once BREAKER_MIN_CALLS calls were made, it opens when
-   * BREAKER_FAILURE_PERCENT or more of the last BREAKER_WINDOW_CALLS calls failed (transient or
-   * unanswered) or were slower than BREAKER_SLOW_CALL_MS. Work is then parked for
+   * BREAKER_FAILURE_PERCENT or more of the last BREAKER_WINDOW_CALLS calls (or of the last
+   * BREAKER_MIN_CALLS, when that is more) failed (transient or unanswered), or as large a share
+   * was slower than BREAKER_SLOW_CALL_MS (each share on its own). Work is then parked for
    * BREAKER_OPEN_MS; then BREAKER_HALF_OPEN_PROBES calls probe the provider and close the
    * breaker if they succeed.
    */
   BREAKER_WINDOW_CALLS: int(50, 1, 1000),
   /** Calls a breaker sees before it may open. */
   BREAKER_MIN_CALLS: int(10, 1, 10_000),
-  /** Share of failed or slow calls in the window that opens a breaker. */
+  /** Share (percent) of failed calls, or of slow ones, in the window that opens a breaker; 100: all of them. */
   BREAKER_FAILURE_PERCENT: int(50, 1, 100),
   /** A call slower than this counts against the provider, as a failure does. */
   BREAKER_SLOW_CALL_MS: int(5000, 10, 120_000),

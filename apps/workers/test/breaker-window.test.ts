@@ -1,0 +1,96 @@
+import type { SendResult } from "@notify/providers";
+import fc from "fast-check";
+import t from "tap";
+import { type BreakerSettings, createBreaker, REJECTED } from "../src/providers/breaker.js";
+
+// The breaker's rule, as the settings document it, against every sequence of call outcomes:
+// once BREAKER_MIN_CALLS calls were made, a failed (or slow) call opens it when that share of the
+// last calls (the window: BREAKER_WINDOW_CALLS, or the minimum when that is larger) failed, or
+// as large a share was slow. Once open, calls are turned away without reaching the provider.
+
+const ACCEPTED: SendResult = { outcome: "accepted", providerId: "p" };
+const TRANSIENT: SendResult = { outcome: "transient", reason: "sendgrid 503", status: 503 };
+const countsAsFailure = (result: SendResult) => result.outcome === "transient";
+
+/** The documented rule: the index of the call after which the breaker is open, or -1. */
+function opensAfter(outcomes: readonly boolean[], settings: BreakerSettings): number {
+  const size = Math.max(settings.windowCalls, settings.minCalls);
+  const window: boolean[] = [];
+  for (let i = 0; i < outcomes.length; i++) {
+    const failed = outcomes[i] === false;
+    window.push(failed);
+    if (window.length > size) window.shift();
+    if (!failed || window.length < settings.minCalls) continue;
+    const failures = window.filter(Boolean).length;
+    if ((failures / window.length) * 100 >= settings.failurePercent) return i;
+  }
+  return -1;
+}
+
+t.test("a breaker opens exactly when the share of failures in its window reaches the threshold", async (t) => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.record({
+        windowCalls: fc.integer({ min: 1, max: 12 }),
+        minCalls: fc.integer({ min: 1, max: 14 }),
+        failurePercent: fc.integer({ min: 1, max: 100 }),
+      }),
+      // true: the provider accepted the call; false: it failed transiently.
+      fc.array(fc.boolean(), { minLength: 1, maxLength: 40 }),
+      async (rule, outcomes) => {
+        const settings = { ...rule, slowCallMs: 60_000, openMs: 600_000, halfOpenProbes: 1 };
+        const breaker = createBreaker("model", settings, () => {});
+        try {
+          const expected = opensAfter(outcomes, settings);
+          for (let i = 0; i < outcomes.length; i++) {
+            let called = false;
+            const answer = await breaker.run(async () => {
+              called = true;
+              return outcomes[i] ? ACCEPTED : TRANSIENT;
+            }, countsAsFailure);
+            const open = expected !== -1 && i > expected;
+            if (called === open || (answer === REJECTED) !== open) return false;
+            if (breaker.state() !== (expected !== -1 && i >= expected ? "open" : "closed")) return false;
+          }
+          return true;
+        } finally {
+          breaker.dispose();
+        }
+      },
+    ),
+    { numRuns: 300 },
+  );
+  t.pass("the rule held for every sequence");
+});
+
+t.test("at 100 percent a breaker opens once every call of its window failed", async (t) => {
+  const settings = { windowCalls: 4, minCalls: 4, failurePercent: 100, slowCallMs: 60_000, openMs: 600_000, halfOpenProbes: 1 };
+  const breaker = createBreaker("all", settings, () => {});
+  t.teardown(() => breaker.dispose());
+  const fail = () => breaker.run(async () => TRANSIENT, countsAsFailure);
+  await breaker.run(async () => ACCEPTED, countsAsFailure);
+  for (let i = 0; i < 3; i++) await fail();
+  t.equal(breaker.state(), "closed", "three of four failed");
+  await fail();
+  t.equal(breaker.state(), "open", "four of four failed");
+  t.equal(await fail(), REJECTED);
+});
+
+t.test("slow calls open a breaker as failures do, counted on their own", async (t) => {
+  const settings = { windowCalls: 4, minCalls: 4, failurePercent: 50, slowCallMs: 100, openMs: 600_000, halfOpenProbes: 1 };
+  const breaker = createBreaker("slow", settings, () => {});
+  t.teardown(() => breaker.dispose());
+  const quick = () => breaker.run(async () => ACCEPTED, countsAsFailure);
+  const slow = () =>
+    breaker.run(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      return ACCEPTED;
+    }, countsAsFailure);
+  await quick();
+  await quick();
+  await slow();
+  t.equal(breaker.state(), "closed", "one slow call of three");
+  const answer = await slow();
+  t.same(answer, ACCEPTED, "a slow call's answer still counts as sent");
+  t.equal(breaker.state(), "open", "two slow calls of four");
+});
