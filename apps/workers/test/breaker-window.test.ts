@@ -64,7 +64,14 @@ t.test("a breaker opens exactly when the share of failures in its window reaches
 });
 
 t.test("at 100 percent a breaker opens once every call of its window failed", async (t) => {
-  const settings = { windowCalls: 4, minCalls: 4, failurePercent: 100, slowCallMs: 60_000, openMs: 600_000, halfOpenProbes: 1 };
+  const settings = {
+    windowCalls: 4,
+    minCalls: 4,
+    failurePercent: 100,
+    slowCallMs: 60_000,
+    openMs: 600_000,
+    halfOpenProbes: 1,
+  };
   const breaker = createBreaker("all", settings, () => {});
   t.teardown(() => breaker.dispose());
   const fail = () => breaker.run(async () => TRANSIENT, countsAsFailure);
@@ -77,7 +84,14 @@ t.test("at 100 percent a breaker opens once every call of its window failed", as
 });
 
 t.test("slow calls open a breaker as failures do, counted on their own", async (t) => {
-  const settings = { windowCalls: 4, minCalls: 4, failurePercent: 50, slowCallMs: 100, openMs: 600_000, halfOpenProbes: 1 };
+  const settings = {
+    windowCalls: 4,
+    minCalls: 4,
+    failurePercent: 50,
+    slowCallMs: 100,
+    openMs: 600_000,
+    halfOpenProbes: 1,
+  };
   const breaker = createBreaker("slow", settings, () => {});
   t.teardown(() => breaker.dispose());
   const quick = () => breaker.run(async () => ACCEPTED, countsAsFailure);
