@@ -52,7 +52,7 @@ if (process.argv[2] === "--baseline") {
   process.exit(0);
 }
 
-const { spawnApp, waitReady } = await import("@notify/devstack");
+const { APP_NODE_OPTIONS, spawnApp, waitReady } = await import("@notify/devstack");
 const { applyTopology, connectBus } = await import("@notify/bus");
 const { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, summarize } = await import("./lib.mjs");
 const { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
@@ -78,7 +78,9 @@ async function startSandbox() {
 
 function baseline(url) {
   return new Promise((resolve, reject) => {
-    const child = fork(fileURLToPath(import.meta.url), ["--baseline", url, String(SECONDS), String(CONCURRENCY)]);
+    const child = fork(fileURLToPath(import.meta.url), ["--baseline", url, String(SECONDS), String(CONCURRENCY)], {
+      execArgv: [...APP_NODE_OPTIONS],
+    });
     child.once("message", resolve);
     child.once("exit", (code) => code !== 0 && reject(new Error(`baseline exited ${code}`)));
   });
@@ -188,6 +190,7 @@ async function worker(sandboxUrl) {
 async function floor(sandboxUrl) {
   const { url, database, namespace, bus, publish } = await backlog();
   const child = fork(join(root, "bench/floor-delivery.mjs"), {
+    execArgv: [...APP_NODE_OPTIONS],
     env: {
       ...process.env,
       DATABASE_URL: url,

@@ -18,7 +18,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startStack } from "@notify/devstack";
+import { APP_NODE_OPTIONS, startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
 import { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, seedHistory, summarize } from "./lib.mjs";
@@ -259,6 +259,7 @@ const webhookKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
 const forkFloor = (env) =>
   new Promise((resolve, reject) => {
     const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), {
+      execArgv: [...APP_NODE_OPTIONS],
       env: { ...process.env, ...profileEnv(), ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     });

@@ -1,6 +1,7 @@
 import { execSync, fork } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { appendFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
+import { APP_NODE_OPTIONS } from "@notify/devstack";
 import autocannon from "autocannon";
 
 /** Runs autocannon and returns req/s and latency percentiles (ms). */
@@ -39,6 +40,8 @@ export function startFloor(port, env) {
 function startServer(script, env) {
   return new Promise((resolve, reject) => {
     const child = fork(new URL(script, import.meta.url), {
+      // The apps' runtime options: a floor runs as the app it is compared with.
+      execArgv: [...APP_NODE_OPTIONS],
       env: { ...process.env, ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     });

@@ -16,7 +16,7 @@ import { createHash } from "node:crypto";
 import { applyTopology, connectBus } from "@notify/bus";
 import { newId, partitionOf } from "@notify/core";
 import { acceptNotifications, seedTemplate } from "@notify/db";
-import { SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
+import { APP_NODE_OPTIONS, SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import { cpuFigure, cpuMeter, profileEnv, rateFigure, summarize } from "./lib.mjs";
 
@@ -180,6 +180,7 @@ try {
   // Stopped before the floor runs: its periodic jobs would spend Postgres' and NATS' CPU in the floor's window.
   await processor.stop();
   const floor = fork(new URL("./floor-processor.mjs", import.meta.url), {
+    execArgv: [...APP_NODE_OPTIONS],
     env: {
       ...process.env,
       DATABASE_URL: floorData.url,

@@ -12,7 +12,7 @@
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the app's numbers).
 import { fork } from "node:child_process";
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
-import { spawnApp, waitReady } from "@notify/devstack";
+import { APP_NODE_OPTIONS, spawnApp, waitReady } from "@notify/devstack";
 import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers/plivo/signature";
 import {
   SENDGRID_SIGNATURE_HEADER,
@@ -174,6 +174,7 @@ await waitReady(`http://127.0.0.1:${adminPort}/readyz`, 30_000, () => receipts.c
 const floorPort = await freePort();
 const floor = await new Promise((resolve, reject) => {
   const child = fork(new URL("./floor-receipts.mjs", import.meta.url), {
+    execArgv: [...APP_NODE_OPTIONS],
     env: { ...process.env, ...serverEnv, DATABASE_URL: floorDb.url, PORT: String(floorPort) },
     stdio: ["ignore", "ignore", "inherit", "ipc"],
   });
