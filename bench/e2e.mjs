@@ -12,7 +12,7 @@
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
 //   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000); BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
-//   bench/profile-top.mjs.
+//   bench/profile-top.mjs; BENCH_ALLOC_PROF=1 with it, their allocation profiles too.
 import { fork, spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync } from "node:fs";

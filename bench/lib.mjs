@@ -59,6 +59,7 @@ export const profileEnv = () =>
     ? {
         NODE_OPTIONS: `--import=${new URL("./cpu-profile.mjs", import.meta.url).href}`,
         CPU_PROFILE_DIR: process.env.BENCH_CPU_PROF_DIR,
+        ALLOC_PROFILE: process.env.BENCH_ALLOC_PROF === "1" ? "1" : "0",
       }
     : {};
 

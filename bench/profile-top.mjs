@@ -1,6 +1,8 @@
 // node bench/profile-top.mjs <dir>: the heaviest functions (self time) of each V8 CPU profile in
 // <dir> (written by `node --cpu-prof`, e.g. by BENCH_CPU_PROF_DIR=<dir> npm run bench:e2e), and
-// the share of each package, to see where an app's CPU goes.
+// the share of each package, to see where an app's CPU goes. For each allocation profile there
+// (BENCH_ALLOC_PROF=1 as well): the bytes allocated by package, by the project's function nearest
+// to the allocation (what it was for), and by allocating function.
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -57,4 +59,39 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"))) {
     .filter(([k]) => !/^\((idle|program)\)/.test(k))
     .slice(0, TOP))
     console.log(`    ${pct(n).padStart(6)}  ${k}`);
+}
+
+const mb = (bytes) => `${(bytes / 1048576).toFixed(1)} MB`;
+for (const file of readdirSync(dir).filter((f) => f.endsWith(".heapprofile"))) {
+  const profile = JSON.parse(readFileSync(join(dir, file), "utf8"));
+  const byPackage = new Map();
+  const byOwn = new Map();
+  const bySite = new Map();
+  const add = (map, key, bytes) => map.set(key, (map.get(key) ?? 0) + bytes);
+  const label = ({ functionName, url, lineNumber }) =>
+    `${functionName || "(anonymous)"} ${url ? `${url.replace(/^.*\/(node_modules|apps|libs)\//, "$1/")}:${lineNumber + 1}` : ""}`;
+  let total = 0;
+  // Depth-first with the path kept: the nearest project frame is the last one on it.
+  const walk = (node, own) => {
+    const frame = node.callFrame;
+    const mine = /\/(apps|libs)\//.test(frame.url) && !frame.url.includes("node_modules") ? label(frame) : own;
+    if (node.selfSize > 0) {
+      total += node.selfSize;
+      add(byPackage, frame.url ? owner(frame.url) : "(native)", node.selfSize);
+      add(byOwn, mine, node.selfSize);
+      add(bySite, label(frame), node.selfSize);
+    }
+    for (const child of node.children ?? []) walk(child, mine);
+  };
+  walk(profile.head, "(no project frame)");
+  const pct = (n) => `${((100 * n) / total).toFixed(1)}%`;
+  console.log(`\n${file}: ${mb(total)} allocated (sampled), collected or not`);
+  for (const [title, map] of [
+    ["by package", byPackage],
+    ["by the project's nearest function", byOwn],
+    ["by allocating function", bySite],
+  ]) {
+    console.log(`  ${title}:`);
+    for (const [k, n] of [...map].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`    ${pct(n).padStart(6)}  ${k}`);
+  }
 }
