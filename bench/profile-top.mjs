@@ -92,6 +92,7 @@ for (const file of readdirSync(dir).filter((f) => f.endsWith(".heapprofile"))) {
     ["by allocating function", bySite],
   ]) {
     console.log(`  ${title}:`);
-    for (const [k, n] of [...map].sort((a, b) => b[1] - a[1]).slice(0, TOP)) console.log(`    ${pct(n).padStart(6)}  ${k}`);
+    for (const [k, n] of [...map].sort((a, b) => b[1] - a[1]).slice(0, TOP))
+      console.log(`    ${pct(n).padStart(6)}  ${k}`);
   }
 }
