@@ -1,6 +1,6 @@
 import type { SendResult } from "@notify/providers";
 import fc from "fast-check";
-import t from "tap";
+import t, { type Test } from "tap";
 import { type BreakerSettings, createBreaker, REJECTED } from "../src/providers/breaker.js";
 
 // The breaker's rule, as the settings document it, against every sequence of call outcomes:
@@ -63,17 +63,23 @@ t.test("a breaker opens exactly when the share of failures in its window reaches
   t.pass("the rule held for every sequence");
 });
 
-t.test("at 100 percent a breaker opens once every call of its window failed", async (t) => {
+/** A breaker judging by its last four calls, opened for the rest of the test; `rule` adjusts it. */
+function fourCallBreaker(t: Test, name: string, rule: Partial<BreakerSettings>) {
   const settings = {
     windowCalls: 4,
     minCalls: 4,
-    failurePercent: 100,
+    failurePercent: 50,
     slowCallMs: 60_000,
     openMs: 600_000,
     halfOpenProbes: 1,
   };
-  const breaker = createBreaker("all", settings, () => {});
+  const breaker = createBreaker(name, { ...settings, ...rule }, () => {});
   t.teardown(() => breaker.dispose());
+  return breaker;
+}
+
+t.test("at 100 percent a breaker opens once every call of its window failed", async (t) => {
+  const breaker = fourCallBreaker(t, "all", { failurePercent: 100 });
   const fail = () => breaker.run(async () => TRANSIENT, countsAsFailure);
   await breaker.run(async () => ACCEPTED, countsAsFailure);
   for (let i = 0; i < 3; i++) await fail();
@@ -84,16 +90,7 @@ t.test("at 100 percent a breaker opens once every call of its window failed", as
 });
 
 t.test("slow calls open a breaker as failures do, counted on their own", async (t) => {
-  const settings = {
-    windowCalls: 4,
-    minCalls: 4,
-    failurePercent: 50,
-    slowCallMs: 100,
-    openMs: 600_000,
-    halfOpenProbes: 1,
-  };
-  const breaker = createBreaker("slow", settings, () => {});
-  t.teardown(() => breaker.dispose());
+  const breaker = fourCallBreaker(t, "slow", { slowCallMs: 100 });
   const quick = () => breaker.run(async () => ACCEPTED, countsAsFailure);
   const slow = () =>
     breaker.run(async () => {
@@ -103,7 +100,7 @@ t.test("slow calls open a breaker as failures do, counted on their own", async (
   await quick();
   await quick();
   await slow();
-  t.equal(breaker.state(), "closed", "one slow call of three");
+  t.equal(breaker.state(), "closed", "three calls: fewer than the minimum");
   const answer = await slow();
   t.same(answer, ACCEPTED, "a slow call's answer still counts as sent");
   t.equal(breaker.state(), "open", "two slow calls of four");
