@@ -9,7 +9,7 @@ import { join } from "node:path";
 const dir = process.argv[2];
 const TOP = Number(process.env.TOP ?? 15);
 if (!dir) {
-  console.error("usage: node bench/profile-top.mjs <dir of .cpuprofile files>");
+  console.error("usage: node bench/profile-top.mjs <dir of .cpuprofile and .heapprofile files>");
   process.exit(2);
 }
 /** Where a frame's code lives: a package under node_modules, the project's own, or node itself. */

@@ -47,8 +47,9 @@ while (!settings) {
 }
 
 // Imported only now: on a fresh clone the dev stack's task has just built it.
-const { formatLine } = await import("@notify/devstack");
-const child = spawn(process.execPath, ["--watch", "--conditions=@notify/source", "--import", "tsx", "src/main.ts"], {
+const { APP_NODE_OPTIONS, formatLine } = await import("@notify/devstack");
+const nodeArgs = [...APP_NODE_OPTIONS, "--watch", "--conditions=@notify/source", "--import", "tsx", "src/main.ts"];
+const child = spawn(process.execPath, nodeArgs, {
   stdio: ["inherit", "pipe", "pipe"],
   env: {
     ...process.env,

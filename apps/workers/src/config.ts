@@ -73,8 +73,8 @@ const Env = v.object({
    * BREAKER_FAILURE_PERCENT or more of the last BREAKER_WINDOW_CALLS calls (or of the last
    * BREAKER_MIN_CALLS, when that is more) failed (transient or unanswered), or as large a share
    * was slower than BREAKER_SLOW_CALL_MS (each share on its own). Work is then parked for
-   * BREAKER_OPEN_MS; then BREAKER_HALF_OPEN_PROBES calls probe the provider and close the
-   * breaker if they succeed.
+   * BREAKER_OPEN_MS; then BREAKER_HALF_OPEN_PROBES calls probe the provider, and the breaker
+   * closes unless as large a share of them failed (or was slow), when it opens again.
    */
   BREAKER_WINDOW_CALLS: int(50, 1, 1000),
   /** Calls a breaker sees before it may open. */
@@ -85,7 +85,7 @@ const Env = v.object({
   BREAKER_SLOW_CALL_MS: int(5000, 10, 120_000),
   /** How long an open breaker parks work before it probes the provider. */
   BREAKER_OPEN_MS: int(30_000, 100, 3_600_000),
-  /** Calls that probe a provider after the open period; all must succeed to close the breaker. */
+  /** Calls that probe a provider after the open period: the breaker closes unless BREAKER_FAILURE_PERCENT or more of them failed (or were slow). */
   BREAKER_HALF_OPEN_PROBES: int(3, 1, 100),
   /**
    * Bearer token for /admin/* on this port (at least 32 characters; compared in constant time).

@@ -21,8 +21,9 @@ function opensAfter(outcomes: readonly boolean[], settings: BreakerSettings): nu
     window.push(failed);
     if (window.length > size) window.shift();
     if (!failed || window.length < settings.minCalls) continue;
+    // In whole numbers: "58 percent or more" of 50 calls is 29 of them, exactly.
     const failures = window.filter(Boolean).length;
-    if ((failures / window.length) * 100 >= settings.failurePercent) return i;
+    if (failures * 100 >= settings.failurePercent * window.length) return i;
   }
   return -1;
 }
@@ -89,19 +90,36 @@ t.test("at 100 percent a breaker opens once every call of its window failed", as
   t.equal(await fail(), REJECTED);
 });
 
-t.test("slow calls open a breaker as failures do, counted on their own", async (t) => {
-  const breaker = fourCallBreaker(t, "slow", { slowCallMs: 100 });
+t.test("a share exactly at the threshold opens, whatever floating point makes of it", async (t) => {
+  // 29 / 50 * 100 is 57.99999999999999 in floating point.
+  const breaker = fourCallBreaker(t, "exact", { windowCalls: 50, minCalls: 50, failurePercent: 58 });
+  for (let i = 0; i < 21; i++) await breaker.run(async () => ACCEPTED, countsAsFailure);
+  for (let i = 0; i < 28; i++) await breaker.run(async () => TRANSIENT, countsAsFailure);
+  t.equal(breaker.state(), "closed", "49 calls: fewer than the minimum");
+  await breaker.run(async () => TRANSIENT, countsAsFailure);
+  t.equal(breaker.state(), "open", "29 of 50 failed: 58%");
+});
+
+t.test("slow calls open a breaker as failures do, each share counted on its own", async (t) => {
+  // Slow is 400 ms against a 300 ms limit: a quick call would need a 300 ms stall to count as slow.
+  const slowly = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    return ACCEPTED;
+  };
+  const breaker = fourCallBreaker(t, "slow", { slowCallMs: 300 });
   const quick = () => breaker.run(async () => ACCEPTED, countsAsFailure);
-  const slow = () =>
-    breaker.run(async () => {
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      return ACCEPTED;
-    }, countsAsFailure);
   await quick();
   await quick();
-  await slow();
+  await breaker.run(slowly, countsAsFailure);
   t.equal(breaker.state(), "closed", "three calls: fewer than the minimum");
-  const answer = await slow();
+  const answer = await breaker.run(slowly, countsAsFailure);
   t.same(answer, ACCEPTED, "a slow call's answer still counts as sent");
   t.equal(breaker.state(), "open", "two slow calls of four");
+
+  const mixed = fourCallBreaker(t, "mixed", { slowCallMs: 300 });
+  await mixed.run(async () => ACCEPTED, countsAsFailure);
+  await mixed.run(async () => ACCEPTED, countsAsFailure);
+  await mixed.run(slowly, countsAsFailure);
+  await mixed.run(async () => TRANSIENT, countsAsFailure);
+  t.equal(mixed.state(), "closed", "one slow and one failed of four: a quarter each");
 });

@@ -69,7 +69,8 @@ const NOT_STORED = Symbol("the window is kept in memory only");
  * overrides), checks each stored call and copies them all: work in proportion to the window on
  * every send (8 of its 11 µs per call at 50 calls, measured), to restore what is already here.
  * With no store, the read answers that nothing is stored, and mollitia goes on with the window
- * it holds (its answer to a store it cannot read; no logger is given, so nothing is logged).
+ * it holds (its answer to a store it cannot read). mollitia logs that answer as a warning
+ * through a module's logger: give this module none, or every send logs one.
  */
 class InMemoryCountBreaker extends SlidingCountBreaker {
   override getState(): Promise<SerializableRecord> {
@@ -88,9 +89,11 @@ export function createBreaker(
   settings: BreakerSettings,
   onChange: (state: BreakerStateName) => void,
 ): ProviderBreaker {
-  // mollitia takes a rate of 100 for "never": just below it opens once every call failed (a
-  // window holds at most 10,000 calls, so one success in it leaves 99.99%).
-  const threshold = settings.failurePercent >= 100 ? 100 - 1e-6 : settings.failurePercent;
+  // mollitia compares `failed / calls * 100 >= threshold` in floating point, where an exact
+  // share can come out just under it (29 of 50 calls: 57.99... for 58), and takes a threshold of
+  // 100 for "never". A millionth below the percent opens on exactly that share, 100 included;
+  // a share below it is at least 0.01 lower (a window holds at most 10,000 calls).
+  const threshold = settings.failurePercent - 1e-6;
   const module = new InMemoryCountBreaker({
     name: `${provider}-breaker`,
     slidingWindowSize: settings.windowCalls,
