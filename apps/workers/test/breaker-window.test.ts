@@ -64,7 +64,7 @@ t.test("a breaker opens exactly when the share of failures in its window reaches
   t.pass("the rule held for every sequence");
 });
 
-/** A breaker judging by its last four calls, opened for the rest of the test; `rule` adjusts it. */
+/** A breaker judging by its last four calls, disposed when the test ends; `rule` adjusts it. */
 function fourCallBreaker(t: Test, name: string, rule: Partial<BreakerSettings>) {
   const settings = {
     windowCalls: 4,
