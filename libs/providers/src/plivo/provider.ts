@@ -1,5 +1,6 @@
+import { createRequire } from "node:module";
 import { secondsLeft } from "@notify/core";
-import plivo from "plivo";
+import type Plivo from "plivo";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";
@@ -47,7 +48,13 @@ function classify(error: unknown, timedOut: SendResult): SendResult {
   return { outcome: "permanent", reason: `plivo ${status}: message refused`, status };
 }
 
+const require = createRequire(import.meta.url);
+
 export function createPlivoProvider(config: PlivoConfig): Provider {
+  // Loaded with the first provider, not with this module: every app that reads a Plivo
+  // signature imports it, few send SMS, and plivo costs a process tens of MB and a fifth of a
+  // second at start (it also replaces axios's default agents when it loads).
+  const plivo = require("plivo") as typeof Plivo;
   const client = new plivo.Client(config.authId, config.authToken, {
     url: `${config.baseUrl.replace(/\/+$/, "")}/v1/Account/${config.authId}`,
     timeout: config.timeoutMs,
