@@ -70,7 +70,9 @@ const NOT_STORED = Symbol("the window is kept in memory only");
  * every send (8 of its 11 µs per call at 50 calls, measured), to restore what is already here.
  * With no store, the read answers that nothing is stored, and mollitia goes on with the window
  * it holds (its answer to a store it cannot read). mollitia logs that answer as a warning
- * through a module's logger: give this module none, or every send logs one.
+ * through a module's logger: give this module none, or every send logs one. This leans on how
+ * mollitia 0.1.1 restores a window, so its version is pinned (apps/workers/package.json), and
+ * test/breaker-window.test.ts holds its rule against a model.
  */
 class InMemoryCountBreaker extends SlidingCountBreaker {
   override getState(): Promise<SerializableRecord> {
