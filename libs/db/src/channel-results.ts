@@ -108,15 +108,18 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
   const of = <T>(pick: (r: Routing) => T) => routings.map(pick) as never;
   const planned = routings.flatMap((r) => r.channels.map((p) => ({ id: r.notificationId, ...p })));
   const plan = <T>(pick: (p: (typeof planned)[number]) => T) => planned.map(pick) as never;
+  // Each array behind a subquery: one plan kept for the statement (batch.ts).
   const rows = await sql<{ id: string; inserted: number; routed: boolean; earlier: string | null }[]>`
     with input as (
-      select * from unnest(${of((r) => r.notificationId)}::text[], ${of((r) => r.userId)}::text[],
-        ${of((r) => r.clientId)}::text[], ${of((r) => r.priority)}::text[], ${of((r) => r.order ?? null)}::text[],
-        ${of((r) => r.deferredUntil?.toISOString() ?? null)}::timestamptz[])
+      select * from unnest((select ${of((r) => r.notificationId)}::text[]),
+        (select ${of((r) => r.userId)}::text[]), (select ${of((r) => r.clientId)}::text[]),
+        (select ${of((r) => r.priority)}::text[]), (select ${of((r) => r.order ?? null)}::text[]),
+        (select ${of((r) => r.deferredUntil?.toISOString() ?? null)}::timestamptz[]))
         as n(id, user_id, client_id, priority, order_mode, deferred_until)
     ), planned as (
-      select * from unnest(${plan((p) => p.id)}::text[], ${plan((p) => p.channel)}::text[], ${plan((p) => p.status)}::text[],
-        ${plan((p) => p.reason)}::text[], ${plan((p) => p.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+      select * from unnest((select ${plan((p) => p.id)}::text[]), (select ${plan((p) => p.channel)}::text[]),
+        (select ${plan((p) => p.status)}::text[]), (select ${plan((p) => p.reason)}::text[]),
+        (select ${plan((p) => p.nextAttemptAt?.toISOString() ?? null)}::timestamptz[]))
         as d(id, channel, status, reason, next_attempt_at)
     ), routed as (
       select distinct notification_id as id from notification_channels where notification_id in (select id from input)
@@ -273,9 +276,11 @@ export type DeliveryChannelRow = Omit<
  */
 export const loadChannel: (sql: Sql, ref: ChannelRef) => Promise<DeliveryChannelRow | undefined> = perIterationOf(
   async (sql: Sql, refs: readonly ChannelRef[]) => {
+    // Each array behind a subquery: one plan kept for the statement (batch.ts).
     const rows = await sql<Array<DeliveryChannelRow & ChannelRef>>`
       select c.notification_id, c.channel, c.status, c.attempts, c.attempts_before_replay
-      from unnest(${refs.map((r) => r.notification_id)}::text[], ${refs.map((r) => r.channel)}::text[])
+      from unnest((select ${refs.map((r) => r.notification_id)}::text[]),
+        (select ${refs.map((r) => r.channel)}::text[]))
         as k(notification_id, channel)
       join notification_channels c using (notification_id, channel)`;
     const found = new Map(
@@ -324,17 +329,23 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
   // In one order whoever sends them, so two batches over the same channels lock them alike.
   const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
   const column = <T>(pick: (move: Move) => T) => moves.map(pick) as never;
+  // Each array behind a subquery: one plan kept for the statement (batch.ts).
   const rows = await sql<ChannelRef[]>`
     with input as (
       select * from unnest(
-        ${column((m) => m.ref.notification_id)}::text[], ${column((m) => m.ref.channel)}::text[],
-        ${column((m) => m.to)}::text[], ${column((m) => statusesMovableTo(m.to).join(","))}::text[],
-        ${column((m) => m.fields.reason ?? null)}::text[], ${column((m) => m.fields.provider ?? null)}::text[],
-        ${column((m) => m.fields.providerId ?? null)}::text[], ${column((m) => m.fields.attempts ?? null)}::int[],
-        ${column((m) => m.fields.nextAttemptAt?.toISOString() ?? null)}::timestamptz[],
-        ${column((m) => m.fields.attempt?.attempt ?? null)}::int[], ${column((m) => m.fields.attempt?.outcome ?? null)}::text[],
-        ${column((m) => m.fields.attempt?.provider ?? null)}::text[],
-        ${column((m) => m.fields.attempt?.providerId ?? null)}::text[], ${column((m) => m.fields.attempt?.error ?? null)}::text[]
+        (select ${column((m) => m.ref.notification_id)}::text[]), (select ${column((m) => m.ref.channel)}::text[]),
+        (select ${column((m) => m.to)}::text[]),
+        (select ${column((m) => statusesMovableTo(m.to).join(","))}::text[]),
+        (select ${column((m) => m.fields.reason ?? null)}::text[]),
+        (select ${column((m) => m.fields.provider ?? null)}::text[]),
+        (select ${column((m) => m.fields.providerId ?? null)}::text[]),
+        (select ${column((m) => m.fields.attempts ?? null)}::int[]),
+        (select ${column((m) => m.fields.nextAttemptAt?.toISOString() ?? null)}::timestamptz[]),
+        (select ${column((m) => m.fields.attempt?.attempt ?? null)}::int[]),
+        (select ${column((m) => m.fields.attempt?.outcome ?? null)}::text[]),
+        (select ${column((m) => m.fields.attempt?.provider ?? null)}::text[]),
+        (select ${column((m) => m.fields.attempt?.providerId ?? null)}::text[]),
+        (select ${column((m) => m.fields.attempt?.error ?? null)}::text[])
       ) as i(notification_id, channel, status, movable, reason, provider, provider_id, attempts, next_attempt_at,
              tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error)
     ), tried as (

@@ -49,7 +49,8 @@ export async function acceptNotifications(
   // the same batch as one JSON document is parsed in the statement (16 µs a row as jsonb, twice
   // that as json). The JSON columns travel as text and are parsed one value at a time. A nullable
   // field left undefined (a JavaScript caller) is stored as null, as the JSON document did. The
-  // channels travel joined by commas: no channel name has one.
+  // channels travel joined by commas: no channel name has one. Each array behind a subquery: one
+  // plan kept for the statement (batch.ts).
   const column = <T>(pick: (row: AcceptedRow) => T) => rows.map(pick);
   const [batch] = await database.sql<{ ids: string[] | null; created_at: Date | null; outbox_id: string | null }[]>`
     with input as (
@@ -57,13 +58,17 @@ export async function acceptNotifications(
         i.template_version::int as template_version, i.priority,
         string_to_array(i.channels, ',') as channels, i.data::jsonb as data, i.partition::int as partition,
         i.deliver_by::timestamptz as deliver_by, i.fallback::jsonb as fallback, i.trace_parent
-      from unnest(${column((r) => r.id)}::text[], ${column((r) => r.client_id)}::text[], ${column((r) => r.key)}::text[],
-        ${column((r) => r.request_hash)}::text[], ${column((r) => r.user_id)}::text[], ${column((r) => r.category)}::text[],
-        ${column((r) => r.template_id)}::text[], ${column((r) => (r.template_version == null ? null : String(r.template_version)))}::text[],
-        ${column((r) => r.priority)}::text[], ${column((r) => (r.channels == null ? null : r.channels.join(",")))}::text[],
-        ${column((r) => JSON.stringify(r.data))}::text[], ${column((r) => String(r.partition))}::text[],
-        ${column((r) => r.deliver_by ?? null)}::text[], ${column((r) => (r.fallback == null ? null : JSON.stringify(r.fallback)))}::text[],
-        ${column((r) => r.trace_parent ?? null)}::text[])
+      from unnest((select ${column((r) => r.id)}::text[]), (select ${column((r) => r.client_id)}::text[]),
+        (select ${column((r) => r.key)}::text[]), (select ${column((r) => r.request_hash)}::text[]),
+        (select ${column((r) => r.user_id)}::text[]), (select ${column((r) => r.category)}::text[]),
+        (select ${column((r) => r.template_id)}::text[]),
+        (select ${column((r) => (r.template_version == null ? null : String(r.template_version)))}::text[]),
+        (select ${column((r) => r.priority)}::text[]),
+        (select ${column((r) => (r.channels == null ? null : r.channels.join(",")))}::text[]),
+        (select ${column((r) => JSON.stringify(r.data))}::text[]), (select ${column((r) => String(r.partition))}::text[]),
+        (select ${column((r) => r.deliver_by ?? null)}::text[]),
+        (select ${column((r) => (r.fallback == null ? null : JSON.stringify(r.fallback)))}::text[]),
+        (select ${column((r) => r.trace_parent ?? null)}::text[]))
         as i(id, client_id, key, request_hash, user_id, category, template_id, template_version, priority, channels,
           data, partition, deliver_by, fallback, trace_parent)
     ),
