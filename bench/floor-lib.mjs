@@ -13,11 +13,13 @@ export function groupCommit({ sql, bus, clientId, lane }) {
   let active = 0;
   async function flush(batch) {
     const column = (pick) => batch.map(pick);
+    // Arrays behind subqueries, as the service's statements: one plan kept (libs/db/src/batch.ts).
     const rows = await sql`
       with input as (
-        select * from unnest(${column((p) => p.id)}::text[], ${column((p) => p.key)}::text[],
-          ${column((p) => p.hash)}::text[], ${column((p) => String(p.body.user_id))}::text[],
-          ${column((p) => JSON.stringify(p.body.data ?? {}))}::text[]) as i(id, key, request_hash, user_id, data)
+        select * from unnest((select ${column((p) => p.id)}::text[]), (select ${column((p) => p.key)}::text[]),
+          (select ${column((p) => p.hash)}::text[]), (select ${column((p) => String(p.body.user_id))}::text[]),
+          (select ${column((p) => JSON.stringify(p.body.data ?? {}))}::text[]))
+          as i(id, key, request_hash, user_id, data)
       ),
       claimed as (
         insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
@@ -93,7 +95,9 @@ const encoder = new TextEncoder();
 export function emailDelivery({ sql, guard, mail }) {
   const markDelivered = perIteration(async (sent) => {
     await sql`
-      with input as (select * from unnest(${sent.map((s) => s.id)}::text[], ${sent.map((s) => s.providerId)}::text[]) as i(id, provider_id)),
+      with input as (
+        select * from unnest((select ${sent.map((s) => s.id)}::text[]), (select ${sent.map((s) => s.providerId)}::text[]))
+          as i(id, provider_id)),
       moved as (
         update notification_channels c set status = 'delivered', provider = 'sendgrid', provider_id = i.provider_id,
           attempts = 1, updated_at = now()

@@ -51,7 +51,7 @@ if (STAGES.has("accept")) {
 const pull = (stream, durable) => ({ stream, durable, concurrency: CONCURRENCY });
 const insertChannel = perIteration(async (ids) => {
   await sql`insert into notification_channels (notification_id, channel, status)
-    select id, 'email', 'pending' from unnest(${ids}::text[]) id`;
+    select id, 'email', 'pending' from unnest((select ${ids}::text[])) id`;
   return ids.map(() => undefined);
 });
 if (STAGES.has("route")) {
@@ -88,8 +88,9 @@ if (STAGES.has("receipt"))
     const column = (pick) => events.map(pick);
     await sql`
     with input as (
-      select * from unnest(${column((e) => e.sg_event_id)}::text[], ${column((e) => e.sg_message_id.split(".")[0])}::text[],
-        ${column((e) => e.event)}::text[], ${column((e) => JSON.stringify(e))}::text[]) as i(event_id, provider_id, status, payload)
+      select * from unnest((select ${column((e) => e.sg_event_id)}::text[]),
+        (select ${column((e) => e.sg_message_id.split(".")[0])}::text[]), (select ${column((e) => e.event)}::text[]),
+        (select ${column((e) => JSON.stringify(e))}::text[])) as i(event_id, provider_id, status, payload)
     ),
     stored as (
       insert into provider_receipts (provider, event_id, provider_id, status, payload, applied_at)

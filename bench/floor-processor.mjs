@@ -28,7 +28,7 @@ const bus = await connectBus({
 const insertChannel = perIteration(async (ids) => {
   await database.sql`
     insert into notification_channels (notification_id, channel, status)
-    select id, 'email', 'pending' from unnest(${ids}::text[]) id on conflict do nothing`;
+    select id, 'email', 'pending' from unnest((select ${ids}::text[])) id on conflict do nothing`;
   return ids.map(() => undefined);
 });
 
