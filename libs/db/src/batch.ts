@@ -1,7 +1,7 @@
 import DataLoader from "dataloader";
 
 /*
- * The batched statements of every notification's path (ingest's accept, routing and the profile
+ * The batched statements every email passes through (ingest's accept, routing and the profile
  * read, the worker's channel read and status move) take each column of a batch as one array,
  * unnested, and read every array through a scalar subquery: `unnest((select $1::text[]), ...)`,
  * not `unnest($1::text[], ...)`. PostgreSQL plans a prepared statement for its parameters'

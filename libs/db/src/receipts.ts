@@ -192,13 +192,17 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
   return outcome;
 }
 
-/** The channels (and their notification's traceparent) of receipts just applied. */
+/**
+ * The channels (and their notification's traceparent) of receipts just applied. The arrays behind
+ * subqueries: one plan kept for the statement (batch.ts).
+ */
 async function appliedWithTraces(sql: Sql, rows: BatchRow[]): Promise<AppliedReceipt[]> {
   const found = await sql<
     { provider: string; provider_id: string; notification_id: string; channel: string; trace_parent: string | null }[]
   >`
     select c.provider, c.provider_id, c.notification_id, c.channel, n.trace_parent
-    from unnest(${rows.map((r) => r.provider)}::text[], ${rows.map((r) => r.provider_id)}::text[]) as k(provider, provider_id)
+    from unnest((select ${rows.map((r) => r.provider)}::text[]), (select ${rows.map((r) => r.provider_id)}::text[]))
+      as k(provider, provider_id)
     join notification_channels c on c.provider = k.provider and c.provider_id = k.provider_id
     join notifications n on n.id = c.notification_id`;
   const byMessage = new Map(found.map((f) => [keyOf(f.provider, f.provider_id), f]));

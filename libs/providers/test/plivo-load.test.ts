@@ -1,10 +1,9 @@
 import { createRequire } from "node:module";
 import t from "tap";
 
-// plivo is loaded when a Plivo provider is made, not when the providers are imported: the
-// receipts app (which checks Plivo's signatures) and workers without SMS never pay for it (tens
-// of MB and a fifth of a second at start), and its change to axios's default agents does not
-// reach them.
+// plivo is loaded when a Plivo provider is made, not when the providers are imported: workers
+// (and the one-process service) without SMS never pay for it (over 10 MB and a tenth of a second
+// or more at start), and its change to axios's default agents does not reach them.
 const plivoMain = createRequire(import.meta.url).resolve("plivo");
 const loaded = () => Object.hasOwn(createRequire(import.meta.url).cache, plivoMain);
 

@@ -1,9 +1,10 @@
 import { once } from "node:events";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, request, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import t from "tap";
 import { createSendgridProvider } from "../src/index.js";
+import { IDLE_MS, sendAgents } from "../src/sendgrid/agents.js";
 
 // The SendGrid provider's connections are its own. @sendgrid/client sends through axios, which
 // other packages share, and plivo replaces axios's default agents when it is loaded (20 idle
@@ -123,4 +124,24 @@ t.test("close() closes the idle connections", async (t) => {
   await provider.close?.();
   for (let i = 0; i < 100 && server.connections().open > 0; i++) await nextTurn();
   t.equal(server.connections().open, 0);
+});
+
+t.test("making a connection may take the send's deadline; an idle one is kept 5 s", async (t) => {
+  const server = await mailServer();
+  const { httpAgent } = sendAgents(8000);
+  t.teardown(() => httpAgent.destroy());
+  // The agent's timeout bounds the connecting alone (the request's own starts once connected).
+  t.equal((httpAgent as unknown as { options: { timeout?: number } }).options.timeout, 8000);
+  await new Promise((resolve, reject) => {
+    const req = request(`${server.url}/v3/mail/send`, { method: "POST", agent: httpAgent }, (res) => {
+      res.resume();
+      res.once("end", resolve);
+    });
+    req.once("error", reject);
+    req.end("{}");
+  });
+  for (let i = 0; i < 10 && Object.keys(httpAgent.freeSockets).length === 0; i++) await nextTurn();
+  const idle = Object.values(httpAgent.freeSockets).flat();
+  t.equal(idle.length, 1, "kept for the next send");
+  t.equal(idle[0]?.timeout, IDLE_MS, "closed after 5 s idle, though the server keeps it 65 s");
 });

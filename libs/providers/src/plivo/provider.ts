@@ -51,9 +51,9 @@ function classify(error: unknown, timedOut: SendResult): SendResult {
 const require = createRequire(import.meta.url);
 
 export function createPlivoProvider(config: PlivoConfig): Provider {
-  // Loaded with the first provider, not with this module: every app that reads a Plivo
-  // signature imports it, few send SMS, and plivo costs a process tens of MB and a fifth of a
-  // second at start (it also replaces axios's default agents when it loads).
+  // Loaded with the first provider, not with this module: every worker imports the providers,
+  // few send SMS, and plivo costs a process over 10 MB and a tenth of a second or more at start
+  // (it also replaces axios's default agents when it loads).
   const plivo = require("plivo") as typeof Plivo;
   const client = new plivo.Client(config.authId, config.authToken, {
     url: `${config.baseUrl.replace(/\/+$/, "")}/v1/Account/${config.authId}`,

@@ -1,11 +1,10 @@
-import { Agent as HttpAgent } from "node:http";
-import { Agent as HttpsAgent } from "node:https";
 import { Client } from "@sendgrid/client";
 import { MailService } from "@sendgrid/mail";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import { htmlToText } from "../email-text.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";
+import { sendAgents } from "./agents.js";
 
 export interface SendgridConfig {
   apiKey: string;
@@ -83,17 +82,8 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
   // http module directly instead of wrapping it in follow-redirects (a fifth of the client's
   // CPU per send). A redirect (a proxy or a wrong base URL) is answered below: nothing was sent.
   // (The defaults reach axios as they are; their typing names only SendGrid's own options.)
-  // Connections of its own: @sendgrid/client's axios is shared with every other package that
-  // loads it, and one that changes axios's default agents changes ours (plivo does, on load: 20
-  // idle sockets kept, 100 at most, so with more sends in flight a connection is closed after
-  // its answer and a new one opened for the next send). Node's global agent is not taken either:
-  // anything in the process may change it. Sockets are kept while idle for 5 s (as Node's own
-  // agent) with no cap on their number, which the sends in flight already bound. axios sets TCP
-  // keep-alive to 60 s on each request's socket; the agent sets the same when it takes one back,
-  // where a different value would cost two system calls a send.
-  const agentOptions = { keepAlive: true, keepAliveMsecs: 60_000, scheduling: "lifo", timeout: 5_000 } as const;
-  const httpAgent = new HttpAgent({ ...agentOptions, maxFreeSockets: Number.POSITIVE_INFINITY });
-  const httpsAgent = new HttpsAgent({ ...agentOptions, maxFreeSockets: Number.POSITIVE_INFINITY });
+  // Connections of its own, whatever another package does to axios's defaults (agents.ts).
+  const { httpAgent, httpsAgent } = sendAgents(config.timeoutMs);
   const axiosDefaults = { maxRedirects: 0, httpAgent, httpsAgent };
   client.setDefaultRequest(axiosDefaults as unknown as Parameters<Client["setDefaultRequest"]>[0]);
   // A fresh service, not the module singleton: two providers must never share a key or a URL.
