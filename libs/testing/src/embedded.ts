@@ -151,6 +151,27 @@ export async function postNotification(
   }
 }
 
+/**
+ * GETs a JSON document, once more (up to three tries) when the connection drops before an answer:
+ * a GET is safe to repeat, and a client reusing an idle keep-alive connection can have it closed
+ * under it by a server whose idle timeout ran out while it was busy (ECONNRESET), as any HTTP
+ * client must expect. Any answer but 2xx throws.
+ */
+export async function getJson<T>(url: string, init: RequestInit = {}): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    let response: Response;
+    try {
+      response = await fetch(url, init);
+    } catch (error) {
+      const code = (error as { cause?: { code?: string } }).cause?.code;
+      if (attempt < 3 && (code === "ECONNRESET" || code === "UND_ERR_SOCKET" || code === "EPIPE")) continue;
+      throw error;
+    }
+    if (!response.ok) throw new Error(`GET ${url} answered ${response.status}: ${await response.text()}`);
+    return (await response.json()) as T;
+  }
+}
+
 /** Log lines of the stack at error level or worse (as npm start prints them). */
 export const errorLines = (output: string[]) => output.filter((line) => /^\[[a-z ]+\] \S+ (error|fatal)\b/.test(line));
 
@@ -168,20 +189,18 @@ export async function receivedByProviders(dataDir: string): Promise<Map<string, 
     const key = `${id}:${channel}`;
     received.set(key, (received.get(key) ?? 0) + 1);
   };
-  const sendgrid = (await (await fetch(`${env.SENDGRID_SANDBOX_URL}/sandbox/messages`)).json()) as {
-    data: Array<{ custom_args: Record<string, string> }>;
-  };
+  const sendgrid = await getJson<{ data: Array<{ custom_args: Record<string, string> }> }>(
+    `${env.SENDGRID_SANDBOX_URL}/sandbox/messages`,
+  );
   for (const mail of sendgrid.data) count(mail.custom_args.notification_id, "email");
   // Email fails over to the SMTP sandbox when SendGrid's cannot take a send: one send across both.
   if (env.SMTP_SANDBOX_URL) {
-    const smtp = (await (await fetch(`${env.SMTP_SANDBOX_URL}/sandbox/messages`)).json()) as {
-      data: Array<{ notification_id: string | null }>;
-    };
+    const smtp = await getJson<{ data: Array<{ notification_id: string | null }> }>(
+      `${env.SMTP_SANDBOX_URL}/sandbox/messages`,
+    );
     for (const mail of smtp.data) count(mail.notification_id, "email");
   }
-  const plivo = (await (await fetch(`${env.PLIVO_SANDBOX_URL}/sandbox/messages`)).json()) as {
-    data: Array<{ url: string | null }>;
-  };
+  const plivo = await getJson<{ data: Array<{ url: string | null }> }>(`${env.PLIVO_SANDBOX_URL}/sandbox/messages`);
   for (const sms of plivo.data) count(sms.url ? new URL(sms.url).searchParams.get("notification_id") : null, "sms");
   const push = (await getWithCa(
     `${env.PUSH_SANDBOX_URL}/sandbox/messages`,
