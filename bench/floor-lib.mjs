@@ -129,8 +129,13 @@ export async function sendgridMail(apiKey, baseUrl) {
   const client = new Client();
   client.setApiKey(apiKey);
   client.setDefaultRequest("baseUrl", baseUrl);
-  // As the service's provider: no redirects to follow, so axios skips follow-redirects.
+  // As the service's provider: no redirects to follow, so axios skips follow-redirects; and
+  // keep-alive agents whose TCP keep-alive matches the 60 s axios sets on each socket it is lent
+  // (Node's global agent sets 1 s back on each socket it takes back: two setsockopt calls a send).
   client.setDefaultRequest("maxRedirects", 0);
+  const agent = { keepAlive: true, keepAliveMsecs: 60_000, scheduling: "lifo" };
+  client.setDefaultRequest("httpAgent", new (await import("node:http")).Agent(agent));
+  client.setDefaultRequest("httpsAgent", new (await import("node:https")).Agent(agent));
   const mail = new MailService();
   mail.setClient(client);
   return mail;
