@@ -4,10 +4,11 @@
 // tap rebuilds it by itself at the start of a run, but that run still starts every test file
 // with the node arguments of the build it loaded: on a fresh clone the first run gave each test
 // process the ts-node loader of the @tapjs/typescript plugin the config removes, besides tsx's,
-// and on Node.js 20, whose module hooks run on a separate thread, the suite took a third longer.
+// and that first run (CI's, on Node.js 20) took about twice as long as the next.
 import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+// @tapjs/config, @tapjs/core and @tapjs/test come with tap (its own versions, not declared here).
 import { TapConfig } from "@tapjs/config";
 
 // @tapjs/test reads @tapjs/core as it loads and fails when it is imported first.
