@@ -1,5 +1,6 @@
 // What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
 import { perIteration } from "@notify/db";
+import { sendAgents } from "@notify/providers/sendgrid/agents";
 
 /**
  * The least a durable accept does, with group commit: requests queue up, and up to two batches
@@ -129,13 +130,12 @@ export async function sendgridMail(apiKey, baseUrl) {
   const client = new Client();
   client.setApiKey(apiKey);
   client.setDefaultRequest("baseUrl", baseUrl);
-  // As the service's provider: no redirects to follow, so axios skips follow-redirects; and
-  // keep-alive agents whose TCP keep-alive matches the 60 s axios sets on each socket it is lent
-  // (Node's global agent sets 1 s back on each socket it takes back: two setsockopt calls a send).
+  // As the service's provider: no redirects to follow, so axios skips follow-redirects; and its
+  // connections (on Node's global agent each send would pay two setsockopt calls).
   client.setDefaultRequest("maxRedirects", 0);
-  const agent = { keepAlive: true, keepAliveMsecs: 60_000, scheduling: "lifo" };
-  client.setDefaultRequest("httpAgent", new (await import("node:http")).Agent(agent));
-  client.setDefaultRequest("httpsAgent", new (await import("node:https")).Agent(agent));
+  const { httpAgent, httpsAgent } = sendAgents(10_000);
+  client.setDefaultRequest("httpAgent", httpAgent);
+  client.setDefaultRequest("httpsAgent", httpsAgent);
   const mail = new MailService();
   mail.setClient(client);
   return mail;
