@@ -1,7 +1,7 @@
 import { chmodSync, createWriteStream, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type ClusterStack, startClusterStack } from "@notify/devstack";
+import type { ClusterStack } from "@notify/devstack/cluster";
 import postgres from "postgres";
 import { postNotification, receivedByProviders, stackEnv } from "./embedded.js";
 
@@ -112,6 +112,8 @@ export async function runClusterChaos(input: ClusterChaosOptions): Promise<Clust
     .join(",");
   let running: ClusterStack | undefined;
   try {
+    // Loaded here, not at the top, for the same reason as startStack in stack.ts.
+    const { startClusterStack } = await import("@notify/devstack/cluster");
     running = await startClusterStack({
       dataDir,
       // The processors log each routing at debug: the order check reads those lines.

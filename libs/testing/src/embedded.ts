@@ -3,7 +3,8 @@ import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
-import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/devstack";
+import { ROOT } from "@notify/devstack/paths";
+import { isProcessOf, processAlive, readPidFile } from "@notify/devstack/pids";
 import postgres from "postgres";
 
 // The embedded default as a user runs it (`npm start` in a shell), for the tests and the soak
