@@ -1,5 +1,5 @@
 // What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
-import { perIteration } from "@notify/db";
+import { perIteration, unnestColumns } from "@notify/db";
 import { sendAgents } from "@notify/providers/sendgrid/agents";
 
 /**
@@ -13,15 +13,16 @@ export function groupCommit({ sql, bus, clientId, lane }) {
   const queue = [];
   let active = 0;
   async function flush(batch) {
-    const column = (pick) => batch.map(pick);
-    // Arrays behind subqueries, as the service's statements: one plan kept (libs/db/src/batch.ts).
+    const text = (pick) => ["text", batch.map(pick)];
+    const input = unnestColumns(sql, "i", {
+      id: text((p) => p.id),
+      key: text((p) => p.key),
+      request_hash: text((p) => p.hash),
+      user_id: text((p) => String(p.body.user_id)),
+      data: text((p) => JSON.stringify(p.body.data ?? {})),
+    });
     const rows = await sql`
-      with input as (
-        select * from unnest((select ${column((p) => p.id)}::text[]), (select ${column((p) => p.key)}::text[]),
-          (select ${column((p) => p.hash)}::text[]), (select ${column((p) => String(p.body.user_id))}::text[]),
-          (select ${column((p) => JSON.stringify(p.body.data ?? {}))}::text[]))
-          as i(id, key, request_hash, user_id, data)
-      ),
+      with input as (select * from ${input}),
       claimed as (
         insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
         select ${clientId}, key, request_hash, id, now() from input on conflict do nothing returning notification_id
@@ -97,8 +98,10 @@ export function emailDelivery({ sql, guard, mail }) {
   const markDelivered = perIteration(async (sent) => {
     await sql`
       with input as (
-        select * from unnest((select ${sent.map((s) => s.id)}::text[]), (select ${sent.map((s) => s.providerId)}::text[]))
-          as i(id, provider_id)),
+        select * from ${unnestColumns(sql, "i", {
+          id: ["text", sent.map((s) => s.id)],
+          provider_id: ["text", sent.map((s) => s.providerId)],
+        })}),
       moved as (
         update notification_channels c set status = 'delivered', provider = 'sendgrid', provider_id = i.provider_id,
           attempts = 1, updated_at = now()

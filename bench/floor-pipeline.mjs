@@ -19,7 +19,7 @@
 import { createHash, createPublicKey, randomUUID, verify } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { applyTopology, connectBus } from "@notify/bus";
-import { createDb, perIteration } from "@notify/db";
+import { createDb, perIteration, unnestColumns } from "@notify/db";
 import { Hono } from "hono";
 import { consume, emailDelivery, groupCommit, sendgridMail } from "./floor-lib.mjs";
 
@@ -51,7 +51,7 @@ if (STAGES.has("accept")) {
 const pull = (stream, durable) => ({ stream, durable, concurrency: CONCURRENCY });
 const insertChannel = perIteration(async (ids) => {
   await sql`insert into notification_channels (notification_id, channel, status)
-    select id, 'email', 'pending' from unnest((select ${ids}::text[])) id`;
+    select id, 'email', 'pending' from ${unnestColumns(sql, "n", { id: ["text", ids] })}`;
   return ids.map(() => undefined);
 });
 if (STAGES.has("route")) {
@@ -85,13 +85,15 @@ if (STAGES.has("receipt"))
     const signed = Buffer.concat([Buffer.from(timestamp), body]);
     if (!verify("sha256", signed, { key: webhookKey, dsaEncoding: "der" }, signature)) return c.body(null, 401);
     const events = JSON.parse(Buffer.from(body).toString("utf8"));
-    const column = (pick) => events.map(pick);
+    const text = (pick) => ["text", events.map(pick)];
+    const input = unnestColumns(sql, "i", {
+      event_id: text((e) => e.sg_event_id),
+      provider_id: text((e) => e.sg_message_id.split(".")[0]),
+      status: text((e) => e.event),
+      payload: text((e) => JSON.stringify(e)),
+    });
     await sql`
-    with input as (
-      select * from unnest((select ${column((e) => e.sg_event_id)}::text[]),
-        (select ${column((e) => e.sg_message_id.split(".")[0])}::text[]), (select ${column((e) => e.event)}::text[]),
-        (select ${column((e) => JSON.stringify(e))}::text[])) as i(event_id, provider_id, status, payload)
-    ),
+    with input as (select * from ${input}),
     stored as (
       insert into provider_receipts (provider, event_id, provider_id, status, payload, applied_at)
       select 'sendgrid', event_id, provider_id, status, payload::jsonb, now() from input

@@ -11,7 +11,7 @@
 // jobs, logging or metrics: what is left is the cost of the durable work itself. The bench's
 // notifications are email only, so each has one channel.
 import { connectBus } from "@notify/bus";
-import { createDb, perIteration, readProfileRow } from "@notify/db";
+import { createDb, perIteration, readProfileRow, unnestColumns } from "@notify/db";
 import { consume } from "./floor-lib.mjs";
 
 const env = process.env;
@@ -28,7 +28,7 @@ const bus = await connectBus({
 const insertChannel = perIteration(async (ids) => {
   await database.sql`
     insert into notification_channels (notification_id, channel, status)
-    select id, 'email', 'pending' from unnest((select ${ids}::text[])) id on conflict do nothing`;
+    select id, 'email', 'pending' from ${unnestColumns(database.sql, "n", { id: ["text", ids] })} on conflict do nothing`;
   return ids.map(() => undefined);
 });
 

@@ -6,7 +6,7 @@ import {
   statusesMovableTo,
 } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
-import { perIterationOf } from "./batch.js";
+import { perIterationOf, unnestColumns } from "./batch.js";
 import type { Database, Sql } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { notificationChannels } from "./schema/index.js";
@@ -105,22 +105,29 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
   const { sql } = database;
   // In one order whoever sends them, so two batches over the same notifications lock them alike.
   const routings = [...asked].sort(byKey((r) => r.notificationId));
-  const of = <T>(pick: (r: Routing) => T) => routings.map(pick) as never;
+  const of = <T>(pick: (r: Routing) => T) => routings.map(pick);
   const planned = routings.flatMap((r) => r.channels.map((p) => ({ id: r.notificationId, ...p })));
-  const plan = <T>(pick: (p: (typeof planned)[number]) => T) => planned.map(pick) as never;
-  // Each array behind a subquery: one plan kept for the statement (batch.ts).
+  const plan = <T>(pick: (p: (typeof planned)[number]) => T) => planned.map(pick);
+  const input = unnestColumns(sql, "n", {
+    id: ["text", of((r) => r.notificationId)],
+    user_id: ["text", of((r) => r.userId)],
+    client_id: ["text", of((r) => r.clientId)],
+    priority: ["text", of((r) => r.priority)],
+    order_mode: ["text", of((r) => r.order ?? null)],
+    deferred_until: ["timestamptz", of((r) => r.deferredUntil?.toISOString() ?? null)],
+  });
+  const channels = unnestColumns(sql, "d", {
+    id: ["text", plan((p) => p.id)],
+    channel: ["text", plan((p) => p.channel)],
+    status: ["text", plan((p) => p.status)],
+    reason: ["text", plan((p) => p.reason)],
+    next_attempt_at: ["timestamptz", plan((p) => p.nextAttemptAt?.toISOString() ?? null)],
+  });
   const rows = await sql<{ id: string; inserted: number; routed: boolean; earlier: string | null }[]>`
     with input as (
-      select * from unnest((select ${of((r) => r.notificationId)}::text[]),
-        (select ${of((r) => r.userId)}::text[]), (select ${of((r) => r.clientId)}::text[]),
-        (select ${of((r) => r.priority)}::text[]), (select ${of((r) => r.order ?? null)}::text[]),
-        (select ${of((r) => r.deferredUntil?.toISOString() ?? null)}::timestamptz[]))
-        as n(id, user_id, client_id, priority, order_mode, deferred_until)
+      select * from ${input}
     ), planned as (
-      select * from unnest((select ${plan((p) => p.id)}::text[]), (select ${plan((p) => p.channel)}::text[]),
-        (select ${plan((p) => p.status)}::text[]), (select ${plan((p) => p.reason)}::text[]),
-        (select ${plan((p) => p.nextAttemptAt?.toISOString() ?? null)}::timestamptz[]))
-        as d(id, channel, status, reason, next_attempt_at)
+      select * from ${channels}
     ), routed as (
       select distinct notification_id as id from notification_channels where notification_id in (select id from input)
     ), waiting as (
@@ -276,13 +283,13 @@ export type DeliveryChannelRow = Omit<
  */
 export const loadChannel: (sql: Sql, ref: ChannelRef) => Promise<DeliveryChannelRow | undefined> = perIterationOf(
   async (sql: Sql, refs: readonly ChannelRef[]) => {
-    // Each array behind a subquery: one plan kept for the statement (batch.ts).
+    const keys = unnestColumns(sql, "k", {
+      notification_id: ["text", refs.map((r) => r.notification_id)],
+      channel: ["text", refs.map((r) => r.channel)],
+    });
     const rows = await sql<Array<DeliveryChannelRow & ChannelRef>>`
       select c.notification_id, c.channel, c.status, c.attempts, c.attempts_before_replay
-      from unnest((select ${refs.map((r) => r.notification_id)}::text[]),
-        (select ${refs.map((r) => r.channel)}::text[]))
-        as k(notification_id, channel)
-      join notification_channels c using (notification_id, channel)`;
+      from ${keys} join notification_channels c using (notification_id, channel)`;
     const found = new Map(
       rows.map(({ status, attempts, attempts_before_replay, ...ref }) => [
         refKey(ref),
@@ -328,26 +335,26 @@ interface Move {
 async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
   // In one order whoever sends them, so two batches over the same channels lock them alike.
   const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
-  const column = <T>(pick: (move: Move) => T) => moves.map(pick) as never;
-  // Each array behind a subquery: one plan kept for the statement (batch.ts).
+  const column = <T>(pick: (move: Move) => T) => moves.map(pick);
+  const input = unnestColumns(sql, "i", {
+    notification_id: ["text", column((m) => m.ref.notification_id)],
+    channel: ["text", column((m) => m.ref.channel)],
+    status: ["text", column((m) => m.to)],
+    movable: ["text", column((m) => statusesMovableTo(m.to).join(","))],
+    reason: ["text", column((m) => m.fields.reason ?? null)],
+    provider: ["text", column((m) => m.fields.provider ?? null)],
+    provider_id: ["text", column((m) => m.fields.providerId ?? null)],
+    attempts: ["int", column((m) => m.fields.attempts ?? null)],
+    next_attempt_at: ["timestamptz", column((m) => m.fields.nextAttemptAt?.toISOString() ?? null)],
+    tried_attempt: ["int", column((m) => m.fields.attempt?.attempt ?? null)],
+    tried_outcome: ["text", column((m) => m.fields.attempt?.outcome ?? null)],
+    tried_provider: ["text", column((m) => m.fields.attempt?.provider ?? null)],
+    tried_provider_id: ["text", column((m) => m.fields.attempt?.providerId ?? null)],
+    tried_error: ["text", column((m) => m.fields.attempt?.error ?? null)],
+  });
   const rows = await sql<ChannelRef[]>`
     with input as (
-      select * from unnest(
-        (select ${column((m) => m.ref.notification_id)}::text[]), (select ${column((m) => m.ref.channel)}::text[]),
-        (select ${column((m) => m.to)}::text[]),
-        (select ${column((m) => statusesMovableTo(m.to).join(","))}::text[]),
-        (select ${column((m) => m.fields.reason ?? null)}::text[]),
-        (select ${column((m) => m.fields.provider ?? null)}::text[]),
-        (select ${column((m) => m.fields.providerId ?? null)}::text[]),
-        (select ${column((m) => m.fields.attempts ?? null)}::int[]),
-        (select ${column((m) => m.fields.nextAttemptAt?.toISOString() ?? null)}::timestamptz[]),
-        (select ${column((m) => m.fields.attempt?.attempt ?? null)}::int[]),
-        (select ${column((m) => m.fields.attempt?.outcome ?? null)}::text[]),
-        (select ${column((m) => m.fields.attempt?.provider ?? null)}::text[]),
-        (select ${column((m) => m.fields.attempt?.providerId ?? null)}::text[]),
-        (select ${column((m) => m.fields.attempt?.error ?? null)}::text[])
-      ) as i(notification_id, channel, status, movable, reason, provider, provider_id, attempts, next_attempt_at,
-             tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error)
+      select * from ${input}
     ), tried as (
       insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
       select notification_id, channel, tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error

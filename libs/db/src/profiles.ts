@@ -1,4 +1,4 @@
-import { perIterationOf } from "./batch.js";
+import { perIterationOf, unnestColumns } from "./batch.js";
 import type { Database } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { userContacts, userPreferences } from "./schema/index.js";
@@ -18,11 +18,10 @@ export type ProfileRow = { [K in keyof ProfileColumns]: ProfileColumns[K] | null
  */
 export const readProfileRow: (database: Database, userId: string) => Promise<ProfileRow> = perIterationOf(
   async (database: Database, userIds: readonly string[]) => {
-    // The array behind a subquery: one plan kept for the statement (batch.ts).
     const rows = await database.sql<Array<ProfileRow & { user_id: string }>>`
       select u.user_id, c.email, c.phone, p.channel_optout, p.category_optout, p.quiet_hours, p.rate_cap_per_day,
              p.device_tokens, p.locale
-      from unnest((select ${userIds as string[]}::text[])) as u(user_id)
+      from ${unnestColumns(database.sql, "u", { user_id: ["text", userIds] })}
       left join user_contacts c on c.user_id = u.user_id
       left join user_preferences p on p.user_id = u.user_id`;
     const found = new Map(rows.map(({ user_id, ...row }) => [user_id, row]));

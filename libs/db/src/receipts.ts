@@ -1,5 +1,6 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import type { TransactionSql } from "postgres";
+import { unnestColumns } from "./batch.js";
 import type { Sql } from "./index.js";
 
 /**
@@ -192,17 +193,17 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
   return outcome;
 }
 
-/**
- * The channels (and their notification's traceparent) of receipts just applied. The arrays behind
- * subqueries: one plan kept for the statement (batch.ts).
- */
+/** The channels (and their notification's traceparent) of receipts just applied. */
 async function appliedWithTraces(sql: Sql, rows: BatchRow[]): Promise<AppliedReceipt[]> {
+  const keys = unnestColumns(sql, "k", {
+    provider: ["text", rows.map((r) => r.provider)],
+    provider_id: ["text", rows.map((r) => r.provider_id)],
+  });
   const found = await sql<
     { provider: string; provider_id: string; notification_id: string; channel: string; trace_parent: string | null }[]
   >`
     select c.provider, c.provider_id, c.notification_id, c.channel, n.trace_parent
-    from unnest((select ${rows.map((r) => r.provider)}::text[]), (select ${rows.map((r) => r.provider_id)}::text[]))
-      as k(provider, provider_id)
+    from ${keys}
     join notification_channels c on c.provider = k.provider and c.provider_id = k.provider_id
     join notifications n on n.id = c.notification_id`;
   const byMessage = new Map(found.map((f) => [keyOf(f.provider, f.provider_id), f]));

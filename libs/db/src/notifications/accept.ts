@@ -1,4 +1,5 @@
 import type { Channel, FallbackStep, Priority } from "@notify/core";
+import { unnestColumns } from "../batch.js";
 import type { Database } from "../index.js";
 import type { RowPick } from "../rows.js";
 import type { idempotencyKeys } from "../schema/index.js";
@@ -49,28 +50,32 @@ export async function acceptNotifications(
   // the same batch as one JSON document is parsed in the statement (16 µs a row as jsonb, twice
   // that as json). The JSON columns travel as text and are parsed one value at a time. A nullable
   // field left undefined (a JavaScript caller) is stored as null, as the JSON document did. The
-  // channels travel joined by commas: no channel name has one. Each array behind a subquery: one
-  // plan kept for the statement (batch.ts).
-  const column = <T>(pick: (row: AcceptedRow) => T) => rows.map(pick);
+  // channels travel joined by commas: no channel name has one.
+  const text = <T>(pick: (row: AcceptedRow) => T) => ["text", rows.map(pick)] as const;
+  const input = unnestColumns(database.sql, "i", {
+    id: text((r) => r.id),
+    client_id: text((r) => r.client_id),
+    key: text((r) => r.key),
+    request_hash: text((r) => r.request_hash),
+    user_id: text((r) => r.user_id),
+    category: text((r) => r.category),
+    template_id: text((r) => r.template_id),
+    template_version: text((r) => (r.template_version == null ? null : String(r.template_version))),
+    priority: text((r) => r.priority),
+    channels: text((r) => (r.channels == null ? null : r.channels.join(","))),
+    data: text((r) => JSON.stringify(r.data)),
+    partition: text((r) => String(r.partition)),
+    deliver_by: text((r) => r.deliver_by ?? null),
+    fallback: text((r) => (r.fallback == null ? null : JSON.stringify(r.fallback))),
+    trace_parent: text((r) => r.trace_parent ?? null),
+  });
   const [batch] = await database.sql<{ ids: string[] | null; created_at: Date | null; outbox_id: string | null }[]>`
     with input as (
       select i.id, i.client_id, i.key, i.request_hash, i.user_id, i.category, i.template_id,
         i.template_version::int as template_version, i.priority,
         string_to_array(i.channels, ',') as channels, i.data::jsonb as data, i.partition::int as partition,
         i.deliver_by::timestamptz as deliver_by, i.fallback::jsonb as fallback, i.trace_parent
-      from unnest((select ${column((r) => r.id)}::text[]), (select ${column((r) => r.client_id)}::text[]),
-        (select ${column((r) => r.key)}::text[]), (select ${column((r) => r.request_hash)}::text[]),
-        (select ${column((r) => r.user_id)}::text[]), (select ${column((r) => r.category)}::text[]),
-        (select ${column((r) => r.template_id)}::text[]),
-        (select ${column((r) => (r.template_version == null ? null : String(r.template_version)))}::text[]),
-        (select ${column((r) => r.priority)}::text[]),
-        (select ${column((r) => (r.channels == null ? null : r.channels.join(",")))}::text[]),
-        (select ${column((r) => JSON.stringify(r.data))}::text[]), (select ${column((r) => String(r.partition))}::text[]),
-        (select ${column((r) => r.deliver_by ?? null)}::text[]),
-        (select ${column((r) => (r.fallback == null ? null : JSON.stringify(r.fallback)))}::text[]),
-        (select ${column((r) => r.trace_parent ?? null)}::text[]))
-        as i(id, client_id, key, request_hash, user_id, category, template_id, template_version, priority, channels,
-          data, partition, deliver_by, fallback, trace_parent)
+      from ${input}
     ),
     claimed as (
       insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
