@@ -128,11 +128,23 @@ export async function seedNotification(
 
 /**
  * A pool of its own on `url` that counts the statements it sends, for tests of what goes in one
- * statement. Counting starts after its first statement (which also reads the server's types).
+ * statement, and shows each to `onStatement` (its text and parameters, as sent). Counting starts
+ * after its first statement (which also reads the server's types).
  */
-export async function countingDatabase(t: Teardown, url: string): Promise<Database & { statements(): number }> {
+export async function countingDatabase(
+  t: Teardown,
+  url: string,
+  onStatement?: (query: string, parameters: readonly unknown[]) => void,
+): Promise<Database & { statements(): number }> {
   let count = 0;
-  const sql = postgres(url, { max: 4, onnotice: () => {}, debug: () => count++ });
+  const sql = postgres(url, {
+    max: 4,
+    onnotice: () => {},
+    debug: (_connection, query, parameters) => {
+      count++;
+      onStatement?.(query, parameters);
+    },
+  });
   t.teardown(() => sql.end({ timeout: 1 }));
   await sql`select 1`;
   count = 0;
