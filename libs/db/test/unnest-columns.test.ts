@@ -44,7 +44,7 @@ t.test("every array stays behind a scalar subquery, so the statement keeps one p
   const [found] = await sql<{ a: string; b: number }[]>`select a, b from ${fragment}`;
   t.same(found, { a: "x", b: 1 });
   const [statement] = await sql<{ statement: string }[]>`
-    select statement from pg_prepared_statements where statement like '%unnest(%' and statement not like '%pg_prepared%'`;
+    select statement from pg_prepared_statements where statement like '%as k(a, b)%' and statement not like '%pg_prepared%'`;
   t.match(
     statement?.statement.replace(/\s+/g, " "),
     /unnest\( ?\(select \$1::text\[\]\) ?, \(select \$2::int\[\]\)\) as k\(a, b\)/,
