@@ -6,7 +6,7 @@ import {
   statusesMovableTo,
 } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
-import { perIterationOf, unnestColumns } from "./batch.js";
+import { GATHER, perIterationOf, unnestColumns } from "./batch.js";
 import type { Database, Sql } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { notificationChannels } from "./schema/index.js";
@@ -168,6 +168,7 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
  */
 const routeBatched = perIterationOf(routeMany, {
   writes: (r) => `${r.clientId}\u0000${r.userId}\u0000${r.priority}`,
+  ...GATHER,
 });
 
 /**
@@ -298,6 +299,7 @@ export const loadChannel: (sql: Sql, ref: ChannelRef) => Promise<DeliveryChannel
     );
     return refs.map((ref) => found.get(refKey(ref)));
   },
+  GATHER,
 );
 
 /** One provider attempt and what came of it: the history a dead letter carries. */
@@ -382,7 +384,7 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
   return asked.map((m) => moved.has(refKey(m.ref)));
 }
 
-const moveBatched = perIterationOf(moveMany, { writes: (m) => refKey(m.ref) });
+const moveBatched = perIterationOf(moveMany, { writes: (m) => refKey(m.ref), ...GATHER });
 
 /**
  * Moves a channel forward only (libs/core status.ts) and logs the transition with its time and

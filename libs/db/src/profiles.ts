@@ -1,4 +1,4 @@
-import { perIterationOf, unnestColumns } from "./batch.js";
+import { GATHER, perIterationOf, unnestColumns } from "./batch.js";
 import type { Database } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { userContacts, userPreferences } from "./schema/index.js";
@@ -27,4 +27,5 @@ export const readProfileRow: (database: Database, userId: string) => Promise<Pro
     const found = new Map(rows.map(({ user_id, ...row }) => [user_id, row]));
     return userIds.map((id) => found.get(id) as ProfileRow);
   },
+  GATHER,
 );

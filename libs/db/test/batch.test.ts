@@ -159,6 +159,82 @@ t.test(
   },
 );
 
+/** A `run` whose statements stay open until the test lets them end, oldest first. */
+function holding() {
+  const statements: string[][] = [];
+  const open: Array<() => void> = [];
+  let running = 0;
+  const run = async (keys: readonly string[]) => {
+    statements.push([...keys]);
+    running++;
+    await new Promise<void>((resolve) => open.push(resolve));
+    running--;
+    return keys.map((k) => `${k}!`);
+  };
+  const endOne = async () => {
+    open.shift()?.();
+    await nextIteration();
+    await nextIteration();
+  };
+  return { run, statements, endOne, running: () => running, open };
+}
+
+t.test("overlapAt: while one batch is in flight, the next waits for company, then goes at once", async (t) => {
+  const h = holding();
+  const load = perIteration(h.run, { inFlight: 2, overlapAt: 3, overlapMs: 60_000 });
+  const answers = [load("a")];
+  await nextIteration();
+  t.same(h.statements, [["a"]], "nothing in flight: the first goes at once");
+  for (const key of ["b", "c"]) {
+    answers.push(load(key));
+    await nextIteration();
+    await nextIteration();
+  }
+  t.same(h.statements, [["a"]], "two waiting, fewer than overlapAt: held though a slot is free");
+  answers.push(load("d"));
+  t.same(h.statements, [["a"], ["b", "c", "d"]], "the third goes with them in the free slot, without waiting a turn");
+  while (h.open.length > 0) await h.endOne();
+  t.same(await Promise.all(answers), ["a!", "b!", "c!", "d!"]);
+});
+
+t.test("overlapAt: a batch in flight that ends lets the waiting ones go, however few", async (t) => {
+  const h = holding();
+  const load = perIteration(h.run, { overlapAt: 100, overlapMs: 60_000 });
+  const answers = [load("a")];
+  await nextIteration();
+  answers.push(load("b"));
+  await nextIteration();
+  await nextIteration();
+  t.same(h.statements, [["a"]]);
+  await h.endOne();
+  t.same(h.statements, [["a"], ["b"]]);
+  await h.endOne();
+  t.same(await Promise.all(answers), ["a!", "b!"]);
+});
+
+t.test(
+  "overlapAt: a statement held up delays the calls behind it by overlapMs, then the free slot serves",
+  async (t) => {
+    const h = holding();
+    const load = perIteration(h.run, { overlapAt: 100, overlapMs: 30 });
+    const answers = [load("a")];
+    await nextIteration();
+    answers.push(load("b"));
+    const deadline = Date.now() + 10_000;
+    while (h.statements.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+    t.same(h.statements, [["a"], ["b"]], "b went while a was still in flight");
+    t.equal(h.running(), 2);
+    while (h.open.length > 0) await h.endOne();
+    t.same(await Promise.all(answers), ["a!", "b!"]);
+  },
+);
+
+t.test("overlapAt must be a whole number of at least one", async (t) => {
+  for (const overlapAt of [0, -1, 1.5, Number.NaN]) {
+    t.throws(() => perIteration(async (keys: readonly string[]) => [...keys], { overlapAt }), RangeError);
+  }
+});
+
 t.test("batches in flight never pass the limit; every call is answered once (fast-check)", async (t) => {
   await fc.assert(
     fc.asyncProperty(
@@ -166,7 +242,9 @@ t.test("batches in flight never pass the limit; every call is answered once (fas
       fc.array(fc.array(fc.constantFrom("a", "b", "c"), { maxLength: 6 }), { maxLength: 12 }),
       fc.array(fc.nat(3), { minLength: 12, maxLength: 12 }),
       fc.boolean(),
-      async (limit, waves, delays, writes) => {
+      fc.integer({ min: 1, max: 5 }),
+      fc.integer({ min: 0, max: 3 }),
+      async (limit, waves, delays, writes, overlapAt, overlapMs) => {
         let running = 0;
         let most = 0;
         let calls = 0;
@@ -178,7 +256,7 @@ t.test("batches in flight never pass the limit; every call is answered once (fas
           running--;
           return keys.map((k) => `${k}!`);
         };
-        const load = perIteration(run, { inFlight: limit, ...(writes ? { writes: name } : {}) });
+        const load = perIteration(run, { inFlight: limit, overlapAt, overlapMs, ...(writes ? { writes: name } : {}) });
         const answers: Array<Promise<string>> = [];
         const keys: string[] = [];
         for (const [w, wave] of waves.entries()) {
