@@ -128,7 +128,8 @@ export function rounds(names: readonly string[]): number[][] {
  * phase: a busy app starts many handlers per iteration (each pulled message, each provider
  * answer), and one statement for all of them costs PostgreSQL and the connection far less than
  * one each (a primary-key read: about 110 µs of CPU alone, 15 µs in a batch). While `inFlight`
- * batches run, the next keeps gathering, across iterations, until one ends. Nothing is cached:
+ * batches run, the next keeps gathering, across iterations, until one ends (or, with a slot
+ * free and `overlapAt` set, until enough calls wait or `overlapMs` passes). Nothing is cached:
  * every call reads afresh. `run` answers one value per key, in the keys' order; when it fails,
  * every call of that statement fails with its error (writes: see `BatchOptions`).
  */
