@@ -23,6 +23,7 @@ export type ColumnType = "text" | "int" | "timestamptz";
 export type BatchColumn = readonly [type: ColumnType, values: readonly unknown[]];
 
 const COLUMN_NAME = /^[a-z_][a-z0-9_]*$/;
+const COLUMN_TYPES: ReadonlySet<string> = new Set<ColumnType>(["text", "int", "timestamptz"]);
 
 /**
  * A batch's columns as rows, for a `from` clause: `unnest((select $1::text[]), (select
@@ -36,11 +37,13 @@ export function unnestColumns(
   columns: Readonly<Record<string, BatchColumn>>,
 ): PendingQuery<Row[]> {
   const names = Object.keys(columns);
+  if (names.length === 0) throw new Error("unnestColumns: no columns");
   for (const name of [alias, ...names]) {
     if (!COLUMN_NAME.test(name)) throw new Error(`unnestColumns: "${name}" is not a plain column name`);
   }
   const arrays = names.map((name, i) => {
     const [type, values] = columns[name] as BatchColumn;
+    if (!COLUMN_TYPES.has(type)) throw new Error(`unnestColumns: "${type}" is not a column type it takes`);
     const array = sql`(select ${values as never}::${sql.unsafe(type)}[])`;
     return i === 0 ? array : sql`, ${array}`;
   });
@@ -74,7 +77,7 @@ export interface BatchOptions<K> {
   inFlight?: number;
   /**
    * While a batch is in flight, the next goes out in a free slot only once this many calls wait
-   * for it, or `overlapMs` after it could have gone, or when a batch in flight ends, whichever
+   * for it, or `overlapMs` after a slot was free for it, or once nothing is in flight, whichever
    * comes first. 1 (unless set): on the next iteration, as the first. See `GATHER`.
    */
   overlapAt?: number;
@@ -128,8 +131,8 @@ export function rounds(names: readonly string[]): number[][] {
  * phase: a busy app starts many handlers per iteration (each pulled message, each provider
  * answer), and one statement for all of them costs PostgreSQL and the connection far less than
  * one each (a primary-key read: about 110 µs of CPU alone, 15 µs in a batch). While `inFlight`
- * batches run, the next keeps gathering, across iterations, until one ends (or, with a slot
- * free and `overlapAt` set, until enough calls wait or `overlapMs` passes). Nothing is cached:
+ * batches run, the next keeps gathering, across iterations, until one ends (with `overlapAt`
+ * set and others still in flight: until enough calls wait or `overlapMs` passes). Nothing is cached:
  * every call reads afresh. `run` answers one value per key, in the keys' order; when it fails,
  * every call of that statement fails with its error (writes: see `BatchOptions`).
  */
@@ -142,6 +145,9 @@ export function perIteration<K, V>(
   if (!(Number.isInteger(limit) && limit >= 1)) throw new RangeError(`inFlight must be a whole number >= 1 (${limit})`);
   if (!(Number.isInteger(overlapAt) && overlapAt >= 1)) {
     throw new RangeError(`overlapAt must be a whole number >= 1 (${overlapAt})`);
+  }
+  if (!(Number.isFinite(overlapMs) && overlapMs >= 0)) {
+    throw new RangeError(`overlapMs must be a finite number >= 0 (${overlapMs})`);
   }
   let running = 0;
   // Calls in the batch being gathered (DataLoader gathers one at a time, so at most one is held).

@@ -197,7 +197,7 @@ t.test("overlapAt: while one batch is in flight, the next waits for company, the
   t.same(await Promise.all(answers), ["a!", "b!", "c!", "d!"]);
 });
 
-t.test("overlapAt: a batch in flight that ends lets the waiting ones go, however few", async (t) => {
+t.test("overlapAt: once nothing is in flight, the waiting ones go, however few", async (t) => {
   const h = holding();
   const load = perIteration(h.run, { overlapAt: 100, overlapMs: 60_000 });
   const answers = [load("a")];
@@ -216,22 +216,33 @@ t.test(
   "overlapAt: a statement held up delays the calls behind it by overlapMs, then the free slot serves",
   async (t) => {
     const h = holding();
-    const load = perIteration(h.run, { overlapAt: 100, overlapMs: 30 });
+    const started: number[] = [];
+    const run = (keys: readonly string[]) => {
+      started.push(performance.now());
+      return h.run(keys);
+    };
+    const load = perIteration(run, { overlapAt: 100, overlapMs: 30 });
     const answers = [load("a")];
     await nextIteration();
+    const asked = performance.now();
     answers.push(load("b"));
     const deadline = Date.now() + 10_000;
     while (h.statements.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
     t.same(h.statements, [["a"], ["b"]], "b went while a was still in flight");
     t.equal(h.running(), 2);
+    // A timer never fires early, however loaded the machine: b waited its overlapMs for company.
+    const held = (started[1] ?? 0) - asked;
+    t.ok(held >= 29, `b was held for overlapMs (${held.toFixed(1)} ms)`);
     while (h.open.length > 0) await h.endOne();
     t.same(await Promise.all(answers), ["a!", "b!"]);
   },
 );
 
-t.test("overlapAt must be a whole number of at least one", async (t) => {
-  for (const overlapAt of [0, -1, 1.5, Number.NaN]) {
-    t.throws(() => perIteration(async (keys: readonly string[]) => [...keys], { overlapAt }), RangeError);
+t.test("overlapAt must be a whole number of at least one, overlapMs a finite one of at least zero", async (t) => {
+  const run = async (keys: readonly string[]) => [...keys];
+  for (const overlapAt of [0, -1, 1.5, Number.NaN]) t.throws(() => perIteration(run, { overlapAt }), RangeError);
+  for (const overlapMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+    t.throws(() => perIteration(run, { overlapMs }), RangeError);
   }
 });
 

@@ -51,6 +51,12 @@ t.test("every array stays behind a scalar subquery, so the statement keeps one p
   );
 });
 
+t.test("no columns, or a type it does not take, is refused before any statement", async (t) => {
+  t.throws(() => unnestColumns(sql, "k", {}), /no columns/);
+  const injected = "text[]); drop table notifications; --" as never;
+  t.throws(() => unnestColumns(sql, "k", { a: [injected, []] }), /not a column type/);
+});
+
 t.test("names that are not plain column names are refused before any statement", async (t) => {
   for (const name of ['a"; drop table notifications; --', "A", "1a", "", "a b"]) {
     t.throws(() => unnestColumns(sql, "k", { [name]: ["text", []] }), /not a plain column name/, name);
