@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import type { Bus } from "@notify/bus";
-import type { Database } from "@notify/db";
 import { captureLogger, countingDatabase, freshBus, freshDatabase } from "@notify/testing";
 import t, { type Test } from "tap";
 import { createIngestor } from "../src/notifications/create.js";
@@ -10,18 +9,18 @@ import { minimalRequest as request } from "./support.js";
 // whatever its size, so the group commit must not send out batches of one while others wait:
 // requests of one turn of the event loop go together, and a second batch overlaps the one in
 // flight only once enough requests wait for it.
-const { database, url } = await freshDatabase(t);
+const { url } = await freshDatabase(t);
 const realBus = await freshBus(t);
 const { log } = captureLogger("ingest");
 
 /** Counts the group commit's statements (the insert of a batch) and the rows each carried. */
-async function counting(db: Database) {
+async function counting() {
   const batches: number[] = [];
-  const sql = await countingDatabase(t, url, (query, parameters) => {
+  const database = await countingDatabase(t, url, (query, parameters) => {
     // Its first parameter is the batch's ids.
     if (query.includes("insert into idempotency_keys")) batches.push((parameters[0] as string[]).length);
   });
-  return { batches, database: { ...db, sql: sql.sql } as Database };
+  return { batches, database };
 }
 
 /** A bus whose publishes wait while `hold` is set: a batch in flight stays in flight. */
@@ -54,7 +53,7 @@ const until = async (check: () => boolean) => {
 };
 
 t.test("requests made in one turn of the event loop are one batch", async (t) => {
-  const counted = await counting(database);
+  const counted = await counting();
   const ingestor = createIngestor({ database: counted.database, bus: realBus, log, templates });
   t.teardown(() => ingestor.drain());
   const results = await Promise.all(
@@ -68,7 +67,7 @@ t.test("requests made in one turn of the event loop are one batch", async (t) =>
 
 /** An ingestor (a second batch at 8 waiting) whose first batch, of one request, is in flight. */
 async function oneInFlight(t: Pick<Test, "teardown">) {
-  const counted = await counting(database);
+  const counted = await counting();
   const held = holdingBus();
   const ingestor = createIngestor({ database: counted.database, bus: held.bus, log, templates }, { overlapAt: 8 });
   t.teardown(() => ingestor.drain());
@@ -105,7 +104,7 @@ t.test("once enough requests wait, a second batch overlaps the one in flight", a
 });
 
 t.test("drain sends what waits for its turn", async (t) => {
-  const counted = await counting(database);
+  const counted = await counting();
   // A template answered from memory, as a cached one is: the request joins the queue at once.
   const cached = (id: string) => ({ id, version: 1, params: [] });
   const ingestor = createIngestor({ database: counted.database, bus: realBus, log, templates: cached });

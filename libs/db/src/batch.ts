@@ -93,7 +93,7 @@ export const OVERLAP_MS = 2;
  * routing and its profile read): under load a statement's fixed cost is most of its cost, and
  * sending the second batch for whoever arrived just after the first left made batches of five
  * where waiting a moment for the slot made seven to nine (measured: the worker's PostgreSQL CPU
- * per send fell by about a sixth). When idle a call still goes at once; a statement held up
+ * per send fell by about an eighth). When idle a call still goes at once; a statement held up
  * (a lock) delays the calls behind it by OVERLAP_MS at most, then the other slot serves.
  */
 export const GATHER = { overlapAt: 16 } as const;
@@ -162,16 +162,18 @@ export function perIteration<K, V>(
     held = undefined;
     next?.();
   };
-  // Held with a slot free: it goes after overlapMs at the latest (nothing in flight can start
-  // meanwhile, so the slot is still free then).
-  const hold = (dispatch: () => void) => {
-    held = dispatch;
-    if (running < limit) timer ??= setTimeout(release, overlapMs);
+  // The held batch goes if it may; otherwise, with a slot free, after overlapMs at the latest
+  // (nothing can start meanwhile, so the slot is still free then). Looked at whenever that may
+  // change: when the batch is ready, when a call joins it, when a batch ends.
+  const consider = () => {
+    if (held === undefined) return;
+    if (mayGo()) release();
+    else if (running < limit) timer ??= setTimeout(release, overlapMs);
   };
   const schedule = (dispatch: () => void) =>
     setImmediate(() => {
-      if (mayGo()) dispatch();
-      else hold(dispatch);
+      held = dispatch;
+      consider();
     });
   const oneByOne = async (keys: readonly K[]): Promise<Array<V | Error>> => {
     const results: Array<V | Error> = [];
@@ -225,11 +227,7 @@ export function perIteration<K, V>(
       return await batch(keys);
     } finally {
       running--;
-      const next = held;
-      if (next !== undefined) {
-        if (mayGo()) release();
-        else hold(next);
-      }
+      consider();
     }
   };
   const loader = new DataLoader<K, V>(inFlight, {
@@ -242,7 +240,7 @@ export function perIteration<K, V>(
   return (key) => {
     const answer = loader.load(key);
     gathering++;
-    if (held !== undefined && mayGo()) release();
+    consider();
     return answer;
   };
 }
