@@ -7,10 +7,10 @@ import {
 } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import "./nats-client.js";
 import type { Channel, Priority } from "@notify/core";
 import { DEFAULT_STREAM_SETTINGS, type StreamSettings } from "./apply.js";
 import { isStreamFull } from "./errors.js";
+import { jsonBytes } from "./nats-client.js";
 import { createPublisher } from "./publisher.js";
 import { inboxPrefix, type Role } from "./roles.js";
 import { bucketName, type Naming, streamName, subjectName } from "./topology.js";
@@ -22,6 +22,7 @@ export * from "./dead-letters.js";
 export * from "./errors.js";
 export * from "./inspect.js";
 export * from "./leases.js";
+export { jsonBytes } from "./nats-client.js";
 export * from "./nats-config.js";
 export * from "./oldest.js";
 export * from "./order-doubt.js";
@@ -122,7 +123,6 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
   const publisher = createPublisher(nc, config.publishTimeoutMs ?? 3000, config.role && inboxPrefix(config.role));
   const buckets = new Map<string, Promise<KV>>();
   const naming: Naming = { namespace: config.namespace, partitions: config.partitions };
-  const encoder = new TextEncoder();
   const fullListeners: Array<(subject: string) => void> = [];
   return {
     nc,
@@ -156,7 +156,7 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
     },
     async publish(subject, payload, msgId) {
       try {
-        return await publisher.publish(subject, encoder.encode(JSON.stringify(payload)), msgId);
+        return await publisher.publish(subject, jsonBytes(payload), msgId);
       } catch (error) {
         if (isStreamFull(error)) for (const listener of fullListeners) listener(subject);
         throw error;

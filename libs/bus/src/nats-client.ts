@@ -1,9 +1,9 @@
-// What the bus changes in the NATS client, in one place: two costs per message that do no work.
-// Both keep the client's behaviour; both belong upstream. They reach into its internals as
+// What the bus changes in the NATS client, in one place: three costs per message that do no work.
+// All keep the client's behaviour; all belong upstream. They reach into its internals as
 // nats.js 3.3 has them: another version is left as it is (and this module's tests fail, the
 // signal to read its internals again).
 import type { Socket } from "node:net";
-import { RequestOne } from "@nats-io/nats-core/internal";
+import { RequestOne, TE } from "@nats-io/nats-core/internal";
 import { NodeTransport, VERSION } from "@nats-io/transport-node/lib/node_transport.js";
 
 const readAgainst = VERSION.startsWith("3.3.");
@@ -68,7 +68,22 @@ const cancelUnanswered = function cancelUnanswered(this: Answerable, err?: Error
   this.timer?.cancel();
   this.mux.cancel(this);
 };
+/**
+ * UTF-8 from Buffer's pool instead of a TextEncoder. The client encodes every command line, every
+ * header block and every string payload through one shared TextEncoder, whose `encode` makes a
+ * new ArrayBuffer each time: at a few hundred bytes, four times the cost of `Buffer.from`, which
+ * cuts small strings from a shared slab, and the garbage collector then has one backing store
+ * per encode to free (fan-out: 14% of the expander's CPU in encodes, 12% in collections). The
+ * bytes are the same, a lone surrogate included (U+FFFD either way); a Buffer is a Uint8Array,
+ * and the client copies what it is given, never writing into it or reading its `.buffer`.
+ */
+export const utf8 = (input = ""): Uint8Array => Buffer.from(`${input}`, "utf8");
+
+/** A value as the JSON bytes the bus publishes and stores (messages, KV values). */
+export const jsonBytes = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value), "utf8");
+
 if (readAgainst) {
+  (TE as { encode(input?: string): Uint8Array }).encode = utf8;
   NodeTransport.prototype.send = coalescingSend;
   transport._closed = releaseThenClose;
   transport.discard = releaseThenDiscard;

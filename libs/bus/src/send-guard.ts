@@ -1,9 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import type { GuardValue } from "@notify/core";
 import { isWrongLastSequence } from "./errors.js";
-
-const encoder = new TextEncoder();
-const encode = (value: GuardValue) => encoder.encode(JSON.stringify(value));
+import { jsonBytes } from "./nats-client.js";
 
 export interface GuardEntry {
   value: GuardValue;
@@ -33,7 +31,7 @@ export async function claimGuard(
 ): Promise<GuardEntry | null> {
   try {
     const revision =
-      seen === null ? await kv.create(key, encode(claim)) : await kv.update(key, encode(claim), seen.revision);
+      seen === null ? await kv.create(key, jsonBytes(claim)) : await kv.update(key, jsonBytes(claim), seen.revision);
     return { value: claim, revision };
   } catch (error) {
     if (isWrongLastSequence(error)) return null;
@@ -47,5 +45,5 @@ export async function claimGuard(
 
 /** Records what became of a claim; only its holder writes, so no compare-and-set is needed. */
 export async function settleGuard(kv: KV, key: string, value: GuardValue): Promise<void> {
-  await kv.put(key, encode(value));
+  await kv.put(key, jsonBytes(value));
 }

@@ -1,6 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import type { Channel, LaneBuckets } from "@notify/core";
 import type { Bus } from "./index.js";
+import { jsonBytes } from "./nats-client.js";
 import { bucketName } from "./topology.js";
 
 export type BreakerStateName = "open" | "closed" | "half_open";
@@ -53,11 +54,9 @@ export interface BreakerDecision {
 export const workerKey = (worker: string) =>
   worker.replace(/[^-/_.A-Za-z0-9]/g, (c) => `=${(c.codePointAt(0) as number).toString(16)}=`);
 
-const encoder = new TextEncoder();
-
 /** Writes (replaces) a process's report; the bucket's TTL drops it once the process stops writing. */
 export async function writeWorkerReport(kv: KV, report: WorkerReport): Promise<void> {
-  await kv.put(workerKey(report.worker), encoder.encode(JSON.stringify(report)));
+  await kv.put(workerKey(report.worker), jsonBytes(report));
 }
 
 /** Removes a process's report (it stops): its providers are no longer reported by it. */

@@ -3,13 +3,17 @@ import { randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
 import type { Socket } from "node:net";
 import { dirname, join } from "node:path";
+import { TE } from "@nats-io/nats-core/internal";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { jsonBytes } from "@notify/bus";
 import { TEST_NATS_URL } from "@notify/testing";
+import fc from "fast-check";
 import t, { type Test } from "tap";
 
 // The bus's changes to the NATS client. It writes to the server once per turn of the event loop:
 // what handlers resumed in separate turns of one iteration send (each its own microtask turn)
-// leaves in one write, in order, none lost. And a request that was answered makes no error.
+// leaves in one write, in order, none lost. A request that was answered makes no error. And text
+// is encoded into Buffer's pool, byte for byte as a TextEncoder would.
 
 /** Counts the writes the connection's socket hands to the kernel. */
 function countWrites(nc: NatsConnection): () => number {
@@ -149,4 +153,34 @@ t.test("an answered request makes no error; one cut off by a close is still refu
   const refused = await pending;
   t.type(refused, Error, "the unanswered request is refused when the connection closes");
   t.match(String((refused as Error).message), /closed|cancel/i);
+});
+
+t.test("the client encodes text into Buffer's pool, byte for byte as a TextEncoder does", async (t) => {
+  const reference = new TextEncoder();
+  // Any UTF-16 string, lone surrogates included (each becomes U+FFFD's three bytes either way).
+  fc.assert(
+    fc.property(fc.string({ unit: "binary", maxLength: 300 }), (text) => {
+      const ours = TE.encode(text);
+      return Buffer.isBuffer(ours) && Buffer.from(reference.encode(text)).equals(ours as Buffer);
+    }),
+    { numRuns: 2000 },
+  );
+  t.equal(TE.encode().length, 0, "nothing given, nothing encoded (as TextEncoder)");
+  const value = { id: "n-1", text: "héllo \ud83d\udc4b \u2028", n: 3 };
+  t.same(Buffer.from(jsonBytes(value)).toString("utf8"), JSON.stringify(value), "jsonBytes is the JSON's UTF-8");
+
+  // Through a server: a string payload and a header with non-ASCII text arrive as they were sent.
+  const nc = await connect({ servers: TEST_NATS_URL });
+  t.teardown(() => nc.close());
+  const subject = `transport-test.${randomUUID()}`;
+  const sub = nc.subscribe(subject, { max: 1 });
+  await nc.flush();
+  const { headers } = await import("@nats-io/transport-node");
+  const h = headers();
+  h.set("X-Note", "grüße");
+  nc.publish(subject, "payload ✓ 👋", { headers: h });
+  for await (const message of sub) {
+    t.equal(message.string(), "payload ✓ 👋");
+    t.equal(message.headers?.get("X-Note"), "grüße");
+  }
 });

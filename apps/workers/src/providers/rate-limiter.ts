@@ -1,4 +1,4 @@
-import { isWrongLastSequence, type KV } from "@notify/bus";
+import { isWrongLastSequence, jsonBytes, type KV } from "@notify/bus";
 import { type LaneBuckets, type LaneCounts, type LaneRates, type Priority, takeForLanes } from "@notify/core";
 
 export interface RateLimiter {
@@ -39,7 +39,6 @@ interface Waiter {
   reject(error: Error): void;
 }
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /**
@@ -72,7 +71,7 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
         cached = current;
         return result;
       }
-      const value = encoder.encode(JSON.stringify(result.state));
+      const value = jsonBytes(result.state);
       try {
         const revision =
           current.revision === 0
