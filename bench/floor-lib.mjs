@@ -1,6 +1,6 @@
 // What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
 import { perIteration, unnestColumns } from "@notify/db";
-import { sendAgents } from "@notify/providers/sendgrid/agents";
+import { SendgridHttpClient } from "@notify/providers/sendgrid/http-client";
 
 /**
  * The least a durable accept does, with group commit: requests queue up, and up to two batches
@@ -126,19 +126,16 @@ export function emailDelivery({ sql, guard, mail }) {
   };
 }
 
-/** A @sendgrid/mail service speaking to `baseUrl` (a sandbox) with `apiKey`. */
+/**
+ * A @sendgrid/mail service speaking to `baseUrl` (a sandbox) with `apiKey`, through the same
+ * client as the service's provider (@sendgrid/client's request sent with undici, connections of
+ * its own): the least a send costs with the library.
+ */
 export async function sendgridMail(apiKey, baseUrl) {
-  const { Client } = await import("@sendgrid/client");
   const { MailService } = await import("@sendgrid/mail");
-  const client = new Client();
+  const client = new SendgridHttpClient({ connectMs: 10_000, timeoutMs: 10_000 });
   client.setApiKey(apiKey);
   client.setDefaultRequest("baseUrl", baseUrl);
-  // As the service's provider: no redirects to follow, so axios skips follow-redirects; and its
-  // connections (on Node's global agent each send would pay two setsockopt calls).
-  client.setDefaultRequest("maxRedirects", 0);
-  const { httpAgent, httpsAgent } = sendAgents(10_000);
-  client.setDefaultRequest("httpAgent", httpAgent);
-  client.setDefaultRequest("httpsAgent", httpsAgent);
   const mail = new MailService();
   mail.setClient(client);
   return mail;

@@ -18,6 +18,8 @@ const NOT_SENT_CODES = new Set([
   "ENETDOWN",
   "EADDRNOTAVAIL",
   "ERR_SOCKET_CONNECTION_TIMEOUT",
+  // undici's: connecting took too long (the request is written only once connected).
+  "UND_ERR_CONNECT_TIMEOUT",
   "EPROTO",
   "CERT_HAS_EXPIRED",
   "CERT_NOT_YET_VALID",

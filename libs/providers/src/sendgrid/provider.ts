@@ -1,10 +1,9 @@
-import { Client } from "@sendgrid/client";
 import { MailService } from "@sendgrid/mail";
 import { TIMED_OUT, withDeadline } from "../deadline.js";
 import { htmlToText } from "../email-text.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";
-import { sendAgents } from "./agents.js";
+import { SendgridHttpClient, SendgridResponseError, SendgridTransportError } from "./http-client.js";
 
 export interface SendgridConfig {
   apiKey: string;
@@ -17,23 +16,8 @@ export interface SendgridConfig {
   timeoutMs: number;
 }
 
-/** What @sendgrid/client rejects with when SendGrid answered with a status >= 400. */
-interface SendgridResponseError {
-  code: number;
-  response: { headers: Record<string, unknown>; body: unknown };
-}
-
-const isResponseError = (error: unknown): error is SendgridResponseError =>
-  error instanceof Error &&
-  typeof (error as Partial<SendgridResponseError>).code === "number" &&
-  typeof (error as Partial<SendgridResponseError>).response === "object";
-
-// @sendgrid/client sends through axios; every transport failure (refused, reset, DNS, axios's
-// own timeout) arrives as an AxiosError. axios is not a dependency of ours, hence the duck type.
-const isTransportError = (
-  error: unknown,
-): error is Error & { code?: string; response?: { status: number; headers: Record<string, unknown> } } =>
-  error instanceof Error && (error as { isAxiosError?: unknown }).isAxiosError === true;
+/** An answer that did not come in time, once the request was written: an unknown outcome. */
+const TIMEOUT_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT", "ETIMEDOUT"]);
 
 const firstErrorMessage = (body: unknown): string | undefined => {
   const errors = (body as { errors?: unknown } | null)?.errors;
@@ -61,8 +45,20 @@ function redirectTarget(location: unknown): string {
   }
 }
 
-/** Failure classes: 408, 429 and 5xx retry, every other 4xx is final. */
+/**
+ * Failure classes: 408, 429 and 5xx retry, every other 4xx is final. A 3xx (a proxy or a wrong
+ * base URL) means the request was redirected, not processed: sending again reaches the same
+ * redirect, and it is never followed.
+ */
 function classifyResponse({ code: status, response }: SendgridResponseError): SendResult {
+  if (status >= 300 && status < 400) {
+    const to = redirectTarget(response.headers.location);
+    return {
+      outcome: "permanent",
+      reason: `sendgrid ${status}: redirected${to}, not followed (check the base URL)`,
+      status,
+    };
+  }
   if (status === 401) {
     return { outcome: "permanent", reason: "sendgrid 401: API key invalid, expired or revoked", status };
   }
@@ -74,24 +70,16 @@ function classifyResponse({ code: status, response }: SendgridResponseError): Se
 }
 
 export function createSendgridProvider(config: SendgridConfig): Provider {
-  const client = new Client();
+  // Connecting may take the send's deadline; the client's own timeouts only fire on an idle
+  // socket, so withDeadline() is what bounds a call, and they make the socket of a send we
+  // stopped waiting for go (http-client.ts).
+  const client = new SendgridHttpClient({ connectMs: config.timeoutMs, timeoutMs: config.timeoutMs });
   client.setApiKey(config.apiKey);
   // setApiKey() resets the base URL to the region default, so the override must follow it.
   client.setDefaultRequest("baseUrl", config.baseUrl);
-  // Mail Send answers 202 or an error, never a redirect; with none to follow axios uses node's
-  // http module directly instead of wrapping it in follow-redirects (a fifth of the client's
-  // CPU per send). A redirect (a proxy or a wrong base URL) is answered below: nothing was sent.
-  // (The defaults reach axios as they are; their typing names only SendGrid's own options.)
-  // Connections of its own, whatever another package does to axios's defaults (agents.ts).
-  const { httpAgent, httpsAgent } = sendAgents(config.timeoutMs);
-  const axiosDefaults = { maxRedirects: 0, httpAgent, httpsAgent };
-  client.setDefaultRequest(axiosDefaults as unknown as Parameters<Client["setDefaultRequest"]>[0]);
   // A fresh service, not the module singleton: two providers must never share a key or a URL.
   const mail = new MailService();
   mail.setClient(client);
-  // axios's timeout only fires on an idle socket, so withDeadline() is what bounds the call;
-  // this one makes axios drop the socket of a send we stopped waiting for.
-  mail.setTimeout(config.timeoutMs);
   const from = config.fromName === undefined ? config.from : { email: config.from, name: config.fromName };
   const timedOut: SendResult = { outcome: "transient", reason: `sendgrid timed out after ${config.timeoutMs} ms` };
 
@@ -123,20 +111,9 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
       const providerId = answer[0].headers["x-message-id"];
       return { outcome: "accepted", providerId: typeof providerId === "string" ? providerId : "" };
     } catch (error) {
-      if (isResponseError(error)) return classifyResponse(error);
-      if (isTransportError(error)) {
-        // A 3xx (@sendgrid/client passes on what is not an error status as axios's error): the
-        // request was redirected, not processed. Sending again reaches the same redirect.
-        const status = error.response?.status;
-        if (status !== undefined && status >= 300 && status < 400) {
-          const to = redirectTarget(error.response?.headers.location);
-          return {
-            outcome: "permanent",
-            reason: `sendgrid ${status}: redirected${to}, not followed (check the base URL)`,
-            status,
-          };
-        }
-        if (error.code === "ECONNABORTED" || error.code === "ETIMEDOUT") return timedOut;
+      if (error instanceof SendgridResponseError) return classifyResponse(error);
+      if (error instanceof SendgridTransportError) {
+        if (error.code !== undefined && TIMEOUT_CODES.has(error.code)) return timedOut;
         return transportFailure("sendgrid", error.code, error.message);
       }
       // Only building the request is left: the same message would fail the same way again.
@@ -148,9 +125,6 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
     name: "sendgrid",
     channel: "email",
     send: async (message) => redact(await send(message)),
-    close: async () => {
-      httpAgent.destroy();
-      httpsAgent.destroy();
-    },
+    close: () => client.close(),
   };
 }
