@@ -10,9 +10,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const npm = process.platform === "win32" ? "npm.cmd" : "npm";
 const run = (cmd, args) => execFileSync(cmd, args, { cwd: root, stdio: "inherit" });
 
-const [major, minor] = process.versions.node.split(".").map(Number);
-if (major < 20 || (major === 20 && minor < 12)) {
-  console.error(`notify needs Node.js 20.12 or newer; this is ${process.versions.node}.`);
+const [major, minor, patch] = process.versions.node.split(".").map(Number);
+if (major < 20 || (major === 20 && (minor < 18 || (minor === 18 && patch < 1)))) {
+  console.error(`notify needs Node.js 20.18.1 or newer; this is ${process.versions.node}.`);
   process.exit(1);
 }
 

@@ -75,12 +75,14 @@ const cancelUnanswered = function cancelUnanswered(this: Answerable, err?: Error
  * cuts small strings from a shared slab, and the garbage collector then has one backing store
  * per encode to free (fan-out: 14% of the expander's CPU in encodes, 12% in collections). The
  * bytes are the same, a lone surrogate included (U+FFFD either way); a Buffer is a Uint8Array,
- * and the client copies what it is given, never writing into it or reading its `.buffer`.
+ * and the TCP transport (the only one the bus connects with) copies or writes what it is given,
+ * never writing into it or reading its `.buffer`. (nats.js's WebSocket transport sends a frame's
+ * `.buffer`, which for a pooled Buffer is its whole slab: it must not be used in this process.)
  */
 export const utf8 = (input = ""): Uint8Array => Buffer.from(`${input}`, "utf8");
 
 /** A value as the JSON bytes the bus publishes and stores (messages, KV values). */
-export const jsonBytes = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value), "utf8");
+export const jsonBytes = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value) ?? "", "utf8");
 
 if (readAgainst) {
   (TE as { encode(input?: string): Uint8Array }).encode = utf8;

@@ -47,8 +47,16 @@ export function neverSent(code: string | undefined): boolean {
  * provider is transient and `notSent`: the worker retries it with backoff. Anything after (a
  * reset, a timeout once the request was written) may have been accepted: transient without
  * `notSent`, which the worker treats as an unknown outcome unless the provider is idempotent.
+ * Where the client knows whether the request was handed to a connected socket (`written`),
+ * that decides; otherwise the error's code does.
  */
-export function transportFailure(provider: string, code: string | undefined, detail: string): SendResult {
+export function transportFailure(
+  provider: string,
+  code: string | undefined,
+  detail: string,
+  written?: boolean,
+): SendResult {
   const reason = `${provider} unreachable: ${code ?? detail}`;
-  return neverSent(code) ? { outcome: "transient", reason, notSent: true } : { outcome: "transient", reason };
+  const notSent = written === undefined ? neverSent(code) : !written;
+  return notSent ? { outcome: "transient", reason, notSent: true } : { outcome: "transient", reason };
 }

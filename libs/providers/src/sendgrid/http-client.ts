@@ -1,5 +1,5 @@
 import { Client } from "@sendgrid/client";
-import { Agent, type Dispatcher, EnvHttpProxyAgent } from "undici";
+import { Agent, type Dispatcher, EnvHttpProxyAgent, util } from "undici";
 
 /** How long a connection is kept idle between sends, as Node's own agent keeps one. */
 export const IDLE_MS = 5_000;
@@ -17,12 +17,18 @@ export class SendgridResponseError extends Error {
 
 /**
  * The exchange ended without a whole answer: `code` says how (undici's, such as
- * UND_ERR_CONNECT_TIMEOUT or UND_ERR_SOCKET, or the socket's, such as ECONNREFUSED).
+ * UND_ERR_CONNECT_TIMEOUT or UND_ERR_SOCKET, or the socket's, such as ECONNREFUSED), and
+ * `written` whether the request had been handed to a connected socket: until then nothing of
+ * it can have reached SendGrid, whatever the code; after, it may have, whatever the code (an
+ * established connection whose route dies reports EHOSTUNREACH, as a refused one does).
  */
 export class SendgridTransportError extends Error {
   override name = "SendgridTransportError";
   readonly code: string | undefined;
-  constructor(cause: unknown) {
+  constructor(
+    cause: unknown,
+    readonly written: boolean,
+  ) {
     const { code, message, cause: inner } = (cause ?? {}) as { code?: unknown; message?: unknown; cause?: unknown };
     const innerCode = (inner as { code?: unknown } | undefined)?.code;
     super(typeof message === "string" && message !== "" ? message : String(cause), { cause });
@@ -74,52 +80,144 @@ const parsed = (text: string): unknown => {
  * take `connectMs`; an answer must start and finish within `timeoutMs`, after which the socket
  * goes (the caller's deadline has answered by then). A request is never retried here: POST is
  * not idempotent, and an outcome the transport cannot tell is the caller's to classify. With
- * HTTP_PROXY, HTTPS_PROXY or NO_PROXY set, sends go through the proxy they name, as with axios.
+ * a proxy named in the environment for the base URL's scheme (or ALL_PROXY), and NO_PROXY,
+ * sends go through it as they did with axios.
  *
  * Answers as @sendgrid/client does: `[response, body]` for a 2xx; anything else rejects with
  * a SendgridResponseError (a redirect too: it is never followed); a transport failure rejects
- * with undici's or the socket's error, its `code` telling which.
+ * with a SendgridTransportError saying how, and whether the request had been written.
  */
 export class SendgridHttpClient extends Client {
-  readonly #dispatcher: Dispatcher;
+  readonly #options: { connectMs: number; timeoutMs: number; idleMs: number };
+  /** One dispatcher per origin (a client speaks to one: its base URL's). */
+  readonly #dispatchers = new Map<string, Dispatcher>();
+  readonly #inFlight = new Set<Promise<unknown>>();
 
   constructor(options: { connectMs: number; timeoutMs: number; idleMs?: number }) {
     super();
-    const agentOptions = {
-      connect: { timeout: options.connectMs, keepAlive: true, keepAliveInitialDelay: 60_000 },
-      keepAliveTimeout: options.idleMs ?? IDLE_MS,
-      keepAliveMaxTimeout: options.idleMs ?? IDLE_MS,
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
-    };
-    const proxied = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"].some((name) => process.env[name]);
-    this.#dispatcher = proxied ? new EnvHttpProxyAgent(agentOptions) : new Agent(agentOptions);
+    this.#options = { ...options, idleMs: options.idleMs ?? IDLE_MS };
+  }
+
+  #dispatcherFor(target: URL): Dispatcher {
+    let dispatcher = this.#dispatchers.get(target.origin);
+    if (dispatcher === undefined) {
+      const { connectMs, timeoutMs, idleMs } = this.#options;
+      const connect = { timeout: connectMs, keepAlive: true, keepAliveInitialDelay: 60_000 };
+      const agentOptions = {
+        connect,
+        keepAliveTimeout: idleMs,
+        keepAliveMaxTimeout: idleMs,
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      };
+      const proxy = proxyFor(target);
+      dispatcher =
+        proxy === undefined
+          ? new Agent(agentOptions)
+          : // The proxy for this origin's scheme only (never HTTP_PROXY's for https), with NO_PROXY
+            // honoured; the tunnel is connected within the same time as a direct connection.
+            // An https origin is reached through a CONNECT tunnel; an http one is asked of the
+            // proxy by its whole URL, as axios did.
+            new EnvHttpProxyAgent({
+              ...agentOptions,
+              httpProxy: proxy,
+              httpsProxy: proxy,
+              proxyTunnel: target.protocol === "https:",
+              proxyTls: { timeout: connectMs },
+              requestTls: { timeout: connectMs },
+            } as ConstructorParameters<typeof EnvHttpProxyAgent>[0]);
+      this.#dispatchers.set(target.origin, dispatcher);
+    }
+    return dispatcher;
   }
 
   override async request(data: Parameters<Client["request"]>[0]): Promise<Answer> {
     const request = this.createRequest(data) as unknown as BuiltRequest;
     const target = new URL(urlOf(request));
-    const { statusCode, headers, body } = await this.#dispatcher
-      .request({
-        origin: target.origin,
-        path: `${target.pathname}${target.search}`,
-        method: (request.method ?? "GET") as Dispatcher.HttpMethod,
-        headers: request.headers ?? {},
-        body: request.data === undefined ? null : JSON.stringify(request.data),
-      })
-      .catch((error: unknown) => {
-        throw new SendgridTransportError(error);
-      });
-    const ok = statusCode >= 200 && statusCode < 300;
-    // Once the status is in, it is the answer: a body cut short changes nothing of a 2xx (Mail
-    // Send's 202 has none), and an error status keeps its headers.
-    const answer = await body.text().then(parsed, () => (ok ? "" : undefined));
-    if (!ok) throw new SendgridResponseError(statusCode, { headers, body: answer });
+    const exchanged = exchange(this.#dispatcherFor(target), {
+      origin: target.origin,
+      path: `${target.pathname}${target.search}`,
+      method: (request.method ?? "GET") as Dispatcher.HttpMethod,
+      headers: request.headers ?? {},
+      body: request.data === undefined ? null : JSON.stringify(request.data),
+    });
+    this.#inFlight.add(exchanged);
+    const { statusCode, headers, text } = await exchanged.finally(() => this.#inFlight.delete(exchanged));
+    const answer = parsed(text);
+    if (statusCode < 200 || statusCode >= 300) {
+      throw new SendgridResponseError(statusCode, { headers, body: answer });
+    }
     return [{ statusCode, headers, body: answer as object }, answer];
   }
 
-  /** Closes the idle connections; sends in flight finish first. */
-  async close(): Promise<void> {
-    await this.#dispatcher.close();
+  /**
+   * Closes the connections: sends in flight may finish within `graceMs`, then every socket goes
+   * (an answer trickling in never holds a shutdown).
+   */
+  async close(graceMs = 1000): Promise<void> {
+    const dispatchers = [...this.#dispatchers.values()];
+    this.#dispatchers.clear();
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, graceMs);
+    });
+    // Waited for here rather than by the dispatchers' close(): once closed, undici's destroy()
+    // no longer ends a request in flight.
+    await Promise.race([Promise.allSettled(this.#inFlight), grace]);
+    clearTimeout(timer);
+    await Promise.all(dispatchers.map((d) => d.destroy()));
   }
+}
+
+/**
+ * The proxy the environment names for `target`, as axios chose it (proxy-from-env): the
+ * scheme's own variable, else ALL_PROXY; none when NO_PROXY covers the host (EnvHttpProxyAgent
+ * checks that per request).
+ */
+function proxyFor(target: URL): string | undefined {
+  const env = process.env;
+  const own = target.protocol === "https:" ? (env.https_proxy ?? env.HTTPS_PROXY) : (env.http_proxy ?? env.HTTP_PROXY);
+  const proxy = own || env.all_proxy || env.ALL_PROXY;
+  return proxy === undefined || proxy === "" ? undefined : proxy;
+}
+
+/**
+ * One HTTP exchange through undici's dispatch interface, whose handler hears when the request
+ * is handed to a connected socket (onConnect, right before its first byte is written): a
+ * failure before that is marked as never written. Once the status is in, it is the answer: a
+ * body cut short changes nothing of a 2xx (Mail Send's 202 has none), and an error status keeps
+ * its headers.
+ */
+function exchange(
+  dispatcher: Dispatcher,
+  options: Dispatcher.DispatchOptions,
+): Promise<{ statusCode: number; headers: Record<string, unknown>; text: string }> {
+  return new Promise((resolve, reject) => {
+    let written = false;
+    let statusCode = 0;
+    let headers: Record<string, unknown> = {};
+    const chunks: Buffer[] = [];
+    const answered = () => resolve({ statusCode, headers, text: Buffer.concat(chunks).toString("utf8") });
+    dispatcher.dispatch(options, {
+      onConnect() {
+        written = true;
+      },
+      onHeaders(status: number, rawHeaders: Buffer[]) {
+        statusCode = status;
+        headers = util.parseHeaders(rawHeaders) as Record<string, unknown>;
+        return true;
+      },
+      onData(chunk: Buffer) {
+        chunks.push(chunk);
+        return true;
+      },
+      onComplete() {
+        answered();
+      },
+      onError(error: Error) {
+        if (statusCode !== 0) answered();
+        else reject(new SendgridTransportError(error, written));
+      },
+    } as Dispatcher.DispatchHandler);
+  });
 }

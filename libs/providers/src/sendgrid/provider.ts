@@ -70,10 +70,15 @@ function classifyResponse({ code: status, response }: SendgridResponseError): Se
 }
 
 export function createSendgridProvider(config: SendgridConfig): Provider {
-  // Connecting may take the send's deadline; the client's own timeouts only fire on an idle
-  // socket, so withDeadline() is what bounds a call, and they make the socket of a send we
-  // stopped waiting for go (http-client.ts).
-  const client = new SendgridHttpClient({ connectMs: config.timeoutMs, timeoutMs: config.timeoutMs });
+  // The client's own timeouts only fire on an idle socket, so withDeadline() is what bounds a
+  // call; they make the socket of a send we stopped waiting for go (http-client.ts).
+  // Connecting gets half the deadline: a connection that cannot be made in time (a blackholed
+  // route, a handshake that never ends) then fails as never sent, and is retried, before the
+  // deadline calls the send an unknown outcome.
+  const client = new SendgridHttpClient({
+    connectMs: Math.max(1, Math.floor(config.timeoutMs / 2)),
+    timeoutMs: config.timeoutMs,
+  });
   client.setApiKey(config.apiKey);
   // setApiKey() resets the base URL to the region default, so the override must follow it.
   client.setDefaultRequest("baseUrl", config.baseUrl);
@@ -113,8 +118,8 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
     } catch (error) {
       if (error instanceof SendgridResponseError) return classifyResponse(error);
       if (error instanceof SendgridTransportError) {
-        if (error.code !== undefined && TIMEOUT_CODES.has(error.code)) return timedOut;
-        return transportFailure("sendgrid", error.code, error.message);
+        if (error.written && error.code !== undefined && TIMEOUT_CODES.has(error.code)) return timedOut;
+        return transportFailure("sendgrid", error.code, error.message, error.written);
       }
       // Only building the request is left: the same message would fail the same way again.
       return { outcome: "permanent", reason: `sendgrid request not built: ${String(error)}` };
