@@ -79,7 +79,7 @@ const cancelUnanswered = function cancelUnanswered(this: Answerable, err?: Error
  * never writing into it or reading its `.buffer`. (nats.js's WebSocket transport sends a frame's
  * `.buffer`, which for a pooled Buffer is its whole slab: it must not be used in this process.)
  */
-export const utf8 = (input = ""): Uint8Array => Buffer.from(`${input}`, "utf8");
+const utf8 = (input = ""): Uint8Array => Buffer.from(`${input}`, "utf8");
 
 /** A value as the JSON bytes the bus publishes and stores (messages, KV values). */
 export const jsonBytes = (value: unknown): Uint8Array => Buffer.from(JSON.stringify(value) ?? "", "utf8");

@@ -33,6 +33,20 @@ async function listen(t: Test, server: ReturnType<typeof createServer> | ReturnT
   return `127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
+/** A Mail Send stand-in answering 202 with `messageId`; `urls` are the request targets it saw. */
+async function acceptingServer(t: Test, messageId: string): Promise<{ host: string; urls: string[] }> {
+  const urls: string[] = [];
+  const host = await listen(
+    t,
+    createHttpServer((req: IncomingMessage, res: ServerResponse) => {
+      urls.push(req.url ?? "");
+      req.resume();
+      req.once("end", () => res.writeHead(202, { "x-message-id": messageId }).end());
+    }),
+  );
+  return { host, urls };
+}
+
 const provider = (t: Test, baseUrl: string, timeoutMs = 2000) => {
   const made = createSendgridProvider({ apiKey: "SG.secret-key", baseUrl, from: "n@example.com", timeoutMs });
   t.teardown(() => made.close?.());
@@ -103,18 +117,10 @@ t.test("without a code-level answer, the code decides for the other providers", 
 });
 
 t.test("a base URL's own path is kept, as axios joined it", async (t) => {
-  const paths: string[] = [];
-  const host = await listen(
-    t,
-    createHttpServer((req: IncomingMessage, res: ServerResponse) => {
-      paths.push(req.url ?? "");
-      req.resume();
-      req.once("end", () => res.writeHead(202, { "x-message-id": "m-1" }).end());
-    }),
-  );
+  const { host, urls } = await acceptingServer(t, "m-1");
   const result = await provider(t, `http://${host}/sendgrid/`).send(message);
   t.same(result, { outcome: "accepted", providerId: "m-1" });
-  t.same(paths, ["/sendgrid/v3/mail/send"]);
+  t.same(urls, ["/sendgrid/v3/mail/send"]);
 });
 
 t.test("close() ends an answer still trickling in after its grace", async (t) => {
@@ -140,22 +146,8 @@ t.test("close() ends an answer still trickling in after its grace", async (t) =>
 });
 
 t.test("proxies: the base URL's scheme's own, or ALL_PROXY; NO_PROXY honoured", async (t) => {
-  const seen: string[] = [];
-  const proxyHost = await listen(
-    t,
-    createHttpServer((req: IncomingMessage, res: ServerResponse) => {
-      seen.push(req.url ?? "");
-      req.resume();
-      req.once("end", () => res.writeHead(202, { "x-message-id": "via-proxy" }).end());
-    }),
-  );
-  const direct = await listen(
-    t,
-    createHttpServer((req: IncomingMessage, res: ServerResponse) => {
-      req.resume();
-      req.once("end", () => res.writeHead(202, { "x-message-id": "direct" }).end());
-    }),
-  );
+  const { host: proxyHost, urls: seen } = await acceptingServer(t, "via-proxy");
+  const { host: direct } = await acceptingServer(t, "direct");
   const names = [
     "HTTP_PROXY",
     "HTTPS_PROXY",

@@ -29,10 +29,9 @@ export class SendgridTransportError extends Error {
     cause: unknown,
     readonly written: boolean,
   ) {
-    const { code, message, cause: inner } = (cause ?? {}) as { code?: unknown; message?: unknown; cause?: unknown };
-    const innerCode = (inner as { code?: unknown } | undefined)?.code;
+    const { code, message } = (cause ?? {}) as { code?: unknown; message?: unknown };
     super(typeof message === "string" && message !== "" ? message : String(cause), { cause });
-    this.code = typeof code === "string" ? code : typeof innerCode === "string" ? innerCode : undefined;
+    this.code = typeof code === "string" ? code : undefined;
   }
 }
 
@@ -114,10 +113,9 @@ export class SendgridHttpClient extends Client {
       dispatcher =
         proxy === undefined
           ? new Agent(agentOptions)
-          : // The proxy for this origin's scheme only (never HTTP_PROXY's for https), with NO_PROXY
-            // honoured; the tunnel is connected within the same time as a direct connection.
-            // An https origin is reached through a CONNECT tunnel; an http one is asked of the
-            // proxy by its whole URL, as axios did.
+          : // The proxy for this origin's scheme only, NO_PROXY honoured: an https origin through
+            // a CONNECT tunnel, made within the time of a direct connection; an http one asked of
+            // the proxy by its whole URL, as axios did.
             new EnvHttpProxyAgent({
               ...agentOptions,
               httpProxy: proxy,
@@ -177,8 +175,7 @@ export class SendgridHttpClient extends Client {
 function proxyFor(target: URL): string | undefined {
   const env = process.env;
   const own = target.protocol === "https:" ? (env.https_proxy ?? env.HTTPS_PROXY) : (env.http_proxy ?? env.HTTP_PROXY);
-  const proxy = own || env.all_proxy || env.ALL_PROXY;
-  return proxy === undefined || proxy === "" ? undefined : proxy;
+  return own || env.all_proxy || env.ALL_PROXY || undefined;
 }
 
 /**
