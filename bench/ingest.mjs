@@ -170,9 +170,16 @@ try {
   );
   // Each round's own ratio too: a turn disturbed from elsewhere (a checkpoint, a vacuum) moves the
   // pooled figure, the median of the rounds much less.
-  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+  // Of an even count of rounds, the mean of the two middle ones (the lower alone understated it).
+  const median = (xs) => {
+    const sorted = [...xs].sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    return Number.isInteger(mid) ? (sorted[mid - 1] + sorted[mid]) / 2 : sorted[Math.floor(mid)];
+  };
   const perRound = (of) => turns.map((turn) => service(turn[of]) / service(turn.ingest));
   const rounded = (xs) => xs.map((x) => x.toFixed(2)).join(" ");
+  const perTurn = (turn) => [turn.floor, turn.checked, turn.ingest].map((x) => service(x).toFixed(0)).join("/");
+  console.log(`per round, service CPU per request (µs, minimal/checks/ingest): ${turns.map(perTurn).join("  ")}`);
   console.log(`per round (minimal durable / ingest): ${rounded(perRound("floor"))}`);
   console.log(`per round (with the checks / ingest): ${rounded(perRound("checked"))}`);
   console.log(
