@@ -2,9 +2,11 @@
 // Postgres and NATS; every send claims the guard, takes a token of the provider's shared bucket,
 // goes through the breaker and writes its attempt and status), against two references measured
 // in the same run with the same concurrency and sandbox: raw @sendgrid/mail sends (no durable
-// work at all), and the least durable send (bench/floor-delivery.mjs). For each: sends per
-// second and the CPU per send of the sender, postgres and nats-server, from /proc (the sandbox
-// is not counted). The ratio to the floor in CPU per send is printed last.
+// work at all), and the least durable send (bench/floor-delivery.mjs), alone and with the checks
+// every send must also pass (item validated, channel read, shared rate bucket, text/plain
+// alternative). For each: sends per second and the CPU per send of the sender, postgres and
+// nats-server, from /proc (the sandbox is not counted). The ratios to the floors in CPU per send
+// are printed last.
 // BENCH_CPU_PROF_DIR=<dir> writes the worker's and the floor's V8 CPU profiles there.
 import { fork, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
@@ -191,7 +193,7 @@ async function worker(sandboxUrl) {
   return result;
 }
 
-async function floor(sandboxUrl) {
+async function floor(sandboxUrl, checks) {
   const { url, database, namespace, bus, publish } = await backlog();
   const child = fork(join(root, "bench/floor-delivery.mjs"), {
     execArgv: [...APP_NODE_OPTIONS],
@@ -203,6 +205,7 @@ async function floor(sandboxUrl) {
       SENDGRID_API_KEY: API_KEY,
       SENDGRID_BASE_URL: sandboxUrl,
       FLOOR_CONCURRENCY: String(CONCURRENCY),
+      FLOOR_CHECKS: checks ? "1" : "0",
       ...profileEnv(),
     },
   });
@@ -219,7 +222,8 @@ try {
   const sandboxUrl = await startSandbox();
   // The baseline runs before and after the others: on a shared machine the load changes.
   const before = await baseline(sandboxUrl);
-  const least = await floor(sandboxUrl);
+  const least = await floor(sandboxUrl, false);
+  const checked = await floor(sandboxUrl, true);
   const notify = await worker(sandboxUrl);
   const after = await baseline(sandboxUrl);
   const raw = (before.rate + after.rate) / 2;
@@ -236,13 +240,21 @@ try {
     `(client only; mean of ${before.rate.toFixed(0)} before and ${after.rate.toFixed(0)} after)`,
   );
   line("floor: durable send", least.rate, least.cpuUs, `(guard, send, guard, status + history; ${fmtGroups(least)})`);
+  line(
+    "  + the send's checks",
+    checked.rate,
+    checked.cpuUs,
+    `(+ item, channel read, bucket, text; ${fmtGroups(checked)})`,
+  );
   line("notify worker, one process", notify.rate, notify.cpuUs, `(${fmtGroups(notify)})`);
-  console.log(`ratio to raw sends/s: floor ${(least.rate / raw).toFixed(2)}, worker ${(notify.rate / raw).toFixed(2)}`);
+  const toRaw = (r) => (r.rate / raw).toFixed(2);
+  console.log(`ratio to raw sends/s: floor ${toRaw(least)}, + checks ${toRaw(checked)}, worker ${toRaw(notify)}`);
+  console.log(`ratio (floor with the checks / worker CPU per send): ${(checked.cpuUs / notify.cpuUs).toFixed(2)}`);
   console.log(`ratio (floor / worker CPU per send): ${(least.cpuUs / notify.cpuUs).toFixed(2)}`);
   summarize({
     what: "one worker, one email sent",
     notify: `${cpuFigure(notify.cpuUs)}, ${rateFigure(notify.rate)}`,
-    floor: `${cpuFigure(least.cpuUs)}, ${rateFigure(least.rate)} (raw @sendgrid/mail: ${rateFigure(raw)})`,
+    floor: `${cpuFigure(least.cpuUs)}, ${rateFigure(least.rate)} (with the checks: ${cpuFigure(checked.cpuUs)}, ${rateFigure(checked.rate)}; raw @sendgrid/mail: ${rateFigure(raw)})`,
     ratio: least.cpuUs / notify.cpuUs,
     command: "npm run bench:delivery",
   });

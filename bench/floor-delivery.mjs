@@ -3,8 +3,19 @@
 // claim the send guard, send with @sendgrid/mail, record the guard as sent, mark the channel
 // delivered with its history row, and ack. No breaker, rate bucket, retries, dead letters,
 // logging or metrics: what is left is the cost of the durable work itself.
+//
+// FLOOR_CHECKS=1 adds what every send must also do, with the project's own functions and nothing
+// around them: the work item validated, the channel's row read (a cancelled or settled channel
+// is not sent), a token taken from the provider's bucket shared by every worker (KV), and the
+// mail's text/plain alternative made from its html. The gap between the two floors is what those
+// checks cost; the gap from there to the worker is its plumbing (breaker, deadline, retries and
+// their bookkeeping, logging, metrics).
 import { applyTopology, connectBus } from "@notify/bus";
-import { createDb } from "@notify/db";
+import { schemaProblem, splitRate, WorkItem } from "@notify/core";
+import { createDb, loadChannel } from "@notify/db";
+import { htmlToText } from "@notify/providers/email-text";
+import { SENDABLE } from "@notify/workers/delivery/status";
+import { createRateLimiter } from "@notify/workers/providers/rate-limiter";
 import { consume, emailDelivery, sendgridMail } from "./floor-lib.mjs";
 
 const env = process.env;
@@ -17,15 +28,36 @@ const bus = await connectBus({
   partitions: 1,
 });
 await applyTopology(bus);
+const checks = env.FLOOR_CHECKS === "1";
 const deliver = emailDelivery({
   sql: database.sql,
   guard: await bus.kv("notify_send_guard"),
   mail: await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL),
+  ...(checks ? { text: htmlToText } : {}),
 });
+// The worker's bucket for the provider, at the rate bench/delivery.mjs gives the worker.
+const rate = Number(env.FLOOR_RATE ?? 1_000_000);
+const limiter =
+  checks &&
+  createRateLimiter({
+    kv: await bus.kv("notify_rate"),
+    key: "sendgrid",
+    rates: splitRate({ perSecond: rate, burst: rate }, 20),
+  });
+const handle = checks
+  ? async (item) => {
+      const problem = schemaProblem(WorkItem, item);
+      if (problem) throw new Error(`not a work item: ${problem}`);
+      const row = await loadChannel(database.sql, item);
+      if (!row || !SENDABLE.includes(row.status)) return;
+      await limiter.acquire(item.priority, 1);
+      await deliver({ ...item, html: item.body });
+    }
+  : (item) => deliver({ ...item, html: item.body });
 void consume(
   bus,
   { stream: bus.streams.work, durable: "worker-email-transactional", concurrency: CONCURRENCY },
-  (item) => deliver({ ...item, html: item.body }),
+  handle,
 );
 process.on("SIGTERM", () => process.exit(0));
 process.send?.("ready");

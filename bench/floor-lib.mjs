@@ -92,9 +92,10 @@ const encoder = new TextEncoder();
  * The least a durable email send does, per work item `{ notification_id, to, subject, html }`:
  * claim the send guard (KV create), send with @sendgrid/mail, record the guard as sent, and
  * mark the channel delivered with its history row in one statement (shared with the other sends
- * that finish in the same event-loop iteration, as the worker does).
+ * that finish in the same event-loop iteration, as the worker does). With `text(html)`, the mail
+ * also carries its text/plain alternative and the item's category, as the service's do.
  */
-export function emailDelivery({ sql, guard, mail }) {
+export function emailDelivery({ sql, guard, mail, text }) {
   const markDelivered = perIteration(async (sent) => {
     await sql`
       with input as (
@@ -118,6 +119,7 @@ export function emailDelivery({ sql, guard, mail }) {
       from: "floor@example.com",
       subject: item.subject,
       html: item.html,
+      ...(text ? { text: text(item.html), categories: [item.category] } : {}),
       customArgs: { notification_id: item.notification_id, channel: "email" },
     });
     const providerId = answer.headers["x-message-id"];
