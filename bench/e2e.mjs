@@ -7,8 +7,10 @@
 // process (apps/standalone), as one machine runs them best. Last, the floor (bench/floor-pipeline.mjs: the same durable work per email in one
 // minimal process) takes the email phases again (the fixed rate, then saturation), then the same
 // floor split into four processes (accept, route, deliver, receipt; each with its own
-// connections, as the apps run), and the ratios of each floor's CPU per delivered email to the
-// service's are printed. The README's capacity table comes from here.
+// connections, as the apps run), then the one-process floor with each stage's checks
+// (bench/floor-checks.mjs: what a request, a lane message and a send must pass besides the
+// durable work), and the ratios of each floor's CPU per delivered email to the service's are
+// printed. The README's capacity table comes from here.
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
 //   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000); BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
@@ -266,8 +268,12 @@ const forkFloor = (env) =>
     child.once("message", () => resolve(child));
     child.once("exit", (code) => reject(new Error(`floor-pipeline exited ${code}`)));
   });
-/** One floor (its database, namespace, sandbox, processes): the stages of each process in `split`. */
-async function startFloor(split) {
+const FLOOR_KEY = "floor-bench-key";
+/**
+ * One floor (its database, namespace, sandbox, processes): the stages of each process in
+ * `split`; with `checks`, each stage also does what it must besides the durable work.
+ */
+async function startFloor(split, checks) {
   const db = await freshDatabase(t);
   const namespace = freshNamespace(t);
   const port = await freePort();
@@ -288,6 +294,8 @@ async function startFloor(split) {
     split.map((stages) =>
       forkFloor({
         FLOOR_STAGES: stages,
+        FLOOR_CHECKS: checks ? "1" : "0",
+        FLOOR_API_KEY: FLOOR_KEY,
         PORT: String(stages.includes("receipt") ? receiptPort : port),
         DATABASE_URL: db.url,
         NATS_URL: TEST_NATS_URL,
@@ -299,6 +307,9 @@ async function startFloor(split) {
     ),
   );
   const floorSql = postgres(db.url, { max: 2, onnotice: () => {} });
+  // The users' contacts, as the service has them (the floor with the checks reads them).
+  await floorSql`insert into user_contacts ${floorSql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
+    on conflict (user_id) do nothing`;
   const processes = [...children, sandbox];
   let stopped;
   // Waits for every process (and so for its database sessions) to end: a process that ends
@@ -319,7 +330,7 @@ async function startFloor(split) {
       await sleep(1000);
     })());
   teardowns.push(stop);
-  return { port, sql: floorSql, stop };
+  return { port, sql: floorSql, stop, checks };
 }
 /** Until every floor email is delivered and both of its events are stored. */
 async function floorSettled(floorSql, count) {
@@ -335,11 +346,22 @@ async function floorSettled(floorSql, count) {
 const floorPhase = async (floor, count, rate) => {
   const before = cpuSample();
   const started = Date.now();
+  // The floor with the checks gets what the service gets; the bare floor reads only these two.
   const postOne = (n) =>
-    postNotification(`http://127.0.0.1:${floor.port}`, "none", {
-      user_id: users[n % users.length],
-      data: { name: `#${n}` },
-    });
+    postNotification(
+      `http://127.0.0.1:${floor.port}`,
+      floor.checks ? FLOOR_KEY : "none",
+      floor.checks
+        ? {
+            user_id: users[n % users.length],
+            category: "account",
+            template_id: "welcome",
+            data: { name: `#${n}` },
+            priority: "transactional",
+            channels: ["email"],
+          }
+        : { user_id: users[n % users.length], data: { name: `#${n}` } },
+    );
   if (rate === undefined) {
     let left = count;
     await Promise.all(
@@ -366,8 +388,8 @@ const floorPhase = async (floor, count, rate) => {
  * A floor's runs after its own warm-up, on a history like the service's: email at the fixed rate,
  * then at saturation, as the service's phases run. Its processes' idle CPU is taken off, as the apps' is.
  */
-async function runFloor(split) {
-  const floor = await startFloor(split);
+async function runFloor(split, checks = false) {
+  const floor = await startFloor(split, checks);
   floor.idlePerSecond = 0;
   await seedHistory(floor.sql);
   await floorPhase(floor, 500);
@@ -384,6 +406,7 @@ async function runFloor(split) {
 }
 const floorRun = await runFloor(["accept,route,deliver,receipt"]);
 const splitRun = await runFloor(["accept", "route", "deliver", "receipt"]);
+const checkedRun = await runFloor(["accept,route,deliver,receipt"], true);
 const line = (r) => {
   const service = r.cpu ? SERVICE.reduce((sum, g) => sum + (r.cpu[g] ?? 0), 0) / r.delivered : Number.NaN;
   return [
@@ -414,6 +437,7 @@ const floorCpuUs = (run) =>
   run.cpu ? FLOOR_SERVICE.reduce((sum, g) => sum + (run.cpu[g] ?? 0), 0) / run.delivered : Number.NaN;
 const floorUs = floorCpuUs(floorRun);
 const splitUs = floorCpuUs(splitRun);
+const checkedUs = floorCpuUs(checkedRun);
 const notifyUs = serviceUs(saturation.cpu) / saturation.delivered;
 const singleSaturation = single.find((r) => r.name === "email at saturation");
 const singleUs = serviceUs(singleSaturation.cpu) / singleSaturation.delivered;
@@ -443,6 +467,7 @@ const floorLines = (title, run) => {
 };
 floorLines("floor (bench/floor-pipeline.mjs)", floorRun);
 floorLines("floor in four processes (accept, route, deliver, receipt)", splitRun);
+floorLines("floor with each stage's checks, one process", checkedRun);
 console.log(
   `\nJSON ${JSON.stringify(results.map(({ latencies, ...r }) => ({ ...r, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) })))}`,
 );
@@ -460,13 +485,16 @@ console.log(
   `ratio (floor / notify in one process, both one process): ${(floorUs / singleUs).toFixed(2)} (${floorUs.toFixed(0)} / ${singleUs.toFixed(0)} µs); at ${RATE}/s ${(floorCpuUs(floorRun.paced) / singlePacedUs).toFixed(2)} (${floorCpuUs(floorRun.paced).toFixed(0)} / ${singlePacedUs.toFixed(0)} µs)`,
 );
 console.log(
+  `ratio (floor with the checks / notify, four processes and one): ${(checkedUs / notifyUs).toFixed(2)}, ${(checkedUs / singleUs).toFixed(2)} (${checkedUs.toFixed(0)} / ${notifyUs.toFixed(0)}, ${singleUs.toFixed(0)} µs)`,
+);
+console.log(
   `ratio (notify / floor delivered/s): ${(saturation.delivered / saturation.seconds / (EMAILS / floorRun.seconds)).toFixed(2)}`,
 );
 
 summarize({
   what: "whole pipeline, one email to receipt",
   notify: `${cpuFigure(notifyUs)}, ${rateFigure(saturation.delivered / saturation.seconds)}`,
-  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)}`,
+  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)} (with the checks: ${cpuFigure(checkedUs)}, ${rateFigure(EMAILS / checkedRun.seconds)})`,
   ratio: floorUs / notifyUs,
   command: "npm run bench:e2e",
 });
@@ -481,7 +509,7 @@ summarize({
 summarize({
   what: "whole pipeline, the four apps in one process (apps/standalone)",
   notify: `${cpuFigure(singleUs)}, ${rateFigure(singleSaturation.delivered / singleSaturation.seconds)}`,
-  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)}`,
+  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)} (with the checks: ${cpuFigure(checkedUs)}, ${rateFigure(EMAILS / checkedRun.seconds)})`,
   ratio: floorUs / singleUs,
   command: "npm run bench:e2e",
 });

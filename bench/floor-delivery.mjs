@@ -11,11 +11,8 @@
 // checks cost; the gap from there to the worker is its plumbing (breaker, deadline, retries and
 // their bookkeeping, logging, metrics).
 import { applyTopology, connectBus } from "@notify/bus";
-import { schemaProblem, splitRate, WorkItem } from "@notify/core";
-import { createDb, loadChannel } from "@notify/db";
-import { htmlToText } from "@notify/providers/email-text";
-import { SENDABLE } from "@notify/workers/delivery/status";
-import { createRateLimiter } from "@notify/workers/providers/rate-limiter";
+import { createDb } from "@notify/db";
+import { sendChecks, textOf } from "./floor-checks.mjs";
 import { consume, emailDelivery, sendgridMail } from "./floor-lib.mjs";
 
 const env = process.env;
@@ -33,25 +30,13 @@ const deliver = emailDelivery({
   sql: database.sql,
   guard: await bus.kv("notify_send_guard"),
   mail: await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL),
-  ...(checks ? { text: htmlToText } : {}),
+  ...(checks ? { text: textOf } : {}),
 });
 // The worker's bucket for the provider, at the rate bench/delivery.mjs gives the worker.
-const rate = Number(env.FLOOR_RATE ?? 1_000_000);
-const limiter =
-  checks &&
-  createRateLimiter({
-    kv: await bus.kv("notify_rate"),
-    key: "sendgrid",
-    rates: splitRate({ perSecond: rate, burst: rate }, 20),
-  });
+const admit = checks && (await sendChecks({ sql: database.sql, bus, rate: Number(env.FLOOR_RATE ?? 1_000_000) }));
 const handle = checks
   ? async (item) => {
-      const problem = schemaProblem(WorkItem, item);
-      if (problem) throw new Error(`not a work item: ${problem}`);
-      const row = await loadChannel(database.sql, item);
-      if (!row || !SENDABLE.includes(row.status)) return;
-      await limiter.acquire(item.priority, 1);
-      await deliver({ ...item, html: item.body });
+      if (await admit(item)) await deliver({ ...item, html: item.body });
     }
   : (item) => deliver({ ...item, html: item.body });
 void consume(

@@ -13,6 +13,12 @@
 //            delivered ones, in one statement.
 // No authentication, validation, preferences, templates, rate limits, breakers, retries, logging
 // or metrics: what is left is the cost of the durable work itself.
+// FLOOR_CHECKS=1 adds what each stage must also do (bench/floor-checks.mjs), with the project's
+// own functions: accept checks the key, its bucket, the Idempotency-Key, the body and the
+// template's parameters and publishes the whole lane message; route validates it, reads the
+// user's contacts and preferences, decides the policy and renders the template; deliver
+// validates the work item, reads the channel's row, takes a token of the shared bucket and sends
+// the text/plain alternative too. The gap from there to the service is its own plumbing.
 // FLOOR_STAGES (accept,route,deliver,receipt) picks the stages this process runs: bench/e2e.mjs
 // also runs the four in four processes, each with its own connections, as the service's apps
 // are deployed, to measure what that split costs by itself.
@@ -21,6 +27,7 @@ import { serve } from "@hono/node-server";
 import { applyTopology, connectBus } from "@notify/bus";
 import { createDb, perIteration, unnestColumns } from "@notify/db";
 import { Hono } from "hono";
+import { requestChecks, routeChecks, sendChecks, textOf } from "./floor-checks.mjs";
 import { consume, emailDelivery, groupCommit, sendgridMail } from "./floor-lib.mjs";
 
 const env = process.env;
@@ -35,11 +42,32 @@ const bus = await connectBus({
 await applyTopology(bus);
 const CONCURRENCY = Number(env.FLOOR_CONCURRENCY ?? 32);
 const STAGES = new Set((env.FLOOR_STAGES ?? "accept,route,deliver,receipt").split(","));
+const CHECKS = env.FLOOR_CHECKS === "1";
 const app = new Hono();
 
 if (STAGES.has("accept")) {
   const accept = groupCommit({ sql, bus, clientId: "floor", lane: bus.subjects.lane("transactional", 0) });
+  const check = CHECKS && requestChecks(env.FLOOR_API_KEY ?? "");
   app.post("/api/v1/notifications", async (c) => {
+    if (check) {
+      const checked = await check(c);
+      if (checked instanceof Response) return checked;
+      const { request } = checked;
+      // The lane message the processor reads, as ingest publishes it.
+      const message = {
+        client_id: "floor",
+        user_id: request.user_id,
+        category: request.category,
+        template_id: request.template_id,
+        template_version: 1,
+        priority: request.priority,
+        channels: request.channels ?? null,
+        data: request.data,
+        created_at: new Date().toISOString(),
+      };
+      await accept({ id: checked.id, key: checked.key, hash: checked.hash, body: message });
+      return checked.answer(c);
+    }
     const body = await c.req.json();
     const id = randomUUID();
     const hash = createHash("sha256").update(JSON.stringify(body)).digest("hex");
@@ -55,23 +83,35 @@ const insertChannel = perIteration(async (ids) => {
   return ids.map(() => undefined);
 });
 if (STAGES.has("route")) {
+  const route = CHECKS && routeChecks(database);
   void consume(bus, pull(bus.streams.lane("transactional"), "processor-transactional-p0"), async (message) => {
+    const email = route ? await route(message) : { to: `${message.user_id}@example.com`, name: message.data?.name };
+    if (email === null) return;
     await insertChannel(message.notification_id);
-    await bus.publish(
-      bus.subjects.work("email", "transactional"),
-      { notification_id: message.notification_id, to: `${message.user_id}@example.com`, name: message.data?.name },
-      `${message.notification_id}:email`,
-    );
+    const item = route
+      ? {
+          notification_id: message.notification_id,
+          channel: "email",
+          priority: message.priority,
+          user_id: message.user_id,
+          category: message.category,
+          ...email,
+          attempt: 0,
+        }
+      : { notification_id: message.notification_id, ...email };
+    await bus.publish(bus.subjects.work("email", "transactional"), item, `${message.notification_id}:email`);
   });
 }
 
 if (STAGES.has("deliver")) {
   const guard = await bus.kv("notify_send_guard");
   const mail = await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL);
-  const deliver = emailDelivery({ sql, guard, mail });
-  void consume(bus, pull(bus.streams.work, "worker-email-transactional"), (item) =>
-    deliver({ ...item, subject: "Welcome", html: `<p>Hello ${item.name}</p>` }),
-  );
+  const deliver = emailDelivery({ sql, guard, mail, ...(CHECKS ? { text: textOf } : {}) });
+  const admit = CHECKS && (await sendChecks({ sql, bus }));
+  void consume(bus, pull(bus.streams.work, "worker-email-transactional"), async (item) => {
+    if (!admit) return deliver({ ...item, subject: "Welcome", html: `<p>Hello ${item.name}</p>` });
+    if (await admit(item)) await deliver({ ...item, html: item.body });
+  });
 }
 
 const webhookKey =

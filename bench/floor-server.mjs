@@ -13,12 +13,9 @@
 import { createHash, randomUUID } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { connectBus } from "@notify/bus";
-import { hashKey, leak, missingParams, NotificationRequest, newId } from "@notify/core";
 import { createDb } from "@notify/db";
-import { validate } from "@notify/http";
-import { requestHash } from "@notify/ingest/notifications/canonical-json";
-import { parseIdempotencyKey } from "@notify/ingest/routes/notifications";
 import { Hono } from "hono";
+import { requestChecks } from "./floor-checks.mjs";
 import { groupCommit } from "./floor-lib.mjs";
 
 const checks = process.env.FLOOR_CHECKS === "1";
@@ -38,28 +35,12 @@ const accept = groupCommit({
 
 const app = new Hono();
 if (checks) {
-  // The one key and template the load generator uses, as ingest's caches hold them when warm.
-  const keys = new Map([[hashKey(process.env.FLOOR_API_KEY ?? ""), { keyId: "k", clientId: "bench" }]]);
-  const templates = new Map([["welcome", { version: 1, params: ["name"] }]]);
-  const limits = { perSecond: 1_000_000, burst: 1_000_000 };
-  const buckets = new Map();
+  const check = requestChecks(process.env.FLOOR_API_KEY ?? "");
   app.post("/", async (c) => {
-    const presented = /^Bearer\s+(\S+)\s*$/i.exec(c.req.header("authorization") ?? "")?.[1] ?? "";
-    const principal = keys.get(hashKey(presented));
-    if (!principal) return c.json({ title: "unauthorized" }, 401);
-    const { decision, drainedAt } = leak(buckets.get(principal.keyId) ?? 0, Date.now(), limits);
-    buckets.set(principal.keyId, drainedAt);
-    const key = parseIdempotencyKey(c.req.header("idempotency-key"));
-    const request = validate(NotificationRequest, await c.req.json());
-    const template = templates.get(request.template_id);
-    if (!template || missingParams(template.params, request.data).length > 0) return c.json({}, 400);
-    const id = newId();
-    await accept({ id, key, hash: requestHash(request), body: request });
-    c.header("x-request-id", randomUUID());
-    c.header("ratelimit-policy", `"default";q=${limits.burst};w=1`);
-    c.header("ratelimit", `"default";r=${decision.remaining};t=${decision.resetSeconds}`);
-    c.header("location", `/api/v1/notifications/${id}`);
-    return c.json({ notification_id: id, status: "accepted" }, 202);
+    const checked = await check(c);
+    if (checked instanceof Response) return checked;
+    await accept({ id: checked.id, key: checked.key, hash: checked.hash, body: checked.request });
+    return checked.answer(c);
   });
 } else {
   app.post("/", async (c) => {
