@@ -8,41 +8,39 @@ import {
   hashKey,
   LaneMessage,
   leak,
-  missingParams,
   NotificationRequest,
-  newId,
   schemaProblem,
   splitRate,
   templateEngineOptions,
   WorkItem,
 } from "@notify/core";
 import { loadChannel, readProfileRow } from "@notify/db";
+import { SAMPLE_TEMPLATE } from "@notify/devstack";
 import { validate } from "@notify/http";
-import { requestHash } from "@notify/ingest/notifications/canonical-json";
+import { prepareNotification } from "@notify/ingest/notifications/prepare";
 import { parseIdempotencyKey } from "@notify/ingest/routes/notifications";
-import { htmlToText } from "@notify/providers/email-text";
 import { SENDABLE } from "@notify/workers/delivery/status";
 import { createRateLimiter } from "@notify/workers/providers/rate-limiter";
 import { Eta } from "eta";
 
-/** The template every bench sends (libs/devstack's sample), as the services store it. */
-const WELCOME = {
-  id: "welcome",
-  params: ["name"],
-  subject: "Welcome, <%= it.name %>!",
-  body: "<h1>Hello <%= it.name %></h1><p>Thanks for joining.</p>",
-};
+/** The template every bench sends: the sample `npm start` seeds, its email variant. */
+const WELCOME_EMAIL = SAMPLE_TEMPLATE.variants.find((variant) => variant.channel === "email");
 
 /**
  * A request's checks: the API key hashed and found, its leaky bucket, the Idempotency-Key
- * parsed, the body validated, the template's parameters checked, the canonical request hash, and
- * the answer's headers (request id, Location, RateLimit). `check(c)` answers a refusal (a
- * Response) or `{ id, key, hash, request, answer(c) }`; `answer(c)` sets the headers and answers 202.
+ * parsed, the body validated, and ingest's own preparation (the template's parameters and
+ * deadline, the canonical request hash, the lane message and its partition), then the answer's
+ * headers (request id, Location, RateLimit). `check(c)` answers a refusal (a Response) or
+ * `{ key, hash, message, answer(c) }`, `message` the lane message with its `created_at`;
+ * `answer(c)` sets the headers and answers 202.
  */
-export function requestChecks(apiKey) {
+export function requestChecks(apiKey, bus) {
   // The one key and template the load generator uses, as ingest's caches hold them when warm.
   const keys = new Map([[hashKey(apiKey), { keyId: "k", clientId: "bench" }]]);
-  const templates = new Map([[WELCOME.id, { version: 1, params: WELCOME.params }]]);
+  const templates = new Map([
+    [SAMPLE_TEMPLATE.id, { id: SAMPLE_TEMPLATE.id, version: 1, params: SAMPLE_TEMPLATE.params }],
+  ]);
+  const deps = { bus, templates: (id) => templates.get(id) ?? null };
   const limits = { perSecond: 1_000_000, burst: 1_000_000 };
   const buckets = new Map();
   return async (c) => {
@@ -53,14 +51,13 @@ export function requestChecks(apiKey) {
     buckets.set(principal.keyId, drainedAt);
     const key = parseIdempotencyKey(c.req.header("idempotency-key"));
     const request = validate(NotificationRequest, await c.req.json());
-    const template = templates.get(request.template_id);
-    if (!template || missingParams(template.params, request.data).length > 0) return c.json({}, 400);
-    const id = newId();
+    const prepared = await prepareNotification(deps, { clientId: principal.clientId, idempotencyKey: key, request });
+    const { message } = prepared;
+    const id = message.notification_id;
     return {
-      id,
       key,
-      hash: requestHash(request),
-      request,
+      hash: prepared.requestHash,
+      message: { ...message, created_at: new Date().toISOString() },
       answer(c) {
         c.header("x-request-id", randomUUID());
         c.header("ratelimit-policy", `"default";q=${limits.burst};w=1`);
@@ -81,7 +78,7 @@ export function requestChecks(apiKey) {
 export function routeChecks(database) {
   const html = new Eta(templateEngineOptions(true));
   const plain = new Eta(templateEngineOptions(false));
-  const compiled = { subject: plain.compile(WELCOME.subject), body: html.compile(WELCOME.body) };
+  const compiled = { subject: plain.compile(WELCOME_EMAIL.subject), body: html.compile(WELCOME_EMAIL.body) };
   const render = (engine, fn, data) => fn.call(engine, data);
   return async (message) => {
     const problem = schemaProblem(LaneMessage, message);
@@ -132,5 +129,3 @@ export async function sendChecks({ sql, bus, rate = 1_000_000 }) {
     return true;
   };
 }
-
-export { htmlToText as textOf };

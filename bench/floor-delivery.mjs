@@ -12,7 +12,8 @@
 // their bookkeeping, logging, metrics).
 import { applyTopology, connectBus } from "@notify/bus";
 import { createDb } from "@notify/db";
-import { sendChecks, textOf } from "./floor-checks.mjs";
+import { htmlToText } from "@notify/providers/email-text";
+import { sendChecks } from "./floor-checks.mjs";
 import { consume, emailDelivery, sendgridMail } from "./floor-lib.mjs";
 
 const env = process.env;
@@ -30,7 +31,7 @@ const deliver = emailDelivery({
   sql: database.sql,
   guard: await bus.kv("notify_send_guard"),
   mail: await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL),
-  ...(checks ? { text: textOf } : {}),
+  ...(checks ? { text: htmlToText } : {}),
 });
 // The worker's bucket for the provider, at the rate bench/delivery.mjs gives the worker.
 const admit = checks && (await sendChecks({ sql: database.sql, bus, rate: Number(env.FLOOR_RATE ?? 1_000_000) }));

@@ -26,8 +26,9 @@ import { createHash, createPublicKey, randomUUID, verify } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { applyTopology, connectBus } from "@notify/bus";
 import { createDb, perIteration, unnestColumns } from "@notify/db";
+import { htmlToText } from "@notify/providers/email-text";
 import { Hono } from "hono";
-import { requestChecks, routeChecks, sendChecks, textOf } from "./floor-checks.mjs";
+import { requestChecks, routeChecks, sendChecks } from "./floor-checks.mjs";
 import { consume, emailDelivery, groupCommit, sendgridMail } from "./floor-lib.mjs";
 
 const env = process.env;
@@ -47,25 +48,14 @@ const app = new Hono();
 
 if (STAGES.has("accept")) {
   const accept = groupCommit({ sql, bus, clientId: "floor", lane: bus.subjects.lane("transactional", 0) });
-  const check = CHECKS && requestChecks(env.FLOOR_API_KEY ?? "");
+  const check = CHECKS && requestChecks(env.FLOOR_API_KEY ?? "", bus);
   app.post("/api/v1/notifications", async (c) => {
     if (check) {
       const checked = await check(c);
       if (checked instanceof Response) return checked;
-      const { request } = checked;
       // The lane message the processor reads, as ingest publishes it.
-      const message = {
-        client_id: "floor",
-        user_id: request.user_id,
-        category: request.category,
-        template_id: request.template_id,
-        template_version: 1,
-        priority: request.priority,
-        channels: request.channels ?? null,
-        data: request.data,
-        created_at: new Date().toISOString(),
-      };
-      await accept({ id: checked.id, key: checked.key, hash: checked.hash, body: message });
+      const { notification_id, ...message } = checked.message;
+      await accept({ id: notification_id, key: checked.key, hash: checked.hash, body: message });
       return checked.answer(c);
     }
     const body = await c.req.json();
@@ -106,7 +96,7 @@ if (STAGES.has("route")) {
 if (STAGES.has("deliver")) {
   const guard = await bus.kv("notify_send_guard");
   const mail = await sendgridMail(env.SENDGRID_API_KEY, env.SENDGRID_BASE_URL);
-  const deliver = emailDelivery({ sql, guard, mail, ...(CHECKS ? { text: textOf } : {}) });
+  const deliver = emailDelivery({ sql, guard, mail, ...(CHECKS ? { text: htmlToText } : {}) });
   const admit = CHECKS && (await sendChecks({ sql, bus }));
   void consume(bus, pull(bus.streams.work, "worker-email-transactional"), async (item) => {
     if (!admit) return deliver({ ...item, subject: "Welcome", html: `<p>Hello ${item.name}</p>` });

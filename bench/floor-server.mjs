@@ -6,8 +6,9 @@
 //
 // FLOOR_CHECKS=1 adds what every accepted request must also pass, done with the project's own
 // functions and nothing around them: the API key hashed and found, its leaky bucket, the
-// Idempotency-Key parsed, the body validated, the template's parameters checked, the canonical
-// request hash, and the answer's headers (request id, Location, RateLimit). The gap between the
+// Idempotency-Key parsed, the body validated, ingest's own preparation (the template's parameters
+// and deadline, the canonical request hash, the lane message), and the answer's headers (request
+// id, Location, RateLimit). The gap between the
 // two floors is what those checks cost; the gap from there to ingest is the app's plumbing
 // (middleware, logging, metrics, error handling).
 import { createHash, randomUUID } from "node:crypto";
@@ -35,11 +36,12 @@ const accept = groupCommit({
 
 const app = new Hono();
 if (checks) {
-  const check = requestChecks(process.env.FLOOR_API_KEY ?? "");
+  const check = requestChecks(process.env.FLOOR_API_KEY ?? "", bus);
   app.post("/", async (c) => {
     const checked = await check(c);
     if (checked instanceof Response) return checked;
-    await accept({ id: checked.id, key: checked.key, hash: checked.hash, body: checked.request });
+    const { notification_id, ...message } = checked.message;
+    await accept({ id: notification_id, key: checked.key, hash: checked.hash, body: message });
     return checked.answer(c);
   });
 } else {
