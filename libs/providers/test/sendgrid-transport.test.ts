@@ -86,12 +86,12 @@ t.test("a connection that cannot be made within half the deadline is never sent,
     t,
     createServer(() => {}),
   );
-  const started = Date.now();
+  // Which timer ended the send is in its reason, not the wall clock (a loaded machine may run
+  // both late): the send's deadline would have said "timed out after 1000 ms" and not marked it.
   const result = await provider(t, `https://${host}`, 1000).send(message);
   t.equal(result.outcome, "transient");
   t.ok("notSent" in result && result.notSent, "marked as never sent");
-  t.match(result.outcome === "accepted" ? "" : result.reason, /UND_ERR_CONNECT_TIMEOUT/);
-  t.ok(Date.now() - started < 1000, "before the send's deadline");
+  t.match(result.outcome === "accepted" ? "" : result.reason, /UND_ERR_CONNECT_TIMEOUT/, "ended by the connect timeout");
 });
 
 t.test("the server closing after reading the request is an unknown outcome", async (t) => {
