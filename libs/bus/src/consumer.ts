@@ -84,13 +84,27 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
   };
   let messages = await pull();
   const order = createOrderWatch(options.orderDoubtMs ?? ORDER_DOUBT_MS, Date.now, started);
+  // Ticking only while a message is held: an idle consumer does not wake its process.
   let lastBeat = Date.now();
-  const heartbeat = setInterval(() => {
+  let heartbeat: ReturnType<typeof setInterval> | undefined;
+  const beat = () => {
+    if (held.size === 0) {
+      clearInterval(heartbeat);
+      heartbeat = undefined;
+      return;
+    }
     if (Date.now() - lastBeat < heartbeatMs) return;
     lastBeat = Date.now();
     for (const msg of held) msg.working();
-  }, 250);
-  heartbeat.unref();
+  };
+  const hold = (msg: JsMsg) => {
+    held.add(msg);
+    if (heartbeat !== undefined) return;
+    // The first beat of a message held alone comes a whole interval after it arrived.
+    if (held.size === 1) lastBeat = Date.now();
+    heartbeat = setInterval(beat, 250);
+    heartbeat.unref();
+  };
   const chains = new Map<string, Promise<void>>();
   const inFlight = new Set<Promise<void>>();
   let slots = options.concurrency;
@@ -225,7 +239,7 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
 
   const drain = async (current: typeof messages) => {
     for await (const msg of current) {
-      held.add(msg);
+      hold(msg);
       // In arrival order, before anything waits: the delivery sequence is read as it came.
       const orderInDoubt = order.delivered(msg.info);
       while (slots === 0) await new Promise<void>((resolve) => (wake = resolve));
@@ -286,6 +300,7 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
       await recovering;
       await Promise.allSettled([...inFlight]);
       clearInterval(heartbeat);
+      heartbeat = undefined;
     },
   };
 }

@@ -75,25 +75,33 @@ export function createPublisher(nc: NatsConnection, timeoutMs: number, inboxPref
     },
   });
 
-  const sweep = setInterval(
-    () => {
-      const now = Date.now();
-      for (const [token, waiter] of pending) {
-        if (waiter.deadline <= now) {
-          pending.delete(token);
-          waiter.reject(new PublishTimeoutError(`no JetStream ack within ${timeoutMs} ms`));
-        }
+  // The sweep runs only while acks are awaited: an idle process is not woken for it.
+  let sweep: ReturnType<typeof setInterval> | undefined;
+  const sweepMs = Math.max(10, Math.min(250, timeoutMs / 4));
+  const timeOut = () => {
+    const now = Date.now();
+    for (const [token, waiter] of pending) {
+      if (waiter.deadline <= now) {
+        pending.delete(token);
+        waiter.reject(new PublishTimeoutError(`no JetStream ack within ${timeoutMs} ms`));
       }
-    },
-    Math.max(10, Math.min(250, timeoutMs / 4)),
-  );
-  sweep.unref();
+    }
+    if (pending.size === 0) {
+      clearInterval(sweep);
+      sweep = undefined;
+    }
+  };
+  let closed = false;
 
   return {
     publish(subject: string, data: Uint8Array, msgId: string): Promise<PubAck> {
       return new Promise<PubAck>((resolve, reject) => {
         const token = (counter++).toString(36);
         pending.set(token, { resolve, reject, deadline: Date.now() + timeoutMs });
+        if (sweep === undefined && !closed) {
+          sweep = setInterval(timeOut, sweepMs);
+          sweep.unref();
+        }
         const h = headers();
         h.set("Nats-Msg-Id", msgId);
         // The caller's trace context (traceparent, tracestate) travels with the message; nothing
@@ -108,7 +116,9 @@ export function createPublisher(nc: NatsConnection, timeoutMs: number, inboxPref
       });
     },
     close() {
+      closed = true;
       clearInterval(sweep);
+      sweep = undefined;
       sub.unsubscribe();
       for (const waiter of pending.values()) waiter.reject(new PublishTimeoutError("connection closing"));
       pending.clear();

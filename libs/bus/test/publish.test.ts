@@ -1,4 +1,5 @@
-import { type Bus, PublishRejectedError } from "@notify/bus";
+import { type Bus, PublishRejectedError, PublishTimeoutError } from "@notify/bus";
+import { createPublisher } from "@notify/bus/publisher";
 import { freshBus, streamCount } from "@notify/testing";
 import t from "tap";
 
@@ -31,4 +32,25 @@ t.test("a subject no stream captures is rejected, not lost silently", async (t) 
   const error = await bus.publish(`${bus.naming.namespace}.nowhere`, { n: 4 }, "x").catch((e: unknown) => e);
   t.type(error, PublishRejectedError);
   t.equal((error as PublishRejectedError).status, 503);
+});
+
+t.test("an ack that never comes times out, again after an idle spell", async (t) => {
+  // A subscriber that never answers: the publish reaches someone, its ack never comes. The
+  // time-out sweep runs only while acks are awaited; after an idle spell it must start again.
+  const silent = `${bus.naming.namespace}.silent`;
+  const sub = bus.nc.subscribe(silent, { callback: () => {} });
+  t.teardown(() => sub.unsubscribe());
+  const publisher = createPublisher(bus.nc, 100);
+  t.teardown(() => publisher.close());
+  const timedOut = async () => {
+    const started = performance.now();
+    const error = await publisher.publish(silent, new Uint8Array([1]), "m").catch((e: unknown) => e);
+    return { error, ms: performance.now() - started };
+  };
+  const first = await timedOut();
+  t.type(first.error, PublishTimeoutError);
+  t.ok(first.ms >= 100, "not before its time-out");
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const second = await timedOut();
+  t.type(second.error, PublishTimeoutError, "timed out after the idle spell too");
 });

@@ -25,9 +25,12 @@ export function createSettler(deps: { database: Database; log: Logger }, interva
   // The id sets of the deletes of the last `rememberMs`, oldest first (kept whole: no copying).
   const recent: Array<{ at: number; ids: Set<string> }> = [];
   let running: Promise<void> = Promise.resolve();
-  const settle = async () => {
+  const forget = () => {
     const now = Date.now();
     while (recent.length > 0 && (recent[0]?.at ?? now) < now - rememberMs) recent.shift();
+  };
+  const settle = async () => {
+    forget();
     const rows = pendingRows;
     if (rows.length === 0) return;
     writingIds = pendingIds;
@@ -39,18 +42,31 @@ export function createSettler(deps: { database: Database; log: Logger }, interva
     recent.push({ at: Date.now(), ids: writingIds });
     writingIds = new Set();
   };
-  const timer = setInterval(() => {
+  // Armed by the first row to settle, not ticking while there is none: an idle process is not
+  // woken fifty times a second (a wake-up costs 0.1-0.2 ms of CPU on a small virtual machine).
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = false;
+  const due = () => {
+    timer = undefined;
     running = running.then(settle);
-  }, intervalMs);
-  timer.unref();
+  };
   return {
     add(outboxId, published) {
       pendingRows.push(outboxId);
       for (const id of published) pendingIds.add(id);
+      if (timer === undefined && !stopped) {
+        timer = setTimeout(due, intervalMs);
+        timer.unref();
+      }
     },
-    has: (id) => pendingIds.has(id) || writingIds.has(id) || recent.some((settled) => settled.ids.has(id)),
+    has: (id) => {
+      forget();
+      return pendingIds.has(id) || writingIds.has(id) || recent.some((settled) => settled.ids.has(id));
+    },
     async stop() {
-      clearInterval(timer);
+      stopped = true;
+      clearTimeout(timer);
+      timer = undefined;
       running = running.then(settle);
       await running;
     },
