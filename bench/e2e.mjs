@@ -10,7 +10,10 @@
 // connections, as the apps run), then the one-process floor with each stage's checks
 // (bench/floor-checks.mjs: what a request, a lane message and a send must pass besides the
 // durable work), and the ratios of each floor's CPU per delivered email to the service's are
-// printed. The README's capacity table comes from here.
+// printed, and each app's CPU per email against that of the four-process floor's stage doing
+// its durable work. What every process spends idle is read before each service's and floor's
+// phases (the least of three readings) and taken off them. The README's capacity table comes
+// from here.
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
 //   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000); BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
@@ -23,7 +26,17 @@ import { join } from "node:path";
 import { APP_NODE_OPTIONS, startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
-import { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, seedHistory, summarize } from "./lib.mjs";
+import {
+  cpuBetween,
+  cpuFigure,
+  cpuTicks,
+  profileEnv,
+  rateFigure,
+  seedHistory,
+  summarize,
+  syscallCounts,
+  syscallsBetween,
+} from "./lib.mjs";
 
 const EMAILS = Number(process.env.BENCH_EMAILS ?? 6000);
 const RATE = Number(process.env.BENCH_RATE ?? 150);
@@ -36,22 +49,82 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
 
+/** What a process serving the pipeline is, to group its CPU and system calls by. */
+const groupOf = ({ pid, comm, cmdline }) => {
+  const app = /apps\/(ingest|processor|workers|receipts|standalone)\/dist\/main\.js/.exec(cmdline)?.[1];
+  if (pid === process.pid) return "load generator";
+  if (app) return app;
+  if (/sandbox-cli\.js/.test(cmdline)) return "sandboxes";
+  // A floor's process names its stages: the four-process floor's are counted one by one.
+  const stages = /floor-pipeline\.mjs (\S+)/.exec(cmdline)?.[1];
+  if (stages) return stages.includes(",") ? "floor" : `floor:${stages}`;
+  return comm === "postgres" || comm === "nats-server" ? comm : null;
+};
 /** CPU ticks so far of every process that serves the pipeline, grouped by what it is. */
-const cpuSample = () =>
-  cpuTicks(({ pid, comm, cmdline }) => {
-    const app = /apps\/(ingest|processor|workers|receipts|standalone)\/dist\/main\.js/.exec(cmdline)?.[1];
-    if (pid === process.pid) return "load generator";
-    if (app) return app;
-    if (/sandbox-cli\.js/.test(cmdline)) return "sandboxes";
-    if (/floor-pipeline\.mjs/.test(cmdline)) return "floor";
-    return comm === "postgres" || comm === "nats-server" ? comm : null;
-  });
+const cpuSample = () => cpuTicks(groupOf);
 const cpuSince = (before) => cpuBetween(before, cpuSample());
-let idle = null;
-const withoutIdle = (cpu, seconds) =>
+/** Sampling both: `since(sample())` answers the CPU (µs) and the write system calls between. */
+const sample = () => ({ cpu: cpuSample(), calls: syscallCounts(groupOf) });
+const since = (before) => ({
+  cpu: cpuSince(before.cpu),
+  writes: syscallsBetween(before.calls, syscallCounts(groupOf))?.writes ?? null,
+});
+/** Write system calls per delivery by group, for a phase's lines (idle ones not taken off). */
+const writesLine = (writes, delivered, groups) =>
+  writes
+    ? `  write system calls per delivery: ${Object.entries(writes)
+        .filter(([g, n]) => n > 0 && groups(g))
+        .sort((a, b) => b[1] - a[1])
+        .map(([g, n]) => `${g} ${(n / delivered).toFixed(2)}`)
+        .join(", ")}`
+    : null;
+
+/**
+ * What each process spends idle (leases, heartbeats, polls, other databases' autovacuum), in µs
+ * a second: read in IDLE_WINDOWS windows of IDLE_WINDOW_MS after IDLE_SETTLE_MS of quiet, and
+ * the least of each process's readings kept, so a window still busy with what came before (the
+ * collector, a sweep, the compiler) does not count as idle and flatter what a phase costs once
+ * taken off. Every reading is printed.
+ */
+const IDLE_SETTLE_MS = 5000;
+const IDLE_WINDOWS = 3;
+const IDLE_WINDOW_MS = 5000;
+async function measureIdle(label) {
+  await sleep(IDLE_SETTLE_MS);
+  const readings = [];
+  for (let i = 0; i < IDLE_WINDOWS; i++) {
+    const from = cpuSample();
+    await sleep(IDLE_WINDOW_MS);
+    const cpu = cpuSince(from);
+    if (cpu === null) return null;
+    readings.push(Object.fromEntries(Object.entries(cpu).map(([g, us]) => [g, (us * 1000) / IDLE_WINDOW_MS])));
+  }
+  const groups = [...new Set(readings.flatMap((r) => Object.keys(r)))];
+  const idle = Object.fromEntries(groups.map((g) => [g, Math.min(...readings.map((r) => r[g] ?? 0))]));
+  console.log(
+    `idle CPU, ${label} (ms a second; the least of ${IDLE_WINDOWS} readings of ${IDLE_WINDOW_MS / 1000} s is taken off): ${groups
+      .filter((g) => g !== "load generator")
+      .map(
+        (g) =>
+          `${g} ${(idle[g] / 1000).toFixed(1)} (${readings.map((r) => ((r[g] ?? 0) / 1000).toFixed(0)).join("/")})`,
+      )
+      .join(", ")}`,
+  );
+  return idle;
+}
+/** `cpu` (µs per group over `seconds`) less what each group spends idle in that time. */
+const withoutIdle = (cpu, seconds, idle) =>
   cpu && idle
-    ? Object.fromEntries(Object.entries(cpu).map(([g, us]) => [g, Math.max(0, us - ((idle[g] ?? 0) / 10) * seconds)]))
+    ? Object.fromEntries(Object.entries(cpu).map(([g, us]) => [g, Math.max(0, us - (idle[g] ?? 0) * seconds)]))
     : cpu;
+/** The four-process floor's stages summed as "floor" too. */
+const withFloorTotal = (cpu) => {
+  if (!cpu) return cpu;
+  const stages = Object.entries(cpu).filter(([g]) => g.startsWith("floor:"));
+  if (stages.length > 0) cpu.floor = stages.reduce((sum, [, us]) => sum + us, 0);
+  return cpu;
+};
+let idle = null;
 const SERVICE = ["ingest", "processor", "workers", "receipts", "standalone", "nats-server", "postgres"];
 
 const pct = (sorted, p) =>
@@ -164,14 +237,15 @@ async function outcome(ids) {
 }
 
 async function phase(name, send) {
-  const before = cpuSample();
+  const before = sample();
   const started = Date.now();
   const ids = await send();
   await settled(ids);
-  const cpu = withoutIdle(cpuSince(before), (Date.now() - started) / 1000);
+  const spent = since(before);
+  const cpu = withoutIdle(spent.cpu, (Date.now() - started) / 1000, idle);
   const o = await outcome(ids);
   // The settle wait's idle 2 s are counted too (as they are in production): a small overstatement.
-  return { name, accepted: ids.length, wall: (Date.now() - started) / 1000, cpu, ...o };
+  return { name, accepted: ids.length, wall: (Date.now() - started) / 1000, cpu, writes: spent.writes, ...o };
 }
 
 const saturate = (count, priority, channels) => async () => {
@@ -195,24 +269,17 @@ const steady = (rate, seconds, priority, channels) => async () => {
   return Promise.all(pending);
 };
 
-async function warmUp() {
+async function warmUp(label) {
   // Warm-up: connections, compiled templates, JIT. Then statistics, as a running database has
   // them: on tables still empty at the first statements, Postgres keeps generic plans that scan.
   idle = null;
   await phase("warm-up", saturate(500, "transactional", ["email"]));
   await sql`analyze`;
-  // What every process spends idle (leases, heartbeats, polls, other databases' autovacuum) is
-  // measured for 10 s and taken off each phase, so a phase shows what its notifications cost.
-  const idleStart = cpuSample();
-  await sleep(10_000);
-  idle = cpuSince(idleStart);
-  console.log(
-    `idle CPU (µs per second): ${Object.entries(idle ?? {})
-      .map(([g, us]) => `${g} ${(us / 10).toFixed(0)}`)
-      .join(", ")}`,
-  );
+  // What every process spends idle is taken off each phase, so a phase shows what its
+  // notifications cost.
+  idle = await measureIdle(label);
 }
-await warmUp();
+await warmUp("the four apps");
 const results = [];
 results.push(await phase(`email at ${RATE}/s`, steady(RATE, RATE_SECONDS, "transactional", ["email"])));
 results.push(await phase("email at saturation", saturate(EMAILS, "transactional", ["email"])));
@@ -248,7 +315,7 @@ const kept = { bytes: stored.bytes - seeded.bytes, n: stored.n - seeded.n };
 // (apps/standalone), on a database and namespace of its own.
 await stopService();
 ({ stack, sql, stop: stopService } = await startService(true));
-await warmUp();
+await warmUp("the four apps in one process");
 const single = [];
 single.push(await phase(`email at ${RATE}/s`, steady(RATE, RATE_SECONDS, "transactional", ["email"])));
 single.push(await phase("email at saturation", saturate(EMAILS, "transactional", ["email"])));
@@ -260,7 +327,8 @@ await stopService();
 const webhookKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
 const forkFloor = (env) =>
   new Promise((resolve, reject) => {
-    const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), {
+    // The stages are an argument too, so that ps and the CPU sums tell the processes apart.
+    const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), [env.FLOOR_STAGES], {
       execArgv: [...APP_NODE_OPTIONS],
       env: { ...process.env, ...profileEnv(), ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
@@ -344,7 +412,7 @@ async function floorSettled(floorSql, count) {
 }
 /** Posts `count` notifications to a floor, as fast as CONCURRENCY allows or at `rate` a second. */
 const floorPhase = async (floor, count, rate) => {
-  const before = cpuSample();
+  const before = sample();
   const started = Date.now();
   // The floor with the checks gets what the service gets; the bare floor reads only these two.
   const postOne = (n) =>
@@ -380,33 +448,31 @@ const floorPhase = async (floor, count, rate) => {
   }
   await floorSettled(floor.sql, count);
   const seconds = (Date.now() - started) / 1000;
-  const cpu = withoutIdle(cpuSince(before), seconds);
-  if (cpu) cpu.floor = Math.max(0, (cpu.floor ?? 0) - floor.idlePerSecond * seconds);
-  return { cpu, seconds, delivered: count };
+  const spent = since(before);
+  const cpu = withFloorTotal(withoutIdle(spent.cpu, seconds, floor.idle));
+  return { cpu, writes: withFloorTotal(spent.writes), seconds, delivered: count };
 };
 /**
  * A floor's runs after its own warm-up, on a history like the service's: email at the fixed rate,
  * then at saturation, as the service's phases run. Its processes' idle CPU is taken off, as the apps' is.
  */
-async function runFloor(split, checks = false) {
+async function runFloor(label, split, checks = false) {
   const floor = await startFloor(split, checks);
-  floor.idlePerSecond = 0;
+  floor.idle = null;
   await seedHistory(floor.sql);
   await floorPhase(floor, 500);
   await floor.sql`truncate channel_status_events, provider_receipts`;
   await floor.sql`analyze`;
-  const idleFrom = cpuSample();
-  await sleep(5000);
-  floor.idlePerSecond = (cpuSince(idleFrom)?.floor ?? 0) / 5;
+  floor.idle = await measureIdle(label);
   const paced = await floorPhase(floor, RATE * RATE_SECONDS, RATE);
   await floor.sql`truncate channel_status_events, provider_receipts`;
   const run = await floorPhase(floor, EMAILS);
   await floor.stop();
   return { ...run, paced };
 }
-const floorRun = await runFloor(["accept,route,deliver,receipt"]);
-const splitRun = await runFloor(["accept", "route", "deliver", "receipt"]);
-const checkedRun = await runFloor(["accept,route,deliver,receipt"], true);
+const floorRun = await runFloor("the floor", ["accept,route,deliver,receipt"]);
+const splitRun = await runFloor("the floor in four processes", ["accept", "route", "deliver", "receipt"]);
+const checkedRun = await runFloor("the floor with the checks", ["accept,route,deliver,receipt"], true);
 const line = (r) => {
   const service = r.cpu ? SERVICE.reduce((sum, g) => sum + (r.cpu[g] ?? 0), 0) / r.delivered : Number.NaN;
   return [
@@ -419,7 +485,10 @@ const line = (r) => {
           .map(([g, us]) => `${g} ${(us / r.delivered).toFixed(0)}`)
           .join(", ")}\n  service processes (apps, nats-server, postgres): ${service.toFixed(0)} µs per delivery`
       : "  (no /proc: CPU not measured)",
-  ].join("\n");
+    writesLine(r.writes, r.delivered, (g) => g !== "load generator"),
+  ]
+    .filter((l) => l !== null)
+    .join("\n");
 };
 console.log("");
 for (const r of results) console.log(line(r));
@@ -463,11 +532,34 @@ const floorLines = (title, run) => {
       console.log(
         `  CPU per delivery (µs): ${floorCpuLine(r)}\n  service processes (floor, nats-server, postgres): ${floorCpuUs(r).toFixed(0)} µs per delivery`,
       );
+    const writes = writesLine(r.writes, r.delivered, (g) => g !== "load generator" && !g.startsWith("floor:"));
+    if (writes) console.log(writes);
   }
 };
 floorLines("floor (bench/floor-pipeline.mjs)", floorRun);
 floorLines("floor in four processes (accept, route, deliver, receipt)", splitRun);
 floorLines("floor with each stage's checks, one process", checkedRun);
+// Each app against the stage of the four-process floor that does its durable work: which app
+// the gap between the service and that floor sits in.
+const STAGE_OF_APP = { ingest: "accept", processor: "route", workers: "deliver", receipts: "receipt" };
+for (const [phase, service, floor] of [
+  [`email at ${RATE}/s`, paced, splitRun.paced],
+  ["email at saturation", saturation, splitRun],
+]) {
+  if (!service.cpu || !floor.cpu) continue;
+  const stages = Object.entries(STAGE_OF_APP).map(([app, stage]) => {
+    const appUs = (service.cpu[app] ?? 0) / service.delivered;
+    const floorStageUs = (floor.cpu[`floor:${stage}`] ?? 0) / floor.delivered;
+    const writes =
+      service.writes && floor.writes
+        ? `; writes ${((service.writes[app] ?? 0) / service.delivered).toFixed(2)} / ${((floor.writes[`floor:${stage}`] ?? 0) / floor.delivered).toFixed(2)}`
+        : "";
+    return `${app} ${appUs.toFixed(0)} / ${stage} ${floorStageUs.toFixed(0)} (${(floorStageUs / appUs).toFixed(2)}${writes})`;
+  });
+  console.log(
+    `each app against its stage of the four-process floor, ${phase} (µs of CPU per email, app / floor stage, ratio; write system calls per email, app / floor stage): ${stages.join(", ")}`,
+  );
+}
 console.log(
   `\nJSON ${JSON.stringify(results.map(({ latencies, ...r }) => ({ ...r, p50: pct(latencies, 0.5), p99: pct(latencies, 0.99) })))}`,
 );

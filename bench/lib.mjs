@@ -117,6 +117,45 @@ export function cpuTicks(groupOf) {
   return groups;
 }
 
+/**
+ * Read and write system calls so far (from /proc/<pid>/io) of every process `groupOf` names a
+ * group for, summed by group: `{ reads, writes }`, each by group; null where /proc is missing.
+ * On loopback a write also runs the receiver's side of TCP, so writes are much of what a
+ * message costs between processes. (PostgreSQL's backends that end between two samples are not
+ * counted; the pools keep theirs.)
+ */
+export function syscallCounts(groupOf) {
+  if (!existsSync("/proc/self/io")) return null;
+  const reads = {};
+  const writes = {};
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    let io;
+    let comm;
+    let cmdline;
+    try {
+      comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+      io = readFileSync(`/proc/${pid}/io`, "utf8");
+    } catch {
+      continue;
+    }
+    const group = groupOf({ pid: Number(pid), comm, cmdline });
+    if (!group) continue;
+    reads[group] = (reads[group] ?? 0) + Number(/^syscr: (\d+)/m.exec(io)?.[1] ?? 0);
+    writes[group] = (writes[group] ?? 0) + Number(/^syscw: (\d+)/m.exec(io)?.[1] ?? 0);
+  }
+  return { reads, writes };
+}
+
+/** System calls per group between two syscallCounts() samples: `{ reads, writes }` (null if either is). */
+export function syscallsBetween(before, after) {
+  if (!before || !after) return null;
+  const diff = (a, b) =>
+    Object.fromEntries([...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, (b[k] ?? 0) - (a[k] ?? 0)]));
+  return { reads: diff(before.reads, after.reads), writes: diff(before.writes, after.writes) };
+}
+
 /** Microseconds of CPU per group between two cpuTicks() samples (null if either is). */
 export function cpuBetween(before, after) {
   if (!before || !after) return null;
