@@ -67,15 +67,21 @@ const cpuSince = (before) => cpuBetween(before, cpuSample());
 const sample = () => ({ cpu: cpuSample(), calls: syscallCounts(groupOf) });
 const since = (before) => ({
   cpu: cpuSince(before.cpu),
-  writes: syscallsBetween(before.calls, syscallCounts(groupOf))?.writes ?? null,
+  calls: syscallsBetween(before.calls, syscallCounts(groupOf)),
 });
-/** Write system calls per delivery by group, for a phase's lines (idle ones not taken off). */
-const writesLine = (writes, delivered, groups) =>
-  writes
-    ? `  write system calls per delivery: ${Object.entries(writes)
+/**
+ * Write system calls and wake-ups per delivery by group, for a phase's lines (idle ones not
+ * taken off). A wake-up is the main thread's: nats-server's Go threads are not counted.
+ */
+const callsLine = (calls, delivered, groups) =>
+  calls
+    ? `  write system calls / wake-ups per delivery: ${Object.entries(calls.writes)
         .filter(([g, n]) => n > 0 && groups(g))
         .sort((a, b) => b[1] - a[1])
-        .map(([g, n]) => `${g} ${(n / delivered).toFixed(2)}`)
+        .map(
+          ([g, n]) =>
+            `${g} ${(n / delivered).toFixed(2)}${g === "nats-server" ? "" : ` / ${((calls.wakeups[g] ?? 0) / delivered).toFixed(2)}`}`,
+        )
         .join(", ")}`
     : null;
 
@@ -245,7 +251,7 @@ async function phase(name, send) {
   const cpu = withoutIdle(spent.cpu, (Date.now() - started) / 1000, idle);
   const o = await outcome(ids);
   // The settle wait's idle 2 s are counted too (as they are in production): a small overstatement.
-  return { name, accepted: ids.length, wall: (Date.now() - started) / 1000, cpu, writes: spent.writes, ...o };
+  return { name, accepted: ids.length, wall: (Date.now() - started) / 1000, cpu, calls: spent.calls, ...o };
 }
 
 const saturate = (count, priority, channels) => async () => {
@@ -450,7 +456,11 @@ const floorPhase = async (floor, count, rate) => {
   const seconds = (Date.now() - started) / 1000;
   const spent = since(before);
   const cpu = withFloorTotal(withoutIdle(spent.cpu, seconds, floor.idle));
-  return { cpu, writes: withFloorTotal(spent.writes), seconds, delivered: count };
+  const calls = spent.calls && {
+    writes: withFloorTotal(spent.calls.writes),
+    wakeups: withFloorTotal(spent.calls.wakeups),
+  };
+  return { cpu, calls, seconds, delivered: count };
 };
 /**
  * A floor's runs after its own warm-up, on a history like the service's: email at the fixed rate,
@@ -485,7 +495,7 @@ const line = (r) => {
           .map(([g, us]) => `${g} ${(us / r.delivered).toFixed(0)}`)
           .join(", ")}\n  service processes (apps, nats-server, postgres): ${service.toFixed(0)} µs per delivery`
       : "  (no /proc: CPU not measured)",
-    writesLine(r.writes, r.delivered, (g) => g !== "load generator"),
+    callsLine(r.calls, r.delivered, (g) => g !== "load generator"),
   ]
     .filter((l) => l !== null)
     .join("\n");
@@ -532,8 +542,8 @@ const floorLines = (title, run) => {
       console.log(
         `  CPU per delivery (µs): ${floorCpuLine(r)}\n  service processes (floor, nats-server, postgres): ${floorCpuUs(r).toFixed(0)} µs per delivery`,
       );
-    const writes = writesLine(r.writes, r.delivered, (g) => g !== "load generator" && !g.startsWith("floor:"));
-    if (writes) console.log(writes);
+    const calls = callsLine(r.calls, r.delivered, (g) => g !== "load generator" && !g.startsWith("floor:"));
+    if (calls) console.log(calls);
   }
 };
 floorLines("floor (bench/floor-pipeline.mjs)", floorRun);
@@ -550,14 +560,15 @@ for (const [phase, service, floor] of [
   const stages = Object.entries(STAGE_OF_APP).map(([app, stage]) => {
     const appUs = (service.cpu[app] ?? 0) / service.delivered;
     const floorStageUs = (floor.cpu[`floor:${stage}`] ?? 0) / floor.delivered;
-    const writes =
-      service.writes && floor.writes
-        ? `; writes ${((service.writes[app] ?? 0) / service.delivered).toFixed(2)} / ${((floor.writes[`floor:${stage}`] ?? 0) / floor.delivered).toFixed(2)}`
+    const per = (calls, kind, group, delivered) => ((calls[kind][group] ?? 0) / delivered).toFixed(2);
+    const calls =
+      service.calls && floor.calls
+        ? `; writes ${per(service.calls, "writes", app, service.delivered)} / ${per(floor.calls, "writes", `floor:${stage}`, floor.delivered)}, wake-ups ${per(service.calls, "wakeups", app, service.delivered)} / ${per(floor.calls, "wakeups", `floor:${stage}`, floor.delivered)}`
         : "";
-    return `${app} ${appUs.toFixed(0)} / ${stage} ${floorStageUs.toFixed(0)} (${(floorStageUs / appUs).toFixed(2)}${writes})`;
+    return `${app} ${appUs.toFixed(0)} / ${stage} ${floorStageUs.toFixed(0)} (${(floorStageUs / appUs).toFixed(2)}${calls})`;
   });
   console.log(
-    `each app against its stage of the four-process floor, ${phase} (µs of CPU per email, app / floor stage, ratio; write system calls per email, app / floor stage): ${stages.join(", ")}`,
+    `each app against its stage of the four-process floor, ${phase} (µs of CPU per email, app / floor stage, ratio; write system calls and wake-ups per email, app / floor stage): ${stages.join(", ")}`,
   );
 }
 console.log(

@@ -119,24 +119,28 @@ export function cpuTicks(groupOf) {
 
 /**
  * Read and write system calls so far (from /proc/<pid>/io) of every process `groupOf` names a
- * group for, summed by group: `{ reads, writes }`, each by group; null where /proc is missing.
- * On loopback a write also runs the receiver's side of TCP, so writes are much of what a
- * message costs between processes. (PostgreSQL's backends that end between two samples are not
- * counted; the pools keep theirs.)
+ * group for, and the times its main thread was woken (its voluntary context switches), summed by
+ * group: `{ reads, writes, wakeups }`, each by group; null where /proc is missing. On loopback a
+ * write also runs the receiver's side of TCP, so writes are much of what a message costs between
+ * processes, and a wake-up costs a Node.js process 0.1-0.2 ms on a small virtual machine.
+ * (PostgreSQL's backends that end between two samples are not counted; the pools keep theirs.)
  */
 export function syscallCounts(groupOf) {
   if (!existsSync("/proc/self/io")) return null;
   const reads = {};
   const writes = {};
+  const wakeups = {};
   for (const pid of readdirSync("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
     let io;
+    let status;
     let comm;
     let cmdline;
     try {
       comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
       cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
       io = readFileSync(`/proc/${pid}/io`, "utf8");
+      status = readFileSync(`/proc/${pid}/status`, "utf8");
     } catch {
       continue;
     }
@@ -144,16 +148,21 @@ export function syscallCounts(groupOf) {
     if (!group) continue;
     reads[group] = (reads[group] ?? 0) + Number(/^syscr: (\d+)/m.exec(io)?.[1] ?? 0);
     writes[group] = (writes[group] ?? 0) + Number(/^syscw: (\d+)/m.exec(io)?.[1] ?? 0);
+    wakeups[group] = (wakeups[group] ?? 0) + Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
   }
-  return { reads, writes };
+  return { reads, writes, wakeups };
 }
 
-/** System calls per group between two syscallCounts() samples: `{ reads, writes }` (null if either is). */
+/** Per group between two syscallCounts() samples: `{ reads, writes, wakeups }` (null if either is). */
 export function syscallsBetween(before, after) {
   if (!before || !after) return null;
   const diff = (a, b) =>
     Object.fromEntries([...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, (b[k] ?? 0) - (a[k] ?? 0)]));
-  return { reads: diff(before.reads, after.reads), writes: diff(before.writes, after.writes) };
+  return {
+    reads: diff(before.reads, after.reads),
+    writes: diff(before.writes, after.writes),
+    wakeups: diff(before.wakeups, after.wakeups),
+  };
 }
 
 /** Microseconds of CPU per group between two cpuTicks() samples (null if either is). */
