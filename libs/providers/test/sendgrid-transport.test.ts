@@ -91,7 +91,11 @@ t.test("a connection that cannot be made within half the deadline is never sent,
   const result = await provider(t, `https://${host}`, 1000).send(message);
   t.equal(result.outcome, "transient");
   t.ok("notSent" in result && result.notSent, "marked as never sent");
-  t.match(result.outcome === "accepted" ? "" : result.reason, /UND_ERR_CONNECT_TIMEOUT/, "ended by the connect timeout");
+  t.match(
+    result.outcome === "accepted" ? "" : result.reason,
+    /UND_ERR_CONNECT_TIMEOUT/,
+    "ended by the connect timeout",
+  );
 });
 
 t.test("the server closing after reading the request is an unknown outcome", async (t) => {
