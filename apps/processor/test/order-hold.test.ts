@@ -60,9 +60,19 @@ t.test("a message waits for the user's earlier one that a dead reader had in han
   for (const other of others) t.ok(await routed(other.notification_id), "another user's messages are not held");
 
   await eventually(async () => (await routed(m3.notification_id)) || undefined, 30_000, "#3 routed");
-  const order = (await workItems(bus))
-    .map((w) => w.item.notification_id)
-    .filter((id) => late.some((m) => m.notification_id === id));
+  // A work item is published once its rows are committed: wait for the last one too.
+  const lateItems = async () =>
+    (await workItems(bus))
+      .map((w) => w.item.notification_id)
+      .filter((id) => late.some((m) => m.notification_id === id));
+  const order = await eventually(
+    async () => {
+      const items = await lateItems();
+      return items.length >= late.length ? items : undefined;
+    },
+    20_000,
+    "the four work items published",
+  );
   t.same(
     order,
     late.map((m) => m.notification_id),
@@ -129,6 +139,8 @@ t.test("an earlier message that never comes back holds the next one only for the
     20_000,
     "routed once the budget is spent",
   );
+  // The rows are committed before the processor hears so: its warning and count come after.
+  await eventually(async () => counted.includes("promotional:passed") || undefined, 20_000, "counted as passed");
   const held = lines().filter((line) => line.includes(next.notification_id) && line.includes("held behind")).length;
   t.equal(held, 3, "held once per delivery of the budget");
   t.ok(
