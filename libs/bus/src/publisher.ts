@@ -95,6 +95,8 @@ export function createPublisher(nc: NatsConnection, timeoutMs: number, inboxPref
 
   return {
     publish(subject: string, data: Uint8Array, msgId: string): Promise<PubAck> {
+      // Closed, no ack could ever be heard: refused at once rather than left waiting forever.
+      if (closed) return Promise.reject(new PublishTimeoutError("connection closing"));
       return new Promise<PubAck>((resolve, reject) => {
         const token = (counter++).toString(36);
         pending.set(token, { resolve, reject, deadline: Date.now() + timeoutMs });

@@ -86,3 +86,21 @@ t.test("GET /metrics serves the registry with the exposition content type and pr
   t.ok((s.get("process_resident_memory_bytes") ?? 0) > 0);
   t.ok((s.get("process_cpu_seconds_total") ?? -1) >= 0);
 });
+
+t.test("the event loop's delay series read its delay, not the sampling interval", async (t) => {
+  const metrics = createMetrics("lag-test");
+  await metrics.render(); // starts the series' window
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  const idle = samples(await metrics.render());
+  t.ok((idle.get("nodejs_eventloop_lag_p50_seconds") ?? 1) < 0.05, "idle: about 0, not the interval");
+  t.ok((idle.get("nodejs_eventloop_lag_min_seconds") ?? 1) < 0.05, "idle: the least delay about 0");
+  // A stall of 300 ms shows in the max: the next sample comes 200-300 ms late (one was due
+  // within the 100 ms before it began).
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  const until = performance.now() + 300;
+  while (performance.now() < until) {}
+  await new Promise((resolve) => setTimeout(resolve, 250));
+  const stalled = samples(await metrics.render());
+  const max = stalled.get("nodejs_eventloop_lag_max_seconds") ?? 0;
+  t.ok(max >= 0.15 && max < 0.45, `the stall in the max: ${max} s`);
+});
