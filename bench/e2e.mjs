@@ -63,7 +63,7 @@ const groupOf = ({ pid, comm, cmdline }) => {
 /** CPU ticks so far of every process that serves the pipeline, grouped by what it is. */
 const cpuSample = () => cpuTicks(groupOf);
 const cpuSince = (before) => cpuBetween(before, cpuSample());
-/** Sampling both: `since(sample())` answers the CPU (µs) and the write system calls between. */
+/** Sampling both: `since(sample())` answers the CPU (µs), and the write system calls and wake-ups, between. */
 const sample = () => ({ cpu: cpuSample(), calls: syscallCounts(groupOf) });
 const since = (before) => ({
   cpu: cpuSince(before.cpu),

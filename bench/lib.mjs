@@ -88,88 +88,80 @@ const TICKS = (() => {
 })();
 
 /**
+ * Each process under /proc that `groupOf` names a group for (it gets the pid, comm and command
+ * line, arguments joined by spaces): its group, comm, the fields of its stat after the command,
+ * and the text of each of `files` (under /proc/<pid>/). A process that ends meanwhile is skipped.
+ */
+function* groupedProcesses(groupOf, files = []) {
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const group = groupOf({ pid: Number(pid), comm, cmdline });
+      if (!group) continue;
+      const texts = files.map((file) => readFileSync(`/proc/${pid}/${file}`, "utf8"));
+      yield { group, comm, fields: stat.slice(stat.lastIndexOf(")") + 2).split(" "), texts };
+    } catch {}
+  }
+}
+
+/** `after` less `before`, group by group (a group missing from one counts 0 there). */
+const countsBetween = (before, after) =>
+  Object.fromEntries(
+    [...new Set([...Object.keys(before), ...Object.keys(after)])].map((k) => [k, (after[k] ?? 0) - (before[k] ?? 0)]),
+  );
+
+/**
  * CPU ticks so far (user + system, from /proc) of every process `groupOf` names a group for,
- * summed by group; null where /proc is missing (not Linux). `groupOf` gets each process's pid,
- * comm and command line (arguments joined by spaces) and answers a group name or null.
+ * summed by group; null where /proc is missing (not Linux).
  */
 export function cpuTicks(groupOf) {
   if (!existsSync("/proc/self/stat")) return null;
   const groups = {};
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    let stat;
-    let cmdline;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-    } catch {
-      continue;
-    }
-    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const group = groupOf({ pid: Number(pid), comm, cmdline });
+  for (const { group, comm, fields } of groupedProcesses(groupOf)) {
     // PostgreSQL runs a process per connection and autovacuum workers that come and go: one
     // ending between two samples would take all its time out of the sum. The postmaster reaps
     // them, and its reaped children's time (cutime, cstime) puts it back.
     const reaped = comm === "postgres" ? Number(fields[13]) + Number(fields[14]) : 0;
-    if (group) groups[group] = (groups[group] ?? 0) + Number(fields[11]) + Number(fields[12]) + reaped;
+    groups[group] = (groups[group] ?? 0) + Number(fields[11]) + Number(fields[12]) + reaped;
   }
   return groups;
 }
 
 /**
- * Read and write system calls so far (from /proc/<pid>/io) of every process `groupOf` names a
- * group for, and the times its main thread was woken (its voluntary context switches), summed by
- * group: `{ reads, writes, wakeups }`, each by group; null where /proc is missing. On loopback a
- * write also runs the receiver's side of TCP, so writes are much of what a message costs between
- * processes, and a wake-up costs a Node.js process 0.1-0.2 ms on a small virtual machine.
- * (PostgreSQL's backends that end between two samples are not counted; the pools keep theirs.)
+ * Write system calls so far (from /proc/<pid>/io) of every process `groupOf` names a group for,
+ * and the times its main thread was woken (its voluntary context switches), summed by group:
+ * `{ writes, wakeups }`, each by group; null where /proc is missing. On loopback a write also
+ * runs the receiver's side of TCP, so writes are much of what a message costs between processes,
+ * and a wake-up costs a Node.js process 0.1-0.2 ms on a small virtual machine. (PostgreSQL's
+ * backends that end between two samples are not counted; the pools keep theirs.)
  */
 export function syscallCounts(groupOf) {
   if (!existsSync("/proc/self/io")) return null;
-  const reads = {};
   const writes = {};
   const wakeups = {};
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    let io;
-    let status;
-    let comm;
-    let cmdline;
-    try {
-      comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
-      cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      io = readFileSync(`/proc/${pid}/io`, "utf8");
-      status = readFileSync(`/proc/${pid}/status`, "utf8");
-    } catch {
-      continue;
-    }
-    const group = groupOf({ pid: Number(pid), comm, cmdline });
-    if (!group) continue;
-    reads[group] = (reads[group] ?? 0) + Number(/^syscr: (\d+)/m.exec(io)?.[1] ?? 0);
+  for (const { group, texts } of groupedProcesses(groupOf, ["io", "status"])) {
+    const [io, status] = texts;
     writes[group] = (writes[group] ?? 0) + Number(/^syscw: (\d+)/m.exec(io)?.[1] ?? 0);
     wakeups[group] = (wakeups[group] ?? 0) + Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
   }
-  return { reads, writes, wakeups };
+  return { writes, wakeups };
 }
 
-/** Per group between two syscallCounts() samples: `{ reads, writes, wakeups }` (null if either is). */
+/** Per group between two syscallCounts() samples: `{ writes, wakeups }` (null if either is). */
 export function syscallsBetween(before, after) {
   if (!before || !after) return null;
-  const diff = (a, b) =>
-    Object.fromEntries([...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, (b[k] ?? 0) - (a[k] ?? 0)]));
-  return {
-    reads: diff(before.reads, after.reads),
-    writes: diff(before.writes, after.writes),
-    wakeups: diff(before.wakeups, after.wakeups),
-  };
+  return { writes: countsBetween(before.writes, after.writes), wakeups: countsBetween(before.wakeups, after.wakeups) };
 }
 
 /** Microseconds of CPU per group between two cpuTicks() samples (null if either is). */
 export function cpuBetween(before, after) {
   if (!before || !after) return null;
-  const groups = new Set([...Object.keys(before), ...Object.keys(after)]);
-  return Object.fromEntries([...groups].map((k) => [k, (((after[k] ?? 0) - (before[k] ?? 0)) * 1e6) / TICKS]));
+  return Object.fromEntries(
+    Object.entries(countsBetween(before, after)).map(([k, ticks]) => [k, (ticks * 1e6) / TICKS]),
+  );
 }
 
 /**

@@ -140,7 +140,6 @@ export class MetricsRegistry {
  * two samples (the max series then misses it).
  */
 const EVENT_LOOP_SAMPLE_MS = 100;
-const LAG_SERIES = ["min", "max", "mean", "stddev", "p50", "p90", "p99"] as const;
 
 /**
  * The event loop's delay (`nodejs_eventloop_lag_{min,max,mean,stddev,p50,p90,p99}_seconds`, the
@@ -152,46 +151,27 @@ const LAG_SERIES = ["min", "max", "mean", "stddev", "p50", "p90", "p99"] as cons
 function eventLoopDelay(registry: Registry): void {
   const histogram = monitorEventLoopDelay({ resolution: EVENT_LOOP_SAMPLE_MS });
   histogram.enable();
-  const interval = EVENT_LOOP_SAMPLE_MS * 1e6;
-  const delay = (nanoseconds: number) => Math.max(0, nanoseconds - interval) / 1e9;
-  const gauges = new Map<(typeof LAG_SERIES)[number], PromGauge>();
-  const help = {
-    min: "The minimum recorded event loop delay.",
-    max: "The maximum recorded event loop delay.",
-    mean: "The mean of the recorded event loop delays.",
-    stddev: "The standard deviation of the recorded event loop delays.",
-    p50: "The 50th percentile of the recorded event loop delays.",
-    p90: "The 90th percentile of the recorded event loop delays.",
-    p99: "The 99th percentile of the recorded event loop delays.",
+  const delay = (nanoseconds: number) => Math.max(0, nanoseconds - EVENT_LOOP_SAMPLE_MS * 1e6) / 1e9;
+  const series: Array<[name: string, help: string, read: () => number]> = [
+    ["min", "The minimum recorded event loop delay.", () => delay(histogram.min)],
+    ["max", "The maximum recorded event loop delay.", () => delay(histogram.max)],
+    ["mean", "The mean of the recorded event loop delays.", () => delay(histogram.mean)],
+    ["stddev", "The standard deviation of the recorded event loop delays.", () => histogram.stddev / 1e9],
+    ["p50", "The 50th percentile of the recorded event loop delays.", () => delay(histogram.percentile(50))],
+    ["p90", "The 90th percentile of the recorded event loop delays.", () => delay(histogram.percentile(90))],
+    ["p99", "The 99th percentile of the recorded event loop delays.", () => delay(histogram.percentile(99))],
+  ];
+  const gauges: PromGauge[] = [];
+  const collect = () => {
+    if (histogram.count > 0) for (const [i, [, , read]] of series.entries()) gauges[i]?.set(read());
+    histogram.reset();
   };
-  for (const series of LAG_SERIES) {
-    const name = `nodejs_eventloop_lag_${series}_seconds`;
-    registry.removeSingleMetric(name);
-    gauges.set(
-      series,
-      new PromGauge({
-        name,
-        help: help[series],
-        registers: [registry],
-        // The first series' collect sets them all (they are collected in this order), then starts over.
-        ...(series === "min"
-          ? {
-              collect() {
-                if (histogram.count > 0) {
-                  gauges.get("min")?.set(delay(histogram.min));
-                  gauges.get("max")?.set(delay(histogram.max));
-                  gauges.get("mean")?.set(delay(histogram.mean));
-                  gauges.get("stddev")?.set(histogram.stddev / 1e9);
-                  gauges.get("p50")?.set(delay(histogram.percentile(50)));
-                  gauges.get("p90")?.set(delay(histogram.percentile(90)));
-                  gauges.get("p99")?.set(delay(histogram.percentile(99)));
-                }
-                histogram.reset();
-              },
-            }
-          : {}),
-      }),
-    );
+  for (const [i, [name, help]] of series.entries()) {
+    const full = `nodejs_eventloop_lag_${name}_seconds`;
+    registry.removeSingleMetric(full);
+    // The first series' collect sets them all (a registry collects in the order of registration),
+    // then starts the next window.
+    gauges.push(new PromGauge({ name: full, help, registers: [registry], ...(i === 0 ? { collect } : {}) }));
   }
 }
 
