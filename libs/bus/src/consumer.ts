@@ -193,11 +193,19 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
     options.onPoison?.(reason, msg);
   };
 
-  const decoded = (msg: JsMsg): { value: T } | { poison: string } => {
+  // A value whose key cannot be read cannot be put in order with the rest of its key: it is set
+  // aside like bytes that cannot be decoded, never held with its slot taken.
+  const decoded = (msg: JsMsg): { value: T; key: string | undefined } | { poison: string } => {
+    let value: T;
     try {
-      return { value: options.decode(msg) };
+      value = options.decode(msg);
     } catch (error) {
       return { poison: error instanceof PoisonMessageError ? error.message : `undecodable: ${String(error)}` };
+    }
+    try {
+      return { value, key: options.keyOf?.(value) };
+    } catch (error) {
+      return { poison: `no key: ${String(error)}` };
     }
   };
 
@@ -245,7 +253,7 @@ export async function runConsumer<T>(options: ConsumerRunnerOptions<T>): Promise
       while (slots === 0) await new Promise<void>((resolve) => (wake = resolve));
       slots--;
       const read = decoded(msg);
-      const key = "value" in read ? options.keyOf?.(read.value) : undefined;
+      const key = "value" in read ? read.key : undefined;
       const previous = key === undefined ? undefined : chains.get(key);
       const task: Promise<void> = (previous ?? Promise.resolve())
         .then(() => ("value" in read ? settle(msg, read.value, orderInDoubt) : setAside(msg, read.poison)))

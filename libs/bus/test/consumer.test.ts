@@ -114,6 +114,43 @@ t.test(
   },
 );
 
+t.test("a message whose key cannot be read is set aside, not held with its slot taken", async (t) => {
+  const handled: string[] = [];
+  const poisoned: string[] = [];
+  const lost: unknown[] = [];
+  const runner = await runConsumer({
+    bus,
+    stream,
+    durable,
+    concurrency: 1,
+    decode: (msg) => decodeJson<{ id: string; user?: { name: string } }>(msg, () => null),
+    // Reads a field the value's check did not require: throws for a message without it.
+    keyOf: (value) => (value.user as { name: string }).name,
+    handle: async (value) => {
+      handled.push(value.id);
+      return { ack: true };
+    },
+    onError: () => {},
+    onPoison: (reason) => poisoned.push(reason),
+    onLost: (error) => lost.push(error),
+  });
+  t.teardown(() => runner.stop());
+  await bus.publish(subject, { id: "keyless" }, "keyless");
+  await bus.publish(subject, { id: "keyed", user: { name: "u" } }, "keyed");
+  await eventually(async () => (handled.includes("keyed") ? true : undefined), 10_000, "the next message");
+  t.same(handled, ["keyed"], "the next message is handled with the only slot");
+  t.match(poisoned, [/no key: TypeError/], "the keyless one set aside with the reason");
+  t.same(lost, [], "the pull carried on");
+  t.equal(runner.inFlight(), 0, "nothing left in hand");
+  const info = await bus.jsm.consumers.info(stream, durable);
+  t.equal(info.num_ack_pending, 0, "both acknowledged");
+  const kept = await readPoisonMessages(bus);
+  t.ok(
+    kept.some((k) => k.reason?.startsWith("no key")),
+    "kept on the poison subject for the replay tool",
+  );
+});
+
 t.test("a held message is kept in progress past the ack wait, and not redelivered meanwhile", async (t) => {
   const ackWaitMs = 1500;
   await bus.jsm.consumers.update(stream, durable, { ack_wait: ackWaitMs * 1_000_000 });
