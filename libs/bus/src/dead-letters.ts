@@ -1,4 +1,6 @@
-import { DeliverPolicy, JetStreamApiError, type JsMsg } from "@nats-io/jetstream";
+import { randomUUID } from "node:crypto";
+import { AckPolicy, DeliverPolicy, JetStreamApiError, type JsMsg } from "@nats-io/jetstream";
+import { nanos } from "@nats-io/nats-core";
 import type { Channel, DeadLetter } from "@notify/core";
 import type { Bus } from "./index.js";
 import { subjectName } from "./topology.js";
@@ -49,6 +51,18 @@ export async function* readSubject(
 /** When a stored message was stored. */
 export const storedAt = (msg: JsMsg) => new Date(Math.floor(msg.info.timestampNanos / 1e6));
 
+/** The dead letters from `since` on, for one channel's subject when asked, oldest first, one at a time. */
+export async function* streamDeadLetters(
+  bus: Bus,
+  options: { channel?: Channel; since?: Date },
+): AsyncGenerator<StoredLetter> {
+  const subject = options.channel ? bus.subjects.dlq(options.channel) : subjectName(bus.naming, "notify.dlq.*");
+  const since = options.since ? { since: options.since } : {};
+  for await (const msg of readSubject(bus, bus.streams.dlq, subject, since)) {
+    yield { seq: msg.seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
+  }
+}
+
 /**
  * Reads the dead letters, from `since` on and for one channel's subject when asked. `keep`
  * filters as the letters arrive, so only the kept ones are held in memory. Oldest first.
@@ -57,14 +71,83 @@ export async function readDeadLetterStream(
   bus: Bus,
   options: { channel?: Channel; since?: Date; keep?: (letter: StoredLetter) => boolean },
 ): Promise<StoredLetter[]> {
-  const subject = options.channel ? bus.subjects.dlq(options.channel) : subjectName(bus.naming, "notify.dlq.*");
   const letters: StoredLetter[] = [];
-  const since = options.since ? { since: options.since } : {};
-  for await (const msg of readSubject(bus, bus.streams.dlq, subject, since)) {
-    const stored = { seq: msg.seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
+  for await (const stored of streamDeadLetters(bus, options)) {
     if (options.keep === undefined || options.keep(stored)) letters.push(stored);
   }
   return letters;
+}
+
+/**
+ * How many messages of `stream` on `subject` there are from the sequence `seq` on, or from the
+ * time `time` on, as JetStream counts them for a consumer starting there: a consumer is made
+ * (in memory, acknowledging nothing) for its count and deleted. Nothing is delivered.
+ */
+async function countFrom(
+  bus: Bus,
+  stream: string,
+  subject: string,
+  from: { seq: number } | { time: Date },
+): Promise<number> {
+  const name = `count_${randomUUID().replaceAll("-", "")}`;
+  const info = await bus.jsm.consumers.add(stream, {
+    name,
+    filter_subject: subject,
+    ack_policy: AckPolicy.None,
+    mem_storage: true,
+    num_replicas: 1,
+    // Gone on its own should the delete below not arrive.
+    inactive_threshold: nanos(10_000),
+    ...("seq" in from
+      ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, from.seq) }
+      : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.time.toISOString() }),
+  });
+  bus.jsm.consumers.delete(stream, name).catch(() => {});
+  return info.num_pending;
+}
+
+/**
+ * One page of the dead letters between `since` and `until` (both included, to the millisecond),
+ * for one channel's subject when asked, newest first: the `limit` letters after the `offset`
+ * newest, and how many letters the window holds. Only the page is read: the window is counted,
+ * and where the page starts is found by halving the sequence range (one count each), so a page
+ * costs about log2(stream length) counts and `limit` messages, however many letters there are.
+ * Letters stored while it reads may shift the page by as many places.
+ */
+export async function pageDeadLetterStream(
+  bus: Bus,
+  options: { channel?: Channel; since?: Date; until?: Date; offset: number; limit: number },
+): Promise<{ letters: StoredLetter[]; total: number }> {
+  const stream = bus.streams.dlq;
+  const subject = options.channel ? bus.subjects.dlq(options.channel) : subjectName(bus.naming, "notify.dlq.*");
+  const { state } = await bus.jsm.streams.info(stream);
+  // Stored after the window: counted from the first millisecond after `until`.
+  const after = options.until
+    ? await countFrom(bus, stream, subject, { time: new Date(options.until.getTime() + 1) })
+    : 0;
+  const inWindowFrom = async (seq: number) => (await countFrom(bus, stream, subject, { seq })) - after;
+  const total = Math.max(
+    0,
+    options.since
+      ? (await countFrom(bus, stream, subject, { time: options.since })) - after
+      : await inWindowFrom(state.first_seq),
+  );
+  const wanted = Math.min(options.offset + options.limit, total);
+  if (wanted <= options.offset) return { letters: [], total };
+  // The last sequence from which the window still holds `wanted` letters: the oldest of the page.
+  let [low, high] = [Math.max(1, state.first_seq), Math.max(1, state.last_seq)];
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    if ((await inWindowFrom(middle)) >= wanted) low = middle;
+    else high = middle - 1;
+  }
+  const letters: StoredLetter[] = [];
+  for await (const msg of readSubject(bus, stream, subject, { fromSeq: low, limit: wanted - options.offset })) {
+    const stored = { seq: msg.seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
+    if (options.until && stored.time > options.until) break;
+    letters.push(stored);
+  }
+  return { letters: letters.reverse(), total };
 }
 
 /**

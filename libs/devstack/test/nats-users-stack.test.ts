@@ -82,6 +82,14 @@ t.test("all four channels deliver, and a dead letter is listed and replayed", as
     ["email"],
     "ingest reads the dead letters",
   );
+  // Unfiltered, a page is found by counting (ephemeral consumers made and deleted as ingest).
+  const newest = await fetch(`${stack.baseUrl}/api/v1/dead-letters?page_size=1`, {
+    headers: { authorization: `Bearer ${key}` },
+  });
+  const page = (await newest.json()) as { data: Array<{ notification_id: string }>; total_count: number };
+  t.equal(newest.status, 200);
+  t.equal(page.data[0]?.notification_id, id, "the newest letter first");
+  t.ok(page.total_count >= 1);
 
   const replay = await notify("dlq", "replay", "--notification", id);
   t.match(replay.stdout, /replayed/, "the operator's CLI replays it");

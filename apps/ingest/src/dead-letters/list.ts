@@ -1,34 +1,36 @@
 import type { Bus } from "@notify/bus";
-import { readDeadLetters } from "@notify/ops";
+import { pageDeadLetters } from "@notify/ops";
 import { asDependencyError } from "../dependency.js";
 import type { DeadLetterSummary, ListDeadLettersQuery } from "./schemas.js";
 
 /**
  * GET /api/v1/dead-letters: the NOTIFY_DLQ stream is the record of dead letters, read the way
- * `notify dlq list` reads it (an ordered consumer: nothing changes on the server), newest first.
- * The filters select the letters before they are counted, so total_count is the filtered count.
+ * `notify dlq list` reads it (nothing changes on the server), newest first. The filters select
+ * the letters before they are counted, so total_count is the filtered count. Only the page is
+ * read unless a filter looks inside the letters (class, notification_id): see pageDeadLetters.
  */
 export async function listDeadLetters(
   bus: Bus,
   query: ListDeadLettersQuery,
 ): Promise<{ data: DeadLetterSummary[]; page: number; page_size: number; total_count: number }> {
-  let letters: Awaited<ReturnType<typeof readDeadLetters>>;
+  let page: Awaited<ReturnType<typeof pageDeadLetters>>;
   try {
-    letters = await readDeadLetters(bus, {
-      ...(query.channel ? { channel: query.channel } : {}),
-      ...(query.class ? { reason: query.class } : {}),
-      ...(query.since ? { since: query.since } : {}),
-      ...(query.until ? { until: query.until } : {}),
-      ...(query.notification_id ? { notification: query.notification_id } : {}),
-    });
+    page = await pageDeadLetters(
+      bus,
+      {
+        ...(query.channel ? { channel: query.channel } : {}),
+        ...(query.class ? { class: query.class } : {}),
+        ...(query.since ? { since: query.since } : {}),
+        ...(query.until ? { until: query.until } : {}),
+        ...(query.notification_id ? { notification: query.notification_id } : {}),
+      },
+      { offset: (query.page - 1) * query.page_size, limit: query.page_size },
+    );
   } catch (error) {
     throw asDependencyError(error, "nats");
   }
-  // A reason filter also matches the reason text; the API's `class` is exact.
-  const matching = (query.class ? letters.filter((l) => l.letter.class === query.class) : letters).reverse();
-  const start = (query.page - 1) * query.page_size;
   return {
-    data: matching.slice(start, start + query.page_size).map(({ seq, time, letter }) => ({
+    data: page.letters.map(({ seq, time, letter }) => ({
       seq,
       dead_lettered_at: time.toISOString(),
       channel: letter.channel,
@@ -43,6 +45,6 @@ export async function listDeadLetters(
     })),
     page: query.page,
     page_size: query.page_size,
-    total_count: matching.length,
+    total_count: page.total,
   };
 }

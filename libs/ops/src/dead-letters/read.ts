@@ -1,4 +1,12 @@
-import { type Bus, browseDeadLetter, getDeadLetter, readDeadLetterStream, type StoredLetter } from "@notify/bus";
+import {
+  type Bus,
+  browseDeadLetter,
+  getDeadLetter,
+  pageDeadLetterStream,
+  readDeadLetterStream,
+  type StoredLetter,
+  streamDeadLetters,
+} from "@notify/bus";
 import { guardKey } from "@notify/core";
 import { type ChannelState, type Database, readChannelStates, readStatusEvents, type StatusEvent } from "@notify/db";
 import { type DeadLetterFilters, matchesFilters } from "./filter.js";
@@ -13,6 +21,43 @@ export function readDeadLetters(bus: Bus, filters: DeadLetterFilters): Promise<S
     ...(filters.since ? { since: filters.since } : {}),
     keep: (stored) => matchesFilters(stored, filters),
   });
+}
+
+/**
+ * One page of the dead letters the filters select, newest first (the `limit` after the `offset`
+ * newest), and how many the filters select. Filtered by channel and time only, just the page is
+ * read (pageDeadLetterStream). A filter on what a letter says (its reason, class or
+ * notification) has every letter of the window read, but only the newest `offset + limit`
+ * matches are held, however many letters there are.
+ */
+export async function pageDeadLetters(
+  bus: Bus,
+  filters: DeadLetterFilters,
+  page: { offset: number; limit: number },
+): Promise<{ letters: StoredLetter[]; total: number }> {
+  const window = {
+    ...(filters.channel ? { channel: filters.channel } : {}),
+    ...(filters.since ? { since: filters.since } : {}),
+  };
+  if (filters.reason === undefined && filters.class === undefined && filters.notification === undefined) {
+    return pageDeadLetterStream(bus, { ...window, ...(filters.until ? { until: filters.until } : {}), ...page });
+  }
+  const held = page.offset + page.limit;
+  let newest: StoredLetter[] = [];
+  let total = 0;
+  for await (const stored of streamDeadLetters(bus, window)) {
+    // Stored in time order: nothing after the first letter past `until` is in the window.
+    if (filters.until && stored.time > filters.until) break;
+    if (!matchesFilters(stored, filters)) continue;
+    total++;
+    newest.push(stored);
+    if (newest.length >= 2 * held) newest = newest.slice(-held);
+  }
+  const letters = newest
+    .slice(-held)
+    .reverse()
+    .slice(page.offset, page.offset + page.limit);
+  return { letters, total };
 }
 
 /** The state now of each letter's channel, by guardKey; none for a notification since gone. */
