@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { AckPolicy, DeliverPolicy, JetStreamApiError, type JsMsg } from "@nats-io/jetstream";
+import { AckPolicy, DeliverPolicy, JetStreamApiError, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/nats-core";
 import type { Channel, DeadLetter } from "@notify/core";
 import type { Bus } from "./index.js";
@@ -84,13 +84,13 @@ export async function readDeadLetterStream(
  * (in memory, acknowledging nothing) for its count and deleted. Nothing is delivered.
  */
 async function countFrom(
-  bus: Bus,
+  jsm: JetStreamManager,
   stream: string,
   subject: string,
   from: { seq: number } | { time: Date },
 ): Promise<number> {
   const name = `count_${randomUUID().replaceAll("-", "")}`;
-  const info = await bus.jsm.consumers.add(stream, {
+  const info = await jsm.consumers.add(stream, {
     name,
     filter_subject: subject,
     ack_policy: AckPolicy.None,
@@ -102,7 +102,7 @@ async function countFrom(
       ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, from.seq) }
       : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.time.toISOString() }),
   });
-  bus.jsm.consumers.delete(stream, name).catch(() => {});
+  jsm.consumers.delete(stream, name).catch(() => {});
   return info.num_pending;
 }
 
@@ -120,16 +120,19 @@ export async function pageDeadLetterStream(
 ): Promise<{ letters: StoredLetter[]; total: number }> {
   const stream = bus.streams.dlq;
   const subject = options.channel ? bus.subjects.dlq(options.channel) : subjectName(bus.naming, "notify.dlq.*");
-  const { state } = await bus.jsm.streams.info(stream);
+  // With the JetStream client's timeout (ingest's publish timeout), not the manager's longer one:
+  // a request waiting on NATS answers 503 as soon as a publish would.
+  const jsm = await bus.js.jetstreamManager(false);
+  const { state } = await jsm.streams.info(stream);
   // Stored after the window: counted from the first millisecond after `until`.
   const after = options.until
-    ? await countFrom(bus, stream, subject, { time: new Date(options.until.getTime() + 1) })
+    ? await countFrom(jsm, stream, subject, { time: new Date(options.until.getTime() + 1) })
     : 0;
-  const inWindowFrom = async (seq: number) => (await countFrom(bus, stream, subject, { seq })) - after;
+  const inWindowFrom = async (seq: number) => (await countFrom(jsm, stream, subject, { seq })) - after;
   const total = Math.max(
     0,
     options.since
-      ? (await countFrom(bus, stream, subject, { time: options.since })) - after
+      ? (await countFrom(jsm, stream, subject, { time: options.since })) - after
       : await inWindowFrom(state.first_seq),
   );
   const wanted = Math.min(options.offset + options.limit, total);

@@ -74,6 +74,7 @@ t.test("the bar is full for an empty audience and never overflows", async (t) =>
     suppressed: 0,
     delivered: 0,
     failed: 0,
+    counted_at: "",
     created_at: "",
     finished_at: null,
   };

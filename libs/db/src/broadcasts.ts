@@ -22,14 +22,18 @@ export interface BroadcastProgress {
   delivered: number;
   /** Recipients not delivered anywhere with at least one failed, bounced or expired channel. */
   failed: number;
+  /** When suppressed, delivered and failed were counted. */
+  counted_at: string;
   created_at: string;
   finished_at: string | null;
 }
 
 /**
- * A broadcast's progress, counted from its recipients' channel results (each recipient once,
- * by the best thing that happened to it). With `clientId`, only that client's broadcast is
- * found (the API); without, any (the operator CLI). Null when there is none.
+ * A broadcast's progress: its row, and its recipients counted by the best thing that happened
+ * to each. With `clientId`, only that client's broadcast is found (the API); without, any (the
+ * operator CLI). Null when there is none. The count is the last one kept (broadcast_progress)
+ * while it is younger than ten times what it took, else made again: a million recipients take
+ * seconds to count, and a broadcast polled without pause then costs a tenth of that time.
  */
 export async function readBroadcastProgress(
   database: Database,
@@ -37,13 +41,10 @@ export async function readBroadcastProgress(
   clientId?: string,
 ): Promise<BroadcastProgress | null> {
   const { sql } = database;
-  const [row] = await sql<
-    BroadcastHead[]
-  >`select id, client_id, audience_id, status, category, template_id, total::float8 as total,
-      expanded::float8 as expanded, created_at, finished_at
-    from broadcasts where id = ${id} ${clientId === undefined ? sql`` : sql`and client_id = ${clientId}`}`;
+  const [row] = await sql<BroadcastRead[]>`${headWithCount(database)}
+    where b.id = ${id} ${clientId === undefined ? sql`` : sql`and b.client_id = ${clientId}`}`;
   if (!row) return null;
-  return withCounts(database, row);
+  return progressOf(row, row.fresh ? (row as Counted) : await recount(database, row.id, row));
 }
 
 type BroadcastHead = {
@@ -59,21 +60,67 @@ type BroadcastHead = {
   finished_at: Date | null;
 };
 
-/** A broadcast's progress: its row with its recipients counted by the best thing that happened to each. */
-async function withCounts(database: Database, row: BroadcastHead): Promise<BroadcastProgress> {
-  const { sql } = database;
-  const id = row.id;
-  const [counts] = await sql<{ delivered: number; failed: number; suppressed: number }[]>`
-    select count(*) filter (where delivered)::float8 as delivered,
-           count(*) filter (where not delivered and failed)::float8 as failed,
-           count(*) filter (where not delivered and not failed and suppressed)::float8 as suppressed
-    from (
-      select bool_or(c.status = 'delivered') as delivered,
-             bool_or(c.status in ('failed', 'bounced', 'expired')) as failed,
-             bool_and(c.status = 'suppressed') as suppressed
-      from broadcast_recipients r join notification_channels c on c.notification_id = r.notification_id
-      where r.broadcast_id = ${id}
-      group by r.notification_id) as recipients`;
+/** A kept count. */
+type Counted = { delivered: number; failed: number; suppressed: number; counted_at: Date };
+
+/** A broadcast's row with its kept count, if any, and whether that count is fresh. */
+type BroadcastRead = BroadcastHead & Partial<Counted> & { fresh: boolean };
+
+const headWithCount = ({ sql }: Database) => sql`
+  select b.id, b.client_id, b.audience_id, b.status, b.category, b.template_id, b.total::float8 as total,
+    b.expanded::float8 as expanded, b.created_at, b.finished_at,
+    p.delivered::float8 as delivered, p.failed::float8 as failed, p.suppressed::float8 as suppressed, p.counted_at,
+    coalesce(p.counted_at > clock_timestamp() - p.count_ms * interval '10 ms', false) as fresh
+  from broadcasts b left join broadcast_progress p on p.broadcast_id = b.id`;
+
+const hasCount = (row: Partial<Counted>): row is Counted => row.counted_at instanceof Date;
+
+/** The advisory lock class of a broadcast's count (its second key is the broadcast id's hash). */
+const COUNT_LOCK = 7266002;
+
+/**
+ * Counts a broadcast's recipients and keeps the count. One process counts a broadcast at a time:
+ * while another does, a reader that has a count answers with it; one that has none waits for the
+ * other's.
+ */
+async function recount(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
+  return database.sql.begin(async (tx) => {
+    const [lock] = await tx<
+      { locked: boolean }[]
+    >`select pg_try_advisory_xact_lock(${COUNT_LOCK}, hashtext(${id})) as locked`;
+    if (!lock?.locked) {
+      if (hasCount(kept)) return kept;
+      await tx`select pg_advisory_xact_lock(${COUNT_LOCK}, hashtext(${id}))`;
+      const [theirs] = await tx<Counted[]>`select delivered::float8 as delivered, failed::float8 as failed,
+          suppressed::float8 as suppressed, counted_at
+        from broadcast_progress where broadcast_id = ${id}`;
+      if (theirs) return theirs;
+    }
+    const started = performance.now();
+    const [counts] = await tx<Omit<Counted, "counted_at">[]>`
+      select count(*) filter (where delivered)::float8 as delivered,
+             count(*) filter (where not delivered and failed)::float8 as failed,
+             count(*) filter (where not delivered and not failed and suppressed)::float8 as suppressed
+      from (
+        select bool_or(c.status = 'delivered') as delivered,
+               bool_or(c.status in ('failed', 'bounced', 'expired')) as failed,
+               bool_and(c.status = 'suppressed') as suppressed
+        from broadcast_recipients r join notification_channels c on c.notification_id = r.notification_id
+        where r.broadcast_id = ${id}
+        group by r.notification_id) as recipients`;
+    const counted = { delivered: 0, failed: 0, suppressed: 0, ...counts };
+    const countMs = Math.ceil(performance.now() - started);
+    const [stored] = await tx<{ counted_at: Date }[]>`
+      insert into broadcast_progress (broadcast_id, delivered, failed, suppressed, counted_at, count_ms)
+      values (${id}, ${counted.delivered}, ${counted.failed}, ${counted.suppressed}, clock_timestamp(), ${countMs})
+      on conflict (broadcast_id) do update set delivered = excluded.delivered, failed = excluded.failed,
+        suppressed = excluded.suppressed, counted_at = excluded.counted_at, count_ms = excluded.count_ms
+      returning counted_at`;
+    return { ...counted, counted_at: stored?.counted_at ?? new Date() };
+  });
+}
+
+function progressOf(row: BroadcastHead, counted: Counted): BroadcastProgress {
   return {
     broadcast_id: row.id,
     client_id: row.client_id,
@@ -83,9 +130,10 @@ async function withCounts(database: Database, row: BroadcastHead): Promise<Broad
     template_id: row.template_id,
     total: Number(row.total),
     expanded: Number(row.expanded),
-    suppressed: Number(counts?.suppressed ?? 0),
-    delivered: Number(counts?.delivered ?? 0),
-    failed: Number(counts?.failed ?? 0),
+    suppressed: Number(counted.suppressed),
+    delivered: Number(counted.delivered),
+    failed: Number(counted.failed),
+    counted_at: counted.counted_at.toISOString(),
     created_at: row.created_at.toISOString(),
     finished_at: row.finished_at?.toISOString() ?? null,
   };
@@ -174,24 +222,38 @@ export async function resumeBroadcastExpansion(database: Database, clientId: str
 
 /**
  * Every client's broadcasts, newest first (created_at desc, then id), offset-paged, optionally
- * of one status, each with its progress, and how many there are in all.
+ * of one status, each with its progress, and how many there are in all. A page recounts its
+ * broadcasts whose count is not fresh for up to LIST_RECOUNT_MS, the least recently counted
+ * first; the others show their last count (counted_at says when). One never counted is always
+ * counted.
  */
 export async function listBroadcastProgress(
   database: Database,
   query: { status?: string; offset: number; limit: number },
 ): Promise<{ broadcasts: BroadcastProgress[]; total: number }> {
   const { sql } = database;
-  const where = query.status === undefined ? sql`` : sql`where status = ${query.status}`;
-  const rows = await sql<BroadcastHead[]>`
-    select id, client_id, audience_id, status, category, template_id, total::float8 as total,
-      expanded::float8 as expanded, created_at, finished_at
-    from broadcasts ${where}
-    order by created_at desc, id limit ${query.limit} offset ${query.offset}`;
-  const [count] = await sql<{ total: number }[]>`select count(*)::float8 as total from broadcasts ${where}`;
-  const broadcasts: BroadcastProgress[] = [];
-  for (const row of rows) broadcasts.push(await withCounts(database, row));
-  return { broadcasts, total: Number(count?.total ?? 0) };
+  const where = query.status === undefined ? sql`` : sql`where b.status = ${query.status}`;
+  const rows = await sql<BroadcastRead[]>`${headWithCount(database)} ${where}
+    order by b.created_at desc, b.id limit ${query.limit} offset ${query.offset}`;
+  const [count] = await sql<{ total: number }[]>`select count(*)::float8 as total from broadcasts b ${where}`;
+  const counts = new Map<string, Counted>();
+  for (const row of rows) if (row.fresh || hasCount(row)) counts.set(row.id, row as Counted);
+  const started = performance.now();
+  const stale = rows
+    .filter((row) => !row.fresh)
+    .sort((a, b) => (a.counted_at?.getTime() ?? 0) - (b.counted_at?.getTime() ?? 0));
+  for (const row of stale) {
+    if (hasCount(row) && performance.now() - started >= LIST_RECOUNT_MS) break;
+    counts.set(row.id, await recount(database, row.id, row));
+  }
+  return {
+    broadcasts: rows.map((row) => progressOf(row, counts.get(row.id) as Counted)),
+    total: Number(count?.total ?? 0),
+  };
 }
+
+/** How long a page of the broadcast list spends recounting stale counts. */
+export const LIST_RECOUNT_MS = 1000;
 
 // ---- Expansion: the processor turns an expanding broadcast into notifications, batch by batch.
 

@@ -36,6 +36,13 @@ export const BroadcastView = v.object({
   delivered: v.number(),
   /** Recipients not delivered anywhere with at least one failed, bounced or expired channel. */
   failed: v.number(),
+  counted_at: v.pipe(
+    v.string(),
+    v.metadata({
+      description:
+        "When suppressed, delivered and failed were counted: a count is made again once it is ten times as old as it took to make (seconds for a million recipients)",
+    }),
+  ),
   created_at: v.string(),
   finished_at: v.nullable(v.string()),
 });

@@ -84,3 +84,20 @@ export const broadcastRecipients = pgTable(
     uniqueIndex("broadcast_recipients_notification_idx").on(t.notificationId),
   ],
 );
+
+/**
+ * A broadcast's last count of its recipients' outcomes (readBroadcastProgress): counting reads
+ * every recipient's channels, seconds for a million, so a count is kept and read again only once
+ * it is ten times as old as it took to make.
+ */
+export const broadcastProgress = pgTable("broadcast_progress", {
+  broadcastId: text("broadcast_id")
+    .primaryKey()
+    .references(() => broadcasts.id, { onDelete: "cascade" }),
+  suppressed: bigint("suppressed", { mode: "number" }).notNull(),
+  delivered: bigint("delivered", { mode: "number" }).notNull(),
+  failed: bigint("failed", { mode: "number" }).notNull(),
+  countedAt: timestamp("counted_at", { withTimezone: true, mode: "date" }).notNull(),
+  /** How long the count took, in ms. */
+  countMs: integer("count_ms").notNull(),
+});
