@@ -7,11 +7,11 @@
 // process (apps/standalone), as one machine runs them best. Last, the floor (bench/floor-pipeline.mjs: the same durable work per email in one
 // minimal process) takes the email phases again (the fixed rate, then saturation), then the same
 // floor split into four processes (accept, route, deliver, receipt; each with its own
-// connections, as the apps run), then the one-process floor with each stage's checks
+// connections, as the apps run), then the floor with each stage's checks
 // (bench/floor-checks.mjs: what a request, a lane message and a send must pass besides the
-// durable work), and the ratios of each floor's CPU per delivered email to the service's are
-// printed, and each app's CPU per email against that of the four-process floor's stage doing
-// its durable work. What every process spends idle is read before each service's and floor's
+// durable work) in one process and in four, and the ratios of each floor's CPU per delivered
+// email to the service's are printed, and each app's CPU per email against that of the
+// four-process floors' stage doing its durable work, bare and with its checks. What every process spends idle is read before each service's and floor's
 // phases (the least of three readings) and taken off them. The README's capacity table comes
 // from here.
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
@@ -483,6 +483,11 @@ async function runFloor(label, split, checks = false) {
 const floorRun = await runFloor("the floor", ["accept,route,deliver,receipt"]);
 const splitRun = await runFloor("the floor in four processes", ["accept", "route", "deliver", "receipt"]);
 const checkedRun = await runFloor("the floor with the checks", ["accept,route,deliver,receipt"], true);
+const checkedSplitRun = await runFloor(
+  "the floor with the checks in four processes",
+  ["accept", "route", "deliver", "receipt"],
+  true,
+);
 const line = (r) => {
   const service = r.cpu ? SERVICE.reduce((sum, g) => sum + (r.cpu[g] ?? 0), 0) / r.delivered : Number.NaN;
   return [
@@ -517,6 +522,7 @@ const floorCpuUs = (run) =>
 const floorUs = floorCpuUs(floorRun);
 const splitUs = floorCpuUs(splitRun);
 const checkedUs = floorCpuUs(checkedRun);
+const checkedSplitUs = floorCpuUs(checkedSplitRun);
 const notifyUs = serviceUs(saturation.cpu) / saturation.delivered;
 const singleSaturation = single.find((r) => r.name === "email at saturation");
 const singleUs = serviceUs(singleSaturation.cpu) / singleSaturation.delivered;
@@ -549,12 +555,17 @@ const floorLines = (title, run) => {
 floorLines("floor (bench/floor-pipeline.mjs)", floorRun);
 floorLines("floor in four processes (accept, route, deliver, receipt)", splitRun);
 floorLines("floor with each stage's checks, one process", checkedRun);
-// Each app against the stage of the four-process floor that does its durable work: which app
-// the gap between the service and that floor sits in.
+floorLines("floor with each stage's checks in four processes", checkedSplitRun);
+// Each app against the stage of the four-process floors that does its durable work, bare and
+// with the stage's checks: which app the gap between the service and the floor sits in, and
+// how much of it is the work every stage must also do (the bare route stage reads no profile
+// and renders nothing).
 const STAGE_OF_APP = { ingest: "accept", processor: "route", workers: "deliver", receipts: "receipt" };
-for (const [phase, service, floor] of [
-  [`email at ${RATE}/s`, paced, splitRun.paced],
-  ["email at saturation", saturation, splitRun],
+for (const [phase, service, floor, which] of [
+  [`email at ${RATE}/s`, paced, splitRun.paced, "four-process floor"],
+  ["email at saturation", saturation, splitRun, "four-process floor"],
+  [`email at ${RATE}/s`, paced, checkedSplitRun.paced, "four-process floor with the checks"],
+  ["email at saturation", saturation, checkedSplitRun, "four-process floor with the checks"],
 ]) {
   if (!service.cpu || !floor.cpu) continue;
   const stages = Object.entries(STAGE_OF_APP).map(([app, stage]) => {
@@ -568,7 +579,7 @@ for (const [phase, service, floor] of [
     return `${app} ${appUs.toFixed(0)} / ${stage} ${floorStageUs.toFixed(0)} (${(floorStageUs / appUs).toFixed(2)}${calls})`;
   });
   console.log(
-    `each app against its stage of the four-process floor, ${phase} (µs of CPU per email, app / floor stage, ratio; write system calls and wake-ups per email, app / floor stage): ${stages.join(", ")}`,
+    `each app against its stage of the ${which}, ${phase} (µs of CPU per email, app / floor stage, ratio; write system calls and wake-ups per email, app / floor stage): ${stages.join(", ")}`,
   );
 }
 console.log(
@@ -591,6 +602,9 @@ console.log(
   `ratio (floor with the checks / notify, four processes and one): ${(checkedUs / notifyUs).toFixed(2)}, ${(checkedUs / singleUs).toFixed(2)} (${checkedUs.toFixed(0)} / ${notifyUs.toFixed(0)}, ${singleUs.toFixed(0)} µs)`,
 );
 console.log(
+  `ratio (four-process floor with the checks / notify, four processes): ${(checkedSplitUs / notifyUs).toFixed(2)} (${checkedSplitUs.toFixed(0)} / ${notifyUs.toFixed(0)} µs)`,
+);
+console.log(
   `ratio (notify / floor delivered/s): ${(saturation.delivered / saturation.seconds / (EMAILS / floorRun.seconds)).toFixed(2)}`,
 );
 
@@ -604,7 +618,7 @@ summarize({
 summarize({
   what: "whole pipeline, against the same floor run as four processes",
   notify: `${cpuFigure(notifyUs)}, ${rateFigure(saturation.delivered / saturation.seconds)}`,
-  floor: `${cpuFigure(splitUs)}, ${rateFigure(EMAILS / splitRun.seconds)}`,
+  floor: `${cpuFigure(splitUs)}, ${rateFigure(EMAILS / splitRun.seconds)} (with the checks: ${cpuFigure(checkedSplitUs)}, ${rateFigure(EMAILS / checkedSplitRun.seconds)})`,
   ratio: splitUs / notifyUs,
   command: "npm run bench:e2e",
 });
