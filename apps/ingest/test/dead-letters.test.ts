@@ -1,5 +1,6 @@
 import type { DeadLetter, DeadLetterClass } from "@notify/core";
 import { seedApiKey } from "@notify/db";
+import fc from "fast-check";
 import t from "tap";
 import type { DeadLetterSummary } from "../src/dead-letters/schemas.js";
 import { ingestApp } from "./support.js";
@@ -86,6 +87,35 @@ t.test("offset pages, newest first, with the filtered total", async (t) => {
   ]) {
     t.equal((await get(query)).status, 400, JSON.stringify(query));
   }
+});
+
+t.test("a time filter at the edge of the years 0001-9999, any offset, is 200 or 400, never 5xx", async (t) => {
+  // 9999-12-31T23:00:00-05:00 is past the year 9999 in UTC, 0000-01-01T00:30:00+01:00 before
+  // year 1: neither JetStream's start time nor Postgres takes them.
+  for (const [query, status] of [
+    [{ until: "9999-12-31T23:00:00-05:00" }, 400],
+    [{ since: "0000-01-01T00:30:00+01:00" }, 400],
+    [{ until: "9999-12-31T23:59:59.998Z" }, 200],
+    [{ since: "0001-01-01T00:00:00Z", until: "9999-12-31T23:59:59.998Z" }, 200],
+  ] as const) {
+    const { status: got, body } = await get(query);
+    t.equal(got, status, JSON.stringify(query));
+    if (got === 200) t.equal(body.total_count, 7, "every letter lies in the widest window");
+  }
+  const edge = fc
+    .tuple(
+      fc.constantFrom("0000-01-01", "0001-01-01", "1969-12-31", "9999-12-31"),
+      fc.constantFrom("00:00:00", "00:30:00", "23:00:00", "23:59:59.999"),
+      fc.constantFrom("Z", "+01:00", "-05:00", "+14:00", "-12:00"),
+    )
+    .map(([day, time, offset]) => `${day}T${time}${offset}`);
+  await fc.assert(
+    fc.asyncProperty(fc.constantFrom("since", "until"), edge, async (field, value) => {
+      const { status } = await get({ [field]: value });
+      return status === 200 || status === 400;
+    }),
+    { numRuns: 40 },
+  );
 });
 
 t.test("admin scope only", async (t) => {

@@ -13,6 +13,13 @@ export interface StoredLetter {
 }
 
 /**
+ * A start time as JetStream takes it: the server reads it as nanoseconds since 1970 in a signed
+ * 64-bit integer, which wraps before 1678 and after 2261 (a start in the year 9999 would begin at
+ * the first message). No message is stored outside 1970-2261, so clamping changes no answer.
+ */
+const startTime = (date: Date) => new Date(Math.min(Math.max(date.getTime(), 0), Date.UTC(2261, 0, 1))).toISOString();
+
+/**
  * The messages of `stream` on `subject` (wildcards too), oldest first, read with an ordered
  * consumer (ephemeral: it changes nothing on the server), from `since` on (or from the sequence
  * `fromSeq` on, which then wins), at most `limit`.
@@ -28,23 +35,29 @@ export async function* readSubject(
     ...(options.fromSeq !== undefined
       ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: options.fromSeq }
       : options.since
-        ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: options.since.toISOString() }
+        ? { deliver_policy: DeliverPolicy.StartTime, opt_start_time: startTime(options.since) }
         : { deliver_policy: DeliverPolicy.All }),
   });
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   let read = 0;
-  let left = Math.min(limit, (await consumer.info()).num_pending);
-  while (left > 0) {
-    const batch = await consumer.fetch({ max_messages: Math.min(left, 256), expires: 2000 });
-    let got = 0;
-    for await (const msg of batch) {
-      got++;
-      read++;
-      left = Math.min(limit - read, msg.info.pending);
-      yield msg;
-      if (left <= 0) break;
+  try {
+    let left = Math.min(limit, (await consumer.info(true)).num_pending);
+    while (left > 0) {
+      const batch = await consumer.fetch({ max_messages: Math.min(left, 256), expires: 2000 });
+      let got = 0;
+      for await (const msg of batch) {
+        got++;
+        read++;
+        left = Math.min(limit - read, msg.info.pending);
+        yield msg;
+        if (left <= 0) break;
+      }
+      if (got === 0) break;
     }
-    if (got === 0) break;
+  } finally {
+    // Left alone it would linger five minutes (the client's inactive threshold), each reader
+    // one more toward the stream's consumer limit.
+    consumer.delete().catch(() => {});
   }
 }
 
@@ -100,7 +113,7 @@ async function countFrom(
     inactive_threshold: nanos(10_000),
     ...("seq" in from
       ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.max(1, from.seq) }
-      : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.time.toISOString() }),
+      : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: startTime(from.time) }),
   });
   jsm.consumers.delete(stream, name).catch(() => {});
   return info.num_pending;

@@ -9,6 +9,9 @@ import {
 } from "@nats-io/transport-node";
 import { PublishRejectedError } from "./publisher.js";
 
+/** JetStream's code for a consumer refused because the stream (or account) holds as many as it may. */
+const MAX_CONSUMERS = 10026;
+
 /** JetStream's codes for a message a stream would not store: a limit reached (discard new), or no storage left. */
 const STORE_REFUSED = new Set([10077, 10047]);
 
@@ -46,8 +49,11 @@ export function judgeNatsError(error: object): "outage" | "bug" | "unknown" {
   // Without a cause a RequestError is the client's own: "connection disconnected", "connection
   // closed", "cancelled". With one, the cause says what went wrong (no responders, a permission).
   if (error instanceof RequestError) return error.cause === undefined ? "outage" : "unknown";
-  // JetStream answered: 503 is its "no responders" / "temporarily unavailable"; anything else
+  // JetStream answered: 503 is its "no responders" / "temporarily unavailable", and a stream's
+  // consumer limit reached (readers each hold one a moment) passes as they finish; anything else
   // (stream not found, bad request) is a configuration or a bug that a retry does not fix.
-  if (error instanceof JetStreamApiError) return error.status === 503 ? "outage" : "bug";
+  if (error instanceof JetStreamApiError) {
+    return error.status === 503 || error.code === MAX_CONSUMERS ? "outage" : "bug";
+  }
   return "unknown";
 }

@@ -9,6 +9,7 @@ import {
   TimeoutError,
 } from "@nats-io/transport-node";
 import { judgeNatsError, PublishRejectedError, PublishTimeoutError } from "@notify/bus";
+import { freshBus } from "@notify/testing";
 import t from "tap";
 
 // What libs/http's dependency classification learns from libs/bus about NATS's own errors.
@@ -40,4 +41,15 @@ t.test("JetStream's other answers are bugs; a RequestError with a cause and othe
   t.equal(judgeNatsError({ code: "ECONNREFUSED" }), "unknown");
   // Its cause carries JetStream's answer; the wrapper itself says nothing.
   t.equal(judgeNatsError(new PublishRejectedError(503, "no responders")), "unknown");
+});
+
+t.test("a stream's consumer limit reached is an outage: readers that finish free it", async (t) => {
+  const bus = await freshBus(t, 1);
+  const stream = `${bus.streams.dlq}_LIMITED`;
+  await bus.jsm.streams.add({ name: stream, subjects: [`${stream}.>`], max_consumers: 1, storage: "memory" as never });
+  t.teardown(() => bus.jsm.streams.delete(stream).catch(() => {}));
+  await bus.jsm.consumers.add(stream, { name: "one", ack_policy: "none" as never });
+  const refused = await bus.jsm.consumers.add(stream, { name: "two", ack_policy: "none" as never }).catch((e) => e);
+  t.type(refused, JetStreamApiError, "JetStream refused the second consumer");
+  t.equal(judgeNatsError(refused), "outage", `${refused.message}: 503 with Retry-After, not 500`);
 });

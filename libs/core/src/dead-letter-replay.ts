@@ -1,16 +1,10 @@
 import * as v from "valibot";
 import { CHANNELS } from "./channels.js";
 import { DEAD_LETTER_CLASSES } from "./delivery.js";
+import { instant } from "./instant.js";
 
 /** How many dead letters one replay selected by filters or `all` takes at most; `remaining` says what is left. */
 export const REPLAY_BATCH_LIMIT = 1000;
-
-const instant = (field: string) =>
-  v.pipe(
-    v.string(),
-    v.isoTimestamp(`${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`),
-    v.transform((s) => new Date(s)),
-  );
 
 const sequence = (message: string) => v.pipe(v.number(message), v.safeInteger(message), v.minValue(1, message));
 

@@ -9,6 +9,7 @@ export * from "./delivery.js";
 export * from "./errors.js";
 export * from "./fallback.js";
 export * from "./ids.js";
+export * from "./instant.js";
 export * from "./leaky-bucket.js";
 export * from "./locale.js";
 export * from "./maybe-promise.js";

@@ -102,3 +102,17 @@ t.test("a page of the newest letters reads the page, not the stream", async (t) 
   // The counts' answers (two each, about log2 of the stream's length of them) and the five.
   t.ok(read < 80, `${read} messages received for a page of 5 of ${all.length}`);
 });
+
+t.test("reading leaves no consumer behind on the stream", async (t) => {
+  // An ordered consumer left to expire lingers five minutes: a busy list would pile them up
+  // until the stream's consumer limit refuses every reader.
+  await pageDeadLetters(bus, {}, { offset: 20, limit: 5 });
+  await pageDeadLetters(bus, { class: "permanent" }, { offset: 0, limit: 5 });
+  await readDeadLetters(bus, {});
+  let left = -1;
+  for (let tries = 0; tries < 50 && left !== 0; tries++) {
+    left = (await bus.jsm.streams.info(bus.streams.dlq)).state.consumer_count;
+    if (left !== 0) await sleep(20);
+  }
+  t.equal(left, 0, "every reader's consumer is deleted once it is done");
+});

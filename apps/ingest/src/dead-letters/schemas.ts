@@ -1,13 +1,6 @@
-import { CHANNELS, DEAD_LETTER_CLASSES, REPLAY_BATCH_LIMIT } from "@notify/core";
+import { CHANNELS, DEAD_LETTER_CLASSES, instant, REPLAY_BATCH_LIMIT } from "@notify/core";
 import * as v from "valibot";
 import { offsetPageQuery } from "../pagination.js";
-
-const instant = (field: string) =>
-  v.pipe(
-    v.string(),
-    v.isoTimestamp(`${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`),
-    v.transform((s) => new Date(s)),
-  );
 
 /** Query of GET /api/v1/dead-letters (offset pagination). */
 export const ListDeadLettersQuery = v.strictObject({

@@ -1,4 +1,4 @@
-import { CHANNEL_STATUSES, NotificationRequest } from "@notify/core";
+import { CHANNEL_STATUSES, instant, NotificationRequest } from "@notify/core";
 import * as v from "valibot";
 import { limitParam } from "../pagination.js";
 
@@ -6,13 +6,6 @@ import { limitParam } from "../pagination.js";
 export const DEFAULT_LIMIT = 50;
 /** Larger limits are clamped to this, not refused. */
 export const MAX_LIMIT = 200;
-
-const instant = (field: string) =>
-  v.pipe(
-    v.string(),
-    v.isoTimestamp(`${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`),
-    v.transform((s) => new Date(s)),
-  );
 
 /** Query of GET /api/v1/users/{id}/notifications (cursor pagination). */
 export const ListNotificationsQuery = v.pipe(
