@@ -43,7 +43,7 @@ export async function importAudienceMembers(
 
 export async function getAudience(database: Database, id: string): Promise<AudienceRecord | null> {
   const [row] = await database.sql<AudienceRecord[]>`
-    select a.id, a.name, (select count(*) from audience_members m where m.audience_id = a.id)::float8 as member_count,
+    select a.id, a.name, a.member_count::float8 as member_count,
            a.created_at, a.updated_at
     from audiences a where a.id = ${id}`;
   return row ? normalize(row) : null;
@@ -69,7 +69,7 @@ export async function listAudiences(
   pageSize: number,
 ): Promise<{ data: AudienceRecord[]; total: number }> {
   const rows = await database.sql<AudienceRecord[]>`
-    select a.id, a.name, (select count(*) from audience_members m where m.audience_id = a.id)::float8 as member_count,
+    select a.id, a.name, a.member_count::float8 as member_count,
            a.created_at, a.updated_at
     from audiences a order by a.created_at desc, a.id limit ${pageSize} offset ${(page - 1) * pageSize}`;
   const [count] = await database.sql<{ total: number }[]>`select count(*)::float8 as total from audiences`;

@@ -78,12 +78,26 @@ const hasCount = (row: Partial<Counted>): row is Counted => row.counted_at insta
 /** The advisory lock class of a broadcast's count (its second key is the broadcast id's hash). */
 const COUNT_LOCK = 7266002;
 
+/** Counts in flight in this process, by pool and broadcast. */
+const counting = new WeakMap<Database, Map<string, Promise<Counted>>>();
+
 /**
  * Counts a broadcast's recipients and keeps the count. One process counts a broadcast at a time:
  * while another does, a reader that has a count answers with it; one that has none waits for the
- * other's.
+ * other's. Within a process, readers of one broadcast share one count (those with a count answer
+ * with it), so a crowd of first readers holds one pool connection, not one each.
  */
-async function recount(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
+function recount(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
+  let mine = counting.get(database);
+  if (!mine) counting.set(database, (mine = new Map()));
+  const running = mine.get(id);
+  if (running) return hasCount(kept) ? Promise.resolve(kept) : running;
+  const count = countAndKeep(database, id, kept).finally(() => mine.delete(id));
+  mine.set(id, count);
+  return count;
+}
+
+async function countAndKeep(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
   return database.sql.begin(async (tx) => {
     const [lock] = await tx<
       { locked: boolean }[]
@@ -110,9 +124,11 @@ async function recount(database: Database, id: string, kept: Partial<Counted>): 
         group by r.notification_id) as recipients`;
     const counted = { delivered: 0, failed: 0, suppressed: 0, ...counts };
     const countMs = Math.ceil(performance.now() - started);
+    // counted_at is the transaction's start, before the count's snapshot: what changed after it
+    // may be missing from the count, nothing before it is.
     const [stored] = await tx<{ counted_at: Date }[]>`
       insert into broadcast_progress (broadcast_id, delivered, failed, suppressed, counted_at, count_ms)
-      values (${id}, ${counted.delivered}, ${counted.failed}, ${counted.suppressed}, clock_timestamp(), ${countMs})
+      values (${id}, ${counted.delivered}, ${counted.failed}, ${counted.suppressed}, now(), ${countMs})
       on conflict (broadcast_id) do update set delivered = excluded.delivered, failed = excluded.failed,
         suppressed = excluded.suppressed, counted_at = excluded.counted_at, count_ms = excluded.count_ms
       returning counted_at`;
@@ -171,7 +187,7 @@ export async function insertBroadcast(database: Database, input: NewBroadcast): 
       template_version, requested_channels, data, status, total)
     select ${input.id}, ${input.clientId}, ${input.idempotencyKey}, ${input.requestHash}, a.id, ${input.category},
       ${input.templateId}, ${input.templateVersion}, ${input.channels}::text[], ${sql.json(input.data as never)},
-      'expanding', (select count(*) from audience_members m where m.audience_id = a.id)
+      'expanding', a.member_count
     from audiences a where a.id = ${input.audienceId}
     on conflict (client_id, dedup_key) do nothing
     returning id, total::float8 as total`;
@@ -244,7 +260,13 @@ export async function listBroadcastProgress(
     .sort((a, b) => (a.counted_at?.getTime() ?? 0) - (b.counted_at?.getTime() ?? 0));
   for (const row of stale) {
     if (hasCount(row) && performance.now() - started >= LIST_RECOUNT_MS) break;
-    counts.set(row.id, await recount(database, row.id, row));
+    // A count that fails (one too large for the statement timeout) leaves its row with the count
+    // it had: one broadcast does not take the page down. One never counted has nothing to show.
+    const count = await recount(database, row.id, row).catch((error: unknown) => {
+      if (hasCount(row)) return row;
+      throw error;
+    });
+    counts.set(row.id, count);
   }
   return {
     broadcasts: rows.map((row) => progressOf(row, counts.get(row.id) as Counted)),

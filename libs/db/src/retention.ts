@@ -27,7 +27,7 @@ export interface ArchiveLine {
  * channels, history, attempts and fallback chain as one ArchiveRecord each), hands them to
  * `keep`, and deletes them (the rest goes with them by cascade) in the same short transaction, so
  * whatever `keep` wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it
- * from blocking ingest or another archiver; a notification still waiting in the publish outbox,
+ * from blocking ingest or another archiver; the oldest go first. A notification still waiting in the publish outbox,
  * or with a channel still deferred, stays: work still to do is never archived.
  * Answers how many were taken.
  */
@@ -51,6 +51,9 @@ export async function takeArchiveBatch(
       where n.created_at < now() - make_interval(days => ${options.days})
         and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
         and not exists (select 1 from deferred_notifications d where d.notification_id = n.id)
+      -- Oldest first, through notifications_created_idx: unordered, the planner expects old rows
+      -- anywhere and scans the log from its start, through every newer row on the way.
+      order by n.created_at
       limit ${options.batchSize}
       for update of n skip locked`;
     if (rows.length === 0) return 0;

@@ -297,6 +297,9 @@ export interface UserNotificationsQuery {
 /**
  * A client's notifications to one user, newest first by (created_at desc, id), the order of
  * notifications_user_created_idx, keyset-paged; `last` is the keyset of the page's last row.
+ * The order by says `nulls last` as the index does (created_at is never null, but the planner
+ * matches the words, and without them sorted every notification of the user for each page), and
+ * the keyset's `created_at <=` bounds the index scan where an OR alone would only filter it.
  */
 export async function listUserNotificationRecords(
   database: Database,
@@ -324,12 +327,10 @@ export async function listUserNotificationRecords(
       ${
         after === null
           ? sql``
-          : sql`and (
-              n.created_at < timestamptz 'epoch' + ${after.micros.toString()}::bigint * interval '1 microsecond'
-              or (n.created_at = timestamptz 'epoch' + ${after.micros.toString()}::bigint * interval '1 microsecond'
-                  and n.id > ${after.id}))`
+          : sql`and n.created_at <= ${keysetInstant(sql, after)}
+              and (n.created_at < ${keysetInstant(sql, after)} or n.id > ${after.id})`
       }
-    order by n.created_at desc, n.id
+    order by n.created_at desc nulls last, n.id
     limit ${query.limit + 1}`;
   const page = rows.slice(0, query.limit);
   const last = page.at(-1);
@@ -339,6 +340,10 @@ export async function listUserNotificationRecords(
     hasMore: rows.length > query.limit,
   };
 }
+
+/** A keyset position's created_at, to the microsecond. */
+const keysetInstant = (sql: Database["sql"], after: KeysetPosition) =>
+  sql`timestamptz 'epoch' + ${after.micros.toString()}::bigint * interval '1 microsecond'`;
 
 /** Records for head rows, in their order, with their channels read in one query. */
 async function withChannels(sql: Database["sql"], page: readonly HeadRow[]): Promise<NotificationRecord[]> {
@@ -396,7 +401,7 @@ export async function searchNotificationRecords(
       ${userId === undefined ? sql`` : sql`and n.user_id = ${userId}`}
       ${clientId === undefined ? sql`` : sql`and n.client_id = ${clientId}`}
       ${byKey}
-    order by n.created_at desc, n.id
+    order by n.created_at desc nulls last, n.id
     limit ${query.limit}`;
   return withChannels(sql, rows);
 }

@@ -34,7 +34,11 @@ export const notifications = pgTable(
     traceParent: text("trace_parent"),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
-  (t) => [index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id)],
+  (t) => [
+    index("notifications_user_created_idx").on(t.userId, t.createdAt.desc(), t.id),
+    // Retention's batches, oldest first: without it each batch scanned the whole log.
+    index("notifications_created_idx").on(t.createdAt),
+  ],
 );
 
 /**

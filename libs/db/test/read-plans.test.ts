@@ -1,0 +1,87 @@
+import { countingDatabase, freshDatabase } from "@notify/testing";
+import t from "tap";
+import { listUserNotificationRecords, searchNotificationRecords, takeArchiveBatch } from "../src/index.js";
+
+// The reads that take a page or a batch out of a large table reach it through an index, in the
+// index's order: no plan sorts every row of a user, nor scans the whole log for a batch. Each is
+// run once on tables of some size, with their statistics, and the statement it sent is
+// EXPLAINed with the same parameters.
+const { database, url } = await freshDatabase(t);
+const statements: Array<{ query: string; parameters: readonly unknown[] }> = [];
+const captured = await countingDatabase(t, url, (query, parameters) => statements.push({ query, parameters }));
+
+// One heavy user (20,000 notifications, a second apart), 20,000 spread over 2,000 others; the
+// oldest quarter of each older than 30 days.
+await database.sql`
+  insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
+  select 'n-' || i, 'c', case when i % 2 = 0 then 'heavy' else 'u-' || (i % 2000) end, 'account', 'welcome',
+         'transactional', '{}', 'n-' || i, 'h', 0, now() - make_interval(secs => i * 160)
+  from generate_series(1, 40000) i`;
+await database.sql`analyze`;
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Index Cond"?: string;
+  Plans?: PlanNode[];
+}
+const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+/** The plan of the last statement sent that reads `from notifications n`. */
+async function planOfLast(): Promise<PlanNode[]> {
+  const statement = statements.findLast((s) => s.query.includes("from notifications n"));
+  if (!statement) throw new Error("no statement on notifications was sent");
+  statements.length = 0;
+  const [row] = await database.sql.unsafe(`explain (format json) ${statement.query}`, statement.parameters as never[]);
+  return nodes((row?.["QUERY PLAN"] as Array<{ Plan: PlanNode }>)[0]?.Plan as PlanNode);
+}
+const onNotifications = (plan: PlanNode[]) =>
+  plan.filter((n) => n["Relation Name"] === "notifications").map((n) => `${n["Node Type"]} ${n["Index Name"] ?? ""}`);
+
+t.test("a user's notifications, page after page, are read in the index's order", async (t) => {
+  const query = { clientId: "c", userId: "heavy", after: null, limit: 50 };
+  const first = await listUserNotificationRecords(captured, query);
+  t.equal(first.records.length, 50);
+  let plan = await planOfLast();
+  t.notOk(
+    plan.some((n) => n["Node Type"].includes("Sort")),
+    "the first page sorts nothing (the order by matches the index's, nulls included)",
+  );
+  t.same(onNotifications(plan), ["Index Scan notifications_user_created_idx"]);
+
+  const deep = await listUserNotificationRecords(captured, { ...query, after: first.last });
+  t.equal(deep.records.length, 50);
+  t.ok((deep.records[0]?.createdAt ?? 0) <= (first.records.at(-1)?.createdAt ?? 0), "the next page follows on");
+  plan = await planOfLast();
+  t.notOk(
+    plan.some((n) => n["Node Type"].includes("Sort")),
+    "a next page sorts nothing",
+  );
+  const scan = plan.find((n) => n["Index Name"] === "notifications_user_created_idx");
+  t.match(scan?.["Index Cond"], /created_at/, "the keyset starts the index scan, not a filter over the user's rows");
+});
+
+t.test("an operator's search by user is read in the index's order", async (t) => {
+  const found = await searchNotificationRecords(captured, { userId: "heavy", clientId: "c", limit: 20 });
+  t.equal(found.length, 20);
+  const plan = await planOfLast();
+  t.notOk(
+    plan.some((n) => n["Node Type"].includes("Sort")),
+    "no sort of every notification of the user",
+  );
+});
+
+t.test("retention takes its batch through an index on created_at, not a scan of the log", async (t) => {
+  const refused = new Error("kept nothing: the batch rolls back");
+  const taken = await takeArchiveBatch(captured, { days: 30, batchSize: 100 }, async (rows) => {
+    t.equal(rows.length, 100);
+    throw refused;
+  }).catch((error: unknown) => error);
+  t.equal(taken, refused);
+  const plan = await planOfLast();
+  t.notOk(
+    onNotifications(plan).some((n) => n.startsWith("Seq Scan")),
+    `no sequential scan of notifications: ${onNotifications(plan).join(", ")}`,
+  );
+});
