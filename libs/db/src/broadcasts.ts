@@ -88,8 +88,8 @@ const counting = new WeakMap<Database, Map<string, Promise<Counted>>>();
  * with it), so a crowd of first readers holds one pool connection, not one each.
  */
 function recount(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
-  let mine = counting.get(database);
-  if (!mine) counting.set(database, (mine = new Map()));
+  const mine = counting.get(database) ?? new Map<string, Promise<Counted>>();
+  counting.set(database, mine);
   const running = mine.get(id);
   if (running) return hasCount(kept) ? Promise.resolve(kept) : running;
   const count = countAndKeep(database, id, kept).finally(() => mine.delete(id));

@@ -34,7 +34,9 @@ async function planOfLast(): Promise<PlanNode[]> {
   if (!statement) throw new Error("no statement on notifications was sent");
   statements.length = 0;
   const [row] = await database.sql.unsafe(`explain (format json) ${statement.query}`, statement.parameters as never[]);
-  return nodes((row?.["QUERY PLAN"] as Array<{ Plan: PlanNode }>)[0]?.Plan as PlanNode);
+  const [explained] = (row?.["QUERY PLAN"] ?? []) as Array<{ Plan: PlanNode }>;
+  if (!explained) throw new Error("EXPLAIN gave no plan");
+  return nodes(explained.Plan);
 }
 const onNotifications = (plan: PlanNode[]) =>
   plan.filter((n) => n["Relation Name"] === "notifications").map((n) => `${n["Node Type"]} ${n["Index Name"] ?? ""}`);
@@ -52,7 +54,10 @@ t.test("a user's notifications, page after page, are read in the index's order",
 
   const deep = await listUserNotificationRecords(captured, { ...query, after: first.last });
   t.equal(deep.records.length, 50);
-  t.ok((deep.records[0]?.createdAt ?? 0) <= (first.records.at(-1)?.createdAt ?? 0), "the next page follows on");
+  const [next, previous] = [deep.records[0]?.created_at ?? "", first.records.at(-1)?.created_at ?? ""];
+  t.ok(next !== "" && next < previous, `the next page follows on: ${next} after ${previous}`);
+  const ids = new Set([...first.records, ...deep.records].map((r) => r.notification_id));
+  t.equal(ids.size, 100, "no notification on both pages");
   plan = await planOfLast();
   t.notOk(
     plan.some((n) => n["Node Type"].includes("Sort")),
