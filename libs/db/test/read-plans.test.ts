@@ -1,6 +1,11 @@
 import { countingDatabase, freshDatabase } from "@notify/testing";
 import t from "tap";
-import { listUserNotificationRecords, searchNotificationRecords, takeArchiveBatch } from "../src/index.js";
+import {
+  listInboxItems,
+  listUserNotificationRecords,
+  searchNotificationRecords,
+  takeArchiveBatch,
+} from "../src/index.js";
 
 // The reads that take a page or a batch out of a large table reach it through an index, in the
 // index's order: no plan sorts every row of a user, nor scans the whole log for a batch. Each is
@@ -28,10 +33,10 @@ interface PlanNode {
 }
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
-/** The plan of the last statement sent that reads `from notifications n`. */
-async function planOfLast(): Promise<PlanNode[]> {
-  const statement = statements.findLast((s) => s.query.includes("from notifications n"));
-  if (!statement) throw new Error("no statement on notifications was sent");
+/** The plan of the last statement sent that reads `from <table>`. */
+async function planOfLast(table = "notifications n"): Promise<PlanNode[]> {
+  const statement = statements.findLast((s) => s.query.includes(`from ${table}`));
+  if (!statement) throw new Error(`no statement on ${table} was sent`);
   statements.length = 0;
   const [row] = await database.sql.unsafe(`explain (format json) ${statement.query}`, statement.parameters as never[]);
   const [explained] = (row?.["QUERY PLAN"] ?? []) as Array<{ Plan: PlanNode }>;
@@ -89,4 +94,28 @@ t.test("retention takes its batch through an index on created_at, not a scan of 
     onNotifications(plan).some((n) => n.startsWith("Seq Scan")),
     `no sequential scan of notifications: ${onNotifications(plan).join(", ")}`,
   );
+});
+
+t.test("a user's archived and unread inbox pages are read through their own indexes", async (t) => {
+  // 30,000 items of one heavy user, every one read but 30, 30 archived; 30,000 of 3,000 others.
+  await database.sql`
+    insert into inbox_items (user_id, client_id, notification_id, category, body, read_at, archived_at)
+    select case when i % 2 = 0 then 'heavy' else 'u-' || (i % 3000) end, 'c', 'in-' || i, 'account', 'b',
+           case when i % 2000 = 0 then null else now() end, case when i % 2000 = 2 then now() end
+    from generate_series(1, 60000) i`;
+  await database.sql`analyze inbox_items`;
+  const owner = { userId: "heavy", clientId: "c" };
+  for (const [filter, index] of [
+    ["archived", "inbox_items_archived_idx"],
+    ["unread", "inbox_items_unread_idx"],
+  ] as const) {
+    const page = await listInboxItems(captured, owner, filter, 20, null);
+    t.equal(page.items.length, 20, `${filter}: a page of the heavy user's 30`);
+    const plan = await planOfLast("inbox_items");
+    const scans = plan.filter((n) => n["Node Type"].includes("Scan")).map((n) => n["Index Name"] ?? n["Node Type"]);
+    t.ok(
+      scans.includes(index) && scans.every((scan) => scan === index || scan === "Bitmap Heap Scan"),
+      `${filter}: through ${index} alone (${scans.join(", ")})`,
+    );
+  }
 });

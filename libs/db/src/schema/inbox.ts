@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { bigint, index, pgTable, text, timestamp } from "drizzle-orm/pg-core";
 import type postgres from "postgres";
 
@@ -27,7 +28,15 @@ export const inboxItems = pgTable(
     readAt: timestamp("read_at", { withTimezone: true, mode: "date" }),
     archivedAt: timestamp("archived_at", { withTimezone: true, mode: "date" }),
   },
-  (t) => [index("inbox_items_user_client_idx").on(t.userId, t.clientId, t.id)],
+  (t) => [
+    index("inbox_items_user_client_idx").on(t.userId, t.clientId, t.id),
+    // The archived and unread views of a user with many items: without them a page walked every
+    // item of the user (or the whole table by id) to find the few that are archived or unread.
+    index("inbox_items_archived_idx").on(t.userId, t.clientId, t.id).where(sql`${t.archivedAt} is not null`),
+    index("inbox_items_unread_idx")
+      .on(t.userId, t.clientId, t.id)
+      .where(sql`${t.archivedAt} is null and ${t.readAt} is null`),
+  ],
 );
 
 /**
