@@ -168,18 +168,21 @@ export async function pageDeadLetterStream(
 
 /**
  * At most `limit` dead letters `keep` keeps, oldest first, from the sequence `fromSeq` on (else
- * from `since` on), for one channel's subject when asked: a batch of a selection too large to
- * hold at once. `remaining` counts the messages after the batch that were not looked at (the
- * letter that did not fit and every one after it on the subject, `keep` not applied to them),
- * and `nextSeq` is where they start (null, and 0 remaining, when the batch holds the rest).
+ * from `since` on) up to `until`, for one channel's subject when asked: a batch of a selection
+ * too large to hold at once. At most `scanLimit` messages are looked at, so a selection that
+ * matches few letters of a long stream answers in bounded time too. `remaining` counts the
+ * messages after the batch that were not looked at (`keep` not applied to them), and `nextSeq`
+ * is where they start: null, and 0 remaining, when the batch holds the rest of the selection.
  */
 export async function readDeadLetterBatch(
   bus: Bus,
   options: {
     channel?: Channel;
     since?: Date;
+    until?: Date;
     fromSeq?: number;
     limit: number;
+    scanLimit?: number;
     keep?: (letter: StoredLetter) => boolean;
   },
 ): Promise<{ letters: StoredLetter[]; remaining: number; nextSeq: number | null }> {
@@ -187,11 +190,19 @@ export async function readDeadLetterBatch(
   const letters: StoredLetter[] = [];
   const start =
     options.fromSeq !== undefined ? { fromSeq: options.fromSeq } : options.since ? { since: options.since } : {};
+  const scanLimit = options.scanLimit ?? Number.POSITIVE_INFINITY;
+  let scanned = 0;
   for await (const msg of readSubject(bus, bus.streams.dlq, subject, start)) {
     const stored = { seq: msg.seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
-    if (options.keep !== undefined && !options.keep(stored)) continue;
-    if (letters.length >= options.limit) return { letters, remaining: msg.info.pending + 1, nextSeq: msg.seq };
-    letters.push(stored);
+    // Stored in time order: nothing after the first letter past `until` is selected.
+    if (options.until && stored.time > options.until) break;
+    if (options.keep === undefined || options.keep(stored)) {
+      if (letters.length >= options.limit) return { letters, remaining: msg.info.pending + 1, nextSeq: msg.seq };
+      letters.push(stored);
+    }
+    if (++scanned >= scanLimit && msg.info.pending > 0) {
+      return { letters, remaining: msg.info.pending, nextSeq: msg.seq + 1 };
+    }
   }
   return { letters, remaining: 0, nextSeq: null };
 }

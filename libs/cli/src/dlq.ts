@@ -1,9 +1,9 @@
 import { type Bus, readPoisonMessages } from "@notify/bus";
-import { CHANNELS, DEAD_LETTER_CLASSES, isChannel, REPLAY_BATCH_LIMIT } from "@notify/core";
+import { CHANNELS, DEAD_LETTER_CLASSES, isChannel, REPLAY_BATCH_LIMIT, REPLAY_SCAN_LIMIT } from "@notify/core";
 import {
   channelStates,
   type DeadLetterFilters,
-  readDeadLetters,
+  pageDeadLetters,
   replayDeadLetters,
   showDeadLetter,
   statusNow,
@@ -54,10 +54,32 @@ const time = (date: Date | string) => new Date(date).toISOString().replace(/\.\d
 const clip = (text: string, max = 60) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 const printJson = (io: Io, document: unknown) => io.stdout.write(`${JSON.stringify(document, null, 2)}\n`);
 
+/** A positive integer option, or its default when it is not given. */
+function positiveInteger(value: string | undefined, option: string, fallback: number, max = Number.MAX_SAFE_INTEGER) {
+  const n = value === undefined ? fallback : Number(value);
+  if (!Number.isSafeInteger(n) || n < 1 || n > max) {
+    throw new UsageError(
+      `${option} must be an integer from 1${max === Number.MAX_SAFE_INTEGER ? " up" : ` to ${max}`}`,
+    );
+  }
+  return n;
+}
+
+/** Letters `notify dlq list` shows a page when --limit is not given, and at most. */
+const LIST_LIMIT = 50;
+const LIST_MAX = 1000;
+
 const list: Command = async (argv, io, deps) => {
-  const { values } = parseOptions(argv, { ...FILTERS, json: { type: "boolean" } }, []);
+  const { values } = parseOptions(
+    argv,
+    { ...FILTERS, json: { type: "boolean" }, limit: { type: "string" }, page: { type: "string" } },
+    [],
+  );
+  const limit = positiveInteger(values.limit, "--limit", LIST_LIMIT, LIST_MAX);
+  const page = positiveInteger(values.page, "--page", 1);
   const bus = await connect(deps);
-  const letters = await readDeadLetters(bus, parseFilters(values));
+  // One page, newest first: only the page is held (and, filtered by channel and time, only it is read).
+  const { letters, total } = await pageDeadLetters(bus, parseFilters(values), { offset: (page - 1) * limit, limit });
   const states = await channelStates(deps.database, letters);
   const now = (l: (typeof letters)[number]) => statusNow(states, l);
   if (values.json) {
@@ -73,11 +95,14 @@ const list: Command = async (argv, io, deps) => {
         notification_id: l.letter.item.notification_id,
         status_now: now(l),
       })),
+      page,
+      page_size: limit,
+      total_count: total,
     });
     return;
   }
   if (letters.length === 0) {
-    io.stdout.write("no dead letters match\n");
+    io.stdout.write(total === 0 ? "no dead letters match\n" : `no dead letters on page ${page} (${total} match)\n`);
     return;
   }
   const header = ["SEQ", "DEAD-LETTERED", "CHANNEL", "LANE", "CLASS", "ATTEMPTS", "NOTIFICATION", "NOW", "REASON"];
@@ -93,6 +118,10 @@ const list: Command = async (argv, io, deps) => {
     clip(l.letter.reason),
   ]);
   io.stdout.write(table([header, ...rows]));
+  const shown = (page - 1) * limit + letters.length;
+  if (shown < total) {
+    io.stdout.write(`${shown} of ${total}, newest first: --page ${page + 1} for the next ${limit}\n`);
+  }
 };
 
 const show: Command = async (argv, io, deps) => {
@@ -272,9 +301,10 @@ const poison: Command = async (argv, io, deps) => {
 export const dlq: CommandGroup = {
   name: "dlq",
   usage: `Dead letters (notify.dlq.<channel>; needs NATS_URL as well):
-  notify dlq list [--channel C] [--reason R] [--since T] [--until T] [--notification ID] [--json]
-      Dead letters, oldest first, with the channel's status now. R is a class (${DEAD_LETTER_CLASSES.join(", ")})
-      or part of the reason; T is a duration ago (30m, 24h, 7d) or an RFC 3339 time.
+  notify dlq list [--channel C] [--reason R] [--since T] [--until T] [--notification ID] [--limit N] [--page P] [--json]
+      Dead letters, newest first, ${LIST_LIMIT} a page (--limit up to ${LIST_MAX}), with the channel's status now and
+      how many match. R is a class (${DEAD_LETTER_CLASSES.join(", ")}) or part of the reason; T is a
+      duration ago (30m, 24h, 7d) or an RFC 3339 time.
   notify dlq show SEQ [--json]
       One dead letter whole: the request, the rendered message, every attempt, the status history.
   notify dlq replay [SEQ ...] [--all | the filters of list] [--from-seq N] [--dry-run] [--include-unsettled] [--json]
@@ -282,7 +312,8 @@ export const dlq: CommandGroup = {
       address, if their preferences still allow it. Never resends a delivered channel; an
       unsettled one (the provider may have accepted it) only with --include-unsettled.
       --dry-run shows what would be sent and changes nothing. A run takes at most ${REPLAY_BATCH_LIMIT}
-      letters of --all or the filters; it says where the rest starts: run again with --from-seq N.
+      letters of --all or the filters and looks at at most ${REPLAY_SCAN_LIMIT}; it says where the
+      rest starts: run again with --from-seq N.
   notify dlq poison [--limit N] [--json]
       Messages no consumer could decode or validate (notify.dlq.poison.<stream>): where they were
       read, why they were refused, and their bytes (base64 in --json). Never replayed.

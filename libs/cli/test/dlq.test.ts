@@ -142,7 +142,7 @@ const exhausted = await deadLetter({
 });
 const unknown = await deadLetter({ cls: "outcome_unknown", reason: "sendgrid timed out after 10000 ms" });
 
-t.test("list shows dead letters oldest first, with filters by channel, reason, time and notification", async (t) => {
+t.test("list shows dead letters newest first, with filters by channel, reason, time and notification", async (t) => {
   const all = json<{ data: Array<{ seq: number; class: string; channel: string; status_now: string }> }>(
     await notify(["dlq", "list", "--json"]),
   );
@@ -151,9 +151,9 @@ t.test("list shows dead letters oldest first, with filters by channel, reason, t
       .filter((d) => [bounced.seq, exhausted.seq, unknown.seq].includes(d.seq))
       .map((d) => [d.class, d.status_now]),
     [
-      ["permanent", "failed"],
-      ["retries_exhausted", "failed"],
       ["outcome_unknown", "unsettled"],
+      ["retries_exhausted", "failed"],
+      ["permanent", "failed"],
     ],
   );
   const seqs = async (...args: string[]) =>
@@ -171,6 +171,30 @@ t.test("list shows dead letters oldest first, with filters by channel, reason, t
   t.match(text.stdout, /^SEQ\s+DEAD-LETTERED\s+CHANNEL\s+LANE\s+CLASS\s+ATTEMPTS\s+NOTIFICATION\s+NOW\s+REASON$/m);
   t.match(text.stdout, new RegExp(`^${exhausted.seq}\\s.*\\ssms\\s+transactional\\s+retries_exhausted\\s+1\\s`, "m"));
   t.equal((await notify(["dlq", "list", "--since", "2099-01-01T00:00:00Z"])).stdout, "no dead letters match\n");
+});
+
+t.test("list shows a page at a time, with how many match", async (t) => {
+  const page = async (...args: string[]) =>
+    json<{ data: Array<{ seq: number }>; page: number; page_size: number; total_count: number }>(
+      await notify(["dlq", "list", "--json", ...args]),
+    );
+  const all = await page("--limit", "1000");
+  t.ok(all.total_count >= 3);
+  t.equal(all.data.length, all.total_count, "every letter fits one page of 1000");
+  const second = await page("--limit", "2", "--page", "2");
+  t.match(second, { page: 2, page_size: 2, total_count: all.total_count });
+  t.same(
+    second.data.map((d) => d.seq),
+    all.data.slice(2, 4).map((d) => d.seq),
+    "the third and fourth newest",
+  );
+  const text = await notify(["dlq", "list", "--limit", "1"]);
+  t.match(text.stdout, new RegExp(`^1 of ${all.total_count}, newest first: --page 2 for the next 1$`, "m"));
+  t.match(await notify(["dlq", "list", "--limit", "0"]), {
+    code: 2,
+    stderr: /--limit must be an integer from 1 to 1000/,
+  });
+  t.match(await notify(["dlq", "list", "--page", "x"]), { code: 2, stderr: /--page must be an integer from 1 up/ });
 });
 
 t.test("show prints the whole context: request, rendered message, attempts, status history", async (t) => {

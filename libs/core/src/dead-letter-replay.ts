@@ -5,6 +5,11 @@ import { instant } from "./instant.js";
 
 /** How many dead letters one replay selected by filters or `all` takes at most; `remaining` says what is left. */
 export const REPLAY_BATCH_LIMIT = 1000;
+/**
+ * How many dead letters one replay selected by filters looks at at most: filters that match few
+ * letters of a long stream answer in bounded time too, with `remaining` and `next_seq` to go on.
+ */
+export const REPLAY_SCAN_LIMIT = 50 * REPLAY_BATCH_LIMIT;
 
 const sequence = (message: string) => v.pipe(v.number(message), v.safeInteger(message), v.minValue(1, message));
 

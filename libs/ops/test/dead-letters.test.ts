@@ -322,3 +322,50 @@ t.test("named letters are read by sequence, never by reading the stream; filters
   await bus.nc.flush();
   t.ok(reads.length > 0, "a selection by filters reads the stream (the watch sees it)");
 });
+
+t.test("a selection by filters stops at `until` and looks at `scanLimit` letters a call", async (t) => {
+  const early = await deadLetter({ channel: "push" });
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const until = new Date();
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const later: number[] = [];
+  for (let i = 0; i < 10; i++) later.push((await deadLetter({ channel: "push" })).seq);
+  // Many more after it (copies: a read fetches up to 256 at a time, so the stop shows past that).
+  const copy = (await readDeadLetters(bus, { channel: "push" })).at(-1)?.letter;
+  for (let i = 0; i < 600; i++) {
+    later.push((await bus.publish(bus.subjects.dlq("push"), copy, `copy-${i}-${randomUUID()}`)).seq);
+  }
+  const plan = (filters: object, more: object = {}) =>
+    replayDeadLetters(
+      { database, bus, criticalCategories: [] },
+      { seqs: [], filters, includeUnsettled: false, dryRun: true, ...more },
+    );
+
+  const before = bus.nc.stats().inMsgs;
+  const windowed = await plan({ channel: "push", until });
+  t.ok(windowed.results.some((r) => r.seq === early.seq));
+  t.notOk(
+    windowed.results.some((r) => later.includes(r.seq)),
+    "none after until",
+  );
+  t.match(windowed, { remaining: 0, nextSeq: null }, "the selection is complete");
+  const read = bus.nc.stats().inMsgs - before;
+  t.ok(read < 300, `the read stopped at the first letter past until (${read} messages received, 610 after it)`);
+
+  // The first letter after `until` by its notification, looking at 7 messages a call: calls go
+  // on from next_seq until the selection is complete, and it is found exactly once.
+  const target = (await readDeadLetters(bus, { channel: "push" })).find((l) => l.seq === later[0]);
+  const notification = target?.letter.item.notification_id;
+  const found: number[] = [];
+  let calls = 0;
+  let fromSeq: number | undefined;
+  do {
+    const call = await plan({ channel: "push", notification }, { scanLimit: 7, ...(fromSeq ? { fromSeq } : {}) });
+    calls++;
+    found.push(...call.results.map((r) => r.seq));
+    t.ok(call.nextSeq === null || call.remaining > 0, "next_seq comes with what is left");
+    fromSeq = call.nextSeq ?? undefined;
+  } while (fromSeq !== undefined && calls < 100);
+  t.same(found, [target?.seq], "found once");
+  t.ok(calls >= 80, `${calls} calls of at most 7 letters each`);
+});

@@ -1,4 +1,4 @@
-import { CHANNELS, DEAD_LETTER_CLASSES, instant, REPLAY_BATCH_LIMIT } from "@notify/core";
+import { CHANNELS, DEAD_LETTER_CLASSES, instant, REPLAY_BATCH_LIMIT, REPLAY_SCAN_LIMIT } from "@notify/core";
 import * as v from "valibot";
 import { offsetPageQuery } from "../pagination.js";
 
@@ -54,7 +54,7 @@ export const ReplayAnswer = v.object({
   remaining: v.pipe(
     v.number(),
     v.metadata({
-      description: `A selection by filters or \`all\` takes at most ${REPLAY_BATCH_LIMIT} letters a call: how many letters after them were not looked at (at most; the filters beyond channel and since are not applied to them). 0: the selection is complete`,
+      description: `A selection by filters or \`all\` takes at most ${REPLAY_BATCH_LIMIT} letters and looks at at most ${REPLAY_SCAN_LIMIT} a call: how many letters after them were not looked at (at most; the filters beyond channel and since are not applied to them). 0: the selection is complete`,
     }),
   ),
   next_seq: v.pipe(

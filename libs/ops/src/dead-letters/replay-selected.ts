@@ -1,5 +1,5 @@
 import { type Bus, getDeadLetter, readDeadLetterBatch, type StoredLetter } from "@notify/bus";
-import { type Channel, guardKey, REPLAY_BATCH_LIMIT } from "@notify/core";
+import { type Channel, guardKey, REPLAY_BATCH_LIMIT, REPLAY_SCAN_LIMIT } from "@notify/core";
 import type { Database } from "@notify/db";
 import { type DeadLetterFilters, latestPerChannel, matchesEveryFilter } from "./filter.js";
 import { planReplay } from "./plan.js";
@@ -29,6 +29,8 @@ export interface ReplaySelection {
   fromSeq?: number;
   /** Letters a selection by filters takes at most (REPLAY_BATCH_LIMIT): the rest is left for another call. */
   limit?: number;
+  /** Letters a selection by filters looks at at most (REPLAY_SCAN_LIMIT): the rest is left for another call. */
+  scanLimit?: number;
 }
 
 /** Dead letters read by sequence at once. */
@@ -49,10 +51,11 @@ async function lettersBySeq(bus: Bus, seqs: readonly number[], filters: DeadLett
  * Replays the selected dead letters one channel at a time (a channel dead-lettered more than
  * once from its latest letter), each planned against the channel, guard and preferences as they
  * are now. `onProgress` hears after each one. Answers each result and how many were replayed.
- * Named letters are read by sequence; a selection by filters reads at most `limit` letters from
- * the stream (from `fromSeq` on), and answers how many messages after them it left (`remaining`,
- * at most that many letters: the filters beyond channel and since were not applied to them) and
- * where they start (`nextSeq`), so that no call holds the whole stream in memory.
+ * Named letters are read by sequence; a selection by filters takes at most `limit` letters and
+ * looks at at most `scanLimit` messages of the stream (from `fromSeq` on, up to `until`), and
+ * answers how many messages after them it left (`remaining`, at most that many letters: the
+ * filters beyond channel and since were not applied to them) and where they start (`nextSeq`),
+ * so that no call holds the whole stream in memory or reads it for long.
  */
 export async function replayDeadLetters(
   deps: { database: Database; bus: Bus; criticalCategories: readonly string[] },
@@ -74,8 +77,10 @@ export async function replayDeadLetters(
       : await readDeadLetterBatch(deps.bus, {
           ...(filters.channel ? { channel: filters.channel } : {}),
           ...(filters.since ? { since: filters.since } : {}),
+          ...(filters.until ? { until: filters.until } : {}),
           ...(selection.fromSeq !== undefined ? { fromSeq: selection.fromSeq } : {}),
           limit: selection.limit ?? REPLAY_BATCH_LIMIT,
+          scanLimit: selection.scanLimit ?? REPLAY_SCAN_LIMIT,
           keep: (stored) => matchesEveryFilter(stored, filters),
         });
   const selected = latestPerChannel(batch.letters);
