@@ -15,7 +15,8 @@
 // phases (the least of three readings) and taken off them. The README's capacity table comes
 // from here.
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
-//   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000); BENCH_CPU_PROF_DIR=<dir>
+//   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000), BENCH_PARTITIONS (16: the
+//   service's LANE_PARTITIONS); BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
 //   bench/profile-top.mjs; BENCH_ALLOC_PROF=1 with it, their allocation profiles too.
 import { fork, spawn } from "node:child_process";
@@ -45,6 +46,8 @@ const MIXED = Number(process.env.BENCH_MIXED ?? 2000);
 const FLOOD = Number(process.env.BENCH_FLOOD ?? 3000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 48);
 const USERS = Number(process.env.BENCH_USERS ?? 2000);
+/** Lane partitions of the service (LANE_PARTITIONS; the floor has one). */
+const PARTITIONS = Number(process.env.BENCH_PARTITIONS ?? 16);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
@@ -152,6 +155,7 @@ async function startService(oneProcess) {
     logLevel: "warn",
     seed: true,
     oneProcess,
+    partitions: PARTITIONS,
     env: {
       // The providers' limits and the per-key limit out of the way: the pipeline is measured.
       PROVIDER_RATE_LIMITS: "sendgrid=100000:10000,plivo=100000:10000",
