@@ -75,6 +75,9 @@ const headWithCount = ({ sql }: Database) => sql`
 
 const hasCount = (row: Partial<Counted>): row is Counted => row.counted_at instanceof Date;
 
+/** How long counting one broadcast's recipients may take: minutes at tens of millions. */
+export const COUNT_TIMEOUT_MS = 600_000;
+
 /** The advisory lock class of a broadcast's count (its second key is the broadcast id's hash). */
 const COUNT_LOCK = 7266002;
 
@@ -110,6 +113,10 @@ async function countAndKeep(database: Database, id: string, kept: Partial<Counte
         from broadcast_progress where broadcast_id = ${id}`;
       if (theirs) return theirs;
     }
+    // Past the pool's statement timeout if need be: a broadcast too large to count within it
+    // would otherwise never have a count, and every read would try again. One process counts a
+    // broadcast at a time (the lock above), and readers that have a count do not wait for it.
+    await tx.unsafe(`set local statement_timeout = ${COUNT_TIMEOUT_MS}`);
     const started = performance.now();
     const [counts] = await tx<Omit<Counted, "counted_at">[]>`
       select count(*) filter (where delivered)::float8 as delivered,

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { freshDatabase } from "@notify/testing";
 import postgres from "postgres";
 import t from "tap";
-import { listBroadcastProgress, readBroadcastProgress } from "../src/index.js";
+import { createDb, listBroadcastProgress, readBroadcastProgress } from "../src/index.js";
 
 // A broadcast's outcome counts read every recipient's channels (seconds for a million), so a
 // count is kept and made again once it is ten times as old as it took; one process counts a
@@ -160,4 +160,23 @@ t.test("first readers of a broadcast in one process share one count and one conn
   } finally {
     held.release();
   }
+});
+
+t.test("a broadcast too large to count within the statement timeout still gets its count", async (t) => {
+  // 60,000 recipients take over 100 ms to count here; the pool's statements may take 40.
+  const id = randomUUID();
+  await sql`insert into broadcasts (id, client_id, dedup_key, request_hash, audience_id, category, template_id, data, status, total, expanded)
+    values (${id}, 'shop', ${id}, 'h', 'aud', 'deals', 'promo', '{}', 'expanded', 60000, 60000)`;
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    select ${id} || '-' || i, 'shop', 'big-' || i, 'deals', 'promo', 'promotional', '{}', ${id} || '-' || i, 'h', 0
+    from generate_series(1, 60000) i`;
+  await sql`insert into broadcast_recipients select ${id}, 'big-' || i, ${id} || '-' || i from generate_series(1, 60000) i`;
+  await sql`insert into notification_channels (notification_id, channel, status)
+    select ${id} || '-' || i, 'email', case when i % 3 = 0 then 'failed' else 'delivered' end from generate_series(1, 60000) i`;
+  await sql`analyze`;
+  const hurried = createDb({ url, max: 2, statementTimeoutMs: 40 });
+  t.teardown(() => hurried.close());
+  const [slow] = await hurried.sql`select 1 as ok from pg_sleep(0.2)`.catch((error: { code?: string }) => [error]);
+  t.match(slow, { code: "57014" }, "the pool's statements are cut at 40 ms");
+  t.match(await readBroadcastProgress(hurried, id), { delivered: 40000, failed: 20000 });
 });
