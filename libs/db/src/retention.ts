@@ -27,8 +27,8 @@ export interface ArchiveLine {
  * channels, history, attempts and fallback chain as one ArchiveRecord each), hands them to
  * `keep`, and deletes them (the rest goes with them by cascade) in the same short transaction, so
  * whatever `keep` wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it
- * from blocking ingest or another archiver; the oldest go first. A notification still waiting in the publish outbox,
- * or with a channel still deferred, stays: work still to do is never archived.
+ * from blocking ingest or another archiver; the oldest go first. A notification still waiting in
+ * the publish outbox, or with a channel still deferred, stays: work still to do is never archived.
  * Answers how many were taken.
  */
 export async function takeArchiveBatch(
