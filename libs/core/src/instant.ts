@@ -14,6 +14,11 @@ export const instant = (field: string) =>
     v.string(),
     v.isoTimestamp(`${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`),
     v.transform((s) => new Date(s)),
+    // The format's pattern passes a few strings no Date reads (an offset of "+00").
+    v.check(
+      (date) => !Number.isNaN(date.getTime()),
+      `${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`,
+    ),
     v.check(
       (date) => date.getTime() >= EARLIEST && date.getTime() <= LATEST,
       `${field} must fall between the years 0001 and 9999 in UTC`,

@@ -33,7 +33,8 @@ export interface BroadcastProgress {
  * to each. With `clientId`, only that client's broadcast is found (the API); without, any (the
  * operator CLI). Null when there is none. The count is the last one kept (broadcast_progress)
  * while it is younger than ten times what it took, else made again: a million recipients take
- * seconds to count, and a broadcast polled without pause then costs a tenth of that time.
+ * seconds to count, and a broadcast polled without pause then costs a tenth of that time. A read
+ * waits at most RECOUNT_WAIT_MS for a new count when it has an old one (counted_at says which).
  */
 export async function readBroadcastProgress(
   database: Database,
@@ -44,7 +45,7 @@ export async function readBroadcastProgress(
   const [row] = await sql<BroadcastRead[]>`${headWithCount(database)}
     where b.id = ${id} ${clientId === undefined ? sql`` : sql`and b.client_id = ${clientId}`}`;
   if (!row) return null;
-  return progressOf(row, row.fresh ? (row as Counted) : await recount(database, row.id, row));
+  return progressOf(row, row.fresh ? (row as Counted) : await recount(database, row.id, row, RECOUNT_WAIT_MS));
 }
 
 type BroadcastHead = {
@@ -87,21 +88,35 @@ const counting = new WeakMap<Database, Map<string, Promise<Counted>>>();
 /**
  * Counts a broadcast's recipients and keeps the count. One process counts a broadcast at a time:
  * while another does, a reader that has a count answers with it; one that has none waits for the
- * other's. Within a process, readers of one broadcast share one count (those with a count answer
- * with it), so a crowd of first readers holds one pool connection, not one each.
+ * other's. Within a process, readers of one broadcast share one count, so a crowd of first
+ * readers holds one pool connection, not one each. A reader that has a count waits at most
+ * `waitMs` for the new one, then answers with its own while the count goes on.
  */
-function recount(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
+function recount(database: Database, id: string, kept: Partial<Counted>, waitMs: number): Promise<Counted> {
   const mine = counting.get(database) ?? new Map<string, Promise<Counted>>();
   counting.set(database, mine);
-  const running = mine.get(id);
-  if (running) return hasCount(kept) ? Promise.resolve(kept) : running;
-  const count = countAndKeep(database, id, kept).finally(() => mine.delete(id));
-  mine.set(id, count);
-  return count;
+  let count = mine.get(id);
+  if (count === undefined) {
+    count = countAndKeep(database, id, kept).finally(() => mine.delete(id));
+    // Nobody may be waiting for it any more: its failure is the waiters' to see, if any.
+    count.catch(() => {});
+    mine.set(id, count);
+  }
+  if (!hasCount(kept)) return count;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<Counted>((resolve) => {
+    timer = setTimeout(resolve, Math.max(0, waitMs), kept);
+  });
+  return Promise.race([count.catch(() => kept), late]).finally(() => clearTimeout(timer));
 }
 
 async function countAndKeep(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
   return database.sql.begin(async (tx) => {
+    // Past the pool's statement timeout if need be, the wait for another process's count
+    // included: a broadcast too large to count within it would otherwise never have a count, and
+    // its first readers elsewhere would fail while it is counted. One process counts a broadcast
+    // at a time (the lock below), and readers that have a count do not wait long for it.
+    await tx.unsafe(`set local statement_timeout = ${COUNT_TIMEOUT_MS}`);
     const [lock] = await tx<
       { locked: boolean }[]
     >`select pg_try_advisory_xact_lock(${COUNT_LOCK}, hashtext(${id})) as locked`;
@@ -113,10 +128,6 @@ async function countAndKeep(database: Database, id: string, kept: Partial<Counte
         from broadcast_progress where broadcast_id = ${id}`;
       if (theirs) return theirs;
     }
-    // Past the pool's statement timeout if need be: a broadcast too large to count within it
-    // would otherwise never have a count, and every read would try again. One process counts a
-    // broadcast at a time (the lock above), and readers that have a count do not wait for it.
-    await tx.unsafe(`set local statement_timeout = ${COUNT_TIMEOUT_MS}`);
     const started = performance.now();
     const [counts] = await tx<Omit<Counted, "counted_at">[]>`
       select count(*) filter (where delivered)::float8 as delivered,
@@ -266,14 +277,12 @@ export async function listBroadcastProgress(
     .filter((row) => !row.fresh)
     .sort((a, b) => (a.counted_at?.getTime() ?? 0) - (b.counted_at?.getTime() ?? 0));
   for (const row of stale) {
-    if (hasCount(row) && performance.now() - started >= LIST_RECOUNT_MS) break;
-    // A count that fails (one too large for the statement timeout) leaves its row with the count
-    // it had: one broadcast does not take the page down. One never counted has nothing to show.
-    const count = await recount(database, row.id, row).catch((error: unknown) => {
-      if (hasCount(row)) return row;
-      throw error;
-    });
-    counts.set(row.id, count);
+    const left = LIST_RECOUNT_MS - (performance.now() - started);
+    if (hasCount(row) && left <= 0) break;
+    // A row with a count waits for its new one only while the page's time lasts, and keeps the
+    // count it had should counting fail: one broadcast does not take the page down or hold it.
+    // One never counted has nothing else to show.
+    counts.set(row.id, await recount(database, row.id, row, left));
   }
   return {
     broadcasts: rows.map((row) => progressOf(row, counts.get(row.id) as Counted)),
@@ -283,6 +292,9 @@ export async function listBroadcastProgress(
 
 /** How long a page of the broadcast list spends recounting stale counts. */
 export const LIST_RECOUNT_MS = 1000;
+
+/** How long a read with a stale count waits for the new one before answering with the stale one. */
+export const RECOUNT_WAIT_MS = 1000;
 
 // ---- Expansion: the processor turns an expanding broadcast into notifications, batch by batch.
 

@@ -180,3 +180,22 @@ t.test("a broadcast too large to count within the statement timeout still gets i
   t.match(slow, { code: "57014" }, "the pool's statements are cut at 40 ms");
   t.match(await readBroadcastProgress(hurried, id), { delivered: 40000, failed: 20000 });
 });
+
+t.test("a first reader waits for another process's count past the pool's statement timeout", async (t) => {
+  const id = await broadcast(["delivered", "failed"]);
+  const hurried = createDb({ url, max: 2, statementTimeoutMs: 40 });
+  t.teardown(() => hurried.close());
+  const other = postgres(url, { max: 1, onnotice: () => {} });
+  t.teardown(() => other.end());
+  const held = await other.reserve();
+  await held`select pg_advisory_lock(7266002, hashtext(${id}))`;
+  try {
+    const waiting = readBroadcastProgress(hurried, id).catch((error: unknown) => error);
+    // Longer than the pool's statements may take: the wait is the count's, not the pool's.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await held`select pg_advisory_unlock(7266002, hashtext(${id}))`;
+    t.match(await waiting, { delivered: 1, failed: 1 });
+  } finally {
+    held.release();
+  }
+});

@@ -30,8 +30,10 @@ export const inboxItems = pgTable(
   },
   (t) => [
     index("inbox_items_user_client_idx").on(t.userId, t.clientId, t.id),
-    // The archived and unread views of a user with many items: without them a page walked every
-    // item of the user (or the whole table by id) to find the few that are archived or unread.
+    // Each view of a user with many items (inbox, archived, unread): without them a page walked
+    // every item of the user (or the whole table by id) to find the few it shows, e.g. the inbox
+    // of a user who archives everything.
+    index("inbox_items_live_idx").on(t.userId, t.clientId, t.id).where(sql`${t.archivedAt} is null`),
     index("inbox_items_archived_idx").on(t.userId, t.clientId, t.id).where(sql`${t.archivedAt} is not null`),
     index("inbox_items_unread_idx")
       .on(t.userId, t.clientId, t.id)
