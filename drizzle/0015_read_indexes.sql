@@ -1,7 +1,7 @@
 ALTER TABLE "broadcast_progress" DROP CONSTRAINT "broadcast_progress_broadcast_id_broadcasts_id_fk";
 --> statement-breakpoint
 ALTER TABLE "audiences" ADD COLUMN "member_count" bigint DEFAULT 0 NOT NULL;--> statement-breakpoint
-CREATE INDEX "notifications_created_idx" ON "notifications" USING btree ("created_at");--> statement-breakpoint
+CREATE INDEX IF NOT EXISTS "notifications_created_idx" ON "notifications" USING btree ("created_at");--> statement-breakpoint
 CREATE FUNCTION "audience_members_counted"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	-- Each branch reads only its own trigger's transition table.

@@ -1,3 +1,3 @@
-CREATE INDEX "inbox_items_live_idx" ON "inbox_items" USING btree ("user_id","client_id","id") WHERE "inbox_items"."archived_at" is null;--> statement-breakpoint
-CREATE INDEX "inbox_items_archived_idx" ON "inbox_items" USING btree ("user_id","client_id","id") WHERE "inbox_items"."archived_at" is not null;--> statement-breakpoint
-CREATE INDEX "inbox_items_unread_idx" ON "inbox_items" USING btree ("user_id","client_id","id") WHERE "inbox_items"."archived_at" is null and "inbox_items"."read_at" is null;
+CREATE INDEX IF NOT EXISTS "inbox_items_live_idx" ON "inbox_items" USING btree ("user_id","client_id","id") WHERE "inbox_items"."archived_at" is null;--> statement-breakpoint
+CREATE INDEX IF NOT EXISTS "inbox_items_archived_idx" ON "inbox_items" USING btree ("user_id","client_id","id") WHERE "inbox_items"."archived_at" is not null;--> statement-breakpoint
+CREATE INDEX IF NOT EXISTS "inbox_items_unread_idx" ON "inbox_items" USING btree ("user_id","client_id","id") WHERE "inbox_items"."archived_at" is null and "inbox_items"."read_at" is null;
