@@ -27,3 +27,4 @@ export * from "./template-variants.js";
 export * from "./token-bucket.js";
 export * from "./traceparent.js";
 export * from "./validate.js";
+export * from "./with-deadline.js";

@@ -9,18 +9,17 @@ const LATEST = new Date("9999-12-31T23:59:59.998Z").getTime();
  * is one): an offset can carry 9999-12-31T23:00:00-05:00 past the year 9999 or 0000-01-01T00:00+01:00
  * before year 1, where neither Postgres' nor JetStream's timestamp parser would take it.
  */
-export const instant = (field: string) =>
-  v.pipe(
+export const instant = (field: string) => {
+  const malformed = `${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`;
+  return v.pipe(
     v.string(),
-    v.isoTimestamp(`${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`),
+    v.isoTimestamp(malformed),
     v.transform((s) => new Date(s)),
     // The format's pattern passes a few strings no Date reads (an offset of "+00").
-    v.check(
-      (date) => !Number.isNaN(date.getTime()),
-      `${field} must be an RFC 3339 timestamp, e.g. 2026-11-21T00:00:00Z`,
-    ),
+    v.check((date) => !Number.isNaN(date.getTime()), malformed),
     v.check(
       (date) => date.getTime() >= EARLIEST && date.getTime() <= LATEST,
       `${field} must fall between the years 0001 and 9999 in UTC`,
     ),
   );
+};

@@ -1,4 +1,4 @@
-import { type Channel, newId, partitionOf } from "@notify/core";
+import { type Channel, newId, partitionOf, withDeadline } from "@notify/core";
 import type { Database } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { broadcasts } from "./schema/index.js";
@@ -93,21 +93,25 @@ const counting = new WeakMap<Database, Map<string, Promise<Counted>>>();
  * `waitMs` for the new one, then answers with its own while the count goes on.
  */
 function recount(database: Database, id: string, kept: Partial<Counted>, waitMs: number): Promise<Counted> {
-  const mine = counting.get(database) ?? new Map<string, Promise<Counted>>();
-  counting.set(database, mine);
-  let count = mine.get(id);
+  let mine = counting.get(database);
+  if (mine === undefined) {
+    mine = new Map();
+    counting.set(database, mine);
+  }
+  const inFlight = mine;
+  let count = inFlight.get(id);
   if (count === undefined) {
-    count = countAndKeep(database, id, kept).finally(() => mine.delete(id));
+    count = countAndKeep(database, id, kept).finally(() => inFlight.delete(id));
     // Nobody may be waiting for it any more: its failure is the waiters' to see, if any.
     count.catch(() => {});
-    mine.set(id, count);
+    inFlight.set(id, count);
   }
   if (!hasCount(kept)) return count;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<Counted>((resolve) => {
-    timer = setTimeout(resolve, Math.max(0, waitMs), kept);
-  });
-  return Promise.race([count.catch(() => kept), late]).finally(() => clearTimeout(timer));
+  return withDeadline(
+    count.catch(() => kept),
+    Math.max(0, waitMs),
+    kept,
+  );
 }
 
 async function countAndKeep(database: Database, id: string, kept: Partial<Counted>): Promise<Counted> {
