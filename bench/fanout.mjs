@@ -26,7 +26,9 @@ const heapMb = () => {
 
 const MEMBERS = Number(process.env.BENCH_MEMBERS ?? 1_000_000);
 const SMALL = Math.max(1, Math.floor(MEMBERS / 10));
-const BATCH = Number(process.env.BENCH_BATCH ?? 1000);
+// The processor's BROADCAST_BATCH_SIZE by default; BENCH_PUBLISHING batches' publishes in flight.
+const BATCH = Number(process.env.BENCH_BATCH ?? 2000);
+const PUBLISHING = process.env.BENCH_PUBLISHING === undefined ? undefined : Number(process.env.BENCH_PUBLISHING);
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
 
@@ -71,7 +73,7 @@ async function expand(id, members) {
   const heapBefore = heapMb();
   const peak = sampler();
   const started = performance.now();
-  const { cpu } = await metered(async () => ({ expanded: await expandBroadcasts({ database, bus, log }, BATCH) }));
+  const { cpu } = await metered(async () => ({ expanded: await expandBroadcasts({ database, bus, log }, BATCH, { publishing: PUBLISHING }) }));
   const seconds = (performance.now() - started) / 1000;
   return { rate: members / seconds, seconds, peakMb: peak(), retainedMb: heapMb() - heapBefore, cpu };
 }

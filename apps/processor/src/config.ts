@@ -46,8 +46,11 @@ export const ProcessorConfig = v.object({
   FALLBACK_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /** How often the broadcast expander looks for broadcasts to expand when it has none. */
   BROADCAST_POLL_INTERVAL_MS: int(1000, 50, 60_000),
-  /** Recipients per expansion transaction: one unnest insert and one round of publishes each. */
-  BROADCAST_BATCH_SIZE: int(1000, 1, 20_000),
+  /**
+   * Recipients per expansion transaction: one unnest insert, then their lane publishes while the
+   * next batch is written. A pause or cancel takes effect between batches.
+   */
+  BROADCAST_BATCH_SIZE: int(2000, 1, 20_000),
   /** Days a notification stays in the live log before it is archived (90 days, then archive). */
   RETENTION_DAYS: int(90, 1, 36_500),
   /** How often the retention job looks for notifications past the window. */

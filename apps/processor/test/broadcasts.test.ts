@@ -159,6 +159,40 @@ t.test("pipelined expansion: every member once, finish reported after its publis
   t.equal(message?.created_at, stamps[0]?.created_at.toISOString(), "the message carries the stored created_at");
 });
 
+t.test("pipelined expansion keeps two batches publishing while the next is written", async (t) => {
+  await broadcast("d1", 60, ["email"]);
+  let inFlight = 0;
+  let most = 0;
+  const slow = {
+    ...deps,
+    bus: {
+      ...bus,
+      // Acks slower than a transaction: with one batch publishing at a time, nats-server waited
+      // for the expander between batches.
+      publish: (async (...args: Parameters<typeof bus.publish>) => {
+        most = Math.max(most, ++inFlight);
+        try {
+          await sleep(40);
+          return await bus.publish(...args);
+        } finally {
+          inFlight--;
+        }
+      }) as typeof bus.publish,
+    },
+  };
+  t.equal(await expandBroadcasts(slow, 10), 60);
+  t.equal(most, 20, "two batches' publishes in flight at once, never three");
+  t.ok(
+    (await recipients("d1")).every((r) => r.published),
+    "every batch's outbox row deleted",
+  );
+  t.match(await state("d1"), { status: "expanded", expanded: 60 });
+  most = 0;
+  await broadcast("d2", 30, ["email"]);
+  t.equal(await expandBroadcasts(slow, 10, { publishing: 1 }), 30);
+  t.equal(most, 10, "publishing: 1 takes one batch at a time");
+});
+
 t.test("pipelined expansion stops between batches and keeps a failed batch for the recovery sweep", async (t) => {
   await broadcast("p3", 50, ["email"]);
   let batches = 0;

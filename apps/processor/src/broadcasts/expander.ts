@@ -39,51 +39,68 @@ export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promis
   return { kind: "expanded", count: step.recipients.length };
 }
 
+/** Batches whose lane messages may be in flight at once while the next one is written. */
+export const PUBLISHING_BATCHES = 2;
+
 /**
  * Expands broadcasts batch after batch until none is left to expand or `isStopping()` answers
- * true, and answers how many recipients it expanded. The batches are pipelined: batch N+1's
- * transaction runs while batch N's lane messages are published, so Postgres and NATS work at
- * once instead of in turn, and batch N's outbox row, once all its publishes are acknowledged,
- * is deleted by batch N+2's transaction rather than by one of its own.
+ * true, and answers how many recipients it expanded. The batches are pipelined: the next
+ * batch's transaction runs while up to `publishing` earlier batches' lane messages are
+ * published, so Postgres and NATS work at once instead of in turn (with one batch in flight,
+ * nats-server idled while the last acks of a batch came back and the next one was encoded), and
+ * a batch's outbox row, once all its publishes are acknowledged, is deleted by a later batch's
+ * transaction rather than by one of its own.
  *
  * Each batch keeps expandBatch's crash-safety: its rows, outbox row and cursor move commit
  * together before any of its publishes, and its outbox row is deleted only after all of them
  * are acknowledged (a crash in between leaves it to the recovery sweep, which JetStream
- * deduplicates by msg id). At most two batches are in hand, one being written and one being
- * published; a broadcast is reported finished, and the call returns, only once every publish
- * before it has settled.
+ * deduplicates by msg id). At most `publishing + 1` batches are in hand; a broadcast is reported
+ * finished, and the call returns, only once every publish before it has settled.
  */
 export async function expandBroadcasts(
   deps: ExpanderDeps,
   batchSize: number,
-  options: { isStopping?: () => boolean; onFinished?: (broadcastId: string) => void } = {},
+  options: { isStopping?: () => boolean; onFinished?: (broadcastId: string) => void; publishing?: number } = {},
 ): Promise<number> {
   const partitions = deps.bus.naming.partitions;
   const isStopping = options.isStopping ?? (() => false);
-  /** The batch being published: answers its outbox row once every publish is acknowledged. */
-  let publishing: Promise<string | null> | undefined;
+  const depth = Math.max(1, options.publishing ?? PUBLISHING_BATCHES);
+  /** Batches being published, oldest first. */
+  const inFlight: Promise<void>[] = [];
   /** Outbox rows of acknowledged batches, for the next transaction to delete. */
   let acknowledged: string[] = [];
+  const drain = async () => {
+    while (inFlight.length > 0) await inFlight.shift();
+  };
   let count = 0;
   try {
     while (!isStopping()) {
-      const step = await expandBroadcastBatch(deps.database, batchSize, partitions, acknowledged);
+      const settled = acknowledged;
       acknowledged = [];
-      // The previous batch published meanwhile; wait for it before taking the next in hand.
-      const outboxId = await publishing;
-      publishing = undefined;
-      if (outboxId) acknowledged.push(outboxId);
-      if (step.kind === "idle") break;
-      if (step.kind === "finished") {
+      let step: ExpansionStep;
+      try {
+        step = await expandBroadcastBatch(deps.database, batchSize, partitions, settled);
+      } catch (error) {
+        acknowledged.push(...settled);
+        throw error;
+      }
+      if (step.kind !== "expanded") {
+        await drain();
+        if (step.kind === "idle") break;
         options.onFinished?.(step.broadcastId);
         continue;
       }
       count += step.recipients.length;
-      publishing = publishBatch(deps, step);
+      inFlight.push(
+        publishBatch(deps, step).then((outboxId) => {
+          if (outboxId) acknowledged.push(outboxId);
+        }),
+      );
+      // The oldest batch settles before another is taken in hand.
+      if (inFlight.length >= depth) await inFlight.shift();
     }
   } finally {
-    const outboxId = await publishing;
-    if (outboxId) acknowledged.push(outboxId);
+    await drain();
     if (acknowledged.length > 0) await settle(deps, acknowledged);
   }
   return count;
