@@ -73,7 +73,9 @@ async function expand(id, members) {
   const heapBefore = heapMb();
   const peak = sampler();
   const started = performance.now();
-  const { cpu } = await metered(async () => ({ expanded: await expandBroadcasts({ database, bus, log }, BATCH, { publishing: PUBLISHING }) }));
+  const { cpu } = await metered(async () => ({
+    expanded: await expandBroadcasts({ database, bus, log }, BATCH, { publishing: PUBLISHING }),
+  }));
   const seconds = (performance.now() - started) / 1000;
   return { rate: members / seconds, seconds, peakMb: peak(), retainedMb: heapMb() - heapBefore, cpu };
 }
