@@ -159,8 +159,8 @@ t.test("pipelined expansion: every member once, finish reported after its publis
   t.equal(message?.created_at, stamps[0]?.created_at.toISOString(), "the message carries the stored created_at");
 });
 
-t.test("pipelined expansion keeps two batches publishing while the next is written", async (t) => {
-  await broadcast("d1", 60, ["email"]);
+t.test("pipelined expansion keeps three batches publishing while the next is written", async (t) => {
+  await broadcast("d1", 80, ["email"]);
   let inFlight = 0;
   let most = 0;
   const slow = {
@@ -180,13 +180,13 @@ t.test("pipelined expansion keeps two batches publishing while the next is writt
       }) as typeof bus.publish,
     },
   };
-  t.equal(await expandBroadcasts(slow, 10), 60);
-  t.equal(most, 20, "two batches' publishes in flight at once, never three");
+  t.equal(await expandBroadcasts(slow, 10), 80);
+  t.equal(most, 30, "three batches' publishes in flight at once, never four");
   t.ok(
     (await recipients("d1")).every((r) => r.published),
     "every batch's outbox row deleted",
   );
-  t.match(await state("d1"), { status: "expanded", expanded: 60 });
+  t.match(await state("d1"), { status: "expanded", expanded: 80 });
   most = 0;
   await broadcast("d2", 30, ["email"]);
   t.equal(await expandBroadcasts(slow, 10, { publishing: 1 }), 30);

@@ -15,6 +15,10 @@ const isLeap = (year: number) => year % 4 === 0 && (year % 100 !== 0 || year % 4
 const DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 const daysIn = (year: number, month: number) => (month === 2 && isLeap(year) ? 29 : (DAYS[month - 1] as number));
 
+/** Whether the calendar has this day: no 30th of February, no 31st of April. */
+export const dayExists = (year: number, month: number, day: number) =>
+  month >= 1 && month <= 12 && day >= 1 && day <= daysIn(year, month);
+
 /**
  * The instant an RFC 3339 date-time names, or null when the text is not one (a date without a
  * time, no offset, a 30th of February, an hour 24). A leap second (:60) is read as the next
@@ -31,7 +35,7 @@ export function parseRfc3339(text: string): Date | null {
     number,
     number,
   ];
-  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return null;
+  if (!dayExists(year, month, day)) return null;
   if (hour > 23 || minute > 59 || second > 60) return null;
   let offsetMinutes = 0;
   if (m[9] !== undefined) {

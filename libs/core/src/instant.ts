@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { dayExists } from "./deadline.js";
 
 const EARLIEST = new Date("0001-01-01T00:00:00.000Z").getTime();
 const LATEST = new Date("9999-12-31T23:59:59.998Z").getTime();
@@ -14,6 +15,14 @@ export const instant = (field: string) => {
   return v.pipe(
     v.string(),
     v.isoTimestamp(malformed),
+    // The format's pattern passes days the calendar lacks, which a Date rolls over into the
+    // next month (2026-02-30 read as March 2). Looked at once the format holds: one message.
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (dataset.issues !== undefined || !dataset.typed) return;
+      const s = dataset.value;
+      if (!dayExists(Number(s.slice(0, 4)), Number(s.slice(5, 7)), Number(s.slice(8, 10))))
+        addIssue({ message: malformed });
+    }),
     v.transform((s) => new Date(s)),
     // The format's pattern passes a few strings no Date reads (an offset of "+00").
     v.check((date) => !Number.isNaN(date.getTime()), malformed),

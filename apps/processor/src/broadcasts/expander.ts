@@ -39,22 +39,23 @@ export async function expandBatch(deps: ExpanderDeps, batchSize: number): Promis
   return { kind: "expanded", count: step.recipients.length };
 }
 
-/** Batches whose lane messages may be in flight at once while the next one is written. */
-export const PUBLISHING_BATCHES = 2;
+/** Batches whose lane messages may be in flight at once (the `publishing` option's default). */
+export const PUBLISHING_BATCHES = 3;
 
 /**
  * Expands broadcasts batch after batch until none is left to expand or `isStopping()` answers
- * true, and answers how many recipients it expanded. The batches are pipelined: the next
- * batch's transaction runs while up to `publishing` earlier batches' lane messages are
- * published, so Postgres and NATS work at once instead of in turn (with one batch in flight,
- * nats-server idled while the last acks of a batch came back and the next one was encoded), and
- * a batch's outbox row, once all its publishes are acknowledged, is deleted by a later batch's
- * transaction rather than by one of its own.
+ * true, and answers how many recipients it expanded. The batches are pipelined: up to
+ * `publishing` batches' lane messages are in flight at once, and each batch's transaction runs
+ * while the batches before it are published, so Postgres and NATS work at once instead of in
+ * turn. With one batch publishing at a time, nats-server waited for the expander between
+ * batches (a million members: 27,000-36,000 recipients/s from run to run, against 33,600-36,700
+ * with three). A batch's outbox row, once all its publishes are acknowledged, is deleted by a
+ * later batch's transaction rather than by one of its own.
  *
  * Each batch keeps expandBatch's crash-safety: its rows, outbox row and cursor move commit
  * together before any of its publishes, and its outbox row is deleted only after all of them
  * are acknowledged (a crash in between leaves it to the recovery sweep, which JetStream
- * deduplicates by msg id). At most `publishing + 1` batches are in hand; a broadcast is reported
+ * deduplicates by msg id). At most `publishing` batches are in hand; a broadcast is reported
  * finished, and the call returns, only once every publish before it has settled.
  */
 export async function expandBroadcasts(
@@ -96,7 +97,7 @@ export async function expandBroadcasts(
           if (outboxId) acknowledged.push(outboxId);
         }),
       );
-      // The oldest batch settles before another is taken in hand.
+      // The oldest batch settles before another is written.
       if (inFlight.length >= depth) await inFlight.shift();
     }
   } finally {
