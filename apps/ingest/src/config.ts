@@ -1,12 +1,14 @@
 import { adminServer, bool, common, httpServer, int, port, preauthThrottle, text } from "@notify/config";
+import { parseRfc3339 } from "@notify/core";
 import * as v from "valibot";
 
+// A day the calendar lacks (2027-02-30) is refused, not read as one of the next month.
 const optionalDate = () =>
   v.optional(
     v.pipe(
       v.string(),
-      v.isoTimestamp("must be an RFC 3339 timestamp, e.g. 2027-06-01T00:00:00Z"),
-      v.transform((s) => new Date(s)),
+      v.check((s) => parseRfc3339(s) !== null, "must be an RFC 3339 timestamp, e.g. 2027-06-01T00:00:00Z"),
+      v.transform((s) => parseRfc3339(s) as Date),
     ),
   );
 

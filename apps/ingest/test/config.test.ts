@@ -20,3 +20,14 @@ t.test("CURSOR_SECRET is required, never generated", async (t) => {
   t.notMatch(short.join(), /too-short/, "the secret is never echoed");
   t.equal(parseConfig(IngestConfig, { ...env, CURSOR_SECRET: "x".repeat(32) }).CURSOR_SECRET, "x".repeat(32));
 });
+
+t.test("the v1 sunset and deprecation dates are days the calendar has", async (t) => {
+  const base = { ...env, CURSOR_SECRET: "x".repeat(32) };
+  t.equal(
+    parseConfig(IngestConfig, { ...base, API_V1_SUNSET_AT: "2027-02-28T00:00:00Z" }).API_V1_SUNSET_AT?.toISOString(),
+    "2027-02-28T00:00:00.000Z",
+  );
+  // Read as 2027-03-02 before: the Sunset header and the day v1 answers 410 two days late.
+  t.throws(() => parseConfig(IngestConfig, { ...base, API_V1_SUNSET_AT: "2027-02-30T00:00:00Z" }), ConfigError);
+  t.throws(() => parseConfig(IngestConfig, { ...base, API_V1_DEPRECATED_AT: "2027-06-31T00:00:00Z" }), ConfigError);
+});

@@ -1,5 +1,5 @@
 import { type Bus, readPoisonMessages } from "@notify/bus";
-import { CHANNELS, DEAD_LETTER_CLASSES, isChannel, REPLAY_BATCH_LIMIT, REPLAY_SCAN_LIMIT } from "@notify/core";
+import { CHANNELS, DEAD_LETTER_CLASSES, instant, isChannel, REPLAY_BATCH_LIMIT, REPLAY_SCAN_LIMIT } from "@notify/core";
 import {
   channelStates,
   type DeadLetterFilters,
@@ -8,6 +8,7 @@ import {
   showDeadLetter,
   statusNow,
 } from "@notify/ops";
+import * as v from "valibot";
 import { type CliDeps, type Command, type CommandGroup, type Io, parseOptions, UsageError } from "./command.js";
 import { table } from "./table.js";
 
@@ -21,15 +22,18 @@ const FILTERS = {
 
 const UNITS = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-/** `--since 24h` (that long ago) or an RFC 3339 time. */
+/**
+ * `--since 24h` (that long ago), a day (`2026-11-01`, its midnight in UTC) or an RFC 3339 time,
+ * read as the HTTP routes read their time filters: a day the calendar lacks is refused, not
+ * rolled over into the next month.
+ */
 export function parseTime(text: string, option: string, now = Date.now()): Date {
   const relative = /^(\d+)([smhd])$/.exec(text);
   if (relative) return new Date(now - Number(relative[1]) * UNITS[relative[2] as keyof typeof UNITS]);
-  const absolute = Date.parse(text);
-  if (!/^\d{4}-\d\d-\d\d/.test(text) || Number.isNaN(absolute)) {
-    throw new UsageError(`${option} must be a duration such as 30m, 24h, 7d or an RFC 3339 time, got "${text}"`);
-  }
-  return new Date(absolute);
+  const timestamp = /^\d{4}-\d\d-\d\d$/.test(text) ? `${text}T00:00:00Z` : text;
+  const parsed = v.safeParse(instant(option), timestamp);
+  if (parsed.success) return parsed.output;
+  throw new UsageError(`${option} must be a duration such as 30m, 24h, 7d, a day or an RFC 3339 time, got "${text}"`);
 }
 
 function parseFilters(values: { [K in keyof typeof FILTERS]?: string }): DeadLetterFilters {
@@ -304,7 +308,7 @@ export const dlq: CommandGroup = {
   notify dlq list [--channel C] [--reason R] [--since T] [--until T] [--notification ID] [--limit N] [--page P] [--json]
       Dead letters, newest first, ${LIST_LIMIT} a page (--limit up to ${LIST_MAX}), with the channel's status now and
       how many match. R is a class (${DEAD_LETTER_CLASSES.join(", ")}) or part of the reason; T is a
-      duration ago (30m, 24h, 7d) or an RFC 3339 time.
+      duration ago (30m, 24h, 7d), a day (2026-11-01, from its midnight UTC) or an RFC 3339 time.
   notify dlq show SEQ [--json]
       One dead letter whole: the request, the rendered message, every attempt, the status history.
   notify dlq replay [SEQ ...] [--all | the filters of list] [--from-seq N] [--dry-run] [--include-unsettled] [--json]

@@ -325,7 +325,16 @@ t.test("parseTime: durations ago and RFC 3339 times", async (t) => {
   t.equal(parseTime("24h", "--since", now).toISOString(), "2026-01-01T00:00:00.000Z");
   t.equal(parseTime("30m", "--since", now).toISOString(), "2026-01-01T23:30:00.000Z");
   t.equal(parseTime("2025-12-31T10:00:00Z", "--since", now).toISOString(), "2025-12-31T10:00:00.000Z");
+  t.equal(
+    parseTime("2025-12-31", "--since", now).toISOString(),
+    "2025-12-31T00:00:00.000Z",
+    "a day: its midnight in UTC",
+  );
   t.throws(() => parseTime("10", "--since", now), /--since must be/);
+  // Date.parse read these as the first days of the next month.
+  t.throws(() => parseTime("2026-04-31T00:00:00Z", "--until", now), /--until must be/);
+  t.throws(() => parseTime("2026-02-30", "--since", now), /--since must be/);
+  t.throws(() => parseTime("10000-01-01T00:00:00Z", "--since", now), /--since must be/);
 });
 
 t.test("the built executable reads NATS from the environment", async (t) => {
