@@ -46,19 +46,20 @@ export const PUBLISHING_BATCHES = 2;
  * Expands broadcasts batch after batch until none is left to expand or `isStopping()` answers
  * true, and answers how many recipients it expanded. The batches are pipelined: up to
  * `publishing` batches' lane messages are in flight at once, and each batch's transaction runs
- * while they are published, so Postgres and NATS work at once instead of in turn. With one batch
- * publishing while the next was written, nats-server waited for the expander between batches
- * (a million members: 29,000 recipients/s in batches of 1,000; 35,600-35,800 with two batches
- * of 2,000 in flight, where nats-server stored 45,000-48,000 lane messages a second alone). A batch's outbox row, once all its publishes are acknowledged, is deleted by a
- * later batch's transaction rather than by one of its own.
+ * while they are published, so Postgres and NATS work at once instead of in turn. With one
+ * batch publishing while the next was written, nats-server waited for the expander between
+ * batches (a million members: 29,000 recipients/s in batches of 1,000; 35,600-35,800 with two
+ * batches of 2,000 in flight, where nats-server stored 45,000-48,000 lane messages a second
+ * alone). A batch's outbox row, once all its publishes are acknowledged, is deleted by a later
+ * batch's transaction rather than by one of its own.
  *
  * Each batch keeps expandBatch's crash-safety: its rows, outbox row and cursor move commit
  * together before any of its publishes, and its outbox row is deleted only after all of them
  * are acknowledged (a crash in between leaves it to the recovery sweep, which JetStream
- * deduplicates by msg id). At most `publishing + 1` batches are in hand. The last batch's
- * transaction marks the broadcast expanded while its publishes may still be in flight; it is
- * reported finished (`onFinished`), and the call returns, only once every publish before it has
- * settled.
+ * deduplicates by msg id). At most `publishing + 1` batches are in hand. The transaction that
+ * finds no member left marks the broadcast expanded while the last batches' publishes may still
+ * be in flight; it is reported finished (`onFinished`), and the call returns, only once every
+ * publish before it has settled.
  */
 export async function expandBroadcasts(
   deps: ExpanderDeps,
