@@ -7,8 +7,12 @@ const optionalDate = () =>
   v.optional(
     v.pipe(
       v.string(),
-      v.check((s) => parseRfc3339(s) !== null, "must be an RFC 3339 timestamp, e.g. 2027-06-01T00:00:00Z"),
-      v.transform((s) => parseRfc3339(s) as Date),
+      v.rawTransform(({ dataset, addIssue, NEVER }) => {
+        const date = parseRfc3339(dataset.value);
+        if (date !== null) return date;
+        addIssue({ message: "must be an RFC 3339 timestamp, e.g. 2027-06-01T00:00:00Z" });
+        return NEVER;
+      }),
     ),
   );
 
