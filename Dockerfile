@@ -14,13 +14,15 @@ ENV NPM_CONFIG_UPDATE_NOTIFIER=false \
     NPM_CONFIG_FUND=false \
     NPM_CONFIG_AUDIT=false
 
-# The lockfile and every workspace manifest, nothing else, so the `npm ci` layer below is
-# reused until a dependency changes. Found by `find` so a new workspace needs no edit here.
+# The lockfile, every workspace manifest and the patches `npm ci` applies to dependencies
+# (patches/, by patch-package), nothing else, so the `npm ci` layer below is reused until a
+# dependency changes. Found by `find` so a new workspace needs no edit here.
 FROM base AS manifests
 COPY . /src
 RUN mkdir /out \
  && cd /src \
  && cp package.json package-lock.json /out/ \
+ && cp -r patches /out/ \
  && find apps libs -mindepth 2 -maxdepth 2 -name package.json -exec cp --parents {} /out/ \;
 
 FROM base AS build

@@ -114,6 +114,15 @@ const add = (a, b) => ({
     total: a.result.total + b.result.total,
   },
   cpu: a.cpu && b.cpu ? Object.fromEntries(Object.keys(a.cpu).map((k) => [k, a.cpu[k] + (b.cpu[k] ?? 0)])) : null,
+  calls:
+    a.calls && b.calls
+      ? Object.fromEntries(
+          ["writes", "wakeups"].map((kind) => [
+            kind,
+            Object.fromEntries(Object.keys(a.calls[kind]).map((k) => [k, a.calls[kind][k] + (b.calls[kind][k] ?? 0)])),
+          ]),
+        )
+      : null,
 });
 // A turn's CPU is counted until its work has settled (group commits and publishes in flight,
 // outbox deletes, the WAL writer): otherwise the tail of one target's turn lands on the next one.
@@ -160,6 +169,22 @@ try {
   console.log(`  minimal      ${fmtCpu(f.cpu, f.result.total)}`);
   console.log(`  + checks     ${fmtCpu(k.cpu, k.result.total)}`);
   console.log(`  ingest       ${fmtCpu(i.cpu, i.result.total)}`);
+  // Writes and wake-ups per request: on loopback each write also runs the receiver's side of TCP,
+  // and each wake-up of a waiting process costs it 0.1-0.2 ms here.
+  const perRequest = ({ calls, result }, kind) =>
+    calls === null
+      ? "(no /proc)"
+      : ["server", "postgres", "nats-server"]
+          .map((k) => `${k} ${((calls[kind][k] ?? 0) / Math.max(1, result.total)).toFixed(2)}`)
+          .join(", ");
+  console.log("\nwrite system calls / wake-ups per request, from /proc:");
+  for (const [label, of] of [
+    ["minimal", f],
+    ["+ checks", k],
+    ["ingest", i],
+  ]) {
+    console.log(`  ${label.padEnd(11)}${perRequest(of, "writes")} / ${perRequest(of, "wakeups")}`);
+  }
   // The service's CPU per request: the server, postgres and nats-server, not the load generator.
   const service = ({ cpu, result }) =>
     cpu === null ? Number.NaN : (cpu.server + cpu.postgres + cpu["nats-server"]) / Math.max(1, result.total);

@@ -167,7 +167,8 @@ export function cpuBetween(before, after) {
 /**
  * CPU time of the processes that serve a run: the load generator (this process), the server
  * under test (by pid), and every postgres and nats-server process. `measure(fn)` returns fn's
- * result and the CPU each group spent meanwhile, in microseconds (null without /proc).
+ * result, the CPU each group spent meanwhile, in microseconds, and its write system calls and
+ * wake-ups (`calls`, as syscallsBetween answers them); both null without /proc.
  */
 export function cpuMeter(serverPids) {
   const groupOf = ({ pid, comm }) =>
@@ -185,8 +186,9 @@ export function cpuMeter(serverPids) {
   return {
     async measure(fn) {
       const before = sample();
+      const calls = syscallCounts(groupOf);
       const result = await fn();
-      return { result, cpu: cpuBetween(before, sample()) };
+      return { result, cpu: cpuBetween(before, sample()), calls: syscallsBetween(calls, syscallCounts(groupOf)) };
     },
   };
 }

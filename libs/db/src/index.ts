@@ -46,6 +46,12 @@ export interface Database {
   ping(): Promise<boolean>;
 }
 
+/**
+ * A pool of connections with the service's settings. postgres.js is installed with
+ * patches/postgres+3.4.9.patch (npm's postinstall applies it): its Query and Result name their
+ * species with a data property instead of a getter, without which V8 aborts every optimization of
+ * their constructors, over and over, for as long as the process runs.
+ */
 export function createDb(config: DbConfig): Database {
   const delay = config.reconnectDelaySeconds;
   const options = {
