@@ -103,7 +103,12 @@ const targets = {
 };
 // The same load generator for every target, a fresh Idempotency-Key per request included.
 const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 5));
-/** Two turns of one target as one: requests and CPU summed, the rate averaged, the worse percentiles. */
+/** Counts by group of two turns, summed (a group missing from the second counts 0 there). */
+const sum = (x, y) => Object.fromEntries(Object.keys(x).map((k) => [k, x[k] + (y[k] ?? 0)]));
+/**
+ * Two turns of one target as one: requests, CPU, writes and wake-ups summed, the rate averaged,
+ * the worse percentiles.
+ */
 const add = (a, b) => ({
   result: {
     rps: (a.result.rps + b.result.rps) / 2,
@@ -113,15 +118,10 @@ const add = (a, b) => ({
     errors: a.result.errors + b.result.errors,
     total: a.result.total + b.result.total,
   },
-  cpu: a.cpu && b.cpu ? Object.fromEntries(Object.keys(a.cpu).map((k) => [k, a.cpu[k] + (b.cpu[k] ?? 0)])) : null,
+  cpu: a.cpu && b.cpu ? sum(a.cpu, b.cpu) : null,
   calls:
     a.calls && b.calls
-      ? Object.fromEntries(
-          ["writes", "wakeups"].map((kind) => [
-            kind,
-            Object.fromEntries(Object.keys(a.calls[kind]).map((k) => [k, a.calls[kind][k] + (b.calls[kind][k] ?? 0)])),
-          ]),
-        )
+      ? { writes: sum(a.calls.writes, b.calls.writes), wakeups: sum(a.calls.wakeups, b.calls.wakeups) }
       : null,
 });
 // A turn's CPU is counted until its work has settled (group commits and publishes in flight,
