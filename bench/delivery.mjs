@@ -7,7 +7,8 @@
 // alternative). For each: sends per second and the CPU per send of the sender, postgres and
 // nats-server, from /proc (the sandbox is not counted). The ratios to the floors in CPU per send
 // are printed last.
-// BENCH_CPU_PROF_DIR=<dir> writes the worker's and the floor's V8 CPU profiles there.
+// BENCH_CPU_PROF_DIR=<dir> writes the worker's and the floor's V8 CPU profiles there;
+// BENCH_NODE_OPTIONS adds Node.js options to the worker and the floors (docs/profiles.md).
 import { fork, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
@@ -54,9 +55,10 @@ if (process.argv[2] === "--baseline") {
   process.exit(0);
 }
 
-const { APP_NODE_OPTIONS, spawnApp, waitReady } = await import("@notify/devstack");
+const { spawnApp, waitReady } = await import("@notify/devstack");
 const { applyTopology, connectBus } = await import("@notify/bus");
-const { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, summarize } = await import("./lib.mjs");
+const { benchNodeOptions, cpuBetween, cpuFigure, cpuTicks, floorExecArgv, profileEnv, rateFigure, summarize } =
+  await import("./lib.mjs");
 const { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 4000);
@@ -81,7 +83,7 @@ async function startSandbox() {
 function baseline(url) {
   return new Promise((resolve, reject) => {
     const child = fork(fileURLToPath(import.meta.url), ["--baseline", url, String(SECONDS), String(CONCURRENCY)], {
-      execArgv: [...APP_NODE_OPTIONS],
+      execArgv: floorExecArgv(),
     });
     child.once("message", resolve);
     child.once("exit", (code) => code !== 0 && reject(new Error(`baseline exited ${code}`)));
@@ -169,22 +171,27 @@ async function drain(database, pid, alive) {
 async function worker(sandboxUrl) {
   const { url, database, namespace, bus, publish } = await backlog();
   const port = await freePort();
-  const proc = spawnApp("workers", {
-    DATABASE_URL: url,
-    NATS_URL: TEST_NATS_URL,
-    NATS_NAMESPACE: namespace,
-    LANE_PARTITIONS: "1",
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    LOG_LEVEL: "warn",
-    EMAIL_PROVIDER: "sandbox",
-    SENDGRID_API_KEY: API_KEY,
-    SENDGRID_BASE_URL: sandboxUrl,
-    TRANSACTIONAL_CONCURRENCY: String(CONCURRENCY),
-    // The pipeline is measured, not a contractual limit: the bucket is still taken per send.
-    PROVIDER_RATE_DEFAULT: "1000000",
-    ...profileEnv(),
-  });
+  const proc = spawnApp(
+    "workers",
+    {
+      DATABASE_URL: url,
+      NATS_URL: TEST_NATS_URL,
+      NATS_NAMESPACE: namespace,
+      LANE_PARTITIONS: "1",
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      EMAIL_PROVIDER: "sandbox",
+      SENDGRID_API_KEY: API_KEY,
+      SENDGRID_BASE_URL: sandboxUrl,
+      TRANSACTIONAL_CONCURRENCY: String(CONCURRENCY),
+      // The pipeline is measured, not a contractual limit: the bucket is still taken per send.
+      PROVIDER_RATE_DEFAULT: "1000000",
+      ...profileEnv(),
+    },
+    undefined,
+    benchNodeOptions(),
+  );
   await waitReady(`http://127.0.0.1:${port}/readyz`, 30_000, () => proc.child.exitCode === null);
   await publish();
   const result = await drain(database, proc.child.pid, () => proc.child.exitCode === null);
@@ -196,7 +203,7 @@ async function worker(sandboxUrl) {
 async function floor(sandboxUrl, checks) {
   const { url, database, namespace, bus, publish } = await backlog();
   const child = fork(join(root, "bench/floor-delivery.mjs"), {
-    execArgv: [...APP_NODE_OPTIONS],
+    execArgv: floorExecArgv(),
     env: {
       ...process.env,
       DATABASE_URL: url,

@@ -18,19 +18,22 @@
 //   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000), BENCH_PARTITIONS (16: the
 //   service's LANE_PARTITIONS); BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
-//   bench/profile-top.mjs; BENCH_ALLOC_PROF=1 with it, their allocation profiles too.
+//   bench/profile-top.mjs; BENCH_ALLOC_PROF=1 with it, their allocation profiles too;
+//   BENCH_NODE_OPTIONS adds Node.js options to every app and floor (a profiler's, docs/profiles.md).
 import { fork, spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { APP_NODE_OPTIONS, startStack } from "@notify/devstack";
+import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
 import {
+  benchNodeOptions,
   cpuBetween,
   cpuFigure,
   cpuTicks,
+  floorExecArgv,
   profileEnv,
   rateFigure,
   seedHistory,
@@ -156,6 +159,7 @@ async function startService(oneProcess) {
     seed: true,
     oneProcess,
     partitions: PARTITIONS,
+    nodeOptions: benchNodeOptions(),
     env: {
       // The providers' limits and the per-key limit out of the way: the pipeline is measured.
       PROVIDER_RATE_LIMITS: "sendgrid=100000:10000,plivo=100000:10000",
@@ -339,7 +343,7 @@ const forkFloor = (env) =>
   new Promise((resolve, reject) => {
     // The stages are an argument too, so that ps and the CPU sums tell the processes apart.
     const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), [env.FLOOR_STAGES], {
-      execArgv: [...APP_NODE_OPTIONS],
+      execArgv: floorExecArgv(),
       env: { ...process.env, ...profileEnv(), ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     });

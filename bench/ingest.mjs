@@ -11,7 +11,8 @@
 // (server, postgres, nats-server) of each floor to ingest's. BENCH_CONNECTIONS (50),
 // BENCH_SECONDS (10, per target), BENCH_ROUNDS (5: the targets take turns, so that load from
 // elsewhere falls on all of them), BENCH_SETTLE_MS (1000: a turn's CPU is counted until this long
-// after its load ends); BENCH_CPU_PROF_DIR=<dir> writes ingest's and the floors' V8 CPU profiles.
+// after its load ends); BENCH_CPU_PROF_DIR=<dir> writes ingest's and the floors' V8 CPU profiles;
+// BENCH_NODE_OPTIONS adds Node.js options to ingest and the floors (a profiler's, docs/profiles.md).
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -19,6 +20,7 @@ import { applyTopology, connectBus } from "@notify/bus";
 import { startStack } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
 import {
+  benchNodeOptions,
   cpuFigure,
   cpuMeter,
   fmt,
@@ -51,6 +53,7 @@ const stack = await startStack({
   apps: ["ingest"],
   logLevel: "warn",
   seed: true,
+  nodeOptions: benchNodeOptions(),
   // The benchmark measures ingest, not the inbound rate limit.
   env: { RATE_LIMIT_PER_SECOND: "1000000", RATE_LIMIT_BURST: "1000000", ...profileEnv() },
 });

@@ -28,6 +28,17 @@ export async function load({ url, body, headers, connections, seconds, uniqueKey
   };
 }
 
+/**
+ * Node.js options every app and floor a bench starts gets besides the apps' own, from
+ * BENCH_NODE_OPTIONS (separated by spaces): a profiler's flags, which NODE_OPTIONS refuses
+ * (`--perf-basic-prof-only-functions` for `perf`, `--trace-opt`, `--trace-gc`). See
+ * docs/profiles.md.
+ */
+export const benchNodeOptions = () => (process.env.BENCH_NODE_OPTIONS ?? "").split(/\s+/).filter(Boolean);
+
+/** The exec arguments of a floor a bench forks: the apps' Node.js options and the bench's. */
+export const floorExecArgv = () => [...APP_NODE_OPTIONS, ...benchNodeOptions()];
+
 export function startHello(port) {
   return startServer("./hello.mjs", { PORT: String(port) });
 }
@@ -41,7 +52,7 @@ function startServer(script, env) {
   return new Promise((resolve, reject) => {
     const child = fork(new URL(script, import.meta.url), {
       // The apps' runtime options: a floor runs as the app it is compared with.
-      execArgv: [...APP_NODE_OPTIONS],
+      execArgv: floorExecArgv(),
       env: { ...process.env, ...env },
       stdio: ["ignore", "ignore", "inherit", "ipc"],
     });

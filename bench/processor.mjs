@@ -10,15 +10,16 @@
 // CPU of the process, postgres and nats-server (and of this one, polling), from /proc.
 //   BENCH_NOTIFICATIONS (20000, after BENCH_WARM 2000), BENCH_USERS (2000), BENCH_HISTORY (50000);
 //   BENCH_CPU_PROF_DIR=<dir> writes the processor's and the floor's V8 CPU profiles there (bench/cpu-profile.mjs),
-//   summarised by bench/profile-top.mjs (the profiler's own cost is then in the processor's numbers).
+//   summarised by bench/profile-top.mjs (the profiler's own cost is then in the processor's numbers);
+//   BENCH_NODE_OPTIONS adds Node.js options to the processor and the floor (docs/profiles.md).
 import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { applyTopology, connectBus } from "@notify/bus";
 import { newId, partitionOf } from "@notify/core";
 import { acceptNotifications, seedTemplate } from "@notify/db";
-import { APP_NODE_OPTIONS, SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
+import { SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { cpuFigure, cpuMeter, profileEnv, rateFigure, summarize } from "./lib.mjs";
+import { benchNodeOptions, cpuFigure, cpuMeter, floorExecArgv, profileEnv, rateFigure, summarize } from "./lib.mjs";
 
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? 20000);
 const WARM = Number(process.env.BENCH_WARM ?? 2000);
@@ -166,6 +167,7 @@ const processor = spawnApp(
   (_, line) => {
     if (/"level":(40|50|60)/.test(line)) console.error(`[processor] ${line}`);
   },
+  benchNodeOptions(),
 );
 teardowns.push(() => processor.stop());
 
@@ -180,7 +182,7 @@ try {
   // Stopped before the floor runs: its periodic jobs would spend Postgres' and NATS' CPU in the floor's window.
   await processor.stop();
   const floor = fork(new URL("./floor-processor.mjs", import.meta.url), {
-    execArgv: [...APP_NODE_OPTIONS],
+    execArgv: floorExecArgv(),
     env: {
       ...process.env,
       DATABASE_URL: floorData.url,

@@ -9,10 +9,11 @@
 // Postgres without the backends of other databases, which other sessions' tests use meanwhile.
 //   BENCH_EVENTS (20000), BENCH_PLIVO_EVENTS (4000), BENCH_CONCURRENCY (8);
 //   BENCH_CPU_PROF_DIR=<dir> writes the receipts app's V8 CPU profile there (bench/cpu-profile.mjs),
-//   summarised by bench/profile-top.mjs (the profiler's own cost is then in the app's numbers).
+//   summarised by bench/profile-top.mjs (the profiler's own cost is then in the app's numbers);
+//   BENCH_NODE_OPTIONS adds Node.js options to the app and the floor (docs/profiles.md).
 import { fork } from "node:child_process";
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
-import { APP_NODE_OPTIONS, spawnApp, waitReady } from "@notify/devstack";
+import { spawnApp, waitReady } from "@notify/devstack";
 import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers/plivo/signature";
 import {
   SENDGRID_SIGNATURE_HEADER,
@@ -20,7 +21,16 @@ import {
   signSendgridEvents,
 } from "@notify/providers/sendgrid/event-webhook";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { cpuBetween, cpuFigure, cpuTicks, profileEnv, rateFigure, summarize } from "./lib.mjs";
+import {
+  benchNodeOptions,
+  cpuBetween,
+  cpuFigure,
+  cpuTicks,
+  floorExecArgv,
+  profileEnv,
+  rateFigure,
+  summarize,
+} from "./lib.mjs";
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 20000);
 const PLIVO_EVENTS = Number(process.env.BENCH_PLIVO_EVENTS ?? 4000);
@@ -167,6 +177,7 @@ const receipts = spawnApp(
   (_, line) => {
     if (/"level":(50|60)/.test(line)) console.error(`[receipts] ${line}`);
   },
+  benchNodeOptions(),
 );
 teardowns.push(() => receipts.stop());
 await waitReady(`http://127.0.0.1:${adminPort}/readyz`, 30_000, () => receipts.child.exitCode === null);
@@ -174,7 +185,7 @@ await waitReady(`http://127.0.0.1:${adminPort}/readyz`, 30_000, () => receipts.c
 const floorPort = await freePort();
 const floor = await new Promise((resolve, reject) => {
   const child = fork(new URL("./floor-receipts.mjs", import.meta.url), {
-    execArgv: [...APP_NODE_OPTIONS],
+    execArgv: floorExecArgv(),
     env: { ...process.env, ...serverEnv, DATABASE_URL: floorDb.url, PORT: String(floorPort) },
     stdio: ["ignore", "ignore", "inherit", "ipc"],
   });

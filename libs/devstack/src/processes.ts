@@ -31,13 +31,17 @@ const KEPT_LINES = 40;
  */
 export const APP_NODE_OPTIONS: readonly string[] = ["--max-semi-space-size=32"];
 
-/** Spawns a built app (apps/<name>/dist/main.js) with the given environment. */
+/**
+ * Spawns a built app (apps/<name>/dist/main.js) with the given environment; `nodeOptions` go after
+ * APP_NODE_OPTIONS (a profiler's, for a bench).
+ */
 export function spawnApp(
   name: ProcessName,
   env: Record<string, string>,
   onLine: (source: string, line: string) => void = () => {},
+  nodeOptions: readonly string[] = [],
 ): AppProcess {
-  const child = spawn(process.execPath, [...APP_NODE_OPTIONS, appEntry(name)], {
+  const child = spawn(process.execPath, [...APP_NODE_OPTIONS, ...nodeOptions, appEntry(name)], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],

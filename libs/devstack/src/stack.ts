@@ -69,6 +69,11 @@ export interface StackOptions {
    */
   oneProcess?: boolean;
   onLine?: (source: string, line: string) => void;
+  /**
+   * Node.js options for every app process, after the apps' own (APP_NODE_OPTIONS): a bench's
+   * profiler flags (`--perf-basic-prof-only-functions`, `--trace-opt`), which NODE_OPTIONS refuses.
+   */
+  nodeOptions?: readonly string[];
   /** Create the development key, sample template and sample user when missing. */
   seed?: boolean;
 }
@@ -322,7 +327,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         PORT: String(ports[name]),
         ...(admin ? { ADMIN_PORT: String(ports[admin]) } : {}),
       };
-      const proc = spawnApp(name, env, onLine);
+      const proc = spawnApp(name, env, onLine, options.nodeOptions);
       apps.set(name, proc);
       return proc;
     };
@@ -330,7 +335,12 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       proc.ready(`http://127.0.0.1:${readinessPort(ports, name)}/readyz`, 60_000);
     // The four apps in one process: each still answers readiness on its own port.
     const spawnStandalone = async () => {
-      const proc = spawnApp(STANDALONE, { ...common, ...standalonePorts(ports, common.HOST ?? "127.0.0.1") }, onLine);
+      const proc = spawnApp(
+        STANDALONE,
+        { ...common, ...standalonePorts(ports, common.HOST ?? "127.0.0.1") },
+        onLine,
+        options.nodeOptions,
+      );
       for (const name of APPS) apps.set(name, proc);
       await Promise.all(APPS.map((name) => ready(proc, name)));
     };
