@@ -55,7 +55,8 @@ const API_KEY_WANTED = "this route needs an API key (X-API-Key or Authorization:
  * Runs on every /api/v1 request but the ones `inboxTokenRoutes` names (they take a user's inbox
  * token instead and answer an API key themselves): identifies the client when a key is
  * presented, refuses an unknown or revoked one, and applies the key's leaky bucket (429 with
- * Retry-After and the RateLimit headers). Routes then state the scope they need with `requireScope`.
+ * Retry-After and the RateLimit headers). Routes then state the scope they need in their contract
+ * (routes/contract.ts), which checks it with `requireScope`.
  *
  * Before that, `throttle` guards the lookup per source address: a key the cache does not know
  * to be valid is looked up only while the address has pre-auth attempts left (429 otherwise,

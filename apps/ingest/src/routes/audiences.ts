@@ -9,7 +9,7 @@ import {
   ImportResponse,
   ListAudiencesQuery,
 } from "../audiences/schemas.js";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { parseUserIdParam } from "../preferences/schemas.js";
@@ -41,7 +41,6 @@ async function postgres<T>(work: () => Promise<T>): Promise<T> {
  */
 export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | "maxBodyBytes">): void {
   const { database } = deps;
-  const admin = requireScope("admin");
 
   v1.post(
     "/audiences",
@@ -58,7 +57,6 @@ export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "databa
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
     }),
     limitBody(deps.maxBodyBytes),
-    admin,
     async (c) => {
       const input = validate(CreateAudienceRequest, await readJson(c));
       const audience = await postgres(() => createAudience(database, newId(), input.name));
@@ -76,7 +74,6 @@ export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "databa
       responses: { 200: { description: "One page", schema: AudiencePage } },
       problems: ["validation_failed"],
     }),
-    admin,
     async (c) => {
       const query = validate(ListAudiencesQuery, c.req.query());
       const { data, total } = await postgres(() => listAudiences(database, query.page, query.page_size));
@@ -91,7 +88,6 @@ export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "databa
       responses: { 200: { description: "The audience", schema: AudienceResponse } },
       problems: ["not_found"],
     }),
-    admin,
     async (c) => {
       const id = c.req.param("id");
       const audience = await postgres(() => getAudience(database, id));
@@ -115,7 +111,6 @@ export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "databa
       responses: { 200: { description: "Lines read, members added, members now", schema: ImportResponse } },
       problems: ["validation_failed", "unsupported_media_type", "not_found"],
     }),
-    admin,
     async (c) => {
       const id = c.req.param("id");
       const type = (c.req.header("content-type") ?? "").split(";", 1)[0]?.trim().toLowerCase() ?? "";
@@ -147,7 +142,6 @@ export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "databa
       responses: { 204: { description: "The user is a member" } },
       problems: ["validation_failed", "not_found"],
     }),
-    admin,
     async (c) => {
       const id = c.req.param("id");
       const userId = parseUserIdParam(c.req.param("userId"));
@@ -164,7 +158,6 @@ export function mountAudiences(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "databa
       responses: { 204: { description: "The user is not a member" } },
       problems: ["validation_failed", "not_found"],
     }),
-    admin,
     async (c) => {
       const id = c.req.param("id");
       const userId = parseUserIdParam(c.req.param("userId"));

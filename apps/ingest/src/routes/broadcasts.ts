@@ -1,6 +1,6 @@
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import { createBroadcast } from "../broadcasts/create.js";
 import { type BroadcastAction, changeBroadcast, getBroadcast } from "../broadcasts/progress.js";
 import { BroadcastAccepted, BroadcastRequest, BroadcastView } from "../broadcasts/schemas.js";
@@ -19,8 +19,6 @@ export function mountBroadcasts(
   v1: Hono<AuthEnv>,
   deps: Pick<IngestDeps, "database" | "templates" | "maxBodyBytes">,
 ): void {
-  const admin = requireScope("admin");
-
   v1.post(
     "/broadcasts",
     broadcasts({
@@ -61,7 +59,6 @@ export function mountBroadcasts(
       ],
     }),
     limitBody(deps.maxBodyBytes),
-    admin,
     async (c) => {
       const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
       const request = validate(BroadcastRequest, await readJson(c));
@@ -85,7 +82,6 @@ export function mountBroadcasts(
       responses: { 200: { description: "Its progress", schema: BroadcastView } },
       problems: ["not_found"],
     }),
-    admin,
     async (c) => c.json(await getBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"))),
   );
 
@@ -114,7 +110,6 @@ export function mountBroadcasts(
         responses: { 200: { description: "Its progress", schema: BroadcastView } },
         problems: ["not_found"],
       }),
-      admin,
       async (c) => {
         const view = await changeBroadcast(deps.database, c.get("principal").clientId, c.req.param("id"), action);
         c.get("log").info(

@@ -4,6 +4,7 @@ import { toJsonSchema } from "@valibot/to-json-schema";
 import type { Env, Hono, MiddlewareHandler } from "hono";
 import { describeRoute, generateSpecs, resolver } from "hono-openapi";
 import * as v from "valibot";
+import { requireScope } from "../auth/middleware.js";
 
 type Json = Record<string, unknown>;
 type Schema = v.GenericSchema;
@@ -154,9 +155,11 @@ const operationId = (route: { method: string; path: string }) =>
     .replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? "").toUpperCase())}`;
 
 /**
- * The route's OpenAPI description, as a middleware that hono-openapi finds on the route. It
- * only passes the request on, without the async frame describeRoute's own middleware adds to
- * every request; the description travels on it as describeRoute's properties.
+ * The route's OpenAPI description, as a middleware that hono-openapi finds on the route, and
+ * the route's scope check: with a `scope` it answers 401 without a key and 403 with a key that
+ * lacks it (requireScope), else it passes the request on. Either way without the async frame
+ * describeRoute's own middleware adds to every request; the description travels on it as
+ * describeRoute's properties.
  */
 export function contract(route: Contract): MiddlewareHandler {
   const described = describeRoute({
@@ -177,9 +180,10 @@ export function contract(route: Contract): MiddlewareHandler {
       : {}),
     responses: responses(route),
   } as unknown as Parameters<typeof describeRoute>[0]);
-  const passOn: MiddlewareHandler = (_c, next) => next();
-  Object.defineProperty(passOn, "name", { value: described.name, configurable: true });
-  return Object.assign(passOn, described);
+  // The scope documented is the scope enforced: one statement of it per route, and one frame.
+  const guard: MiddlewareHandler = route.scope === null ? (_c, next) => next() : requireScope(route.scope);
+  Object.defineProperty(guard, "name", { value: described.name, configurable: true });
+  return Object.assign(guard, described);
 }
 
 const problemSchema = (): Json => ({

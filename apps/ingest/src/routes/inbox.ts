@@ -4,7 +4,7 @@ import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import * as v from "valibot";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { decodeCursor, encodeCursor } from "../inbox/cursor.js";
 import { createInboxHub } from "../inbox/hub.js";
@@ -71,7 +71,6 @@ export function mountInbox(
       problems: ["validation_failed", "malformed_json", "unsupported_media_type", "payload_too_large"],
     }),
     limitBody(deps.maxBodyBytes),
-    requireScope("inbox"),
     async (c) => {
       const userId = parseUserIdParam(c.req.param("id"));
       const hasBody =

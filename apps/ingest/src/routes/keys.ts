@@ -4,7 +4,7 @@ import { createKey, getKey, listKeys, revokeKey, rotateKey } from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
 import * as v from "valibot";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { CreateKeyRequest, ListKeysQuery, RotateKeyRequest } from "../keys/schemas.js";
@@ -59,7 +59,6 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       fields: { target_key_id: id },
       within: "AUTH_CACHE_TTL_SECONDS",
     });
-  const admin = requireScope("admin");
 
   v1.post(
     "/keys",
@@ -73,7 +72,6 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
     }),
     limitBody(deps.maxBodyBytes),
-    admin,
     async (c) => {
       const body = validate(CreateKeyRequest, await readJson(c));
       const issued = await postgres(
@@ -99,7 +97,6 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       responses: { 200: { description: "A page of keys, newest first (offset pagination)", schema: KeyPage } },
       problems: ["validation_failed"],
     }),
-    admin,
     async (c) => {
       const query = validate(ListKeysQuery, c.req.query());
       const { data, total_count } = await postgres(
@@ -121,7 +118,6 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       responses: { 200: { description: "The key's record (never the key or its hash)", schema: ApiKeyRecord } },
       problems: ["not_found"],
     }),
-    admin,
     async (c) => {
       const id = c.req.param("id");
       const key = await postgres(getKey(deps.database, id));
@@ -141,7 +137,6 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       problems: ["validation_failed", "malformed_json", "not_found", "payload_too_large", "unsupported_media_type"],
     }),
     limitBody(deps.maxBodyBytes),
-    admin,
     async (c) => {
       const id = c.req.param("id");
       const body = validate(RotateKeyRequest, await readOptionalJson(c));
@@ -161,7 +156,6 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   v1.delete(
     "/keys/:id",
     keys({ summary: "Revoke an API key", responses: { 204: { description: "Revoked" } }, problems: ["not_found"] }),
-    admin,
     async (c) => {
       const id = c.req.param("id");
       const revoked = await postgres(revokeKey(deps.database, id));

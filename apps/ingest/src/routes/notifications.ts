@@ -11,7 +11,7 @@ import {
 import { jsonResponse, limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getNotification } from "../notifications/get.js";
 import { listUserNotifications } from "../notifications/list.js";
@@ -213,7 +213,6 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       ],
     }),
     limitBody(deps.maxBodyBytes),
-    requireScope("ingest"),
     async (c) => {
       const idempotencyKey = parseIdempotencyKey(c.req.header("idempotency-key"));
       const request = validate(NotificationRequest, await readJson(c));
@@ -240,7 +239,6 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       },
       problems: ["not_found"],
     }),
-    requireScope("read"),
     async (c) => c.json(await getNotification(deps.database, c.get("principal").clientId, c.req.param("id"))),
   );
 
@@ -256,7 +254,6 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       responses: { 200: { description: "One page", schema: NotificationPage } },
       problems: ["validation_failed", "invalid_cursor"],
     }),
-    requireScope("read"),
     async (c) => {
       const userId = parseUserIdParam(c.req.param("id"));
       const query = validate(ListNotificationsQuery, c.req.query());

@@ -1,6 +1,6 @@
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getPreferences, type StoredPreferences } from "../preferences/get-preferences.js";
 import { putPreferences } from "../preferences/put-preferences.js";
@@ -27,7 +27,6 @@ export function mountPreferences(
   v1: Hono<AuthEnv>,
   deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "allowPrivatePushEndpoints">,
 ): void {
-  const scope = requireScope("preferences");
   const request = deps.allowPrivatePushEndpoints ? DevelopmentPreferencesRequest : PreferencesRequest;
 
   v1.get(
@@ -46,7 +45,6 @@ export function mountPreferences(
       },
       problems: ["validation_failed"],
     }),
-    scope,
     async (c) => answer(c, await getPreferences(deps.database, parseUserIdParam(c.req.param("id")))),
   );
 
@@ -63,7 +61,6 @@ export function mountPreferences(
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
     }),
     limitBody(deps.maxBodyBytes),
-    scope,
     async (c) => {
       const userId = parseUserIdParam(c.req.param("id"));
       const input = validate(request, await readJson(c));

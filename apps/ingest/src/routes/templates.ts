@@ -2,7 +2,7 @@ import { announceTemplateChanged } from "@notify/bus";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getTemplate } from "../templates/get-template.js";
 import { listTemplates } from "../templates/list-templates.js";
@@ -35,8 +35,6 @@ export function mountTemplates(
   v1: Hono<AuthEnv>,
   deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "bus" | "templates">,
 ): void {
-  const admin = requireScope("admin");
-
   v1.get(
     "/templates",
     templates({
@@ -47,7 +45,6 @@ export function mountTemplates(
       },
       problems: ["validation_failed"],
     }),
-    admin,
     async (c) => {
       const query = validate(ListTemplatesQuery, c.req.query());
       const { data, total_count } = await listTemplates(deps.database, { page: query.page, pageSize: query.page_size });
@@ -62,7 +59,6 @@ export function mountTemplates(
       responses: { 200: { description: "The latest version", schema: TemplateResponse } },
       problems: ["validation_failed", "not_found"],
     }),
-    admin,
     async (c) => c.json(await getTemplate(deps.database, parseTemplateIdParam(c.req.param("id"), "read"), null)),
   );
 
@@ -73,7 +69,6 @@ export function mountTemplates(
       responses: { 200: { description: "That version", schema: TemplateResponse } },
       problems: ["validation_failed", "not_found"],
     }),
-    admin,
     async (c) => {
       const id = parseTemplateIdParam(c.req.param("id"), "read");
       return c.json(await getTemplate(deps.database, id, parseVersionParam(id, c.req.param("version"))));
@@ -104,7 +99,6 @@ export function mountTemplates(
       ],
     }),
     limitBody(deps.maxBodyBytes),
-    admin,
     async (c) => {
       const id = parseTemplateIdParam(c.req.param("id"), "write");
       const input = validate(TemplateRequest, await readJson(c));

@@ -1,6 +1,6 @@
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
-import { type AuthEnv, requireScope } from "../auth/middleware.js";
+import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { getContacts, type StoredContacts } from "../preferences/get-contacts.js";
 import { putContacts } from "../preferences/put-contacts.js";
@@ -17,8 +17,6 @@ const answer = (c: Context<AuthEnv>, stored: StoredContacts) => {
  * user id), scope `preferences`: they are personal data of the same kind.
  */
 export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">): void {
-  const scope = requireScope("preferences");
-
   v1.get(
     "/users/:id/contacts",
     contract({
@@ -28,7 +26,6 @@ export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
       responses: { 200: { description: "Email address and phone number", schema: ContactsResponse } },
       problems: ["validation_failed"],
     }),
-    scope,
     async (c) => answer(c, await getContacts(deps.database, parseUserIdParam(c.req.param("id")))),
   );
 
@@ -44,7 +41,6 @@ export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
     }),
     limitBody(deps.maxBodyBytes),
-    scope,
     async (c) => {
       const userId = parseUserIdParam(c.req.param("id"));
       const input = validate(ContactsRequest, await readJson(c));
