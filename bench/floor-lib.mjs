@@ -1,42 +1,44 @@
 // What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
-import { perIteration, unnestColumns } from "@notify/db";
+import { acceptNotifications, perIteration, unnestColumns } from "@notify/db";
+import { DEDUP_WINDOW_HOURS } from "@notify/ingest/notifications/idempotency";
 import { SendgridHttpClient } from "@notify/providers/sendgrid/http-client";
 
 /**
  * The least a durable accept does, with group commit: requests queue up, and up to two batches
- * of at most 512 are in flight, each one statement (claim the idempotency key, insert the row
- * and its outbox entry), an acknowledged publish of every message to `lane`, then the outbox
- * entry deleted. `accept(request)` resolves once its batch is published; `request` is
- * `{ id, key, hash, body }`.
+ * of at most 512 are in flight, each ingest's own accept statement (acceptNotifications: claim
+ * the idempotency key, insert the row, list it in the outbox, the same columns ingest writes), an
+ * acknowledged publish of every message to `lane`, then the outbox entry deleted.
+ * `accept(request)` resolves once its batch is published; `request` is `{ id, key, hash, body }`,
+ * `body` the lane message without its id (the request's fields, and the template's version and
+ * the deadline when the checks prepared them).
  */
-export function groupCommit({ sql, bus, clientId, lane }) {
+export function groupCommit({ database, bus, clientId, lane }) {
   const queue = [];
   let active = 0;
   async function flush(batch) {
-    const text = (pick) => ["text", batch.map(pick)];
-    const input = unnestColumns(sql, "i", {
-      id: text((p) => p.id),
-      key: text((p) => p.key),
-      request_hash: text((p) => p.hash),
-      user_id: text((p) => String(p.body.user_id)),
-      data: text((p) => JSON.stringify(p.body.data ?? {})),
-    });
-    const rows = await sql`
-      with input as (select * from ${input}),
-      claimed as (
-        insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
-        select ${clientId}, key, request_hash, id, now() from input on conflict do nothing returning notification_id
-      ),
-      inserted as (
-        insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-        select id, ${clientId}, user_id, 'account', 'welcome', 'transactional', data::jsonb, key, request_hash, 0
-        from input where id in (select notification_id from claimed) returning id
-      ),
-      outbox as (insert into publish_outbox (notification_ids) select array_agg(id) from inserted returning id)
-      select (select id from outbox)::text as outbox_id`;
+    const { outboxId } = await acceptNotifications(
+      database,
+      batch.map((p) => ({
+        id: p.id,
+        client_id: clientId,
+        key: p.key,
+        request_hash: p.hash,
+        user_id: String(p.body.user_id),
+        category: p.body.category,
+        template_id: p.body.template_id,
+        template_version: p.body.template_version ?? null,
+        priority: p.body.priority,
+        channels: p.body.channels ?? null,
+        data: p.body.data ?? {},
+        partition: 0,
+        deliver_by: p.body.deliver_by ?? null,
+        fallback: null,
+      })),
+      DEDUP_WINDOW_HOURS,
+    );
     await Promise.all(batch.map((p) => bus.publish(lane, { notification_id: p.id, ...p.body }, p.id)));
     for (const p of batch) p.resolve();
-    await sql`delete from publish_outbox where id = ${rows[0].outbox_id}::bigint`;
+    await database.sql`delete from publish_outbox where id = ${outboxId}::bigint`;
   }
   function pump() {
     while (active < 2 && queue.length > 0) {

@@ -1,7 +1,7 @@
 // The least a durable email pipeline has to do, in one process, as the floor of bench/e2e.mjs:
 // the same libraries, tables, streams and durable consumers as the service, and nothing else.
-//   accept:  read the JSON; claim the idempotency key, insert the row and the outbox entry in one
-//            batched statement (group commit); publish the lane message, acknowledged; answer 202;
+//   accept:  read the JSON; claim the idempotency key, insert the row and the outbox entry with
+//            ingest's own batched statement (group commit); publish the lane message, acknowledged; answer 202;
 //            delete the outbox entry.
 //   route:   pull the lane message; insert the email channel row (the rows of one event-loop
 //            iteration in one statement, as the processor does); publish the work item,
@@ -47,7 +47,7 @@ const CHECKS = env.FLOOR_CHECKS === "1";
 const app = new Hono();
 
 if (STAGES.has("accept")) {
-  const accept = groupCommit({ sql, bus, clientId: "floor", lane: bus.subjects.lane("transactional", 0) });
+  const accept = groupCommit({ database, bus, clientId: "floor", lane: bus.subjects.lane("transactional", 0) });
   const check = CHECKS && requestChecks(env.FLOOR_API_KEY ?? "", bus);
   app.post("/api/v1/notifications", async (c) => {
     if (check) {

@@ -1,7 +1,7 @@
 // The least a durable ingest has to do, on bare Hono, as a reference of bench/ingest.mjs: read
-// the JSON body, claim the idempotency key and insert the row in one batched statement (group
-// commit, the same tables and indexes as ingest), publish it to JetStream and wait for the ack,
-// answer 202, and settle the outbox row. No authentication, validation, rate limit, logging or
+// the JSON body, claim the idempotency key and insert the row with ingest's own accept statement
+// (group commit: the same statement, columns, tables and indexes), publish it to JetStream and
+// wait for the ack, answer 202, and settle the outbox row. No authentication, validation, rate limit, logging or
 // metrics: what is left is the cost of the durability itself.
 //
 // FLOOR_CHECKS=1 adds what every accepted request must also pass, done with the project's own
@@ -28,7 +28,7 @@ const bus = await connectBus({
   partitions: Number(process.env.LANE_PARTITIONS ?? 8),
 });
 const accept = groupCommit({
-  sql: database.sql,
+  database,
   bus,
   clientId: "bench",
   lane: bus.subjects.lane("transactional", 0),
