@@ -1,7 +1,7 @@
 // The least a durable email worker has to do, as the floor of bench/delivery.mjs: pull the work
 // stream's transactional email consumer with the same concurrency as the worker and, per item,
-// claim the send guard, send with @sendgrid/mail, record the guard as sent, mark the channel
-// delivered with its history row, and ack. No breaker, rate bucket, retries, dead letters,
+// claim the send guard, send with @sendgrid/mail, record the guard as sent, record the attempt
+// and mark the channel delivered with its history row (the worker's own statement), and ack. No breaker, rate bucket, retries, dead letters,
 // logging or metrics: what is left is the cost of the durable work itself.
 //
 // FLOOR_CHECKS=1 adds what every send must also do, with the project's own functions and nothing

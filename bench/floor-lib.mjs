@@ -1,5 +1,5 @@
 // What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
-import { acceptNotifications, perIteration, unnestColumns } from "@notify/db";
+import { acceptNotifications, moveStatus } from "@notify/db";
 import { DEDUP_WINDOW_HOURS } from "@notify/ingest/notifications/idempotency";
 import { SendgridHttpClient } from "@notify/providers/sendgrid/http-client";
 
@@ -93,26 +93,20 @@ const encoder = new TextEncoder();
 /**
  * The least a durable email send does, per work item `{ notification_id, to, subject, html }`:
  * claim the send guard (KV create), send with @sendgrid/mail, record the guard as sent, and
- * mark the channel delivered with its history row in one statement (shared with the other sends
- * that finish in the same event-loop iteration, as the worker does). With `text(html)`, the mail
- * also carries its text/plain alternative and the item's category, as the service's do.
+ * mark the channel delivered with the worker's own statement (moveStatus: the attempt's line,
+ * the status, its history row; the moves of one event-loop iteration in one statement, as the
+ * worker's are). With `text(html)`, the mail also carries its text/plain alternative and the
+ * item's category, as the service's do.
  */
 export function emailDelivery({ sql, guard, mail, text }) {
-  const markDelivered = perIteration(async (sent) => {
-    await sql`
-      with input as (
-        select * from ${unnestColumns(sql, "i", {
-          id: ["text", sent.map((s) => s.id)],
-          provider_id: ["text", sent.map((s) => s.providerId)],
-        })}),
-      moved as (
-        update notification_channels c set status = 'delivered', provider = 'sendgrid', provider_id = i.provider_id,
-          attempts = 1, updated_at = now()
-        from input i where c.notification_id = i.id and c.channel = 'email' returning c.notification_id, c.provider_id)
-      insert into channel_status_events (notification_id, channel, status, attempt, provider_id)
-      select notification_id, 'email', 'delivered', 1, provider_id from moved`;
-    return sent.map(() => undefined);
-  });
+  const markDelivered = ({ id, providerId }) =>
+    moveStatus(sql, { notification_id: id, channel: "email" }, "delivered", {
+      provider: "sendgrid",
+      providerId,
+      reason: null,
+      attempts: 1,
+      attempt: { attempt: 1, outcome: "accepted", provider: "sendgrid", providerId, error: null },
+    });
   return async (item) => {
     const key = `${item.notification_id}.email`;
     await guard.create(key, encoder.encode(JSON.stringify({ state: "sending", at: Date.now() })));

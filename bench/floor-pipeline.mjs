@@ -7,8 +7,8 @@
 //            iteration in one statement, as the processor does); publish the work item,
 //            acknowledged; ack.
 //   deliver: pull the work item; claim the send guard (KV create); send with @sendgrid/mail to the
-//            sandbox; record the guard as sent; mark the channel delivered with its history row
-//            (batched per iteration likewise); ack.
+//            sandbox; record the guard as sent; record the attempt and mark the channel
+//            delivered with its history row (the worker's statement, batched likewise); ack.
 //   receipt: verify the Event Webhook batch's ECDSA signature; store every event and apply the
 //            delivered ones, in one statement.
 // No authentication, validation, preferences, templates, rate limits, breakers, retries, logging
