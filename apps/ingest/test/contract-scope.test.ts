@@ -29,10 +29,10 @@ function appWith(key: Principal | null) {
 t.test("a contract's scope is enforced: 401 without a key, 403 without the scope", async (t) => {
   const missing = await appWith(null).request("/api/v1/read");
   t.equal(missing.status, 401);
-  t.equal((await missing.json()).code, "unauthenticated");
+  t.equal(((await missing.json()) as { code: string }).code, "unauthenticated");
   const lacking = await appWith(principal(["ingest"])).request("/api/v1/read");
   t.equal(lacking.status, 403);
-  t.equal((await lacking.json()).code, "insufficient_scope");
+  t.equal(((await lacking.json()) as { code: string }).code, "insufficient_scope");
   t.equal(await (await appWith(principal(["read"])).request("/api/v1/read")).text(), "served");
   t.equal(
     await (await appWith(principal(["admin"])).request("/api/v1/read")).text(),
