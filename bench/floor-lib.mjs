@@ -1,4 +1,5 @@
-// What the floors (bench/floor-*.mjs) share: the minimal durable accept and the pull loop.
+// What the floors (bench/floor-*.mjs) share: the durable accept and send on the apps' own
+// statements, the pull loop and the SendGrid client.
 import { acceptNotifications, moveStatus } from "@notify/db";
 import { DEDUP_WINDOW_HOURS } from "@notify/ingest/notifications/idempotency";
 import { SendgridHttpClient } from "@notify/providers/sendgrid/http-client";
