@@ -49,7 +49,10 @@ export function createApp(given: IngestDeps) {
     ...given,
     preauthThrottle: given.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 }),
   };
-  const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
+  const app = newApp(deps.log, {
+    ...(deps.metrics === undefined ? {} : { metrics: deps.metrics }),
+    ...(deps.trustedProxies === undefined ? {} : { trustedProxies: deps.trustedProxies }),
+  });
   mountLiveness(app);
 
   // Every route of the public API lives under the version prefix.

@@ -1,9 +1,9 @@
 import type { Bus } from "@notify/bus";
 import type { MaybePromise } from "@notify/core";
 import type { Database } from "@notify/db";
-import type { AttemptThrottle, MetricsRegistry, VersionLifecycle } from "@notify/http";
+import type { AttemptThrottle, MetricsRegistry, TrustedProxies, VersionLifecycle } from "@notify/http";
 import type { Logger } from "@notify/log";
-import type { CachedKeyLookup, KeyLookup } from "./auth/api-keys.js";
+import type { CachedKeyLookup } from "./auth/api-keys.js";
 import type { RateLimiter } from "./auth/rate-limit.js";
 import type { Ingestor } from "./notifications/create.js";
 import type { TemplateInfo, TemplateLookup } from "./notifications/templates.js";
@@ -15,8 +15,8 @@ export interface IngestDeps {
   database: Database;
   bus: Bus;
   log: Logger;
-  /** With a cache, `forget` drops a key this instance revoked or rotated (others hear it on NATS). */
-  lookupKey: KeyLookup & Partial<Pick<CachedKeyLookup, "forget">>;
+  /** `forget` drops a key this instance changed (others hear it on NATS); `active` serves inbox tokens. */
+  lookupKey: CachedKeyLookup;
   /** Latest template parameters; with a cache, `forget` drops a template that got a version. */
   templates: ((id: string) => MaybePromise<TemplateInfo | null>) & Partial<Pick<TemplateLookup, "forget">>;
   /** Accepts notifications with group commit (notifications/create.ts). */
@@ -31,11 +31,15 @@ export interface IngestDeps {
    * (default: 2 per second with a burst of 60, as PREAUTH_RATE_PER_SECOND and PREAUTH_BURST).
    */
   preauthThrottle?: AttemptThrottle;
+  /** The proxies whose X-Forwarded-For names the client for the pre-auth budget (TRUSTED_PROXIES). */
+  trustedProxies?: TrustedProxies;
   /** Push subscriptions may point at loopback and private hosts (NOTIFY_PROFILE=development). */
   allowPrivatePushEndpoints?: boolean;
   /** Deprecation lifecycle of /api/v1 (default: current, no headers). */
   lifecycle?: VersionLifecycle;
   /** How long a dead-letter replay waits for the processor that runs it (default 30 s). */
   replayTimeoutMs?: number;
+  /** How long the dead-letter list and show wait for the processor that reads them (default 30 s). */
+  deadLetterTimeoutMs?: number;
   isStopping: () => boolean;
 }

@@ -8,6 +8,7 @@ import {
   prepareStreams,
   type RunningApp,
   startScope,
+  trustedProxies,
 } from "@notify/http";
 import { createLogger } from "@notify/log";
 import { startTelemetry } from "@notify/telemetry";
@@ -53,8 +54,9 @@ export async function startIngest(
     const metrics = createMetrics("ingest");
     await prepareStreams(bus, { log, metrics });
 
-    const lookupKey = createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, log);
-    // A key revoked or rotated by any instance or the CLI leaves every instance's cache at once.
+    const lookupKey = createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, { log });
+    opened.add(lookupKey, (l) => l.close());
+    // A key created, revoked or rotated by any instance or the CLI reaches every instance's caches at once.
     const stopHearingKeys = onKeyChanged(bus, (event) => lookupKey.forget(event.key_id));
     opened.add(stopHearingKeys, (stop) => stop());
     const templates = createTemplateLookup(database);
@@ -69,6 +71,7 @@ export async function startIngest(
       perSecond: config.PREAUTH_RATE_PER_SECOND,
       burst: config.PREAUTH_BURST,
     });
+    const proxies = trustedProxies(config.TRUSTED_PROXIES);
     const app = createApp({
       metrics,
       database,
@@ -77,6 +80,7 @@ export async function startIngest(
       lookupKey,
       rateLimiter: createRateLimiter({ perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST }),
       preauthThrottle,
+      ...(proxies === undefined ? {} : { trustedProxies: proxies }),
       allowPrivatePushEndpoints: config.NOTIFY_PROFILE === "development",
       lifecycle: {
         deprecatedAt: config.API_V1_DEPRECATED_AT,
@@ -132,6 +136,7 @@ export async function startIngest(
         await ingestor.drain();
         await maintenance.stop();
         stopHearingKeys();
+        lookupKey.close();
         stopHearingTemplates();
         await bus.close();
         await database.close();

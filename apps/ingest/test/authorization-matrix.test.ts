@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { SCOPES, type Scope } from "@notify/core";
+import { SCOPES, type Scope, scopesInclude } from "@notify/core";
 import { seedApiKey, seedTemplate } from "@notify/db";
 import t from "tap";
 import { ingestApp } from "./support.js";
@@ -13,6 +13,7 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "POST /notifications": "ingest",
   "GET /notifications/{id}": "read",
   "GET /users/{id}/notifications": "read",
+  // An admin key manages its own client's keys; the routes check the client (below).
   "POST /keys": "admin",
   "GET /keys": "admin",
   "GET /keys/{id}": "admin",
@@ -20,36 +21,38 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "POST /keys/{id}/rotate": "admin",
   "GET /users/{id}/preferences": "preferences",
   "PUT /users/{id}/preferences": "preferences",
-  "GET /users/{id}/contacts": "preferences",
-  "PUT /users/{id}/contacts": "preferences",
+  "GET /users/{id}/contacts": "contacts",
+  "PUT /users/{id}/contacts": "contacts",
   "POST /users/{id}/inbox-tokens": "inbox",
   "GET /templates": "admin",
   "GET /templates/{id}": "admin",
   "PUT /templates/{id}": "admin",
   "GET /templates/{id}/versions/{version}": "admin",
-  "GET /dead-letters": "admin",
-  "POST /audiences": "admin",
-  "GET /audiences": "admin",
-  "GET /audiences/{id}": "admin",
-  "POST /audiences/{id}/members/import": "admin",
-  "PUT /audiences/{id}/members/{userId}": "admin",
-  "DELETE /audiences/{id}/members/{userId}": "admin",
-  "POST /broadcasts": "admin",
-  "GET /broadcasts/{id}": "admin",
-  "POST /broadcasts/{id}/cancel": "admin",
-  "POST /broadcasts/{id}/pause": "admin",
-  "POST /broadcasts/{id}/resume": "admin",
-  "POST /dead-letters/replay": "admin",
-  "GET /dead-letters/{seq}": "admin",
-  // The operator's routes: across clients, so the scope that already manages every client's keys.
-  "GET /ops/notifications": "admin",
-  "GET /ops/notifications/{id}": "admin",
-  "GET /ops/streams": "admin",
-  "GET /ops/providers": "admin",
-  "GET /ops/broadcasts": "admin",
-  "POST /ops/broadcasts/{id}/pause": "admin",
-  "POST /ops/broadcasts/{id}/resume": "admin",
-  "POST /ops/broadcasts/{id}/cancel": "admin",
+  "POST /audiences": "broadcast",
+  "GET /audiences": "broadcast",
+  "GET /audiences/{id}": "broadcast",
+  "POST /audiences/{id}/members/import": "broadcast",
+  "PUT /audiences/{id}/members/{userId}": "broadcast",
+  "DELETE /audiences/{id}/members/{userId}": "broadcast",
+  "POST /broadcasts": "broadcast",
+  "GET /broadcasts/{id}": "broadcast",
+  "POST /broadcasts/{id}/cancel": "broadcast",
+  "POST /broadcasts/{id}/pause": "broadcast",
+  "POST /broadcasts/{id}/resume": "broadcast",
+  // The deployment's: dead letters carry every client's bodies and addresses.
+  "GET /dead-letters": "operator",
+  "POST /dead-letters/replay": "operator",
+  "GET /dead-letters/{seq}": "operator",
+  // The operator's routes read and act across clients.
+  "GET /ops/notifications": "operator",
+  "GET /ops/notifications/{id}": "operator",
+  "GET /ops/users/{id}/contact-changes": "operator",
+  "GET /ops/streams": "operator",
+  "GET /ops/providers": "operator",
+  "GET /ops/broadcasts": "operator",
+  "POST /ops/broadcasts/{id}/pause": "operator",
+  "POST /ops/broadcasts/{id}/resume": "operator",
+  "POST /ops/broadcasts/{id}/cancel": "operator",
   "GET /inbox": "inbox-token",
   "PATCH /inbox/{itemId}": "inbox-token",
   "GET /inbox/stream": "inbox-token",
@@ -68,6 +71,7 @@ for (const scope of SCOPES)
   keys[scope] = await seedApiKey(database, { clientId: "shop", name: scope, scopes: [scope] });
 const bankRead = await seedApiKey(database, { clientId: "bank", name: "bank read", scopes: ["read"] });
 const bankAdmin = await seedApiKey(database, { clientId: "bank", name: "bank admin", scopes: ["admin"] });
+const bankOperator = await seedApiKey(database, { clientId: "bank", name: "bank operator", scopes: ["operator"] });
 
 const served = [
   ...new Set(
@@ -136,7 +140,7 @@ t.test("route × scope: a key without the scope is refused before anything runs"
       await answer.body?.cancel();
       if (needs === "inbox-token") {
         t.equal(answer.status, 401, `${route} takes an inbox token, never a ${scope} key`);
-      } else if (scope === needs || scope === "admin") {
+      } else if (scopesInclude([scope], needs)) {
         t.notOk([401, 403].includes(answer.status), `${route} with ${scope}: allowed (${answer.status})`);
       } else {
         t.equal(answer.status, 403, `${route} with ${scope}: 403`);
@@ -167,11 +171,13 @@ t.test("own and other client: another client's notification and broadcast are a 
   t.same(otherList.data, [], "and absent from that client's list of the user");
   const adminOther = await request("GET", `/notifications/${notification_id}`, bankAdmin);
   t.equal(adminOther.status, 404, "even for another client's admin key: notifications are per client");
+  const operatorOther = await request("GET", `/notifications/${notification_id}`, bankOperator);
+  t.equal(operatorOther.status, 404, "and its operator key on the client routes: only /ops/ reads across clients");
 
-  const created = await request("POST", "/audiences", keys.admin as string, { name: "Matrix" });
+  const created = await request("POST", "/audiences", keys.broadcast as string, { name: "Matrix" });
   const audience = (await created.json()) as { id: string };
-  (await request("PUT", `/audiences/${audience.id}/members/matrix-user`, keys.admin as string)).body?.cancel();
-  const broadcast = await request("POST", "/broadcasts", keys.admin as string, {
+  (await request("PUT", `/audiences/${audience.id}/members/matrix-user`, keys.broadcast as string)).body?.cancel();
+  const broadcast = await request("POST", "/broadcasts", keys.broadcast as string, {
     audience_id: audience.id,
     category: "news",
     template_id: "welcome",
@@ -180,7 +186,7 @@ t.test("own and other client: another client's notification and broadcast are a 
   if (broadcast.status === 202 || broadcast.status === 201) {
     const { broadcast_id, id } = (await broadcast.json()) as { broadcast_id?: string; id?: string };
     const bid = broadcast_id ?? id;
-    t.equal((await request("GET", `/broadcasts/${bid}`, keys.admin as string)).status, 200, "own broadcast: 200");
+    t.equal((await request("GET", `/broadcasts/${bid}`, keys.broadcast as string)).status, 200, "own broadcast: 200");
     t.equal((await request("GET", `/broadcasts/${bid}`, bankAdmin)).status, 404, "another client's: 404");
     t.equal(
       (await request("POST", `/broadcasts/${bid}/cancel`, bankAdmin, {})).status,
@@ -190,14 +196,86 @@ t.test("own and other client: another client's notification and broadcast are a 
     for (const action of ["pause", "resume"]) {
       t.equal((await request("POST", `/broadcasts/${bid}/${action}`, bankAdmin, {})).status, 404, `nor ${action} it`);
     }
-    // The operator's routes act across clients: another client's admin key sees and acts on it.
-    const seen = await request("GET", `/ops/notifications/${notification_id}`, bankAdmin);
-    t.equal(seen.status, 200, "the operator's route shows any client's notification to an admin key");
+    // The operator's routes act across clients: an operator key sees and acts on it, an admin key does not.
+    t.equal((await request("GET", `/ops/notifications/${notification_id}`, bankAdmin)).status, 403, "admin: 403");
+    const seen = await request("GET", `/ops/notifications/${notification_id}`, bankOperator);
+    t.equal(seen.status, 200, "the operator's route shows any client's notification to an operator key");
     t.match(await seen.json(), { client_id: "shop" });
-    const paused = await request("POST", `/ops/broadcasts/${bid}/pause`, bankAdmin, {});
+    const paused = await request("POST", `/ops/broadcasts/${bid}/pause`, bankOperator, {});
     t.equal(paused.status, 200, "and pauses any client's broadcast");
     t.match(await paused.json(), { client_id: "shop", status: "paused" });
   } else {
     t.fail(`a broadcast could not be created: ${broadcast.status} ${await broadcast.text()}`);
   }
+});
+
+t.test("keys: an admin key manages its own client's keys and grants no scope it lacks", async (t) => {
+  const shopKeys = (await (await request("GET", "/keys?page_size=100", keys.operator as string)).json()) as {
+    data: { id: string; client_id: string }[];
+  };
+  const shopKeyId = shopKeys.data.find((k) => k.client_id === "shop")?.id as string;
+  const mintFor = async (key: string, body: object) => request("POST", "/keys", key, body);
+
+  const other = await mintFor(bankAdmin, { name: "x", client_id: "shop", scopes: ["read"] });
+  t.equal(other.status, 403, "an admin key cannot mint for another client");
+  t.match(await other.json(), { code: "insufficient_scope" });
+  t.equal((await mintFor(bankAdmin, { name: "x", scopes: ["operator"] })).status, 403, "nor grant operator");
+  t.equal((await mintFor(keys.inbox as string, { name: "x", scopes: ["read"] })).status, 403, "without admin: 403");
+  const own = await mintFor(bankAdmin, { name: "child", scopes: ["read", "ingest"] });
+  t.equal(own.status, 201, "it mints for its own client (client_id defaults to it)");
+  t.match(await own.json(), { client_id: "bank", scopes: ["read", "ingest"], minted_by: String });
+
+  t.equal((await request("GET", "/keys?client_id=shop", bankAdmin)).status, 403, "it cannot list another client's");
+  const listed = (await (await request("GET", "/keys?page_size=100", bankAdmin)).json()) as {
+    data: { client_id: string }[];
+  };
+  t.ok(listed.data.length > 0 && listed.data.every((k) => k.client_id === "bank"), "its list is its client's keys");
+  t.equal((await request("GET", `/keys/${shopKeyId}`, bankAdmin)).status, 404, "another client's key: 404");
+  t.equal((await request("POST", `/keys/${shopKeyId}/rotate`, bankAdmin, {})).status, 404, "nor rotate it");
+  t.equal((await request("DELETE", `/keys/${shopKeyId}`, bankAdmin)).status, 404, "nor revoke it");
+  t.equal((await request("GET", "/notifications/x", keys.read as string)).status, 404, "the shop key still works");
+
+  const forShop = await mintFor(keys.operator as string, { name: "by operator", client_id: "bank", scopes: ["read"] });
+  t.equal(forShop.status, 201, "an operator key mints for any client");
+});
+
+t.test("revoking a key revokes every key minted from it, through rotations too", async (t) => {
+  const root = await seedApiKey(database, { clientId: "bank", name: "root", scopes: ["admin"] });
+  const child = (await (await request("POST", "/keys", root, { name: "child", scopes: ["admin"] })).json()) as {
+    id: string;
+    key: string;
+  };
+  const grandchild = (await (await request("POST", "/keys", child.key, { name: "gc", scopes: ["read"] })).json()) as {
+    key: string;
+  };
+  const works = async (key: string) => (await request("GET", "/notifications/x", key)).status === 404;
+  t.ok((await works(child.key)) && (await works(grandchild.key)), "both work");
+  // The child rotates itself: its replacement keeps the lineage, and the grandchild is now the replacement's.
+  const rotated = (await (await request("POST", `/keys/${child.id}/rotate`, child.key, {})).json()) as { key: string };
+  t.ok(await works(rotated.key), "the replacement works");
+  const rootId = (
+    (await (await request("GET", "/keys?page_size=100", keys.operator as string)).json()) as {
+      data: { id: string; name: string }[];
+    }
+  ).data.find((k) => k.name === "root")?.id as string;
+  t.equal((await request("DELETE", `/keys/${rootId}`, keys.operator as string)).status, 204);
+  t.notOk(await works(root), "the root is revoked");
+  t.notOk(await works(rotated.key), "so is the key it minted (after that key's rotation)");
+  t.notOk(await works(grandchild.key), "and the key that one minted");
+});
+
+t.test("contacts: writing an address needs the contacts scope and is recorded with its key", async (t) => {
+  const body = { email: "ada@example.com", phone: "+14155550100" };
+  t.equal((await request("PUT", "/users/otp-user/contacts", keys.preferences as string, body)).status, 403);
+  t.equal((await request("PUT", "/users/otp-user/contacts", keys.contacts as string, body)).status, 200);
+  t.equal((await request("PUT", "/users/otp-user/contacts", keys.contacts as string, body)).status, 200, "unchanged");
+  const moved = { ...body, phone: "+14155550199" };
+  t.equal((await request("PUT", "/users/otp-user/contacts", keys.contacts as string, moved)).status, 200);
+  const changes = await request("GET", "/ops/users/otp-user/contact-changes", keys.operator as string);
+  t.equal(changes.status, 200);
+  const { data } = (await changes.json()) as { data: { fields: string[]; client_id: string; key_id: string }[] };
+  t.equal(data.length, 2, "one record per change, none for a write that changed nothing");
+  t.same(data[0]?.fields, ["phone"], "the newest first, naming what changed");
+  t.same(data[1]?.fields, ["email", "phone"]);
+  t.ok(data.every((change) => change.client_id === "shop" && change.key_id.length > 0), "with the key and client");
 });

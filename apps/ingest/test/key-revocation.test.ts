@@ -19,7 +19,7 @@ async function otherInstance() {
   onKeyChanged(await otherConnection(t, bus), (event) => lookup.forget(event.key_id));
   return lookup;
 }
-const adminKey = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const adminKey = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const keyId = async (key: string) =>
   ((await database.sql`select id from api_keys where key_hash = ${hashKey(key)}`)[0] as { id: string }).id;
 

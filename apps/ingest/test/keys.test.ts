@@ -10,7 +10,7 @@ import { ingestApp } from "./support.js";
 // The admin API for API keys through app.request(), on a real Postgres database. The lookup has
 // no cache, so a revocation takes effect on the next request.
 const { app, database, lines } = await ingestApp(t, { maxBodyBytes: 4096 });
-const adminKey = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const adminKey = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const readKey = await seedApiKey(database, { clientId: "shop", name: "shop reader", scopes: ["read"] });
 
 const call = (method: string, path: string, options: { key?: string; body?: unknown } = {}) => {
@@ -77,7 +77,7 @@ t.test("POST /keys issues a key once; it authenticates and only its hash is stor
   t.equal(response.headers.get("location"), `/api/v1/keys/${issued.id}`);
   t.match(issued, {
     id: String,
-    key: /^ntf_[A-Za-z0-9_-]{43}$/,
+    key: /^ntf_[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{22}$/,
     client_id: "shop",
     name: "shop ingest",
     scopes: ["ingest", "read"],
@@ -103,6 +103,7 @@ t.test("POST /keys issues a key once; it authenticates and only its hash is stor
     "created_at",
     "id",
     "last_used_at",
+    "minted_by",
     "name",
     "prefix",
     "rate_limit",

@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { hashKey } from "@notify/core";
 import { createKey, type Database, seedApiKey } from "@notify/db";
-import { createAttemptThrottle, listen } from "@notify/http";
+import { createAttemptThrottle, listen, trustedProxies } from "@notify/http";
 import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
 import { ingestApp } from "./support.js";
@@ -27,6 +28,7 @@ const randomKey = () => `ntf_${randomBytes(24).toString("base64url")}`;
 t.test("the key cache: random keys cost one lookup each at most, never evict a known key", async (t) => {
   const { counter, database: db } = counting(database);
   const lookup = createKeyLookup(db, 60_000);
+  await lookup.ready;
   const issued = await createKey(database, { clientId: "shop", name: "cache", scopes: ["read"] });
   t.match(await lookup(issued.key), { clientId: "shop" });
   const afterKnown = counter.queries;
@@ -56,6 +58,8 @@ t.test(
   async (t) => {
     const { counter, database: db } = counting(database);
     const lookup = createKeyLookup(db, 60_000);
+    await lookup.ready;
+    counter.queries = 0;
     const throttle = createAttemptThrottle({ perSecond: 1, burst: 20, now: () => 0 });
     const budget = throttle.budget("198.51.100.9");
     const outcomes = await Promise.allSettled(Array.from({ length: 500 }, () => lookup(randomKey(), budget)));
@@ -69,14 +73,11 @@ t.test(
 t.test("ingest answers a flood of bad keys from one address 429 with Retry-After; valid keys still work", async (t) => {
   const { counter, database: db } = counting(database);
   const throttle = createAttemptThrottle({ perSecond: 0.5, burst: 5 });
-  const { app } = await ingestApp(t, {
-    database: db,
-    bus,
-    lookupKey: createKeyLookup(db, 60_000),
-    preauthThrottle: throttle,
-  });
   const good = await seedApiKey(database, { clientId: "shop", name: "good", scopes: ["read"] });
   const uncached = await seedApiKey(database, { clientId: "shop", name: "uncached", scopes: ["read"] });
+  const lookupKey = createKeyLookup(db, 60_000);
+  await lookupKey.ready;
+  const { app } = await ingestApp(t, { database: db, bus, lookupKey, preauthThrottle: throttle });
   const from = (address: string) => ({ incoming: { socket: { remoteAddress: address } } });
   const get = (key: string, address: string) =>
     app.request(`/api/v1/notifications/${randomUUID()}`, { headers: { "x-api-key": key } }, from(address));
@@ -92,7 +93,7 @@ t.test("ingest answers a flood of bad keys from one address 429 with Retry-After
   t.equal(counter.queries, queriesBefore, "refused without a lookup");
 
   t.equal((await get(good, "203.0.113.7")).status, 404, "a cached valid key from the same address still works");
-  t.equal((await get(uncached, "203.0.113.7")).status, 429, "a key the cache does not know waits like any other");
+  t.equal((await get(uncached, "203.0.113.7")).status, 404, "a valid key the cache does not know is not refused either");
   t.equal((await get(randomKey(), "203.0.113.8")).status, 401, "another address has its own budget");
   t.equal((await get(uncached, "2001:db8:1:2::1")).status, 404, "valid keys spend nothing");
   for (let i = 0; i < 5; i++) await get(randomKey(), "2001:db8:1:2::1");
@@ -116,4 +117,91 @@ t.test("the socket's address is the one throttled, not X-Forwarded-For", async (
   t.equal((await get("198.51.100.1")).status, 401);
   t.equal((await get("198.51.100.2")).status, 401);
   t.equal((await get("198.51.100.3")).status, 429, "a new X-Forwarded-For each time changes nothing");
+});
+
+/** A key of the format before keys carried a MAC, stored directly as an old deployment has it. */
+async function unsignedKey(clientId: string, scopes: string[]): Promise<{ id: string; key: string }> {
+  const key = `ntf_${randomBytes(32).toString("base64url")}`;
+  const id = randomUUID();
+  await database.sql`insert into api_keys (id, client_id, name, prefix, key_hash, scopes)
+    values (${id}, ${clientId}, 'unsigned', ${key.slice(0, 12)}, ${hashKey(key)}, ${scopes})`;
+  return { id, key };
+}
+
+t.test("2,000 random keys from one address, then valid keys from it answer at once", async (t) => {
+  const throttle = createAttemptThrottle({ perSecond: 2, burst: 60 });
+  const signed = await seedApiKey(database, { clientId: "shop", name: "signed", scopes: ["read"] });
+  const legacy = await unsignedKey("shop", ["read"]);
+  const lookupKey = createKeyLookup(database, 5_000);
+  await lookupKey.ready;
+  // A key created after the keys were read, heard of through its announcement.
+  const late = await unsignedKey("shop", ["read"]);
+  lookupKey.forget(late.id);
+  const { app } = await ingestApp(t, { database, bus, lookupKey, preauthThrottle: throttle });
+  const from = { incoming: { socket: { remoteAddress: "192.0.2.44" } } };
+  const list = (key: string) =>
+    app.request("/api/v1/users/someone/notifications", { headers: { "x-api-key": key } }, from);
+  const statuses = new Map<number, number>();
+  for (let i = 0; i < 2_000; i++) {
+    const status = (await list(i % 2 === 0 ? randomKey() : `${signed.slice(0, -22)}${"A".repeat(22)}`)).status;
+    statuses.set(status, (statuses.get(status) ?? 0) + 1);
+  }
+  t.ok((statuses.get(429) ?? 0) > 0, `the address's budget is spent (${[...statuses].join(" ")})`);
+  await new Promise((resolve) => setTimeout(resolve, 50)); // the late key's announcement is applied
+  for (const [name, key] of [
+    ["a signed key", signed],
+    ["an unsigned key of the format before", legacy.key],
+    ["an unsigned key announced after start", late.key],
+  ] as const) {
+    const started = performance.now();
+    const answer = await list(key);
+    const ms = performance.now() - started;
+    t.equal(answer.status, 200, `${name}: 200`);
+    t.ok(ms < 100, `${name} answered in ${ms.toFixed(1)} ms`);
+  }
+  t.equal((await list(randomKey())).status, 429, "while random keys from it are still refused");
+});
+
+t.test("a signed key with a MAC that is not this deployment's is refused without a lookup", async (t) => {
+  const { counter, database: db } = counting(database);
+  const lookup = createKeyLookup(db, 60_000);
+  await lookup.ready;
+  const signed = await seedApiKey(database, { clientId: "shop", name: "real", scopes: ["read"] });
+  counter.queries = 0;
+  const budget = createAttemptThrottle({ perSecond: 1, burst: 3, now: () => 0 }).budget("198.51.100.77");
+  for (let i = 0; i < 500; i++) {
+    t.equal(await lookup(`ntf_${randomBytes(32).toString("base64url")}.${randomBytes(16).toString("base64url")}`, budget), null);
+  }
+  t.equal(counter.queries, 0, "no query for any of them");
+  t.match(await lookup(signed, budget), { clientId: "shop" }, "the budget they spent does not refuse a signed key");
+});
+
+t.test("behind a trusted proxy the client is the address it forwarded; elsewhere X-Forwarded-For is ignored", async (t) => {
+  const { app } = await ingestApp(t, {
+    database,
+    bus,
+    preauthThrottle: createAttemptThrottle({ perSecond: 0.1, burst: 2 }),
+    trustedProxies: trustedProxies([
+      { address: "10.0.0.0", prefix: 8, family: 4 },
+      { address: "fd00::", prefix: 8, family: 6 },
+    ]),
+  });
+  const from = (peer: string, forwardedFor?: string) =>
+    app.request(
+      `/api/v1/notifications/${randomUUID()}`,
+      { headers: { "x-api-key": randomKey(), ...(forwardedFor ? { "x-forwarded-for": forwardedFor } : {}) } },
+      { incoming: { socket: { remoteAddress: peer } } },
+    );
+  // Two clients behind the proxy, each with its own budget.
+  t.equal((await from("10.1.2.3", "198.51.100.1")).status, 401);
+  t.equal((await from("10.1.2.3", "198.51.100.1")).status, 401);
+  t.equal((await from("10.1.2.3", "198.51.100.1")).status, 429, "the first client's budget is spent");
+  t.equal((await from("::ffff:10.9.9.9", "198.51.100.2")).status, 401, "the second client is not refused");
+  // A client's own X-Forwarded-For entry is left of the proxy's: the proxy-added one counts.
+  t.equal((await from("10.1.2.3", "203.0.113.50, 198.51.100.1")).status, 429, "a spoofed entry changes nothing");
+  t.equal((await from("10.1.2.3", "198.51.100.1, fd00::7")).status, 429, "chained trusted proxies are skipped");
+  // From a peer that is not a trusted proxy the header is ignored.
+  t.equal((await from("203.0.113.9", "198.51.100.3")).status, 401);
+  t.equal((await from("203.0.113.9", "198.51.100.4")).status, 401);
+  t.equal((await from("203.0.113.9", "198.51.100.5")).status, 429, "an untrusted peer's header is not believed");
 });

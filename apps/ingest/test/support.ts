@@ -1,7 +1,7 @@
 import { type Bus, connectBus } from "@notify/bus";
 import type { NotificationRequest } from "@notify/core";
 import { createAttemptThrottle, listen, toAppError } from "@notify/http";
-import { startReplayResponder } from "@notify/ops";
+import { startDeadLetterResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
 import { createAdminApp, createApp, type IngestDeps } from "../src/app.js";
@@ -25,7 +25,7 @@ export async function ingestApp(t: Pick<Test, "teardown">, overrides: Partial<In
     database,
     bus,
     log,
-    lookupKey: createKeyLookup(database, 0, log),
+    lookupKey: createKeyLookup(database, 0, { log }),
     templates,
     ingestor: createIngestor({ database, bus, log, templates }),
     maxBodyBytes: 65_536,
@@ -59,15 +59,16 @@ export const minimalRequest = (userId: string): NotificationRequest => ({
 });
 
 /**
- * The processor's answer to ingest's dead-letter replays (notify.ops.replay), run in the test
- * process on the test's database and namespace, stopped at teardown: without it a replay is 503.
+ * The processor's answers to ingest's dead-letter routes (notify.ops.dlq.list, notify.ops.dlq.show,
+ * notify.ops.replay), run in the test process on the test's database and namespace, stopped at
+ * teardown: without it every dead-letter route is 503.
  */
-export async function replayResponder(
+export async function deadLetterResponder(
   t: Pick<Test, "teardown">,
   deps: Pick<IngestDeps, "database" | "bus" | "log">,
   criticalCategories: readonly string[] = [],
 ) {
-  const responder = startReplayResponder({ ...deps, criticalCategories, explain: toAppError });
+  const responder = startDeadLetterResponder({ ...deps, criticalCategories, explain: toAppError });
   t.teardown(() => responder.stop());
   await responder.ready;
   return responder;
@@ -77,7 +78,7 @@ export async function replayResponder(
  * The ingest app with the operator console, its admin app listening on a free loopback port:
  * over real sockets, so the pre-auth throttle sees the caller's address as in production. The
  * console and the API share one throttle (as main.ts wires them); `console` overrides its options.
- * A processor's replay responder answers its dead-letter replays.
+ * A processor's responder answers its dead-letter reads and replays.
  */
 export async function consoleApp(
   t: Pick<Test, "teardown">,
@@ -86,7 +87,7 @@ export async function consoleApp(
 ) {
   const preauthThrottle = overrides.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 });
   const ingest = await ingestApp(t, { ...overrides, preauthThrottle });
-  await replayResponder(t, ingest);
+  await deadLetterResponder(t, ingest);
   const admin = createAdminApp({ ...ingest.deps, console: { api: ingest.app, preauthThrottle, ...console } });
   const server = await listen(admin, 0, "127.0.0.1");
   t.teardown(() => server.close());

@@ -4,7 +4,7 @@ import { ingestApp } from "./support.js";
 
 // GET and PUT /api/v1/users/{id}/contacts: the addresses email and SMS need.
 const { app, database, lines } = await ingestApp(t, { maxBodyBytes: 4096 });
-const key = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });
+const key = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["contacts"] });
 const readKey = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read", "ingest"] });
 
 const get = (userId: string, apiKey = key) =>

@@ -86,6 +86,8 @@ const create: Command = async (argv, io, deps) => {
     scopes,
     rateLimit: burst !== undefined && perSecond !== undefined ? { burst, perSecond } : undefined,
   });
+  // Running ingest processes add it to the keys they hold in memory at once.
+  await announce(deps, issued.id);
   printIssued(io, values.json, issued);
 };
 
@@ -124,6 +126,7 @@ const rotate: Command = async (argv, io, deps) => {
   const graceSeconds = values.grace === undefined ? 0 : parseGraceDuration(values.grace);
   const rotated = await rotateKeyById(deps.database, id, graceSeconds);
   await announce(deps, id);
+  await announce(deps, rotated.id);
   printIssued(io, values.json, rotated, [["replaces", `${rotated.previous.id} (${statusText(rotated.previous)})`]]);
 };
 
@@ -131,7 +134,8 @@ const revoke: Command = async (argv, io, deps) => {
   const { values, positionals } = parseOptions(argv, { json: { type: "boolean" } }, ["ID"]);
   const id = positionals[0] as string;
   const revoked = await revokeKeyById(deps.database, id);
-  const told = await announce(deps, id);
+  let told = await announce(deps, id);
+  for (const minted of revoked.cascaded) told = (await announce(deps, minted)) && told;
   if (values.json) {
     printJson(io, revoked);
     return;
@@ -144,7 +148,10 @@ const revoke: Command = async (argv, io, deps) => {
   );
 };
 
-/** Tells running ingest processes on NATS (when NATS_URL is set) to drop their cached copy of the key. */
+/**
+ * Tells running ingest processes on NATS (when NATS_URL is set) that the key changed: they drop
+ * their cached copy and read it again into the keys they hold in memory.
+ */
 async function announce(deps: CliDeps, keyId: string): Promise<boolean> {
   if (!deps.bus) return false;
   try {
@@ -159,14 +166,15 @@ export const keys: CommandGroup = {
   usage: `API keys (plaintext keys are shown once; only their SHA-256 is stored):
   notify keys create --name NAME --client CLIENT --scope SCOPE [--scope SCOPE ...]
                      [--rate-burst N --rate-per-second N] [--json]
-      Issue a key. SCOPE is one of ${SCOPES.join(", ")} (admin includes every scope).
+      Issue a key. SCOPE is one of ${SCOPES.join(", ")} (admin includes every client
+      scope for its own client; operator is the deployment's: every client, dead letters, the console).
   notify keys list [--client CLIENT] [--all] [--json]
       Keys newest first; --all includes revoked keys.
   notify keys rotate ID [--grace DURATION] [--json]
       Issue a replacement with the same client, name, scopes and rate limit; the old key keeps
       working for DURATION (45s, 90m, 24h, 1d or seconds; default 0, at most 7d).
   notify keys revoke ID [--json]
-      Revoke a key now.
+      Revoke a key now, and every key minted from it through the API.
 `,
   commands: { create, list, rotate, revoke },
 };

@@ -55,7 +55,7 @@ t.test("keys create --json prints one document with the key; the warning goes to
   const issued = json<IssuedApiKey>(out);
   t.match(issued, {
     id: String,
-    key: /^ntf_[A-Za-z0-9_-]{43}$/,
+    key: /^ntf_[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{22}$/,
     client_id: "shop",
     name: "ci",
     scopes: ["ingest", "read"],

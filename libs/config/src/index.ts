@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import * as v from "valibot";
 
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|_URL$/i;
@@ -141,7 +142,49 @@ export const preauthThrottle = () => ({
   PREAUTH_RATE_PER_SECOND: int(2, 1, 100_000),
   /** Failed attempts an address may make in a row before it is answered 429. */
   PREAUTH_BURST: int(60, 1, 1_000_000),
+  /**
+   * The proxies in front of this app (load balancer, ingress), comma-separated addresses or CIDR
+   * ranges, e.g. 10.0.0.0/8,fd00::/8: a request from one of them is counted against the address
+   * its X-Forwarded-For names (the rightmost one not itself a listed proxy). Unset: the socket's
+   * address, and X-Forwarded-For is ignored (any client can send it).
+   */
+  TRUSTED_PROXIES: v.optional(
+    v.pipe(
+      v.string(),
+      v.rawTransform(({ dataset, addIssue, NEVER }) => {
+        const entries: ProxyRange[] = [];
+        for (const entry of dataset.value
+          .split(",")
+          .map((e) => e.trim())
+          .filter((e) => e !== "")) {
+          const range = proxyRange(entry);
+          if (range === null) addIssue({ message: `"${entry}" is not an IP address or a CIDR range` });
+          else entries.push(range);
+        }
+        return entries.length === dataset.value.split(",").filter((e) => e.trim() !== "").length ? entries : NEVER;
+      }),
+    ),
+    "",
+  ),
 });
+
+/** One trusted proxy entry: an address, or a network with its prefix length. */
+export interface ProxyRange {
+  address: string;
+  prefix?: number;
+  family: 4 | 6;
+}
+
+function proxyRange(entry: string): ProxyRange | null {
+  const [address = "", bits, extra] = entry.split("/");
+  const ip = isIP(address);
+  if (ip === 0 || extra !== undefined) return null;
+  const family = ip === 4 ? 4 : 6;
+  if (bits === undefined) return { address, family };
+  const prefix = Number(bits);
+  if (!/^\d{1,3}$/.test(bits) || prefix > (family === 4 ? 32 : 128)) return null;
+  return { address, prefix, family };
+}
 
 /** A URL, or unset; empty counts as unset (compose passes `${VAR:-}` through as ""). */
 const optionalUrlOrEmpty = () => v.optional(v.union([v.literal(""), v.pipe(v.string(), v.url("must be a URL"))]));

@@ -1,4 +1,13 @@
-import { generateKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
+import {
+  type CredentialKeys,
+  credentialKeys,
+  generateSignedKey,
+  hashKey,
+  keyDisplayPrefix,
+  newDeploymentSecret,
+  newId,
+  type Scope,
+} from "@notify/core";
 import type { Database, Sql } from "./index.js";
 import type { RowPick } from "./rows.js";
 import type { apiKeys } from "./schema/index.js";
@@ -7,7 +16,35 @@ import type { apiKeys } from "./schema/index.js";
  * Issuing, listing, rotating and revoking API keys: the verbs shared by the admin API and the
  * `notify keys` CLI, so both answer with the same shape (snake_case, RFC 3339 UTC timestamps).
  * Only the SHA-256 of a key is stored; the plaintext exists in the answer to create and rotate.
+ * Every key minted carries a MAC under the deployment's secret (libs/core credentials.ts).
  */
+
+const secrets = new WeakMap<Database, Promise<CredentialKeys>>();
+
+/**
+ * The MAC keys of this deployment's credentials, from the `credentials` secret in
+ * deployment_secrets, created by whichever process needs it first (every process then reads the
+ * same one). Read once per pool; a failed read is retried by the next call.
+ */
+export function loadCredentialKeys(database: Database): Promise<CredentialKeys> {
+  let loading = secrets.get(database);
+  if (loading === undefined) {
+    loading = (async () => {
+      const [row] = await database.sql<{ secret: string }[]>`
+        with created as (
+          insert into deployment_secrets (name, secret) values ('credentials', ${newDeploymentSecret()})
+          on conflict (name) do nothing returning secret
+        )
+        select secret from created union all select secret from deployment_secrets where name = 'credentials'
+        limit 1`;
+      if (row === undefined) throw new Error("the deployment's credentials secret could not be read");
+      return credentialKeys(row.secret);
+    })();
+    loading.catch(() => secrets.delete(database));
+    secrets.set(database, loading);
+  }
+  return loading;
+}
 
 /** `grace`: replaced by a rotation, the key still authenticates until `revoked_at`. */
 export type ApiKeyStatus = "active" | "grace" | "revoked";
@@ -25,6 +62,8 @@ export interface ApiKeyRecord {
   created_at: string;
   revoked_at: string | null;
   last_used_at: string | null;
+  /** The key that minted this one through the API; null when the CLI or the setup did. */
+  minted_by: string | null;
 }
 
 /** A record with its plaintext key: returned once, never stored. */
@@ -42,9 +81,12 @@ export interface CreateKeyInput {
   name: string;
   scopes: Scope[];
   rateLimit?: { burst: number; perSecond: number };
+  /** The key minting it through the API: revoking that key revokes this one too. */
+  mintedBy?: string;
 }
 
 export interface ListKeysOptions {
+  /** Only this client's keys. */
   clientId?: string;
   /** Also list keys whose revocation has taken effect (keys in a grace period are always listed). */
   includeRevoked?: boolean;
@@ -65,11 +107,12 @@ interface Row {
   created_at: Date;
   revoked_at: Date | null;
   last_used_at: Date | null;
+  minted_by: string | null;
 }
 
 // Status is computed with the database clock, the same clock the authentication lookup uses.
 const columns = (sql: Sql) => sql`
-  id, client_id, name, prefix, scopes, rate_limit_burst, rate_limit_per_second, created_at, revoked_at, last_used_at,
+  id, client_id, name, prefix, scopes, rate_limit_burst, rate_limit_per_second, created_at, revoked_at, last_used_at, minted_by,
   case when revoked_at is null then 'active' when revoked_at > now() then 'grace' else 'revoked' end as status`;
 
 const toRecord = (row: Row): ApiKeyRecord => ({
@@ -86,22 +129,28 @@ const toRecord = (row: Row): ApiKeyRecord => ({
   created_at: row.created_at.toISOString(),
   revoked_at: row.revoked_at?.toISOString() ?? null,
   last_used_at: row.last_used_at?.toISOString() ?? null,
+  minted_by: row.minted_by,
 });
 
 const one = (rows: Row[]): ApiKeyRecord | null => (rows[0] ? toRecord(rows[0]) : null);
 
 export async function createKey(database: Database, input: CreateKeyInput): Promise<IssuedApiKey> {
-  const key = generateKey();
+  const key = generateSignedKey(await loadCredentialKeys(database));
   const rows = await database.sql<Row[]>`
-    insert into api_keys (id, client_id, name, prefix, key_hash, scopes, rate_limit_burst, rate_limit_per_second)
+    insert into api_keys (id, client_id, name, prefix, key_hash, scopes, rate_limit_burst, rate_limit_per_second, minted_by)
     values (${newId()}, ${input.clientId}, ${input.name}, ${keyDisplayPrefix(key)}, ${hashKey(key)}, ${input.scopes},
-            ${input.rateLimit?.burst ?? null}, ${input.rateLimit?.perSecond ?? null})
+            ${input.rateLimit?.burst ?? null}, ${input.rateLimit?.perSecond ?? null}, ${input.mintedBy ?? null})
     returning ${columns(database.sql)}`;
   return { ...toRecord(rows[0] as Row), key };
 }
 
-export async function getKey(database: Database, id: string): Promise<ApiKeyRecord | null> {
-  return one(await database.sql<Row[]>`select ${columns(database.sql)} from api_keys where id = ${id}`);
+/** The key with this id; with `clientId`, only if it is that client's (null otherwise). */
+export async function getKey(database: Database, id: string, clientId?: string): Promise<ApiKeyRecord | null> {
+  const { sql } = database;
+  return one(
+    await sql<Row[]>`select ${columns(sql)} from api_keys
+      where id = ${id} ${clientId === undefined ? sql`` : sql`and client_id = ${clientId}`}`,
+  );
 }
 
 /** Newest first. Offset pagination: an admin list is small and wants random page access. */
@@ -122,42 +171,63 @@ export async function listKeys(
 }
 
 /**
- * Issues a replacement with the same client, name, scopes and limits
- * and revokes the old key `graceSeconds` from now, so its callers can switch over. A
- * revocation already due earlier is kept: rotating never revives or extends a key.
- * Null when no key has this id.
+ * Issues a replacement with the same client, name, scopes, limits and minter, and revokes the
+ * old key `graceSeconds` from now, so its callers can switch over. A revocation already due
+ * earlier is kept: rotating never revives or extends a key. The keys the old one minted are
+ * the new one's from then on, so revoking the new key still reaches them. With `clientId`, only
+ * that client's key is rotated. Null when no such key exists.
  */
 export async function rotateKey(
   database: Database,
   id: string,
-  options: { graceSeconds: number },
+  options: { graceSeconds: number; clientId?: string },
 ): Promise<RotatedApiKey | null> {
-  const key = generateKey();
-  return database.sql.begin(async (tx) => {
+  const key = generateSignedKey(await loadCredentialKeys(database));
+  const { sql } = database;
+  return sql.begin(async (tx) => {
     const previous = await tx<Row[]>`
       update api_keys set revoked_at = least(revoked_at, now() + make_interval(secs => ${options.graceSeconds}))
-      where id = ${id} returning ${columns(database.sql)}`;
+      where id = ${id} ${options.clientId === undefined ? sql`` : sql`and client_id = ${options.clientId}`}
+      returning ${columns(sql)}`;
     const old = previous[0];
     if (!old) return null;
     const created = await tx<Row[]>`
-      insert into api_keys (id, client_id, name, prefix, key_hash, scopes, rate_limit_burst, rate_limit_per_second)
+      insert into api_keys (id, client_id, name, prefix, key_hash, scopes, rate_limit_burst, rate_limit_per_second, minted_by)
       values (${newId()}, ${old.client_id}, ${old.name}, ${keyDisplayPrefix(key)}, ${hashKey(key)}, ${old.scopes},
-              ${old.rate_limit_burst}, ${old.rate_limit_per_second})
-      returning ${columns(database.sql)}`;
-    return { ...toRecord(created[0] as Row), key, previous: toRecord(old) };
+              ${old.rate_limit_burst}, ${old.rate_limit_per_second}, ${old.minted_by})
+      returning ${columns(sql)}`;
+    const replacement = created[0] as Row;
+    await tx`update api_keys set minted_by = ${replacement.id} where minted_by = ${old.id}`;
+    return { ...toRecord(replacement), key, previous: toRecord(old) };
   });
 }
 
 /**
- * Revokes a key now, ending any grace period. Idempotent: an earlier revocation time is kept.
- * Null when no key has this id.
+ * Revokes a key now, ending any grace period, and with it every key minted from it, however
+ * deep: a key cannot outlive its minter through keys it made. Idempotent: an earlier revocation
+ * time is kept. With `clientId`, only that client's key is revoked. Null when no such key
+ * exists; otherwise the key's record and the ids of the minted keys revoked with it.
  */
-export async function revokeKey(database: Database, id: string): Promise<ApiKeyRecord | null> {
-  return one(
-    await database.sql<Row[]>`
+export async function revokeKey(
+  database: Database,
+  id: string,
+  clientId?: string,
+): Promise<(ApiKeyRecord & { cascaded: string[] }) | null> {
+  const { sql } = database;
+  const rows = await sql<(Row & { depth: number })[]>`
+    with recursive lineage as (
+      select id, 0 as depth from api_keys
+      where id = ${id} ${clientId === undefined ? sql`` : sql`and client_id = ${clientId}`}
+      union
+      select k.id, l.depth + 1 from api_keys k join lineage l on k.minted_by = l.id where l.depth < 64
+    ), revoked as (
       update api_keys set revoked_at = case when revoked_at <= now() then revoked_at else now() end
-      where id = ${id} returning ${columns(database.sql)}`,
-  );
+      where id in (select id from lineage) returning ${columns(sql)}
+    )
+    select revoked.*, lineage.depth from revoked join lineage using (id) order by lineage.depth`;
+  const root = rows.find((row) => row.depth === 0);
+  if (root === undefined) return null;
+  return { ...toRecord(root), cascaded: rows.filter((row) => row.depth > 0).map((row) => row.id) };
 }
 
 // Authentication: the lookup behind every API request.
@@ -173,6 +243,36 @@ export async function findActiveKeyByHash(database: Database, keyHash: string): 
   const [row] = await database.sql<ActiveApiKey[]>`
     select id, client_id, scopes, revoked_at, rate_limit_burst, rate_limit_per_second from api_keys
     where key_hash = ${keyHash} and (revoked_at is null or revoked_at > now())`;
+  return row ?? null;
+}
+
+/** A key that authenticates now, by id: what a token minted by it needs to know of it. */
+export async function findActiveKeyById(database: Database, id: string): Promise<ActiveApiKey | null> {
+  const [row] = await database.sql<ActiveApiKey[]>`
+    select id, client_id, scopes, revoked_at, rate_limit_burst, rate_limit_per_second from api_keys
+    where id = ${id} and (revoked_at is null or revoked_at > now())`;
+  return row ?? null;
+}
+
+/**
+ * Every key that authenticates now: its id, the SHA-256 of the key and when a grace period
+ * ends. What each ingest instance holds in memory to tell a valid key from a random one
+ * without a lookup (a few dozen bytes a key).
+ */
+export async function listActiveKeyHashes(
+  database: Database,
+): Promise<{ id: string; key_hash: string; revoked_at: Date | null }[]> {
+  return database.sql<{ id: string; key_hash: string; revoked_at: Date | null }[]>`
+    select id, key_hash, revoked_at from api_keys where revoked_at is null or revoked_at > now()`;
+}
+
+/** The SHA-256 of one key and whether it authenticates now; null when no key has this id. */
+export async function findKeyHash(
+  database: Database,
+  id: string,
+): Promise<{ key_hash: string; active: boolean; revoked_at: Date | null } | null> {
+  const [row] = await database.sql<{ key_hash: string; active: boolean; revoked_at: Date | null }[]>`
+    select key_hash, revoked_at, (revoked_at is null or revoked_at > now()) as active from api_keys where id = ${id}`;
   return row ?? null;
 }
 

@@ -63,15 +63,49 @@ export async function readContacts(database: Database, userId: string): Promise<
   return row;
 }
 
-/** Replaces both of the user's addresses (creating the record), answering what was stored. */
+/**
+ * Replaces both of the user's addresses (creating the record), answering what was stored. When
+ * an address changes, the change (which fields, by which key of which client) is recorded in the
+ * same statement, so no change goes unrecorded.
+ */
 export async function writeContacts(
   database: Database,
   userId: string,
   input: { email: string | null; phone: string | null },
+  by: { clientId: string; keyId: string },
 ): Promise<ContactsRow> {
   const [row] = await database.sql<ContactsRow[]>`
-    insert into user_contacts (user_id, email, phone, updated_at) values (${userId}, ${input.email}, ${input.phone}, now())
-    on conflict (user_id) do update set email = excluded.email, phone = excluded.phone, updated_at = now()
-    returning email, phone, updated_at`;
+    with previous as (
+      select p.email, p.phone from (values (1)) as one(x)
+      left join user_contacts p on p.user_id = ${userId}
+    ), stored as (
+      insert into user_contacts (user_id, email, phone, updated_at) values (${userId}, ${input.email}, ${input.phone}, now())
+      on conflict (user_id) do update set email = excluded.email, phone = excluded.phone, updated_at = now()
+      returning email, phone, updated_at
+    ), changed as (
+      select array_remove(array[
+        case when previous.email is distinct from ${input.email}::text then 'email' end,
+        case when previous.phone is distinct from ${input.phone}::text then 'phone' end
+      ], null) as fields from previous
+    ), recorded as (
+      insert into contact_changes (user_id, client_id, key_id, fields)
+      select ${userId}, ${by.clientId}, ${by.keyId}, fields from changed where cardinality(fields) > 0
+    )
+    select email, phone, updated_at from stored`;
   return row as ContactsRow;
+}
+
+/** One recorded change of a user's addresses. */
+export interface ContactChange {
+  fields: string[];
+  client_id: string;
+  key_id: string;
+  changed_at: string;
+}
+
+/** The user's recorded address changes, newest first (at most `limit`). */
+export async function listContactChanges(database: Database, userId: string, limit: number): Promise<ContactChange[]> {
+  const rows = await database.sql<{ fields: string[]; client_id: string; key_id: string; changed_at: Date }[]>`
+    select fields, client_id, key_id, changed_at from contact_changes where user_id = ${userId} order by id desc limit ${limit}`;
+  return rows.map((row) => ({ ...row, changed_at: row.changed_at.toISOString() }));
 }

@@ -1,4 +1,5 @@
-import { generateKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
+import { generateSignedKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
+import { loadCredentialKeys } from "./api-keys.js";
 import type { Database } from "./index.js";
 import type { DeviceToken } from "./schema/users.js";
 
@@ -30,7 +31,7 @@ export async function seedApiKey(
   database: Database,
   input: { clientId: string; name: string; scopes: Scope[] },
 ): Promise<string> {
-  const key = generateKey();
+  const key = generateSignedKey(await loadCredentialKeys(database));
   await database.sql`insert into api_keys (id, client_id, name, prefix, key_hash, scopes)
     values (${newId()}, ${input.clientId}, ${input.name}, ${keyDisplayPrefix(key)}, ${hashKey(key)}, ${input.scopes})`;
   return key;

@@ -1,6 +1,7 @@
 import { isIP } from "node:net";
 import { AppError } from "@notify/core";
 import type { Context, MiddlewareHandler } from "hono";
+import { clientAddress } from "./client-address.js";
 import { LRUCache } from "lru-cache";
 
 /**
@@ -107,21 +108,6 @@ export function createAttemptThrottle(options: AttemptThrottleOptions): AttemptT
   return {
     budget: (address) => (address === undefined || address === "" ? FREE : new AddressBudget(address)),
   };
-}
-
-/**
- * The peer address of the request's socket under @hono/node-server; undefined for an
- * in-process `app.request()`. Deliberately not X-Forwarded-For: any client can send that header,
- * so behind a proxy every request shares the proxy's address (docs/operations.md).
- */
-export function clientAddress(c: Context): string | undefined {
-  const env = c.env as
-    | {
-        incoming?: { socket?: { remoteAddress?: string } };
-        server?: { incoming?: { socket?: { remoteAddress?: string } } };
-      }
-    | undefined;
-  return (env?.server ?? env)?.incoming?.socket?.remoteAddress;
 }
 
 /**

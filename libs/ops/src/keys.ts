@@ -36,8 +36,8 @@ export async function rotateKeyById(database: Database, id: string, graceSeconds
   return rotated;
 }
 
-/** Revokes a key now. Fails for an unknown id. */
-export async function revokeKeyById(database: Database, id: string): Promise<ApiKeyRecord> {
+/** Revokes a key now, and every key minted from it (`cascaded`). Fails for an unknown id. */
+export async function revokeKeyById(database: Database, id: string): Promise<ApiKeyRecord & { cascaded: string[] }> {
   const revoked = await revokeKey(database, id);
   if (!revoked) throw new Error(`no API key with id ${id}`);
   return revoked;

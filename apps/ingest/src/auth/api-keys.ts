@@ -1,5 +1,13 @@
-import { andThen, hashKey, type MaybePromise, type Scope } from "@notify/core";
-import { type Database, findActiveKeyByHash, touchKeyLastUsed } from "@notify/db";
+import { andThen, type CredentialKeys, hashKey, keyForm, type MaybePromise, type Scope, scopesInclude } from "@notify/core";
+import {
+  type Database,
+  findActiveKeyByHash,
+  findActiveKeyById,
+  findKeyHash,
+  listActiveKeyHashes,
+  loadCredentialKeys,
+  touchKeyLastUsed,
+} from "@notify/db";
 import { type AttemptBudget, createForgettableCache } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { LRUCache } from "lru-cache";
@@ -12,9 +20,8 @@ export interface Principal {
   rateLimit: { burst: number; perSecond: number } | null;
 }
 
-/** The admin scope includes every other scope. */
-export const hasScope = (principal: Principal, scope: Scope) =>
-  principal.scopes.includes(scope) || principal.scopes.includes("admin");
+/** Whether the key holds `scope`, itself or through a scope that includes it (libs/core SCOPES). */
+export const hasScope = (principal: Principal, scope: Scope) => scopesInclude(principal.scopes, scope);
 
 /** last_used_at tells operators which keys are unused; a minute's precision is plenty. */
 const TOUCH_INTERVAL_MS = 60_000;
@@ -23,27 +30,115 @@ const MAX_ENTRIES = 10_000;
 const MAX_UNKNOWN = 2_000;
 
 /**
- * Looks a presented key up; with `budget` (the source address's pre-auth attempts, see
- * createAttemptThrottle) a key the cache does not know to be valid first checks the address
- * still has attempts, and a lookup that goes to Postgres holds one of them while it runs, so
- * one address cannot have more than its burst of lookups in flight. A key cached as valid is
- * answered as a plain value; anything else is a promise, and every failure a rejection.
+ * Looks a presented key up. A key that can be told valid or not without Postgres never touches
+ * `budget` (the source address's pre-auth attempts, see createAttemptThrottle): a key cached as
+ * valid, a signed key (its MAC decides in microseconds whether this deployment minted it; a
+ * forged one spends an attempt and is refused without a lookup), and an unsigned key whose
+ * hash is among the active keys held in memory. Only an unsigned key none of these knows is
+ * looked up against the budget, reserved before the lookup and given back if the key is valid,
+ * so one address never has more than its burst of such lookups in flight and a valid key is
+ * never refused for others' failures. A key cached as valid is answered as a plain value;
+ * anything else is a promise, and every failure a rejection.
  */
 export type KeyLookup = (key: string, budget?: AttemptBudget) => MaybePromise<Principal | null>;
 
-/** A KeyLookup with a cache, which a revocation announced on NATS empties of the key at once. */
-export type CachedKeyLookup = KeyLookup & { forget(keyId: string): void };
+/** A KeyLookup with its caches, which the key changes announced on NATS keep current. */
+export type CachedKeyLookup = KeyLookup & {
+  /** Drops what is cached of the key and reads its state again (a revocation, rotation or a new key). */
+  forget(keyId: string): void;
+  /**
+   * Whether the key with this id authenticates now (an inbox token works while its minting key
+   * does): from memory when known, cached like a lookup, announced changes applied at once.
+   */
+  active(keyId: string): MaybePromise<boolean>;
+  /** Whether a presented credential is one this lookup can vouch for without the budget. */
+  vouches(key: string): boolean;
+  /** Stops the periodic refresh of the active keys held in memory. */
+  close(): void;
+  /** Settles once the credentials secret and the active keys are first read (or failed to be). */
+  ready: Promise<void>;
+};
+
+export interface KeyLookupOptions {
+  log?: Logger;
+  /**
+   * How often the set of active keys held in memory is read again in full (announced changes
+   * apply at once; this bounds one missed). 0: never after the first read.
+   */
+  directoryRefreshMs?: number;
+}
+
+/**
+ * The hashes of every key that authenticates now, held in memory (a prefix of each hash: a
+ * collision only spares a random key the budget, it never authenticates one). Read at start and
+ * every `refreshMs`; a key change applies at once through `update`.
+ */
+function createKeyDirectory(database: Database, refreshMs: number, log?: Logger) {
+  let hashes = new Set<string>();
+  const byId = new Map<string, string>();
+  const short = (hash: string) => hash.slice(0, 20);
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+  const load = async () => {
+    try {
+      const rows = await listActiveKeyHashes(database);
+      const next = new Set<string>();
+      byId.clear();
+      for (const row of rows) {
+        next.add(short(row.key_hash));
+        byId.set(row.id, short(row.key_hash));
+      }
+      hashes = next;
+    } catch (error) {
+      log?.warn({ err: error }, "could not read the active API keys; unknown keys are looked up against the budget");
+    }
+  };
+  const schedule = () => {
+    if (closed || refreshMs <= 0) return;
+    timer = setTimeout(() => void load().finally(schedule), refreshMs);
+    timer.unref();
+  };
+  const ready = load().finally(schedule);
+  return {
+    ready,
+    has: (hash: string) => hashes.has(short(hash)),
+    async update(keyId: string) {
+      try {
+        const row = await findKeyHash(database, keyId);
+        if (row === null) return;
+        if (row.active) {
+          hashes.add(short(row.key_hash));
+          byId.set(keyId, short(row.key_hash));
+        } else {
+          hashes.delete(short(row.key_hash));
+          byId.delete(keyId);
+        }
+      } catch (error) {
+        log?.debug({ err: error, key_id: keyId }, "could not read a changed API key; the refresh will");
+      }
+    },
+    close() {
+      closed = true;
+      clearTimeout(timer);
+    },
+  };
+}
 
 /**
  * Looks a presented key up by hash, with a short cache: a revocation reaches every process at
  * once through `forget` (ingest calls it for each key change announced on NATS), and within
- * `ttlMs` where an announcement was missed. Unknown keys are cached too, so a flood of bad keys does not reach Postgres,
- * in a cache of their own: however many random keys arrive, they never evict a valid one.
- * Both are bounded LRUs. Concurrent lookups of one key share one query, so a key is looked up
- * in Postgres at most once per `ttlMs` however many requests present it. A key whose
- * `revoked_at` lies ahead is in a rotation grace period and still authenticates.
+ * `ttlMs` where an announcement was missed. Unknown keys are cached too, so a flood of bad keys
+ * does not reach Postgres, in a cache of their own: however many random keys arrive, they never
+ * evict a valid one. Both are bounded LRUs. Concurrent lookups of one key share one query, so a
+ * key is looked up in Postgres at most once per `ttlMs` however many requests present it. A key
+ * whose `revoked_at` lies ahead is in a rotation grace period and still authenticates.
  */
-export function createKeyLookup(database: Database, ttlMs: number, log?: Logger): CachedKeyLookup {
+export function createKeyLookup(
+  database: Database,
+  ttlMs: number,
+  options: KeyLookupOptions = {},
+): CachedKeyLookup {
+  const { log } = options;
   // A ttl of 0 means no cache (lru-cache would read it as "forever").
   const cached = ttlMs > 0;
   // By hash; a revocation announced on NATS forgets every hash of its key id.
@@ -52,9 +147,20 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     ttlMs,
     tagOf: (hash, principal) => principal?.keyId ?? hash,
   });
+  const states = createForgettableCache<boolean>({ max: MAX_ENTRIES, ttlMs });
   const unknown = new LRUCache<string, true>({ max: MAX_UNKNOWN, ttl: Math.max(1, ttlMs) });
   const inFlight = new Map<string, Promise<Principal | null>>();
   const touched = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: TOUCH_INTERVAL_MS });
+  const directory = createKeyDirectory(database, options.directoryRefreshMs ?? 60_000, log);
+  let macKeys: CredentialKeys | undefined;
+  const macReady = loadCredentialKeys(database).then(
+    (keys) => {
+      macKeys = keys;
+    },
+    (error: unknown) => log?.warn({ err: error }, "could not read the credentials secret; keys are checked by lookup"),
+  );
+  // Until both are read (the first moments after start), a key goes through the budgeted path.
+  const ready = Promise.all([macReady, directory.ready]).then(() => {});
 
   // Off the request path: a slow or failed write never delays or fails a request.
   const touch = (keyId: string) => {
@@ -92,33 +198,71 @@ export function createKeyLookup(database: Database, ttlMs: number, log?: Logger)
     );
   };
 
-  // A cached valid key is answered at once (no promise): this runs on every request.
-  const lookup = (hash: string, budget?: AttemptBudget): MaybePromise<Principal | null> => {
+  /** A lookup that needs no budget: the key is known to be, or to have been, this deployment's. */
+  const unbudgeted = (hash: string): MaybePromise<Principal | null> => {
+    if (cached && unknown.has(hash)) return null;
+    const running = inFlight.get(hash);
+    if (running) return running;
+    const started = query(hash).finally(() => inFlight.delete(hash));
+    inFlight.set(hash, started);
+    return started;
+  };
+
+  const lookup = (key: string, hash: string, budget?: AttemptBudget): MaybePromise<Principal | null> => {
     const hit = known.get(hash);
     if (hit) return hit;
-    // Only a key known to be valid skips the address's budget. Past the hit, failures are
-    // rejections, as callers await what they get.
+    const form = macKeys === undefined ? "unsigned" : keyForm(macKeys, key);
+    if (form === "forged") {
+      budget?.charge();
+      return null;
+    }
+    if (form === "signed" || directory.has(hash)) return unbudgeted(hash);
+    // Past here a random key and a valid one look alike until Postgres answers: the attempt is
+    // reserved first (so parallel guesses cannot overdraw the budget) and given back if valid.
     try {
       budget?.check();
     } catch (error) {
       return Promise.reject(error);
     }
-    if (cached && unknown.has(hash)) return null;
-    const running = inFlight.get(hash);
-    if (running) return running;
     budget?.charge();
-    const started = query(hash).finally(() => {
-      inFlight.delete(hash);
-      budget?.refund();
+    return andThen(unbudgeted(hash), (principal) => {
+      if (principal) budget?.refund();
+      return principal;
     });
-    inFlight.set(hash, started);
-    return started;
   };
 
   const keyLookup: KeyLookup = (key, budget) =>
-    andThen(lookup(hashKey(key), budget), (principal) => {
+    andThen(lookup(key, hashKey(key), budget), (principal) => {
       if (principal) touch(principal.keyId);
       return principal;
     });
-  return Object.assign(keyLookup, { forget: (keyId: string) => known.forget(keyId) });
+  return Object.assign(keyLookup, {
+    forget: (keyId: string) => {
+      known.forget(keyId);
+      states.forget(keyId);
+      void directory.update(keyId);
+    },
+    active: (keyId: string): MaybePromise<boolean> => {
+      const hit = states.get(keyId);
+      if (hit !== undefined) return hit;
+      let until = Number.POSITIVE_INFINITY;
+      return states.load(
+        keyId,
+        async () => {
+          const row = await findActiveKeyById(database, keyId);
+          until = row?.revoked_at?.getTime() ?? until;
+          return row !== null;
+        },
+        (active) => (active ? until - Date.now() : ttlMs),
+      );
+    },
+    vouches: (key: string) => {
+      const hash = hashKey(key);
+      if (known.get(hash)) return true;
+      const form = macKeys === undefined ? "unsigned" : keyForm(macKeys, key);
+      return form === "unsigned" ? directory.has(hash) : form === "signed";
+    },
+    close: () => directory.close(),
+    ready,
+  });
 }

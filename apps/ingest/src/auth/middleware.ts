@@ -58,9 +58,10 @@ const API_KEY_WANTED = "this route needs an API key (X-API-Key or Authorization:
  * Retry-After and the RateLimit headers). Routes then state the scope they need in their contract
  * (routes/contract.ts), which checks it with `requireScope`.
  *
- * Before that, `throttle` guards the lookup per source address: a key the cache does not know
- * to be valid is looked up only while the address has pre-auth attempts left (429 otherwise,
- * without a query), and an unknown or revoked key spends one. Valid keys spend nothing.
+ * Before that, `throttle` guards the lookups that cannot be decided locally, per source address
+ * (see KeyLookup): such a key is looked up only while the address has pre-auth attempts left
+ * (429 otherwise, without a query), and an unknown or revoked one spends one. A key that
+ * validates never spends one and is never refused for them.
  */
 export function authenticate(
   lookup: KeyLookup,
@@ -88,7 +89,6 @@ export function authenticate(
           })
         : found;
     if (!principal) {
-      budget?.charge();
       throw new AppError("invalid_api_key", "the API key is unknown or revoked", {
         context: { wwwAuthenticate: challenge("invalid_token") },
       });

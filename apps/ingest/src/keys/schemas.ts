@@ -29,7 +29,8 @@ export const CreateKeyRequest = v.strictObject({
     v.maxLength(128, "name must be at most 128 characters"),
     v.regex(/^[^\p{Cc}]+$/u, "name must not contain control characters"),
   ),
-  client_id: ClientId,
+  /** Absent: the caller's own client. */
+  client_id: v.optional(ClientId),
   scopes: v.pipe(
     v.array(v.picklist(SCOPES, `scopes may only contain ${SCOPES.join(", ")}`), "scopes must be an array"),
     v.minLength(1, "scopes must not be empty"),

@@ -4,12 +4,21 @@ import { type StoredContacts, toStoredContacts } from "./get-contacts.js";
 import type { ContactsRequest } from "./schemas.js";
 
 /**
- * PUT /api/v1/users/{id}/contacts: replaces both addresses. Routing reads them through the
- * same cache as preferences, so it sees the change within 5 s.
+ * PUT /api/v1/users/{id}/contacts: replaces both addresses, recording a change with the key
+ * that made it (`by`). Routing reads them through the same cache as preferences, so it sees the
+ * change within 5 s.
  */
-export async function putContacts(database: Database, userId: string, input: ContactsRequest): Promise<StoredContacts> {
+export async function putContacts(
+  database: Database,
+  userId: string,
+  input: ContactsRequest,
+  by: { clientId: string; keyId: string },
+): Promise<StoredContacts> {
   try {
-    return toStoredContacts(userId, await writeContacts(database, userId, { email: input.email, phone: input.phone }));
+    return toStoredContacts(
+      userId,
+      await writeContacts(database, userId, { email: input.email, phone: input.phone }, by),
+    );
   } catch (error) {
     throw asDependencyError(error, "postgres");
   }

@@ -15,8 +15,8 @@ import type { IngestDeps } from "../deps.js";
 import { parseUserIdParam } from "../preferences/schemas.js";
 import { type Contract, contract } from "./contract.js";
 
-/** Audiences: stored sets of user ids that broadcasts go to (admin scope). */
-const audiences = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Audiences", scope: "admin" });
+/** Audiences: stored sets of user ids that broadcasts go to (broadcast scope). */
+const audiences = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Audiences", scope: "broadcast" });
 
 const FORMATS: Record<string, MemberFormat> = {
   "application/x-ndjson": "ndjson",
@@ -35,7 +35,7 @@ async function postgres<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Audiences (scope `admin`): stored sets of user ids that broadcasts go to. The import reads
+ * Audiences (scope `broadcast`): stored sets of user ids that broadcasts go to. The import reads
  * its body as a stream, a batch at a time, so an audience of millions never sits in memory;
  * it is the one body without MAX_BODY_BYTES.
  */

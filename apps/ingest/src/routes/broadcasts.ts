@@ -9,11 +9,11 @@ import { type Contract, contract } from "./contract.js";
 import { parseIdempotencyKey } from "./notifications.js";
 
 const broadcasts = (route: Omit<Contract, "tag" | "scope">) =>
-  contract({ ...route, tag: "Broadcasts", scope: "admin" });
+  contract({ ...route, tag: "Broadcasts", scope: "broadcast" });
 
 /**
- * Broadcasts, scope `admin`: one request reaches a whole audience, so it takes
- * the scope that manages audiences rather than the everyday `ingest`.
+ * Broadcasts, scope `broadcast`: one request reaches a whole audience, so it takes the scope
+ * that manages audiences rather than the everyday `ingest`; a broadcast is its client's own.
  */
 export function mountBroadcasts(
   v1: Hono<AuthEnv>,

@@ -1,9 +1,10 @@
 import { announceKeyChanged } from "@notify/bus";
-import { AppError, SCOPES } from "@notify/core";
+import { AppError, SCOPES, type Scope } from "@notify/core";
 import { createKey, getKey, listKeys, revokeKey, rotateKey } from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
 import * as v from "valibot";
+import { hasScope, type Principal } from "../auth/api-keys.js";
 import type { AuthEnv } from "../auth/middleware.js";
 import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
@@ -22,6 +23,10 @@ const ApiKeyRecord = v.object({
   created_at: Timestamp,
   revoked_at: v.nullable(Timestamp),
   last_used_at: v.nullable(Timestamp),
+  minted_by: v.pipe(
+    v.nullable(v.string()),
+    v.metadata({ description: "The key that minted this one through the API (null: the CLI); revoking it revokes this key" }),
+  ),
 });
 const IssuedKey = v.object({ ...ApiKeyRecord.entries, key: v.string() });
 const RotatedKey = v.object({ ...IssuedKey.entries, previous: ApiKeyRecord });
@@ -41,20 +46,31 @@ const postgres = <T>(work: Promise<T>): Promise<T> =>
 
 const unknownKey = (id: string) => new AppError("not_found", `API key ${id} does not exist`);
 
+/** The client whose keys the caller manages: its own, or with `operator` any (null). */
+const managedClient = (principal: Principal): string | null =>
+  hasScope(principal, "operator") ? null : principal.clientId;
+
+const forbidden = (detail: string, scope: Scope = "operator") =>
+  new AppError("insufficient_scope", detail, {
+    context: { wwwAuthenticate: `Bearer realm="notify", error="insufficient_scope", scope="${scope}"` },
+  });
+
 /** A body is optional on rotate: an empty one stands for `{}`. */
 async function readOptionalJson(c: Context): Promise<unknown> {
   return (await c.req.text()).trim() === "" ? {} : readJson(c);
 }
 
 /**
- * The admin API for API keys. Admin keys manage the keys
- * of every client. Answers that carry a plaintext key are never cached.
+ * The API for API keys. An `admin` key manages its own client's keys and mints keys with no
+ * scope it lacks itself; an `operator` key manages every client's. Each key records the key
+ * that minted it, and revoking a key revokes every key minted from it. Answers that carry a
+ * plaintext key are never cached.
  */
 export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
-  // A key revoked or rotated here is refused by every ingest instance at once.
+  // A key created, revoked or rotated here reaches every ingest instance's caches at once.
   const keyChanged = (c: Context<AuthEnv>, id: string) =>
     spreadChange(c, {
-      forget: () => deps.lookupKey.forget?.(id),
+      forget: () => deps.lookupKey.forget(id),
       announce: () => announceKeyChanged(deps.bus, { key_id: id }),
       fields: { target_key_id: id },
       within: "AUTH_CACHE_TTL_SECONDS",
@@ -64,24 +80,43 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     "/keys",
     keys({
       summary: "Issue an API key",
-      description: "The plaintext key is in this answer only; the service stores its SHA-256.",
+      description:
+        "The plaintext key is in this answer only; the service stores its SHA-256. client_id defaults to the caller's client; another client's needs the operator scope, and no scope the caller lacks can be granted. The new key records the key that minted it: revoking that key revokes this one.",
       body: CreateKeyRequest,
       responses: {
         201: { description: "The new key, shown once", schema: IssuedKey, headers: { Location: "The key's URL" } },
       },
-      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+      problems: [
+        "validation_failed",
+        "malformed_json",
+        "payload_too_large",
+        "unsupported_media_type",
+        "insufficient_scope",
+      ],
     }),
     limitBody(deps.maxBodyBytes),
     async (c) => {
       const body = validate(CreateKeyRequest, await readJson(c));
+      const principal = c.get("principal");
+      const own = managedClient(principal);
+      const clientId = body.client_id ?? principal.clientId;
+      if (own !== null && clientId !== own) {
+        throw forbidden("a key is minted for another client only with the operator scope");
+      }
+      const beyond = body.scopes.filter((scope) => !hasScope(principal, scope));
+      if (beyond.length > 0) {
+        throw forbidden(`a key cannot grant a scope it does not hold: ${beyond.join(", ")}`, beyond[0]);
+      }
       const issued = await postgres(
         createKey(deps.database, {
-          clientId: body.client_id,
+          clientId,
           name: body.name,
           scopes: body.scopes,
           rateLimit: body.rate_limit && { burst: body.rate_limit.burst, perSecond: body.rate_limit.per_second },
+          mintedBy: principal.keyId,
         }),
       );
+      await keyChanged(c, issued.id);
       c.get("log").info({ target_key_id: issued.id, target_client_id: issued.client_id }, "API key created");
       c.header("cache-control", "no-store");
       c.header("location", `/api/v1/keys/${issued.id}`);
@@ -93,15 +128,20 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     "/keys",
     keys({
       summary: "List API keys",
+      description: "The caller's client's keys; with the operator scope every client's (client_id filters).",
       query: ListKeysQuery,
       responses: { 200: { description: "A page of keys, newest first (offset pagination)", schema: KeyPage } },
-      problems: ["validation_failed"],
+      problems: ["validation_failed", "insufficient_scope"],
     }),
     async (c) => {
       const query = validate(ListKeysQuery, c.req.query());
+      const own = managedClient(c.get("principal"));
+      if (own !== null && query.client_id !== undefined && query.client_id !== own) {
+        throw forbidden("another client's keys are listed only with the operator scope");
+      }
       const { data, total_count } = await postgres(
         listKeys(deps.database, {
-          clientId: query.client_id,
+          clientId: own ?? query.client_id,
           includeRevoked: query.include_revoked,
           page: query.page,
           pageSize: query.page_size,
@@ -115,12 +155,13 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     "/keys/:id",
     keys({
       summary: "Read an API key",
+      description: "Another client's key is a 404 without the operator scope.",
       responses: { 200: { description: "The key's record (never the key or its hash)", schema: ApiKeyRecord } },
       problems: ["not_found"],
     }),
     async (c) => {
       const id = c.req.param("id");
-      const key = await postgres(getKey(deps.database, id));
+      const key = await postgres(getKey(deps.database, id, managedClient(c.get("principal")) ?? undefined));
       if (!key) throw unknownKey(id);
       return c.json(key);
     },
@@ -131,7 +172,7 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     keys({
       summary: "Rotate an API key",
       description:
-        "Issues a replacement with the same client, scopes and limits; the old key works until the grace period ends.",
+        "Issues a replacement with the same client, scopes, limits and minter; the old key works until the grace period ends, and the keys it minted are the replacement's. Another client's key is a 404 without the operator scope.",
       body: RotateKeyRequest,
       responses: { 201: { description: "The new key, shown once, and the old key's record", schema: RotatedKey } },
       problems: ["validation_failed", "malformed_json", "not_found", "payload_too_large", "unsupported_media_type"],
@@ -140,9 +181,13 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     async (c) => {
       const id = c.req.param("id");
       const body = validate(RotateKeyRequest, await readOptionalJson(c));
-      const rotated = await postgres(rotateKey(deps.database, id, { graceSeconds: body.grace_seconds }));
+      const own = managedClient(c.get("principal"));
+      const rotated = await postgres(
+        rotateKey(deps.database, id, { graceSeconds: body.grace_seconds, ...(own === null ? {} : { clientId: own }) }),
+      );
       if (!rotated) throw unknownKey(id);
       await keyChanged(c, id);
+      await keyChanged(c, rotated.id);
       c.get("log").info(
         { target_key_id: rotated.id, replaced_key_id: id, replaced_until: rotated.previous.revoked_at },
         "API key rotated",
@@ -155,13 +200,22 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
 
   v1.delete(
     "/keys/:id",
-    keys({ summary: "Revoke an API key", responses: { 204: { description: "Revoked" } }, problems: ["not_found"] }),
+    keys({
+      summary: "Revoke an API key",
+      description:
+        "Revokes the key now, ending any grace period, and every key minted from it through the API. Another client's key is a 404 without the operator scope.",
+      responses: { 204: { description: "Revoked" } },
+      problems: ["not_found"],
+    }),
     async (c) => {
       const id = c.req.param("id");
-      const revoked = await postgres(revokeKey(deps.database, id));
+      const revoked = await postgres(revokeKey(deps.database, id, managedClient(c.get("principal")) ?? undefined));
       if (!revoked) throw unknownKey(id);
-      await keyChanged(c, id);
-      c.get("log").info({ target_key_id: id, target_client_id: revoked.client_id }, "API key revoked");
+      for (const changed of [id, ...revoked.cascaded]) await keyChanged(c, changed);
+      c.get("log").info(
+        { target_key_id: id, target_client_id: revoked.client_id, cascaded_key_ids: revoked.cascaded },
+        "API key revoked",
+      );
       return c.body(null, 204);
     },
   );

@@ -1,8 +1,10 @@
+import { listContactChanges } from "@notify/db";
 import { validate } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";
 import { changeAnyBroadcast, listAnyBroadcasts } from "../broadcasts/progress.js";
+import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { getAnyNotification } from "../notifications/get.js";
 import { listProviders } from "../ops/providers.js";
@@ -16,17 +18,29 @@ import {
 } from "../ops/schemas.js";
 import { searchNotifications } from "../ops/search.js";
 import { listStreams } from "../ops/streams.js";
-import { type Contract, contract } from "./contract.js";
+import { parseUserIdParam } from "../preferences/schemas.js";
+import { type Contract, contract, Timestamp } from "./contract.js";
 import { NotificationDetail, NotificationView } from "./notifications.js";
 
-const ops = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Operations", scope: "admin" });
+const ops = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Operations", scope: "operator" });
+
+const ContactChangeList = v.object({
+  data: v.array(
+    v.object({
+      fields: v.array(v.picklist(["email", "phone"])),
+      client_id: v.string(),
+      key_id: v.string(),
+      changed_at: Timestamp,
+    }),
+  ),
+});
 
 const WithClient = { client_id: v.pipe(v.string(), v.metadata({ description: "The client that sent it" })) };
 
 /**
- * The operator's routes, scope `admin` (the scope that already manages every client's keys and
- * reads every client's dead letters): they read and act across clients, unlike the client routes
- * they mirror, and show whose each thing is.
+ * The operator's routes, scope `operator` (the deployment's scope, which also manages every
+ * client's keys and reads the dead letters): they read and act across clients, unlike the client
+ * routes they mirror, and show whose each thing is.
  */
 export function mountOps(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | "bus">): void {
   v1.get(
@@ -61,6 +75,25 @@ export function mountOps(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | 
       problems: ["not_found"],
     }),
     async (c) => c.json(await getAnyNotification(deps.database, c.req.param("id"))),
+  );
+
+  v1.get(
+    "/ops/users/:id/contact-changes",
+    ops({
+      summary: "Who changed a user's addresses",
+      description:
+        "The user's recorded address changes, newest first (the last 100): which fields changed (email, phone), and the key and client that changed them. The addresses themselves are not kept here.",
+      responses: { 200: { description: "The changes", schema: ContactChangeList } },
+      problems: ["validation_failed"],
+    }),
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      try {
+        return c.json({ data: await listContactChanges(deps.database, userId, 100) });
+      } catch (error) {
+        throw asDependencyError(error, "postgres");
+      }
+    },
   );
 
   v1.get(

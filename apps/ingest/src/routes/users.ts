@@ -14,7 +14,9 @@ const answer = (c: Context<AuthEnv>, stored: StoredContacts) => {
 
 /**
  * A user's addresses for email and SMS (push uses the preferences' device tokens, in-app the
- * user id), scope `preferences`: they are personal data of the same kind.
+ * user id), scope `contacts`: an address decides where every client's messages go (one-time
+ * passcodes included), so writing one is a grant of its own, and each change is recorded with
+ * the key that made it.
  */
 export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">): void {
   v1.get(
@@ -22,7 +24,7 @@ export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
     contract({
       summary: "Read a user's contact addresses",
       tag: "Users",
-      scope: "preferences",
+      scope: "contacts",
       responses: { 200: { description: "Email address and phone number", schema: ContactsResponse } },
       problems: ["validation_failed"],
     }),
@@ -35,7 +37,7 @@ export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
       summary: "Replace a user's contact addresses",
       description: "The addresses the email and SMS channels deliver to; the phone number is E.164.",
       tag: "Users",
-      scope: "preferences",
+      scope: "contacts",
       body: ContactsRequest,
       responses: { 200: { description: "The stored addresses", schema: ContactsResponse } },
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
@@ -45,7 +47,8 @@ export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
       const userId = parseUserIdParam(c.req.param("id"));
       const input = validate(ContactsRequest, await readJson(c));
       checkBodyUserId(userId, input.user_id);
-      const stored = await putContacts(deps.database, userId, input);
+      const { clientId, keyId } = c.get("principal");
+      const stored = await putContacts(deps.database, userId, input, { clientId, keyId });
       c.get("log").info({ user_id: userId }, "contacts replaced");
       return answer(c, stored);
     },

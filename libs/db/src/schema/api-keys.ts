@@ -20,6 +20,23 @@ export const apiKeys = pgTable(
     rateLimitBurst: integer("rate_limit_burst"),
     rateLimitPerSecond: integer("rate_limit_per_second"),
     lastUsedAt: timestamp("last_used_at", { withTimezone: true, mode: "date" }),
+    /**
+     * The key that minted this one through the API (null: minted by the CLI or the setup). A
+     * revocation reaches every key minted from the revoked one, so a key cannot outlive its
+     * minter through keys it made for itself.
+     */
+    mintedBy: text("minted_by"),
   },
-  (t) => [index("api_keys_client_idx").on(t.clientId)],
+  (t) => [index("api_keys_client_idx").on(t.clientId), index("api_keys_minted_by_idx").on(t.mintedBy)],
 );
+
+/**
+ * Secrets of the deployment, shared by every process through the database: `credentials` keys
+ * the MAC that API keys and inbox tokens carry, so a forged or mistyped credential is refused
+ * without a lookup. Created at first use; whoever can read this table is an operator anyway.
+ */
+export const deploymentSecrets = pgTable("deployment_secrets", {
+  name: text("name").primaryKey(),
+  secret: text("secret").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+});

@@ -62,6 +62,26 @@ export const inboxTokens = pgTable(
   (t) => [index("inbox_tokens_expires_idx").on(t.expiresAt)],
 );
 
+/**
+ * Inbox tokens revoked before their expiry. Tokens are self-contained (a MAC over user, client,
+ * minting key, token id and expiry), so a revocation is a row every ingest instance holds in
+ * memory: one token by `token_id`, or, with `token_id` null, every token of the user from that
+ * client issued at or before `revoked_at`. A row is needed only until the last token it covers
+ * expires (`expires_at`), then it is purged.
+ */
+export const inboxTokenRevocations = pgTable(
+  "inbox_token_revocations",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    clientId: text("client_id").notNull(),
+    userId: text("user_id").notNull(),
+    tokenId: text("token_id"),
+    revokedAt: timestamp("revoked_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true, mode: "date" }).notNull(),
+  },
+  (t) => [index("inbox_token_revocations_expires_idx").on(t.expiresAt)],
+);
+
 /** The Postgres channel that wakes the gateway's streams; the payload is the user id. */
 export const INBOX_NOTIFY_CHANNEL = "notify_inbox";
 

@@ -1,4 +1,4 @@
-import { date, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
+import { bigint, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
 import { notifications } from "./notifications.js";
 
 export interface QuietHours {
@@ -39,6 +39,24 @@ export const userContacts = pgTable("user_contacts", {
   phone: text("phone"),
   updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
 });
+
+/**
+ * Each change of a user's addresses, with the key (and its client) that made it: an address
+ * decides where every client's messages go, one-time passcodes included, so who redirected
+ * them must be answerable. Which fields changed, not their values.
+ */
+export const contactChanges = pgTable(
+  "contact_changes",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    userId: text("user_id").notNull(),
+    clientId: text("client_id").notNull(),
+    keyId: text("key_id").notNull(),
+    fields: text("fields").array().notNull(),
+    changedAt: timestamp("changed_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  (t) => [index("contact_changes_user_idx").on(t.userId, t.id)],
+);
 
 /**
  * Promotional notifications counted per user per day, the day taken in the user's time zone.
