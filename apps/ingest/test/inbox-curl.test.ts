@@ -14,7 +14,7 @@ const { app, database } = await ingestApp(t);
 const server = await listen(app, 0, "127.0.0.1");
 t.teardown(() => server.close());
 const base = `http://127.0.0.1:${server.port}`;
-const apiKey = await seedApiKey(database, { clientId: "dev", name: "development key", scopes: ["admin"] });
+const apiKey = await seedApiKey(database, { clientId: "dev", name: "development key", scopes: ["operator"] });
 
 const DOC_BASE = "http://127.0.0.1:3000";
 const doc = readFileSync(new URL("../../../docs/inbox.md", import.meta.url), "utf8");

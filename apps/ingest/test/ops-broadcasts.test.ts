@@ -10,7 +10,7 @@ import { ingestApp } from "./support.js";
 const { app, database } = await ingestApp(t);
 const shopAdmin = await seedApiKey(database, { clientId: "shop", name: "shop admin", scopes: ["admin"] });
 const bankAdmin = await seedApiKey(database, { clientId: "bank", name: "bank admin", scopes: ["admin"] });
-const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read", "ingest"] });
 await seedTemplate(database, {
   id: "promo",

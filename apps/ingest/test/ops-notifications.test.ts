@@ -19,7 +19,7 @@ await seedTemplate(database, {
 });
 const shop = await seedApiKey(database, { clientId: "shop", name: "shop", scopes: ["ingest", "read"] });
 const bank = await seedApiKey(database, { clientId: "bank", name: "bank", scopes: ["ingest", "read"] });
-const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const user = `user-${randomUUID().slice(0, 8)}`;
 
 const post = async (key: string, idempotencyKey: string, userId = user) => {

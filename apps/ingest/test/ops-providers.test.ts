@@ -10,7 +10,7 @@ import { ingestApp } from "./support.js";
 // here as apps/workers' reporter writes it, through libs/bus writeWorkerReport), the shared
 // breaker decisions (notify_breakers) and token buckets (notify_rate).
 const { app, database, bus } = await ingestApp(t);
-const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read"] });
 const workersKv = await bus.kv("notify_workers");
 

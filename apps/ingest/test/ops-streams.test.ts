@@ -17,7 +17,7 @@ await seedTemplate(database, {
   variants: [{ channel: "email", locale: "en", subject: "Hi", body: "Hello" }],
 });
 const shop = await seedApiKey(database, { clientId: "shop", name: "shop", scopes: ["ingest", "read"] });
-const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 
 type Consumer = ConsumerState;
 type Stream = StreamState;

@@ -1,6 +1,6 @@
 import t from "tap";
 import * as v from "valibot";
-import { bool, ConfigError, common, int, parseConfig, port } from "../src/index.js";
+import { bool, ConfigError, common, int, parseConfig, port, preauthThrottle } from "../src/index.js";
 
 const problemsOf = (env: Record<string, string>): ConfigError => {
   try {
@@ -39,4 +39,24 @@ t.test("a secret or a URL with a password is never echoed in a problem", async (
   const error = problemsOf({ DATABASE_URL: "postgres://app:hunter2@db:notaport/x", PORT: "1" });
   t.notMatch(error.message, /hunter2/);
   t.match(error.message, /DATABASE_URL: .*\[redacted\]/);
+});
+
+t.test("TRUSTED_PROXIES: addresses and CIDR ranges, anything else named", async (t) => {
+  const ProxySchema = v.object({ ...preauthThrottle() });
+  t.same(parseConfig(ProxySchema, {}).TRUSTED_PROXIES, [], "unset: none");
+  t.same(parseConfig(ProxySchema, { TRUSTED_PROXIES: " 10.0.0.0/8, 192.0.2.7 ,fd00::/8," }).TRUSTED_PROXIES, [
+    { address: "10.0.0.0", prefix: 8, family: 4 },
+    { address: "192.0.2.7", family: 4 },
+    { address: "fd00::", prefix: 8, family: 6 },
+  ]);
+  for (const bad of ["10.0.0.0/33", "fd00::/129", "proxy.internal", "10.0.0.0/8/1", "10.0.0.0/x", "300.1.1.1"]) {
+    let problems: string[] = [];
+    try {
+      parseConfig(ProxySchema, { TRUSTED_PROXIES: `10.0.0.1, ${bad}` });
+    } catch (error) {
+      problems = (error as ConfigError).problems;
+    }
+    t.equal(problems.length, 1, `${bad} is refused`);
+    t.match(problems[0], /^TRUSTED_PROXIES: .* is not an IP address or a CIDR range/);
+  }
 });

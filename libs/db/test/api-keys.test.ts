@@ -43,3 +43,23 @@ t.test("use is recorded", async (t) => {
     select last_used_at from api_keys where id = ${issued.id}`;
   t.ok(row?.last_used_at instanceof Date);
 });
+
+t.test("a revocation reaches every key minted from the revoked one, and nothing else", async (t) => {
+  const active = async (key: string) => (await findActiveKeyByHash(database, hashKey(key))) !== null;
+  const root = await createKey(database, { clientId: "lin", name: "root", scopes: ["admin"] });
+  const child = await createKey(database, { clientId: "lin", name: "child", scopes: ["admin"], mintedBy: root.id });
+  const grandchild = await createKey(database, { clientId: "lin", name: "gc", scopes: ["read"], mintedBy: child.id });
+  const sibling = await createKey(database, { clientId: "lin", name: "sibling", scopes: ["read"] });
+  t.equal(child.minted_by, root.id, "a key records its minter");
+  // The child is rotated: the grandchild is the replacement's now.
+  const rotated = await rotateKey(database, child.id, { graceSeconds: 0 });
+  t.equal(rotated?.minted_by, root.id, "the replacement keeps the minter");
+  t.notOk(await active(child.key), "the rotated key is gone");
+  t.equal(await rotateKey(database, root.id, { graceSeconds: 60, clientId: "other" }), null, "another client's: null");
+  const revoked = await revokeKey(database, root.id);
+  t.same(revoked?.cascaded.sort(), [rotated?.id, grandchild.id, child.id].sort(), "the whole lineage, once each");
+  for (const key of [root.key, rotated?.key as string, grandchild.key]) t.notOk(await active(key));
+  t.ok(await active(sibling.key), "a key outside the lineage is untouched");
+  t.equal(await revokeKey(database, sibling.id, "other"), null, "a client-bound revocation of another's key: null");
+  t.ok(await active(sibling.key));
+});

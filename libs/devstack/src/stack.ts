@@ -623,7 +623,7 @@ async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<st
     const known = key ? await findActiveKeyByHash(database, hashKey(key)) : null;
     // A key in a rotation's grace period is on its way out: the stack issues a new one.
     if (known === null || known.revoked_at !== null) {
-      key = await seedApiKey(database, { clientId: "dev", name: "development key", scopes: ["admin"] });
+      key = await seedApiKey(database, { clientId: "dev", name: "development key", scopes: ["operator"] });
       writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
     }
     await seedTemplate(database, SAMPLE_TEMPLATE);
