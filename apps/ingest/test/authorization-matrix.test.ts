@@ -277,5 +277,8 @@ t.test("contacts: writing an address needs the contacts scope and is recorded wi
   t.equal(data.length, 2, "one record per change, none for a write that changed nothing");
   t.same(data[0]?.fields, ["phone"], "the newest first, naming what changed");
   t.same(data[1]?.fields, ["email", "phone"]);
-  t.ok(data.every((change) => change.client_id === "shop" && change.key_id.length > 0), "with the key and client");
+  t.ok(
+    data.every((change) => change.client_id === "shop" && change.key_id.length > 0),
+    "with the key and client",
+  );
 });

@@ -93,7 +93,11 @@ t.test("ingest answers a flood of bad keys from one address 429 with Retry-After
   t.equal(counter.queries, queriesBefore, "refused without a lookup");
 
   t.equal((await get(good, "203.0.113.7")).status, 404, "a cached valid key from the same address still works");
-  t.equal((await get(uncached, "203.0.113.7")).status, 404, "a valid key the cache does not know is not refused either");
+  t.equal(
+    (await get(uncached, "203.0.113.7")).status,
+    404,
+    "a valid key the cache does not know is not refused either",
+  );
   t.equal((await get(randomKey(), "203.0.113.8")).status, 401, "another address has its own budget");
   t.equal((await get(uncached, "2001:db8:1:2::1")).status, 404, "valid keys spend nothing");
   for (let i = 0; i < 5; i++) await get(randomKey(), "2001:db8:1:2::1");
@@ -170,38 +174,44 @@ t.test("a signed key with a MAC that is not this deployment's is refused without
   counter.queries = 0;
   const budget = createAttemptThrottle({ perSecond: 1, burst: 3, now: () => 0 }).budget("198.51.100.77");
   for (let i = 0; i < 500; i++) {
-    t.equal(await lookup(`ntf_${randomBytes(32).toString("base64url")}.${randomBytes(16).toString("base64url")}`, budget), null);
+    t.equal(
+      await lookup(`ntf_${randomBytes(32).toString("base64url")}.${randomBytes(16).toString("base64url")}`, budget),
+      null,
+    );
   }
   t.equal(counter.queries, 0, "no query for any of them");
   t.match(await lookup(signed, budget), { clientId: "shop" }, "the budget they spent does not refuse a signed key");
 });
 
-t.test("behind a trusted proxy the client is the address it forwarded; elsewhere X-Forwarded-For is ignored", async (t) => {
-  const { app } = await ingestApp(t, {
-    database,
-    bus,
-    preauthThrottle: createAttemptThrottle({ perSecond: 0.1, burst: 2 }),
-    trustedProxies: trustedProxies([
-      { address: "10.0.0.0", prefix: 8, family: 4 },
-      { address: "fd00::", prefix: 8, family: 6 },
-    ]),
-  });
-  const from = (peer: string, forwardedFor?: string) =>
-    app.request(
-      `/api/v1/notifications/${randomUUID()}`,
-      { headers: { "x-api-key": randomKey(), ...(forwardedFor ? { "x-forwarded-for": forwardedFor } : {}) } },
-      { incoming: { socket: { remoteAddress: peer } } },
-    );
-  // Two clients behind the proxy, each with its own budget.
-  t.equal((await from("10.1.2.3", "198.51.100.1")).status, 401);
-  t.equal((await from("10.1.2.3", "198.51.100.1")).status, 401);
-  t.equal((await from("10.1.2.3", "198.51.100.1")).status, 429, "the first client's budget is spent");
-  t.equal((await from("::ffff:10.9.9.9", "198.51.100.2")).status, 401, "the second client is not refused");
-  // A client's own X-Forwarded-For entry is left of the proxy's: the proxy-added one counts.
-  t.equal((await from("10.1.2.3", "203.0.113.50, 198.51.100.1")).status, 429, "a spoofed entry changes nothing");
-  t.equal((await from("10.1.2.3", "198.51.100.1, fd00::7")).status, 429, "chained trusted proxies are skipped");
-  // From a peer that is not a trusted proxy the header is ignored.
-  t.equal((await from("203.0.113.9", "198.51.100.3")).status, 401);
-  t.equal((await from("203.0.113.9", "198.51.100.4")).status, 401);
-  t.equal((await from("203.0.113.9", "198.51.100.5")).status, 429, "an untrusted peer's header is not believed");
-});
+t.test(
+  "behind a trusted proxy the client is the address it forwarded; elsewhere X-Forwarded-For is ignored",
+  async (t) => {
+    const { app } = await ingestApp(t, {
+      database,
+      bus,
+      preauthThrottle: createAttemptThrottle({ perSecond: 0.1, burst: 2 }),
+      trustedProxies: trustedProxies([
+        { address: "10.0.0.0", prefix: 8, family: 4 },
+        { address: "fd00::", prefix: 8, family: 6 },
+      ]),
+    });
+    const from = (peer: string, forwardedFor?: string) =>
+      app.request(
+        `/api/v1/notifications/${randomUUID()}`,
+        { headers: { "x-api-key": randomKey(), ...(forwardedFor ? { "x-forwarded-for": forwardedFor } : {}) } },
+        { incoming: { socket: { remoteAddress: peer } } },
+      );
+    // Two clients behind the proxy, each with its own budget.
+    t.equal((await from("10.1.2.3", "198.51.100.1")).status, 401);
+    t.equal((await from("10.1.2.3", "198.51.100.1")).status, 401);
+    t.equal((await from("10.1.2.3", "198.51.100.1")).status, 429, "the first client's budget is spent");
+    t.equal((await from("::ffff:10.9.9.9", "198.51.100.2")).status, 401, "the second client is not refused");
+    // A client's own X-Forwarded-For entry is left of the proxy's: the proxy-added one counts.
+    t.equal((await from("10.1.2.3", "203.0.113.50, 198.51.100.1")).status, 429, "a spoofed entry changes nothing");
+    t.equal((await from("10.1.2.3", "198.51.100.1, fd00::7")).status, 429, "chained trusted proxies are skipped");
+    // From a peer that is not a trusted proxy the header is ignored.
+    t.equal((await from("203.0.113.9", "198.51.100.3")).status, 401);
+    t.equal((await from("203.0.113.9", "198.51.100.4")).status, 401);
+    t.equal((await from("203.0.113.9", "198.51.100.5")).status, 429, "an untrusted peer's header is not believed");
+  },
+);

@@ -78,7 +78,15 @@ const SIGNED_TOKEN = /^(ntu_[A-Za-z0-9_-]{1,2048})\.([A-Za-z0-9_-]{43})$/;
 /** `ntu_` + base64url of the claims + `.` + HMAC-SHA256 over both, base64url. */
 export function signInboxToken(keys: CredentialKeys, claims: InboxTokenClaims): string {
   const body = `ntu_${Buffer.from(
-    JSON.stringify([1, claims.tokenId, claims.userId, claims.clientId, claims.keyId, claims.issuedAt, claims.expiresAt]),
+    JSON.stringify([
+      1,
+      claims.tokenId,
+      claims.userId,
+      claims.clientId,
+      claims.keyId,
+      claims.issuedAt,
+      claims.expiresAt,
+    ]),
   ).toString("base64url")}`;
   return `${body}.${mac(keys.inboxToken, body, INBOX_TOKEN_MAC_BYTES).toString("base64url")}`;
 }

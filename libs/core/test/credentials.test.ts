@@ -16,7 +16,7 @@ const keys = credentialKeys("deployment-secret-one");
 const otherDeployment = credentialKeys("deployment-secret-two");
 const BASE64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-t.test("a minted key is signed for its deployment only, and any change of it is refused", async (t) => {
+t.test("a minted key is signed for its deployment only, and any change of it is refused", async () => {
   fc.assert(
     fc.property(fc.nat(), fc.constantFrom(...BASE64URL), (at, replacement) => {
       const key = generateSignedKey(keys);
@@ -61,7 +61,7 @@ t.test("an inbox token carries its claims and only this deployment's verify", as
   );
 });
 
-t.test("a token with any character changed, truncated or extended does not verify", async (t) => {
+t.test("a token with any character changed, truncated or extended does not verify", async () => {
   fc.assert(
     fc.property(claims, fc.nat(), fc.constantFrom(...BASE64URL), (given, at, replacement) => {
       const token = signInboxToken(keys, given);

@@ -1,4 +1,12 @@
-import { andThen, type CredentialKeys, hashKey, keyForm, type MaybePromise, type Scope, scopesInclude } from "@notify/core";
+import {
+  andThen,
+  type CredentialKeys,
+  hashKey,
+  keyForm,
+  type MaybePromise,
+  type Scope,
+  scopesInclude,
+} from "@notify/core";
 import {
   type Database,
   findActiveKeyByHash,
@@ -133,11 +141,7 @@ function createKeyDirectory(database: Database, refreshMs: number, log?: Logger)
  * key is looked up in Postgres at most once per `ttlMs` however many requests present it. A key
  * whose `revoked_at` lies ahead is in a rotation grace period and still authenticates.
  */
-export function createKeyLookup(
-  database: Database,
-  ttlMs: number,
-  options: KeyLookupOptions = {},
-): CachedKeyLookup {
+export function createKeyLookup(database: Database, ttlMs: number, options: KeyLookupOptions = {}): CachedKeyLookup {
   const { log } = options;
   // A ttl of 0 means no cache (lru-cache would read it as "forever").
   const cached = ttlMs > 0;

@@ -25,7 +25,9 @@ const ApiKeyRecord = v.object({
   last_used_at: v.nullable(Timestamp),
   minted_by: v.pipe(
     v.nullable(v.string()),
-    v.metadata({ description: "The key that minted this one through the API (null: the CLI); revoking it revokes this key" }),
+    v.metadata({
+      description: "The key that minted this one through the API (null: the CLI); revoking it revokes this key",
+    }),
   ),
 });
 const IssuedKey = v.object({ ...ApiKeyRecord.entries, key: v.string() });
