@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
-import { Agent } from "node:https";
+import type { IncomingHttpHeaders } from "node:http";
+import { Agent, request } from "node:https";
+import { urlToHttpOptions } from "node:url";
 import { secondsLeft } from "@notify/core";
-import webpush from "web-push";
-import { TIMED_OUT, withDeadline } from "../deadline.js";
+import webpush, { type RequestDetails } from "web-push";
+import { TIMED_OUT } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";
 import { type EndpointPolicy, endpointRefusal, guardedLookup } from "./ssrf.js";
@@ -21,6 +23,7 @@ export interface WebPushConfig extends EndpointPolicy {
   ca?: string;
   /** How long a push service keeps an undelivered message, per priority. */
   ttlSeconds: { transactional: number; promotional: number };
+  /** The send's deadline: the request is aborted then, whatever the push service is doing. */
   timeoutMs: number;
   /**
    * Called when the push service says a subscription is gone (404/410), before the send
@@ -69,13 +72,72 @@ export const pushTopic = (category: string): string => {
   return plain.length <= 32 ? plain : createHash("sha256").update(category).digest("base64url").slice(0, 32);
 };
 
-interface WebPushError extends Error {
-  statusCode: number;
-  headers: Record<string, string | undefined>;
+/**
+ * Most of a push service's answer body that is read. It answers with a status and at most a
+ * short text (RFC 8030: 201 and a Location), which only a refusal's reason quotes; past this the
+ * connection is closed, so an endpoint answering without end costs a few KiB, not the heap.
+ */
+export const MAX_PUSH_ANSWER_BYTES = 4096;
+
+/** What the push service answered: its status, headers, and the first MAX_PUSH_ANSWER_BYTES of its body. */
+interface PushAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
   body: string;
 }
-const isWebPushError = (error: unknown): error is WebPushError =>
-  error instanceof Error && typeof (error as Partial<WebPushError>).statusCode === "number";
+
+/**
+ * Sends the built request and reads the answer's status, headers and at most
+ * MAX_PUSH_ANSWER_BYTES of its body. The request is aborted `timeoutMs` after it starts (an
+ * AbortSignal: the socket is destroyed, nothing goes on reading in the background): with no
+ * answer by then it is TIMED_OUT; with a status, the status stands and the body is what came.
+ * A body cut short (the cap, the deadline, a reset) changes nothing either: the status decides.
+ */
+function exchange(details: RequestDetails, agent: Agent, timeoutMs: number): Promise<PushAnswer | typeof TIMED_OUT> {
+  return new Promise((resolve, reject) => {
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(), timeoutMs);
+    let head: Omit<PushAnswer, "body"> | undefined;
+    const chunks: Buffer[] = [];
+    let kept = 0;
+    let settled = false;
+    const settle = (outcome: PushAnswer | typeof TIMED_OUT | Error) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      if (outcome instanceof Error) reject(outcome);
+      else resolve(outcome);
+    };
+    const answered = () => (head === undefined ? TIMED_OUT : { ...head, body: Buffer.concat(chunks).toString("utf8") });
+    const sent = request(
+      {
+        ...urlToHttpOptions(new URL(details.endpoint)),
+        method: details.method,
+        headers: details.headers,
+        agent,
+        signal: deadline.signal,
+      },
+      (response) => {
+        head = { status: response.statusCode ?? 0, headers: response.headers };
+        response.on("data", (chunk: Buffer) => {
+          const room = MAX_PUSH_ANSWER_BYTES - kept;
+          chunks.push(chunk.subarray(0, room));
+          kept += Math.min(room, chunk.length);
+          if (kept >= MAX_PUSH_ANSWER_BYTES) {
+            settle(answered());
+            response.destroy();
+          }
+        });
+        response.on("end", () => settle(answered()));
+        // Cut short, by the cap, the deadline or the network: what came is the answer.
+        response.on("close", () => settle(answered()));
+        response.on("error", () => settle(answered()));
+      },
+    );
+    sent.on("error", (error) => settle(head !== undefined ? answered() : deadline.signal.aborted ? TIMED_OUT : error));
+    sent.end(details.body ?? undefined);
+  });
+}
 
 const retryAfterMs = (value: string | undefined): { retryAfterMs?: number } => {
   if (value === undefined) return {};
@@ -86,19 +148,24 @@ const retryAfterMs = (value: string | undefined): { retryAfterMs?: number } => {
 };
 
 /** 404/410 gone (remove it), 413 too large and other 4xx final; 429 and 5xx retry. */
-function classify(error: WebPushError): SendResult {
-  const status = error.statusCode;
+function classify(answer: PushAnswer): SendResult {
+  const { status } = answer;
   if (status === 404 || status === 410) {
     return { outcome: "permanent", reason: `webpush ${status}: subscription gone`, status, addressGone: true };
   }
   if (status === 408 || status === 429 || status >= 500) {
-    return { outcome: "transient", reason: `webpush ${status}`, status, ...retryAfterMs(error.headers["retry-after"]) };
+    return {
+      outcome: "transient",
+      reason: `webpush ${status}`,
+      status,
+      ...retryAfterMs(answer.headers["retry-after"]),
+    };
   }
   if (status === 413) return { outcome: "permanent", reason: "webpush 413: payload too large", status };
   if (status === 401 || status === 403) {
     return { outcome: "permanent", reason: `webpush ${status}: VAPID credentials refused`, status };
   }
-  return { outcome: "permanent", reason: `webpush ${status}: ${error.body.slice(0, 200) || "refused"}`, status };
+  return { outcome: "permanent", reason: `webpush ${status}: ${answer.body.slice(0, 200) || "refused"}`, status };
 }
 
 export function createWebPushProvider(config: WebPushConfig): Provider {
@@ -132,41 +199,42 @@ export function createWebPushProvider(config: WebPushConfig): Provider {
     }
     const promotional = message.priority === "promotional";
     const { ttl, urgency } = pushLifetime(message, config.ttlSeconds);
+    let details: RequestDetails;
     try {
-      const answer = await withDeadline(
-        webpush.sendNotification(subscription, body, {
-          vapidDetails: config.vapid,
-          TTL: ttl,
-          urgency,
-          ...(promotional ? { topic: pushTopic(message.category) } : {}),
-          contentEncoding: "aes128gcm",
-          agent,
-          timeout: config.timeoutMs,
-        }),
-        config.timeoutMs,
-      );
-      if (answer === TIMED_OUT) return timedOut;
-      // RFC 8030: the push service answers with the message's own URL; it names this send.
-      const location = answer.headers.location;
-      return {
-        outcome: "accepted",
-        providerId: typeof location === "string" && location !== "" ? location : message.notificationId,
-      };
+      // web-push encrypts and signs; the request itself is this provider's (exchange).
+      details = webpush.generateRequestDetails(subscription, body, {
+        vapidDetails: config.vapid,
+        TTL: ttl,
+        urgency,
+        ...(promotional ? { topic: pushTopic(message.category) } : {}),
+        contentEncoding: "aes128gcm",
+      });
     } catch (error) {
-      if (isWebPushError(error)) {
-        const result = classify(error);
-        if (result.outcome === "permanent" && result.addressGone) {
-          await config.onSubscriptionGone?.(subscription.endpoint).catch(() => {});
-        }
-        return result;
-      }
-      const code = (error as { code?: string }).code;
-      if (code === "EPRIVATEADDR") return { outcome: "permanent", reason: `webpush: ${(error as Error).message}` };
-      if (error instanceof Error && /timeout/i.test(error.message)) return timedOut;
-      if (code !== undefined) return transportFailure("webpush", code, (error as Error).message);
       // Building the request failed (bad keys, a bad subscription): the same call fails again.
       return { outcome: "permanent", reason: `webpush request not built: ${String(error)}` };
     }
+    let answer: PushAnswer | typeof TIMED_OUT;
+    try {
+      answer = await exchange(details, agent, config.timeoutMs);
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === "EPRIVATEADDR") return { outcome: "permanent", reason: `webpush: ${(error as Error).message}` };
+      return transportFailure("webpush", code, (error as Error).message);
+    }
+    if (answer === TIMED_OUT) return timedOut;
+    if (answer.status < 200 || answer.status > 299) {
+      const result = classify(answer);
+      if (result.outcome === "permanent" && result.addressGone) {
+        await config.onSubscriptionGone?.(subscription.endpoint).catch(() => {});
+      }
+      return result;
+    }
+    // RFC 8030: the push service answers with the message's own URL; it names this send.
+    const location = answer.headers.location;
+    return {
+      outcome: "accepted",
+      providerId: typeof location === "string" && location !== "" ? location : message.notificationId,
+    };
   };
 
   return { name: "webpush", channel: "push", send };
