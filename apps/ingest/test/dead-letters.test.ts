@@ -1,12 +1,18 @@
+import { answerRequests, requestReply } from "@notify/bus";
 import type { DeadLetter, DeadLetterClass } from "@notify/core";
 import { seedApiKey } from "@notify/db";
+import { readDeadLetters } from "@notify/ops";
 import fc from "fast-check";
 import t from "tap";
 import type { DeadLetterSummary } from "../src/dead-letters/schemas.js";
-import { ingestApp } from "./support.js";
+import { deadLetterResponder, ingestApp } from "./support.js";
 
-const { app, database, bus } = await ingestApp(t);
-const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+// GET /api/v1/dead-letters: ingest asks a processor (notify.ops.dlq.list), whose responder runs
+// here on the same database and namespace; ingest's own NATS user reads no stream.
+const { app, database, bus, log } = await ingestApp(t);
+const root = t;
+let responder = await deadLetterResponder(root, { database, bus, log });
+const admin = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read"] });
 
 const letter = (n: number, channel: "email" | "sms", cls: DeadLetterClass): DeadLetter => ({
@@ -121,7 +127,71 @@ t.test("a time filter at the edge of the years 0001-9999, any offset, is 200 or 
   );
 });
 
-t.test("admin scope only", async (t) => {
+t.test("each letter as stored, field for field, in the route's order", async (t) => {
+  const stored = (await readDeadLetters(bus, {})).reverse();
+  const expected = {
+    data: stored.slice(0, 4).map(({ seq, time, letter }) => ({
+      seq,
+      dead_lettered_at: time.toISOString(),
+      channel: letter.channel,
+      lane: letter.lane,
+      class: letter.class,
+      reason: letter.reason,
+      provider: letter.provider,
+      attempts: letter.attempts,
+      notification_id: letter.item.notification_id,
+      client_id: letter.notification?.client_id ?? null,
+      user_id: letter.item.user_id,
+    })),
+    page: 1,
+    page_size: 4,
+    total_count: 7,
+  };
+  const response = await app.request("/api/v1/dead-letters?page_size=4", { headers: { "x-api-key": admin } });
+  t.equal(response.status, 200);
+  t.equal(response.headers.get("content-type"), "application/json");
+  t.equal(await response.text(), JSON.stringify(expected), "the same bytes ingest answered when it read the stream");
+});
+
+t.test("no processor answering, or none in time, is a 503 with Retry-After", async (t) => {
+  await responder.stop();
+  const none = await app.request("/api/v1/dead-letters", { headers: { "x-api-key": admin } });
+  t.equal(none.status, 503);
+  t.match(await none.json(), { code: "dependency_unavailable" });
+  t.ok(Number(none.headers.get("retry-after")) >= 1, "Retry-After");
+  responder = await deadLetterResponder(root, { database, bus, log });
+  t.equal((await get()).status, 200, "answered again");
+
+  // A processor too slow to answer: ingest stops waiting at its timeout.
+  const slow = await ingestApp(t, { database, deadLetterTimeoutMs: 300 });
+  const late = answerRequests(slow.bus, slow.bus.subjects.opsDlqList, "slow", async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    return { ok: true, value: {} };
+  });
+  t.teardown(() => late.stop());
+  await late.ready;
+  const started = Date.now();
+  const timedOut = await slow.app.request("/api/v1/dead-letters", { headers: { "x-api-key": admin } });
+  t.equal(timedOut.status, 503);
+  t.match(await timedOut.json(), { code: "dependency_unavailable" });
+  t.ok(Number(timedOut.headers.get("retry-after")) >= 1, "Retry-After");
+  t.ok(Date.now() - started < 1000, "answered at the timeout, not when the processor got to it");
+});
+
+t.test("the processor validates what it is asked, whoever asks", async (t) => {
+  const ask = (body: unknown) => requestReply(bus, bus.subjects.opsDlqList, body, 5000);
+  t.match(await ask({ page_size: 500 }), {
+    ok: false,
+    error: { code: "validation_failed", fields: [{ field: "page_size" }] },
+  });
+  t.match(await ask({ channel: "fax", extra: 1 }), {
+    ok: false,
+    error: { code: "validation_failed", fields: [{ field: "channel" }, { field: "extra" }] },
+  });
+  t.match(await ask({}), { ok: true, value: { page: 1, page_size: 50, total_count: 7 } }, "the API's defaults");
+});
+
+t.test("the operator scope only", async (t) => {
   t.equal((await get({}, reader)).status, 403);
   t.equal((await app.request("/api/v1/dead-letters")).status, 401);
 });

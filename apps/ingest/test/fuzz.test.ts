@@ -1,7 +1,7 @@
 import { seedApiKey, seedTemplate } from "@notify/db";
 import fc from "fast-check";
 import t from "tap";
-import { ingestApp } from "./support.js";
+import { deadLetterResponder, ingestApp } from "./support.js";
 
 // Fuzz over every route of the public API: generated methods, paths, headers and bodies (JSON
 // near the real shapes and far from them, NUL bytes, invalid UTF-8, huge numbers, wrong media
@@ -10,7 +10,9 @@ import { ingestApp } from "./support.js";
 // was stored. FUZZ_RUNS sets the number of requests (npm run fuzz: 100 000; here fewer).
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1500);
 
-const { app, database } = await ingestApp(t, { maxBodyBytes: 16_384 });
+const { app, database, deps } = await ingestApp(t, { maxBodyBytes: 16_384 });
+// The processor's answers to the dead-letter routes, which ingest asks for.
+await deadLetterResponder(t, deps);
 await seedTemplate(database, {
   id: "welcome",
   params: ["name"],

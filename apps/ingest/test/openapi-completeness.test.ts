@@ -4,7 +4,7 @@ import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
 import { PROBLEM_TYPE_BASE } from "@notify/http";
 import { deadLetterOf, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
-import { ingestApp, replayResponder } from "./support.js";
+import { deadLetterResponder, ingestApp } from "./support.js";
 
 // The OpenAPI document promises every status and problem code a route answers with. This file
 // drives each route through its success and failure paths, records what the app really
@@ -13,7 +13,7 @@ import { ingestApp, replayResponder } from "./support.js";
 // lacks fails here, as does a route that is served but not described, or not driven at all.
 
 const { app, database, deps } = await ingestApp(t);
-await replayResponder(t, deps);
+await deadLetterResponder(t, deps);
 const doc = (await (await app.request("/api/v1/openapi.json")).json()) as {
   paths: Record<string, Record<string, { responses: Record<string, Response> }>>;
 };

@@ -1,19 +1,23 @@
 import { randomUUID } from "node:crypto";
 import { requestReply } from "@notify/bus";
 import { type Channel, type DeadLetter, type GuardValue, guardKey, type WorkItem } from "@notify/core";
-import { seedApiKey } from "@notify/db";
-import { replayDeadLetters } from "@notify/ops";
+import { readStatusEvents, seedApiKey } from "@notify/db";
+import { findDeadLetter, replayDeadLetters } from "@notify/ops";
+import { captureLogger } from "@notify/testing";
 import t from "tap";
-import { ingestApp, replayResponder } from "./support.js";
+import { deadLetterResponder, ingestApp } from "./support.js";
 
 // POST /api/v1/dead-letters/replay (libs/ops replayDeadLetters, as `notify dlq replay`) and
-// GET /api/v1/dead-letters/{seq}: any client's letters, for the admin scope. Letters are written
-// the way the workers write them. Ingest asks the processor to replay (notify.ops.replay): the
-// processor's responder runs here, on the same database and namespace.
-const { app, database, bus, log } = await ingestApp(t);
+// GET /api/v1/dead-letters/{seq}: any client's letters, for the operator scope. Letters are
+// written the way the workers write them. Ingest asks the processor to read and replay
+// (notify.ops.dlq.show, notify.ops.replay): the processor's responder runs here, on the same
+// database and namespace, with a log of its own.
+const { app, database, bus } = await ingestApp(t);
 const root = t;
-let responder = await replayResponder(root, { database, bus, log }, ["security"]);
-const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const processor = captureLogger("processor");
+const startResponder = () => deadLetterResponder(root, { database, bus, log: processor.log }, ["security"]);
+let responder = await startResponder();
+const operator = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const reader = await seedApiKey(database, { clientId: "shop", name: "reader", scopes: ["read", "ingest"] });
 const guard = await bus.kv("notify_send_guard");
 
@@ -205,7 +209,63 @@ t.test("one letter in full; unknown and malformed sequences", async (t) => {
   }
 });
 
-t.test("the admin scope only", async (t) => {
+t.test("one letter as the route answered it when ingest read the stream, byte for byte", async (t) => {
+  await database.sql`insert into channel_status_events (notification_id, channel, status, reason, attempt)
+    values (${bankLetter.item.notification_id}, 'email', 'failed', 'sendgrid 400', 1)`;
+  const detail = await findDeadLetter({ bus, database }, bankLetter.seq);
+  if (!detail) throw new Error("the letter is stored");
+  const expected = {
+    seq: detail.stored.seq,
+    dead_lettered_at: detail.stored.time.toISOString(),
+    letter: detail.stored.letter,
+    status_now: detail.state ?? null,
+    status_history: await readStatusEvents(database, bankLetter.item.notification_id, "email"),
+  };
+  const response = await app.request(`/api/v1/dead-letters/${bankLetter.seq}`, { headers: { "x-api-key": operator } });
+  t.equal(response.status, 200);
+  t.equal(await response.text(), JSON.stringify(expected));
+  t.match(JSON.parse(JSON.stringify(expected)), { status_history: [{ status: "failed", attempt: 1 }] });
+});
+
+t.test("the processor logs each replay with the key that asked, its counts and whether it was a dry run", async (t) => {
+  const [key] = await database.sql<{ id: string }[]>`select id from api_keys where client_id = 'ops'`;
+  const logged = () =>
+    processor
+      .lines()
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => typeof line.msg === "string" && line.msg.startsWith("dead letters replay"));
+  const before = logged().length;
+  const letter = await deadLetter("bank");
+  await database.sql`insert into user_contacts (user_id, email) values (${letter.userId}, 'old@example.com')`;
+  t.equal((await replay({ seqs: [letter.seq], dry_run: true })).status, 200);
+  t.equal((await replay({ seqs: [letter.seq] })).status, 200);
+  const lines = logged().slice(before);
+  t.match(lines, [
+    {
+      msg: "dead letters replay planned",
+      key_id: key?.id,
+      client_id: "ops",
+      dry_run: true,
+      selected: 1,
+      replayed: 0,
+      skipped: 0,
+      remaining: 0,
+    },
+    {
+      msg: "dead letters replayed",
+      key_id: key?.id,
+      client_id: "ops",
+      dry_run: false,
+      selected: 1,
+      replayed: 1,
+      skipped: 0,
+      remaining: 0,
+    },
+  ]);
+  t.equal(lines.length, 2);
+});
+
+t.test("the operator scope only", async (t) => {
   for (const [method, path, body] of [
     ["POST", "/dead-letters/replay", { all: true, dry_run: true }],
     ["GET", `/dead-letters/${bankLetter.seq}`, undefined],
@@ -227,12 +287,31 @@ t.test("no processor answering is a 503 with Retry-After; a bad request reaching
     body: JSON.stringify({ all: true, dry_run: true }),
   });
   t.ok(Number(response.headers.get("retry-after")) >= 1, "Retry-After");
-  responder = await replayResponder(root, { database, bus, log }, ["security"]);
-  // Only the processor may replay, so it validates what it is asked whatever sent it.
-  const asked = await requestReply(bus, bus.subjects.opsReplay, { all: true, extra: 1 }, 5000);
+  responder = await startResponder();
+  // Only the processor may replay, so it validates what it is asked whatever sent it: the
+  // replay, and who asked for it.
+  const by = { key_id: "k1", client_id: "ops" };
+  const asked = await requestReply(bus, bus.subjects.opsReplay, { all: true, extra: 1, requested_by: by }, 5000);
   t.match(asked, { ok: false, error: { code: "validation_failed", fields: [{ field: "extra" }] } });
-  const empty = await requestReply(bus, bus.subjects.opsReplay, { dry_run: true }, 5000);
+  const empty = await requestReply(bus, bus.subjects.opsReplay, { dry_run: true, requested_by: by }, 5000);
   t.match(empty, { ok: false, error: { code: "validation_failed", fields: [{ field: "seqs" }] } });
+  const anonymous = await requestReply(bus, bus.subjects.opsReplay, { all: true, dry_run: true }, 5000);
+  t.match(anonymous, { ok: false, error: { code: "validation_failed", fields: [{ field: "requested_by" }] } });
+  for (const [requestedBy, field] of [
+    [{ key_id: "", client_id: "ops" }, "requested_by.key_id"],
+    [{ key_id: "k1" }, "requested_by.client_id"],
+    [{ ...by, scopes: ["operator"] }, "requested_by.scopes"],
+    ["k1", "requested_by"],
+  ] as const) {
+    const answer = await requestReply(bus, bus.subjects.opsReplay, { all: true, requested_by: requestedBy }, 5000);
+    t.match(
+      answer,
+      { ok: false, error: { code: "validation_failed", fields: [{ field }] } },
+      JSON.stringify(requestedBy),
+    );
+  }
+  const shown = await requestReply(bus, bus.subjects.opsDlqShow, { seq: "1" }, 5000);
+  t.match(shown, { ok: false, error: { code: "validation_failed", fields: [{ field: "seq" }] } });
   t.equal((await replay({ seqs: [bankLetter.seq], dry_run: true })).status, 200, "answered again");
 });
 

@@ -14,7 +14,7 @@ import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
 import { createIngestor } from "../src/notifications/create.js";
 import { createTemplateLookup } from "../src/notifications/templates.js";
-import { ingestApp, replayResponder } from "./support.js";
+import { deadLetterResponder, ingestApp } from "./support.js";
 
 // "A transient database or NATS error on any route answers 503 problem+json with Retry-After,
 // never 500." The app reaches the real Postgres and NATS through proxies this file cuts. Every
@@ -52,8 +52,8 @@ const { app, admin } = await ingestApp(t, {
   templates,
   ingestor,
 });
-// The processor's answer to dead-letter replays, on the same cut dependencies.
-await replayResponder(t, { database: proxiedDatabase, bus, log });
+// The processor's answers to the dead-letter routes, on the same cut dependencies.
+await deadLetterResponder(t, { database: proxiedDatabase, bus, log });
 const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["admin"] });
 await seedTemplate(database, {
   id: "welcome",

@@ -14,7 +14,7 @@ import {
   toAppError,
 } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { startReplayResponder } from "@notify/ops";
+import { startDeadLetterResponder } from "@notify/ops";
 import { startTelemetry } from "@notify/telemetry";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
@@ -150,15 +150,16 @@ export async function startProcessor(
       },
     );
     opened.add(reconciler, (job) => job.stop());
-    // Every instance answers the operator's dead-letter replays (ingest asks; one instance takes each).
-    const replays = startReplayResponder({
+    // Every instance answers the operator's dead-letter reads and replays (ingest asks; one
+    // instance takes each): ingest's own NATS user reads no stream.
+    const deadLetters = startDeadLetterResponder({
       database,
       bus,
       log,
       criticalCategories: config.CRITICAL_CATEGORIES,
       explain: toAppError,
     });
-    opened.add(replays, (job) => job.stop());
+    opened.add(deadLetters, (job) => job.stop());
     log.info({ port: server.port, instance }, "processor running; partitions are shared through notify_leases");
 
     return {
@@ -167,7 +168,7 @@ export async function startProcessor(
       async stop() {
         stopping = true;
         await Promise.all([
-          replays.stop(),
+          deadLetters.stop(),
           partitions?.stop(),
           scheduler.stop(),
           fallbacks.stop(),

@@ -221,16 +221,3 @@ export async function getDeadLetter(bus: Bus, seq: number): Promise<StoredLetter
   if (!message || message.subject.startsWith(subjectName(bus.naming, "notify.dlq.poison."))) return null;
   return { seq, time: message.time, letter: message.json<DeadLetter>() };
 }
-
-/**
- * getDeadLetter for a role that may only browse the stream (ingest): the first letter from `seq`
- * on, read with an ordered consumer, if it is the one at `seq`. Poison is on other subjects.
- */
-export async function browseDeadLetter(bus: Bus, seq: number): Promise<StoredLetter | null> {
-  const subject = subjectName(bus.naming, "notify.dlq.*");
-  for await (const msg of readSubject(bus, bus.streams.dlq, subject, { fromSeq: seq, limit: 1 })) {
-    if (msg.seq !== seq) return null;
-    return { seq, time: storedAt(msg), letter: msg.json<DeadLetter>() };
-  }
-  return null;
-}

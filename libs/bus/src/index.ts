@@ -77,7 +77,12 @@ export interface Bus {
     lane(priority: Priority, partition: number): string;
     work(channel: Channel, priority: Priority): string;
     dlq(channel: Channel): string;
-    /** Core NATS (no stream): ingest asks the processor to replay dead letters. */
+    /**
+     * Core NATS (no stream): ingest asks the processor for the dead letters' page (opsDlqList),
+     * one letter (opsDlqShow) and a replay (opsReplay); ingest's own user reads no stream.
+     */
+    opsDlqList: string;
+    opsDlqShow: string;
     opsReplay: string;
   };
   streams: { lane(priority: Priority): string; work: string; dlq: string };
@@ -137,6 +142,8 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
       lane: (priority, partition) => subjectName(naming, `notify.lane.${priority}.${partition}`),
       work: (channel, priority) => subjectName(naming, `notify.work.${channel}.${priority}`),
       dlq: (channel) => subjectName(naming, `notify.dlq.${channel}`),
+      opsDlqList: subjectName(naming, "notify.ops.dlq.list"),
+      opsDlqShow: subjectName(naming, "notify.ops.dlq.show"),
       opsReplay: subjectName(naming, "notify.ops.replay"),
     },
     streams: {

@@ -95,7 +95,11 @@ const CAPABILITIES: Record<string, Capability> = {
   "hear key changes": { subscribe: "notify.events.keys" },
   "announce template changes": { publish: "notify.events.templates" },
   "hear template changes": { subscribe: "notify.events.templates" },
+  "ask for the dead-letter list": { publish: "notify.ops.dlq.list" },
+  "ask for a dead letter": { publish: "notify.ops.dlq.show" },
   "ask for a dead-letter replay": { publish: "notify.ops.replay" },
+  "answer the dead-letter list": { subscribe: "notify.ops.dlq.list" },
+  "answer requests for a dead letter": { subscribe: "notify.ops.dlq.show" },
   "answer dead-letter replays": { subscribe: "notify.ops.replay" },
   "subscribe to every subject": { subscribe: ">" },
   "subscribe to the lanes' subjects": { subscribe: "notify.lane.>" },
@@ -127,15 +131,16 @@ const ADMINISTRATION: Name[] = [
 const NEEDS: Record<Role, Name[]> = {
   // The JetStream API is its job; it publishes no work and reads nobody's replies.
   setup: ADMINISTRATION,
-  // Accepted notifications to the lanes; the dead-letter routes (list and show by browsing; a
-  // replay it only asks the processor for: no work item, no send guard of its own); the
-  // operator's views of the streams' consumers and of the workers' reports, breaker decisions and
-  // token buckets, which it only reads.
+  // Accepted notifications to the lanes; the dead-letter routes, which it only asks the processor
+  // for (no consumer of its own on any stream, no work item, no send guard); the operator's views
+  // of the streams' consumers and of the workers' reports, breaker decisions and token buckets,
+  // which it only reads.
   ingest: [
     "publish to the transactional lane",
     "publish to the promotional lane",
-    "browse dead letters",
     "list the work queue's consumers",
+    "ask for the dead-letter list",
+    "ask for a dead letter",
     "ask for a dead-letter replay",
     "read notify_workers",
     "read notify_breakers",
@@ -147,7 +152,7 @@ const NEEDS: Record<Role, Name[]> = {
   ],
   // Lanes in; work items and broadcast recipients out; poison aside; the reconciler's look at the
   // oldest stored message; the partition and singleton leases; template
-  // changes; the dead-letter replays ingest asks for (letters, the send guard, work items).
+  // changes; the dead-letter reads and replays ingest asks for (letters, the send guard, work items).
   processor: [
     "publish to the promotional lane",
     "publish work items",
@@ -162,6 +167,8 @@ const NEEDS: Record<Role, Name[]> = {
     "read notify_send_guard",
     "write notify_send_guard",
     "hear template changes",
+    "answer the dead-letter list",
+    "answer requests for a dead letter",
     "answer dead-letter replays",
   ],
   // Work in; dead letters and poison out; the send guard, the shared token buckets and breakers.
@@ -367,6 +374,85 @@ t.test("ingest may not publish a work item or write a send guard: it asks the pr
     ok: true,
     value: { heard: { all: true } },
   });
+});
+
+t.test("ingest may create no consumer on any stream: it asks the processor for the dead letters", async (t) => {
+  const nats = await startNatsWithUsers(t);
+  const as = async (role: Role): Promise<Bus> => {
+    const bus = await connectBus({
+      servers: nats.url,
+      name: `probe-${role}`,
+      role,
+      user: role,
+      password: nats.passwords[role],
+      namespace: "",
+      partitions: 1,
+    });
+    t.teardown(() => bus.close());
+    return bus;
+  };
+  const setup = await as("setup");
+  await applyTopology(setup);
+  const ingest = await as("ingest");
+  const streams: string[] = [];
+  for await (const name of setup.jsm.streams.names()) streams.push(name);
+  t.ok(streams.includes("NOTIFY_DLQ") && streams.includes("KV_notify_workers"), "the streams and the buckets' streams");
+  const consumersOf = async () => {
+    const counts: Record<string, number> = {};
+    for (const stream of streams) counts[stream] = (await setup.jsm.streams.info(stream)).state.consumer_count;
+    return counts;
+  };
+  const before = await consumersOf();
+
+  // The push consumer a compromised ingest would make: every letter delivered onto a subject it
+  // may not publish to (the server does not check a deliver subject against its creator's grants).
+  const push = { ack_policy: "none", deliver_policy: "all", deliver_subject: "notify.work.email.transactional" };
+  const attempts = (stream: string): Array<[string, unknown]> => [
+    [`$JS.API.CONSUMER.CREATE.${stream}`, { stream_name: stream, config: push }],
+    [`$JS.API.CONSUMER.CREATE.${stream}.probe`, { stream_name: stream, config: { ...push, name: "probe" } }],
+    [
+      `$JS.API.CONSUMER.CREATE.${stream}.probe.notify.dlq.email`,
+      { stream_name: stream, config: { ...push, name: "probe", filter_subject: "notify.dlq.email" } },
+    ],
+    [
+      `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.probe`,
+      { stream_name: stream, config: { ...push, durable_name: "probe" } },
+    ],
+  ];
+  for (const stream of streams) {
+    for (const [subject, body] of attempts(stream)) {
+      const outcome = await ingest.nc.request(subject, JSON.stringify(body), { timeout: 2000, noMux: true }).then(
+        () => "answered",
+        (error: Error) => (error.message.includes("Permissions Violation") ? "refused" : error.message),
+      );
+      t.equal(outcome, "refused", subject);
+    }
+  }
+  // Through the client as the apps read a stream (an ordered consumer), and as a manager would.
+  await t.rejects(
+    (async () => {
+      const consumer = await ingest.js.consumers.get("NOTIFY_DLQ");
+      await consumer.info();
+    })(),
+    "no ordered consumer on the dead letters",
+  );
+  await t.rejects(
+    ingest.jsm.consumers.add("NOTIFY_DLQ", { name: "probe", ack_policy: "none" } as Parameters<
+      Bus["jsm"]["consumers"]["add"]
+    >[1]),
+    /Permissions Violation|timeout/i,
+  );
+  t.same(await consumersOf(), before, "no consumer was made");
+
+  // What ingest reads of the dead letters, the processor answers it.
+  const processor = await as("processor");
+  const responder = answerRequests(processor, processor.subjects.opsDlqList, "processor-dlq", async () => ({
+    ok: true,
+    value: { page: (await processor.jsm.streams.info(processor.streams.dlq)).state.messages },
+  }));
+  t.teardown(() => responder.stop());
+  await responder.ready;
+  t.same(await requestReply(ingest, ingest.subjects.opsDlqList, {}, 5000), { ok: true, value: { page: 0 } });
 });
 
 t.test("a wrong password, or none, is refused", async (t) => {

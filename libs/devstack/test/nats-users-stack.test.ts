@@ -8,8 +8,9 @@ import t from "tap";
 
 // The whole service as compose runs it on NATS: each app as its own least-privilege user
 // (nats/nats.conf), the apps only checking the topology, the setup job creating it. A
-// notification on all four channels, a dead letter listed by ingest and replayed by the
-// `notify` CLI as the operator user: everything works, and the server refused nothing.
+// notification on all four channels, a dead letter listed through ingest (which asks the
+// processor: its own user reads no stream) and replayed by the `notify` CLI as the operator
+// user: everything works, and the server refused nothing.
 const run = promisify(execFile);
 const nats = await startNatsWithUsers(t);
 const user = (role: Role) => ({ NATS_USER: role, NATS_PASSWORD: nats.passwords[role] });
@@ -70,9 +71,13 @@ t.test("all four channels deliver, and a dead letter is listed and replayed", as
     email: { status: "failed" },
   });
 
+  // The dead-letter routes take the operator's scope, which the stack's key does not hold.
+  const operator = JSON.parse(
+    (await notify("keys", "create", "--name", "operator", "--client", "ops", "--scope", "operator", "--json")).stdout,
+  ) as { key: string };
   const listed = await eventually(async () => {
     const response = await fetch(`${stack.baseUrl}/api/v1/dead-letters?notification_id=${id}`, {
-      headers: { authorization: `Bearer ${key}` },
+      headers: { authorization: `Bearer ${operator.key}` },
     });
     const body = (await response.json()) as { data: Array<{ channel: string }> };
     return body.data.length > 0 ? body.data : undefined;
@@ -80,16 +85,29 @@ t.test("all four channels deliver, and a dead letter is listed and replayed", as
   t.same(
     listed.map((l) => l.channel),
     ["email"],
-    "ingest reads the dead letters",
+    "ingest lists the dead letters (the processor reads them)",
   );
-  // Unfiltered, a page is found by counting (ephemeral consumers made and deleted as ingest).
+  // Unfiltered, a page is found by counting (ephemeral consumers made and deleted as the processor).
   const newest = await fetch(`${stack.baseUrl}/api/v1/dead-letters?page_size=1`, {
-    headers: { authorization: `Bearer ${key}` },
+    headers: { authorization: `Bearer ${operator.key}` },
   });
-  const page = (await newest.json()) as { data: Array<{ notification_id: string }>; total_count: number };
+  const page = (await newest.json()) as { data: Array<{ seq: number; notification_id: string }>; total_count: number };
   t.equal(newest.status, 200);
   t.equal(page.data[0]?.notification_id, id, "the newest letter first");
   t.ok(page.total_count >= 1);
+  const seq = page.data[0]?.seq;
+  const shown = await fetch(`${stack.baseUrl}/api/v1/dead-letters/${seq}`, {
+    headers: { authorization: `Bearer ${operator.key}` },
+  });
+  t.equal(shown.status, 200, "and one letter whole");
+  t.match(await shown.json(), { seq, letter: { channel: "email" }, status_now: { status: "failed" } });
+  const planned = await fetch(`${stack.baseUrl}/api/v1/dead-letters/replay`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${operator.key}`, "content-type": "application/json" },
+    body: JSON.stringify({ seqs: [seq], dry_run: true }),
+  });
+  t.equal(planned.status, 200, "a replay planned through ingest, by the processor");
+  t.match(await planned.json(), { dry_run: true, selected: 1, replayed: 0 });
 
   const replay = await notify("dlq", "replay", "--notification", id);
   t.match(replay.stdout, /replayed/, "the operator's CLI replays it");

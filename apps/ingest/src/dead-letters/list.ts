@@ -1,50 +1,43 @@
 import type { Bus } from "@notify/bus";
-import { pageDeadLetters } from "@notify/ops";
-import { asDependencyError } from "../dependency.js";
-import type { DeadLetterSummary, ListDeadLettersQuery } from "./schemas.js";
+import type { DeadLetterListRequest, DeadLetterPage, DeadLetterShown } from "@notify/core";
+import { askProcessor, PROCESSOR_TIMEOUT_MS } from "./ask.js";
+import type { ListDeadLettersQuery } from "./schemas.js";
 
 /**
- * GET /api/v1/dead-letters: the NOTIFY_DLQ stream is the record of dead letters, read the way
- * `notify dlq list` reads it (nothing changes on the server), newest first. The filters select
- * the letters before they are counted, so total_count is the filtered count. Only the page is
- * read unless a filter looks inside the letters (class, notification_id): see pageDeadLetters.
+ * GET /api/v1/dead-letters: the NOTIFY_DLQ stream is the record of dead letters, newest first.
+ * A processor reads it (notify.ops.dlq.list: libs/ops deadLetterPage, what `notify dlq list`
+ * reads, nothing changed on the server) and answers the page as this route answers it.
  */
-export async function listDeadLetters(
-  bus: Bus,
+export function listDeadLetters(
+  deps: { bus: Bus; deadLetterTimeoutMs?: number },
   query: ListDeadLettersQuery,
-): Promise<{ data: DeadLetterSummary[]; page: number; page_size: number; total_count: number }> {
-  let page: Awaited<ReturnType<typeof pageDeadLetters>>;
-  try {
-    page = await pageDeadLetters(
-      bus,
-      {
-        ...(query.channel ? { channel: query.channel } : {}),
-        ...(query.class ? { class: query.class } : {}),
-        ...(query.since ? { since: query.since } : {}),
-        ...(query.until ? { until: query.until } : {}),
-        ...(query.notification_id ? { notification: query.notification_id } : {}),
-      },
-      { offset: (query.page - 1) * query.page_size, limit: query.page_size },
-    );
-  } catch (error) {
-    throw asDependencyError(error, "nats");
-  }
-  return {
-    data: page.letters.map(({ seq, time, letter }) => ({
-      seq,
-      dead_lettered_at: time.toISOString(),
-      channel: letter.channel,
-      lane: letter.lane,
-      class: letter.class,
-      reason: letter.reason,
-      provider: letter.provider,
-      attempts: letter.attempts,
-      notification_id: letter.item.notification_id,
-      client_id: letter.notification?.client_id ?? null,
-      user_id: letter.item.user_id,
-    })),
+): Promise<DeadLetterPage> {
+  const request: DeadLetterListRequest = {
     page: query.page,
     page_size: query.page_size,
-    total_count: page.total,
+    ...(query.channel ? { channel: query.channel } : {}),
+    ...(query.class ? { class: query.class } : {}),
+    ...(query.since ? { since: query.since } : {}),
+    ...(query.until ? { until: query.until } : {}),
+    ...(query.notification_id ? { notification_id: query.notification_id } : {}),
   };
+  return askProcessor<DeadLetterPage>(
+    deps.bus,
+    deps.bus.subjects.opsDlqList,
+    request,
+    deps.deadLetterTimeoutMs ?? PROCESSOR_TIMEOUT_MS,
+  );
+}
+
+/**
+ * GET /api/v1/dead-letters/{seq}: the letter in full, its channel's status now and its status
+ * history, as a processor reads them (notify.ops.dlq.show); a sequence holding none is its 404.
+ */
+export function showLetter(deps: { bus: Bus; deadLetterTimeoutMs?: number }, seq: number): Promise<DeadLetterShown> {
+  return askProcessor<DeadLetterShown>(
+    deps.bus,
+    deps.bus.subjects.opsDlqShow,
+    { seq },
+    deps.deadLetterTimeoutMs ?? PROCESSOR_TIMEOUT_MS,
+  );
 }

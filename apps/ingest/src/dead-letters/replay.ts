@@ -1,60 +1,23 @@
-import { type Bus, type Reply, requestReply } from "@notify/bus";
-import { AppError, ERROR_CODES, type ReplayAnswer, type ReplayRequest } from "@notify/core";
-import type { Database } from "@notify/db";
-import { DEPENDENCY_RETRY_AFTER_SECONDS } from "@notify/http";
-import { findDeadLetter } from "@notify/ops";
-import { asDependencyError } from "../dependency.js";
-
-/** How long POST /api/v1/dead-letters/replay waits for the processor's answer: a batch of 1000 letters fits. */
-export const REPLAY_TIMEOUT_MS = 30_000;
+import type { Bus } from "@notify/bus";
+import type { ReplayAnswer, ReplayMessage, ReplayRequest, RequestedBy } from "@notify/core";
+import { askProcessor, PROCESSOR_TIMEOUT_MS } from "./ask.js";
 
 /**
  * POST /api/v1/dead-letters/replay: ingest does not replay itself (it holds neither the send
- * guard nor the work subjects); it asks a processor on notify.ops.replay and answers what that
- * answered: the replay, or its error as a problem. No processor answering (none running, or no
- * answer within the timeout) is a 503 with Retry-After, as any dependency out of reach.
+ * guard nor the work subjects); it asks a processor on notify.ops.replay, with the key that
+ * asked (`requested_by`, which the processor logs the replay with), and answers what that
+ * answered: the replay, or its error as a problem.
  */
-export async function replayLetters(
+export function replayLetters(
   deps: { bus: Bus; replayTimeoutMs?: number },
   request: ReplayRequest,
+  requestedBy: RequestedBy,
 ): Promise<ReplayAnswer> {
-  let reply: Reply<ReplayAnswer>;
-  try {
-    reply = await requestReply<ReplayAnswer>(
-      deps.bus,
-      deps.bus.subjects.opsReplay,
-      request,
-      deps.replayTimeoutMs ?? REPLAY_TIMEOUT_MS,
-    );
-  } catch (error) {
-    throw asDependencyError(error, "nats");
-  }
-  if (reply.ok) return reply.value;
-  const { code, message, fields } = reply.error;
-  if (code === "dependency_unavailable") {
-    throw new AppError(code, message, { context: { retryAfterSeconds: DEPENDENCY_RETRY_AFTER_SECONDS } });
-  }
-  // A code this version does not know (a newer processor's) is still a failure, not a success.
-  if (!(code in ERROR_CODES)) throw new AppError("internal", message);
-  throw new AppError(code, message, fields ? { fields } : {});
-}
-
-/** GET /api/v1/dead-letters/{seq}: the letter in full, its channel's status now and its status history. */
-export async function showLetter(deps: { database: Database; bus: Bus }, seq: number) {
-  let detail: Awaited<ReturnType<typeof findDeadLetter>>;
-  try {
-    // Read through an ordered consumer: ingest's user may browse the stream, not get from it.
-    detail = await findDeadLetter(deps, seq, { browse: true });
-  } catch (error) {
-    throw asDependencyError(error, "nats");
-  }
-  if (!detail) throw new AppError("not_found", `no dead letter with sequence ${seq}`);
-  const { stored, state, history } = detail;
-  return {
-    seq: stored.seq,
-    dead_lettered_at: stored.time.toISOString(),
-    letter: stored.letter,
-    status_now: state ?? null,
-    status_history: history,
-  };
+  const message: ReplayMessage = { ...request, requested_by: requestedBy };
+  return askProcessor<ReplayAnswer>(
+    deps.bus,
+    deps.bus.subjects.opsReplay,
+    message,
+    deps.replayTimeoutMs ?? PROCESSOR_TIMEOUT_MS,
+  );
 }

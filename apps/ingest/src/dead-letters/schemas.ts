@@ -1,18 +1,12 @@
-import { CHANNELS, DEAD_LETTER_CLASSES, instant, REPLAY_BATCH_LIMIT, REPLAY_SCAN_LIMIT } from "@notify/core";
+import { CHANNELS, DEAD_LETTER_CLASSES, deadLetterFilters, REPLAY_BATCH_LIMIT, REPLAY_SCAN_LIMIT } from "@notify/core";
 import * as v from "valibot";
 import { offsetPageQuery } from "../pagination.js";
 
-/** Query of GET /api/v1/dead-letters (offset pagination). */
-export const ListDeadLettersQuery = v.strictObject({
-  ...offsetPageQuery,
-  channel: v.optional(v.picklist(CHANNELS, `channel must be one of ${CHANNELS.join(", ")}`)),
-  class: v.optional(v.picklist(DEAD_LETTER_CLASSES, `class must be one of ${DEAD_LETTER_CLASSES.join(", ")}`)),
-  /** Dead-lettered at or after. */
-  since: v.optional(instant("since")),
-  /** Dead-lettered at or before. */
-  until: v.optional(instant("until")),
-  notification_id: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(256))),
-});
+/**
+ * Query of GET /api/v1/dead-letters (offset pagination; page_size is clamped to MAX_PAGE_SIZE,
+ * the processor's DEAD_LETTER_PAGE_SIZE_MAX too) and the filters, as a replay's.
+ */
+export const ListDeadLettersQuery = v.strictObject({ ...offsetPageQuery, ...deadLetterFilters });
 export type ListDeadLettersQuery = v.InferOutput<typeof ListDeadLettersQuery>;
 
 export const DeadLetterSummary = v.object({

@@ -2,8 +2,8 @@ import { limitBody, readJson, validate } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";
-import { listDeadLetters } from "../dead-letters/list.js";
-import { replayLetters, showLetter } from "../dead-letters/replay.js";
+import { listDeadLetters, showLetter } from "../dead-letters/list.js";
+import { replayLetters } from "../dead-letters/replay.js";
 import {
   DeadLetterDetail,
   DeadLetterPage,
@@ -15,10 +15,13 @@ import {
 import type { IngestDeps } from "../deps.js";
 import { contract } from "./contract.js";
 
-/** Dead letters by page: an operator's list, with a total; one letter whole; the replay. */
+/**
+ * Dead letters by page: an operator's list, with a total; one letter whole; the replay. A
+ * processor does each (ingest asks it on NATS and answers what it answered).
+ */
 export function mountDeadLetters(
   v1: Hono<AuthEnv>,
-  deps: Pick<IngestDeps, "bus" | "database" | "maxBodyBytes" | "replayTimeoutMs">,
+  deps: Pick<IngestDeps, "bus" | "maxBodyBytes" | "replayTimeoutMs" | "deadLetterTimeoutMs">,
 ): void {
   v1.get(
     "/dead-letters",
@@ -32,7 +35,7 @@ export function mountDeadLetters(
       responses: { 200: { description: "One page", schema: DeadLetterPage } },
       problems: ["validation_failed"],
     }),
-    async (c) => c.json(await listDeadLetters(deps.bus, validate(ListDeadLettersQuery, c.req.query()))),
+    async (c) => c.json(await listDeadLetters(deps, validate(ListDeadLettersQuery, c.req.query()))),
   );
 
   v1.post(
@@ -50,7 +53,8 @@ export function mountDeadLetters(
     limitBody(deps.maxBodyBytes),
     async (c) => {
       const request = validate(ReplayRequest, await readJson(c));
-      const answer = await replayLetters(deps, request);
+      const { keyId, clientId } = c.get("principal");
+      const answer = await replayLetters(deps, request, { key_id: keyId, client_id: clientId });
       c.get("log").info(
         {
           dry_run: answer.dry_run,

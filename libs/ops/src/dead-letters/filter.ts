@@ -13,6 +13,23 @@ export interface DeadLetterFilters {
   notification?: string;
 }
 
+/** The API's filters (the list's query, a replay's body, the processor's requests) as DeadLetterFilters. */
+export function filtersOf(request: {
+  channel?: Channel | undefined;
+  class?: DeadLetterClass | undefined;
+  since?: Date | undefined;
+  until?: Date | undefined;
+  notification_id?: string | undefined;
+}): DeadLetterFilters {
+  return {
+    ...(request.channel ? { channel: request.channel } : {}),
+    ...(request.class ? { class: request.class } : {}),
+    ...(request.since ? { since: request.since } : {}),
+    ...(request.until ? { until: request.until } : {}),
+    ...(request.notification_id ? { notification: request.notification_id } : {}),
+  };
+}
+
 /** A reason filter matches a class exactly, or any part of the reason text (case-insensitive). */
 export const reasonMatches = (letter: DeadLetter, reason: string) =>
   letter.class === reason || letter.reason.toLowerCase().includes(reason.toLowerCase());

@@ -1,15 +1,14 @@
 import {
   type Bus,
-  browseDeadLetter,
   getDeadLetter,
   pageDeadLetterStream,
   readDeadLetterStream,
   type StoredLetter,
   streamDeadLetters,
 } from "@notify/bus";
-import { guardKey } from "@notify/core";
+import { type DeadLetterListRequest, type DeadLetterPage, type DeadLetterShown, guardKey } from "@notify/core";
 import { type ChannelState, type Database, readChannelStates, readStatusEvents, type StatusEvent } from "@notify/db";
-import { type DeadLetterFilters, matchesFilters } from "./filter.js";
+import { type DeadLetterFilters, filtersOf, matchesFilters } from "./filter.js";
 
 /**
  * The dead letters the filters select, oldest first, read without changing anything on the
@@ -90,18 +89,78 @@ export async function showDeadLetter(deps: { bus: Bus; database: Database }, seq
   return detail;
 }
 
-/**
- * showDeadLetter, or null when the sequence holds no dead letter (never stored, gone, or poison).
- * `browse`: read through an ordered consumer, for a role that may not get stored messages (ingest).
- */
+/** showDeadLetter, or null when the sequence holds no dead letter (never stored, gone, or poison). */
 export async function findDeadLetter(
   deps: { bus: Bus; database: Database },
   seq: number,
-  options: { browse?: boolean } = {},
 ): Promise<DeadLetterDetail | null> {
-  const stored = options.browse ? await browseDeadLetter(deps.bus, seq) : await getDeadLetter(deps.bus, seq);
+  const stored = await getDeadLetter(deps.bus, seq);
   if (!stored) return null;
   const [state] = [...(await channelStates(deps.database, [stored])).values()];
   const history = await readStatusEvents(deps.database, stored.letter.item.notification_id, stored.letter.channel);
   return { stored, state, history };
+}
+
+/**
+ * One page of the dead letters as GET /api/v1/dead-letters answers it (the processor's answer on
+ * notify.ops.dlq.list): newest first, total_count the filtered count. Only the page is read
+ * unless a filter looks inside the letters (class, notification_id): see pageDeadLetters.
+ */
+export async function deadLetterPage(bus: Bus, request: DeadLetterListRequest): Promise<DeadLetterPage> {
+  const page = await pageDeadLetters(bus, filtersOf(request), {
+    offset: (request.page - 1) * request.page_size,
+    limit: request.page_size,
+  });
+  return {
+    data: page.letters.map(({ seq, time, letter }) => ({
+      seq,
+      dead_lettered_at: time.toISOString(),
+      channel: letter.channel,
+      lane: letter.lane,
+      class: letter.class,
+      reason: letter.reason,
+      provider: letter.provider,
+      attempts: letter.attempts,
+      notification_id: letter.item.notification_id,
+      client_id: letter.notification?.client_id ?? null,
+      user_id: letter.item.user_id,
+    })),
+    page: request.page,
+    page_size: request.page_size,
+    total_count: page.total,
+  };
+}
+
+/**
+ * One letter as GET /api/v1/dead-letters/{seq} answers it (the processor's answer on
+ * notify.ops.dlq.show): the letter in full, its channel's status now and its status history;
+ * null when the sequence holds none.
+ */
+export async function deadLetterShown(
+  deps: { bus: Bus; database: Database },
+  seq: number,
+): Promise<DeadLetterShown | null> {
+  const detail = await findDeadLetter(deps, seq);
+  if (!detail) return null;
+  const { stored, state, history } = detail;
+  return {
+    seq: stored.seq,
+    dead_lettered_at: stored.time.toISOString(),
+    letter: stored.letter,
+    status_now: state
+      ? {
+          notification_id: state.notification_id,
+          channel: state.channel,
+          status: state.status,
+          reason: state.reason,
+          attempts: state.attempts,
+        }
+      : null,
+    status_history: history.map((event) => ({
+      status: event.status,
+      reason: event.reason,
+      attempt: event.attempt,
+      at: event.at.toISOString(),
+    })),
+  };
 }

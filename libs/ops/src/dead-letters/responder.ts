@@ -1,23 +1,36 @@
 import { answerRequests, type Bus, type Reply, type Responder } from "@notify/bus";
-import { type AppError, type ReplayAnswer, ReplayRequest, validate } from "@notify/core";
+import {
+  AppError,
+  DeadLetterListRequest,
+  type DeadLetterPage,
+  type DeadLetterShown,
+  DeadLetterShowRequest,
+  type ReplayAnswer,
+  ReplayMessage,
+  type ReplayRequest,
+  validate,
+} from "@notify/core";
 import type { Database } from "@notify/db";
-import type { DeadLetterFilters } from "./filter.js";
+import { filtersOf } from "./filter.js";
+import { deadLetterPage, deadLetterShown } from "./read.js";
 import { replayDeadLetters } from "./replay-selected.js";
 
 /** The queue group of the processors answering replays: one instance takes each request. */
 export const REPLAY_QUEUE = "processor-replay";
+/** The queue group of the processors answering dead-letter reads (list, show). */
+export const DEAD_LETTER_READ_QUEUE = "processor-dlq";
 
 /** What the responder logs (a pino logger fits). */
-interface ReplayLog {
+interface ResponderLog {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
   error(fields: object, message: string): void;
 }
 
-export interface ReplayDeps {
+export interface DeadLetterResponderDeps {
   database: Database;
   bus: Bus;
-  log: ReplayLog;
+  log: ResponderLog;
   /**
    * How the host answers a thrown error (the processor: libs/http's toAppError, so a database or
    * NATS outage is a 503 dependency_unavailable, as the API would answer it).
@@ -34,20 +47,16 @@ export interface ReplayDeps {
  * today. A dry run changes nothing and sends nothing; it shows each letter's address then
  * (`previous_to`) and now (`to`).
  */
-export async function runReplay(deps: ReplayDeps, request: ReplayRequest): Promise<ReplayAnswer> {
-  const filters: DeadLetterFilters = {
-    ...(request.channel ? { channel: request.channel } : {}),
-    ...(request.class ? { class: request.class } : {}),
-    ...(request.since ? { since: request.since } : {}),
-    ...(request.until ? { until: request.until } : {}),
-    ...(request.notification_id ? { notification: request.notification_id } : {}),
-  };
+export async function runReplay(
+  deps: Pick<DeadLetterResponderDeps, "database" | "bus" | "criticalCategories">,
+  request: ReplayRequest,
+): Promise<ReplayAnswer> {
   const dryRun = request.dry_run === true;
   const outcome = await replayDeadLetters(
     { database: deps.database, bus: deps.bus, criticalCategories: deps.criticalCategories },
     {
       seqs: request.seqs ?? [],
-      filters,
+      filters: filtersOf(request),
       includeUnsettled: request.include_unsettled === true,
       dryRun,
       ...(request.from_seq !== undefined ? { fromSeq: request.from_seq } : {}),
@@ -72,45 +81,101 @@ export async function runReplay(deps: ReplayDeps, request: ReplayRequest): Promi
 }
 
 /**
- * The privileged half of the operator's replay: ingest (internet-facing, no send guard or work
- * subject of its own) asks on notify.ops.replay; every processor instance answers in one queue
- * group. The request is validated again here: only what the API accepts is run. The answer is
- * the replay's, or the error as the API would answer it (a dependency out of reach is a 503).
+ * Answers `subject` in `queue` with what `work` makes of each request, or with the error as the
+ * API would answer it (a dependency out of reach is a 503). A server-side failure is logged with
+ * what `work` put in `context` before it failed.
  */
-export function startReplayResponder(deps: ReplayDeps): Responder {
-  return answerRequests(
-    deps.bus,
-    deps.bus.subjects.opsReplay,
-    REPLAY_QUEUE,
-    async (body): Promise<Reply<ReplayAnswer>> => {
-      try {
-        const answer = await runReplay(deps, validate(ReplayRequest, body));
-        deps.log.info(
-          {
-            dry_run: answer.dry_run,
-            selected: answer.selected,
-            replayed: answer.replayed,
-            skipped: answer.skipped,
-            remaining: answer.remaining,
-          },
-          answer.dry_run ? "dead letters replay planned" : "dead letters replayed",
-        );
-        return { ok: true, value: answer };
-      } catch (error) {
-        const appError = deps.explain(error);
-        if (appError.status >= 500) {
-          const level = appError.code === "dependency_unavailable" ? "warn" : "error";
-          deps.log[level]({ err: error }, "dead-letter replay failed");
-        }
-        return {
-          ok: false,
-          error: {
-            code: appError.code,
-            message: appError.message,
-            ...(appError.fields ? { fields: appError.fields } : {}),
-          },
-        };
+function answer<T>(
+  deps: DeadLetterResponderDeps,
+  subject: string,
+  queue: string,
+  what: string,
+  work: (body: unknown, context: Record<string, unknown>) => Promise<T>,
+): Responder {
+  return answerRequests(deps.bus, subject, queue, async (body): Promise<Reply<T>> => {
+    const context: Record<string, unknown> = {};
+    try {
+      return { ok: true, value: await work(body, context) };
+    } catch (error) {
+      const appError = deps.explain(error);
+      if (appError.status >= 500) {
+        const level = appError.code === "dependency_unavailable" ? "warn" : "error";
+        deps.log[level]({ ...context, err: error }, `${what} failed`);
       }
+      return {
+        ok: false,
+        error: {
+          code: appError.code,
+          message: appError.message,
+          ...(appError.fields ? { fields: appError.fields } : {}),
+        },
+      };
+    }
+  });
+}
+
+/**
+ * The processor's half of the operator's dead-letter routes: ingest (internet-facing, no
+ * consumer on any stream, no send guard or work subject of its own) asks; every processor
+ * instance answers in a queue group, so one takes each request.
+ *
+ * - notify.ops.dlq.list: a page of the dead letters (GET /api/v1/dead-letters).
+ * - notify.ops.dlq.show: one letter whole, or `not_found` (GET /api/v1/dead-letters/{seq}).
+ * - notify.ops.replay: a replay (POST /api/v1/dead-letters/replay), with `requested_by`, the
+ *   key that asked: each replay is logged with it, its counts and whether it was a dry run.
+ *
+ * Each request is validated again here: only what the API accepts is run, whoever sent it. The
+ * answer is what the route answers, or the error as the API would answer it.
+ */
+export function startDeadLetterResponder(deps: DeadLetterResponderDeps): Responder {
+  const list = answer<DeadLetterPage>(
+    deps,
+    deps.bus.subjects.opsDlqList,
+    DEAD_LETTER_READ_QUEUE,
+    "dead-letter list",
+    async (body) => deadLetterPage(deps.bus, validate(DeadLetterListRequest, body)),
+  );
+  const show = answer<DeadLetterShown>(
+    deps,
+    deps.bus.subjects.opsDlqShow,
+    DEAD_LETTER_READ_QUEUE,
+    "dead-letter read",
+    async (body) => {
+      const { seq } = validate(DeadLetterShowRequest, body);
+      const shown = await deadLetterShown(deps, seq);
+      if (!shown) throw new AppError("not_found", `no dead letter with sequence ${seq}`);
+      return shown;
     },
   );
+  const replay = answer<ReplayAnswer>(
+    deps,
+    deps.bus.subjects.opsReplay,
+    REPLAY_QUEUE,
+    "dead-letter replay",
+    async (body, context) => {
+      const { requested_by: by, ...request } = validate(ReplayMessage, body);
+      Object.assign(context, { key_id: by.key_id, client_id: by.client_id, dry_run: request.dry_run === true });
+      const replayed = await runReplay(deps, request);
+      deps.log.info(
+        {
+          key_id: by.key_id,
+          client_id: by.client_id,
+          dry_run: replayed.dry_run,
+          selected: replayed.selected,
+          replayed: replayed.replayed,
+          skipped: replayed.skipped,
+          remaining: replayed.remaining,
+        },
+        replayed.dry_run ? "dead letters replay planned" : "dead letters replayed",
+      );
+      return replayed;
+    },
+  );
+  const responders = [list, show, replay];
+  return {
+    ready: Promise.all(responders.map((r) => r.ready)).then(() => {}),
+    async stop() {
+      await Promise.all(responders.map((r) => r.stop()));
+    },
+  };
 }
