@@ -30,7 +30,7 @@ export function mountDeadLetters(
       description:
         "Newest first from the dead-letter stream (kept 30 days), offset pagination: page_size 50 by default, clamped to 200; total_count counts the letters matching the filters. Inspect and replay them with `notify dlq`.",
       tag: "Dead letters",
-      scope: "admin",
+      scope: "operator",
       query: ListDeadLettersQuery,
       responses: { 200: { description: "One page", schema: DeadLetterPage } },
       problems: ["validation_failed"],
@@ -45,7 +45,7 @@ export function mountDeadLetters(
       description:
         "What `notify dlq replay` does. Select letters by `seqs`, by filters (channel, class, since, until, notification_id: as the list's), or every one with `all: true`; one of them is required. A channel dead-lettered more than once is replayed once, from its latest letter. Each is planned against the channel, the send guard and the user's preferences and address today: one already delivered or accepted, past its deliver-by, suppressed by today's preferences or unreachable is skipped (with why); one whose outcome is unknown only with `include_unsettled: true`. A replay resets the guard and the channel to pending and republishes the work item to the user's address now. `dry_run: true` changes and sends nothing: `previous_to` (the letter's address) beside `to` (the address now) is the diff. Named letters are read by sequence; a selection by filters or `all` takes at most 1000 letters and looks at at most 50,000 a call (up to `until`): `remaining` says how many were not looked at, and `from_seq: next_seq` goes on from there. The processor runs the replay (ingest asks it on NATS): none answering within 30 s is a 503 with Retry-After.",
       tag: "Dead letters",
-      scope: "admin",
+      scope: "operator",
       body: ReplayRequest,
       responses: { 200: { description: "What was (or would be) replayed and skipped", schema: ReplayAnswer } },
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
@@ -76,7 +76,7 @@ export function mountDeadLetters(
       description:
         "The letter in full (the original request, the rendered item and every attempt), its channel's status now (null once the notification is gone) and the channel's status history: what `notify dlq show` prints.",
       tag: "Dead letters",
-      scope: "admin",
+      scope: "operator",
       responses: { 200: { description: "The letter", schema: DeadLetterDetail } },
       problems: ["validation_failed", "not_found"],
     }),
