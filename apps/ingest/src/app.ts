@@ -29,7 +29,7 @@ const API = "/api/v1";
 /**
  * Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port; with
  * `console`, the operator console at /console too, which acts only through `console.api` (the
- * public app) with the signed-in operator's admin key.
+ * public app) with the signed-in operator's key.
  */
 export function createAdminApp(
   deps: Pick<IngestDeps, "log" | "database" | "bus" | "isStopping" | "metrics"> & { console?: ConsoleOptions },

@@ -107,7 +107,7 @@ t.test("add and remove one member", async (t) => {
   t.equal((await call("PUT", `/audiences/${audience.id}/members/${encodeURIComponent("a b")}`)).status, 400);
 });
 
-t.test("admin scope only", async (t) => {
+t.test("broadcast scope only", async (t) => {
   t.equal((await call("GET", "/audiences", { key: ingestKey })).status, 403);
   t.equal(
     (await call("POST", "/audiences/x/members/import", { key: ingestKey, body: "u\n", type: "text/csv" })).status,

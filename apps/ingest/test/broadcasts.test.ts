@@ -117,7 +117,7 @@ t.test("progress counts each recipient once by its best outcome; cancel stops it
   t.equal((await call("POST", `/broadcasts/${id}/cancel`)).body.finished_at, cancelled.body.finished_at, "idempotent");
 });
 
-t.test("admin scope; a client never sees another's broadcast", async (t) => {
+t.test("broadcast scope; a client never sees another's broadcast", async (t) => {
   const created = await call("POST", "/broadcasts", { body });
   const id = created.body.broadcast_id as string;
   t.equal((await call("GET", `/broadcasts/${id}`, { key: otherAdmin })).status, 404);

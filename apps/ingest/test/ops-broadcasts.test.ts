@@ -142,7 +142,7 @@ t.test("unknown broadcasts are 404; bad queries 400 naming the field", async (t)
   }
 });
 
-t.test("the operator's routes need the admin scope", async (t) => {
+t.test("the operator's routes need the operator scope", async (t) => {
   for (const [method, path] of [
     ["GET", "/ops/broadcasts"],
     ["POST", `/ops/broadcasts/${shopId}/pause`],

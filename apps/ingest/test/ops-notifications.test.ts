@@ -156,7 +156,7 @@ t.test("one notification of any client, as its client reads it, with client_id",
   t.match(missing.body, { code: "not_found" });
 });
 
-t.test("the routes need the admin scope", async (t) => {
+t.test("the routes need the operator scope", async (t) => {
   for (const path of [`/ops/notifications?user_id=${user}`, `/ops/notifications/${shopId}`]) {
     const answer = await get(path, shop);
     t.equal(answer.status, 403, path);

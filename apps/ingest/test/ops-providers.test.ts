@@ -106,7 +106,7 @@ t.test("a breaker one worker reported open is open; the shared decision says who
   t.same((await providers()).body, { data: [] }, "a provider no live worker reports is not listed");
 });
 
-t.test("the admin scope only", async (t) => {
+t.test("the operator scope only", async (t) => {
   const answer = await providers(reader);
   t.equal(answer.status, 403);
   t.match(answer.body, { code: "insufficient_scope" });

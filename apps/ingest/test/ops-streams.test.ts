@@ -105,7 +105,7 @@ t.test("a consumer's pending count after publishing; this namespace's streams on
   );
 });
 
-t.test("the admin scope only", async (t) => {
+t.test("the operator scope only", async (t) => {
   const answer = await streams(shop);
   t.equal(answer.status, 403);
   t.match(answer.body, { code: "insufficient_scope" });

@@ -52,7 +52,7 @@ notify is running.
   API:        ${stack.baseUrl}/api/v1   (API docs: ${stack.baseUrl}/api/v1/docs; readiness and metrics: ${stack.adminUrl}/readyz, /metrics)
 ${consoleLine}  Postgres:   ${stack.embedded.postgres ? `embedded PostgreSQL, data in ${here(join(dataDir, "postgres"))}` : "DATABASE_URL"}
   NATS:       ${stack.embedded.nats ? `own nats-server at ${stack.natsUrl}, store in ${here(join(dataDir, "nats"))}` : `NATS_URL, namespace "${stack.namespace}"`}
-  Dev key:    ${key}   (admin scope; kept in ${here(join(dataDir, "dev-api-key"))})
+  Dev key:    ${key}   (operator scope; kept in ${here(join(dataDir, "dev-api-key"))})
 
 Channels (and what each provider received):
   email  ${provider("email", stack.sandboxes.sendgrid)}${failover}

@@ -80,7 +80,7 @@ export function mountTemplates(
     templates({
       summary: "Write a template's next version",
       description:
-        "Versions are immutable: every change writes the next one, and identical content writes nothing. Subjects and bodies are eta templates held to a logic-less subset (escaped interpolation of data paths, a fixed set of filters, if/else and for-of over data arrays); anything else is refused with 422 template_invalid naming the line and column. Only admin keys may write them.",
+        "Versions are immutable: every change writes the next one, and identical content writes nothing. Subjects and bodies are eta templates held to a logic-less subset (escaped interpolation of data paths, a fixed set of filters, if/else and for-of over data arrays); anything else is refused with 422 template_invalid naming the line and column. Only admin keys (and operator keys) may write them.",
       body: TemplateRequest,
       responses: {
         201: {
