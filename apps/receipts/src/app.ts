@@ -4,10 +4,11 @@ import {
   type AttemptThrottle,
   createAdminApp as adminApp,
   createAttemptThrottle,
+  createUnverifiedReads,
   type MetricsRegistry,
   mountLiveness,
   newApp,
-  throttleFailedAttempts,
+  type UnverifiedReadLimits,
 } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
@@ -24,9 +25,22 @@ export interface ReceiptsDeps {
   isStopping: () => boolean;
   /**
    * Failed signature checks per source address (default: 2 per second with a burst of 60, as
-   * PREAUTH_RATE_PER_SECOND and PREAUTH_BURST): an address past it is answered 429 unverified.
+   * PREAUTH_RATE_PER_SECOND and PREAUTH_BURST): each post reserves an attempt before its body is
+   * read and gets it back when its signature verifies; an address with none left is read only
+   * through the over-budget reads.
    */
   preauthThrottle?: AttemptThrottle;
+  /**
+   * Bodies read at once before their signature is checked (503 beyond), and of those, reads
+   * for addresses out of attempts (429 beyond): 32 and 2 unless set, as
+   * RECEIPTS_MAX_UNVERIFIED_READS and RECEIPTS_MAX_OVER_BUDGET_READS.
+   */
+  unverifiedReads?: Pick<UnverifiedReadLimits, "maxReads" | "maxOverBudgetReads">;
+  /**
+   * Largest body per provider (413 beyond): SendGrid 1 MiB and Plivo 16 KiB unless set, as
+   * RECEIPTS_SENDGRID_MAX_BODY_BYTES and RECEIPTS_PLIVO_MAX_BODY_BYTES.
+   */
+  maxBodyBytes?: { sendgrid?: number; plivo?: number };
   publicBaseUrl?: string;
   plivoAuthToken?: string;
   /** SendGrid's verification key: base64 DER or PEM. */
@@ -36,6 +50,8 @@ export interface ReceiptsDeps {
 }
 
 const DEFAULT_WINDOW: TimestampWindow = { maxAgeSeconds: 600, maxFutureSeconds: 60 };
+const DEFAULT_READS = { maxReads: 32, maxOverBudgetReads: 2 };
+const DEFAULT_MAX_BODY_BYTES = { sendgrid: 1_048_576, plivo: 16_384 };
 
 /** Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port. */
 export function createAdminApp(deps: Pick<ReceiptsDeps, "log" | "database" | "bus" | "isStopping" | "metrics">) {
@@ -52,17 +68,24 @@ export function createApp(deps: ReceiptsDeps) {
   const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
   mountLiveness(app);
   const counters = receiptMetrics(deps.metrics);
-  // Before any signature is checked: a provider's valid posts never spend the budget.
-  app.use(
-    "/webhooks/*",
-    throttleFailedAttempts(deps.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 })),
+  // Every webhook reads its body before it can check the signature over it: those reads are
+  // bounded in this process and charged to the source address before they start, and a verified
+  // post gets its attempt back. An address out of attempts (a provider's shared one, when others
+  // point their accounts at this URL) is still read, through a lane of its own, so its genuine
+  // posts are not refused for the failures sent from it.
+  const unverified = createUnverifiedReads(
+    deps.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 }),
+    deps.unverifiedReads ?? DEFAULT_READS,
   );
+  const maxBodyBytes = { ...DEFAULT_MAX_BODY_BYTES, ...deps.maxBodyBytes };
   const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
   if (deps.plivoAuthToken !== undefined) {
     mountPlivoWebhook(app, {
       sql: deps.database.sql,
       authToken: deps.plivoAuthToken,
       metrics: counters,
+      unverified,
+      maxBodyBytes: maxBodyBytes.plivo,
       ...publicBaseUrl,
     });
   }
@@ -72,6 +95,8 @@ export function createApp(deps: ReceiptsDeps) {
       publicKey: sendgridPublicKey(deps.sendgridPublicKey),
       window: deps.timestampWindow ?? DEFAULT_WINDOW,
       metrics: counters,
+      unverified,
+      maxBodyBytes: maxBodyBytes.sendgrid,
     });
   }
   return app;

@@ -37,6 +37,33 @@ export const ReceiptsConfig = v.object({
       }, "must be an EC P-256 public key (base64 DER or PEM)"),
     ),
   ),
+  /**
+   * Largest SendGrid Event Webhook post, in bytes (413 beyond, judged from Content-Length before
+   * anything is read). SendGrid posts a batch within about 30 seconds or once it reaches 768 KB;
+   * 1 MiB leaves room above that. Raise it only if SendGrid documents larger batches.
+   */
+  RECEIPTS_SENDGRID_MAX_BODY_BYTES: int(1_048_576, 65_536, 16_777_216),
+  /**
+   * Largest Plivo delivery report, in bytes (413 beyond). A report is one message status, about
+   * two dozen short form fields (well under 2 KB); 16 KiB leaves room for fields Plivo adds.
+   */
+  RECEIPTS_PLIVO_MAX_BODY_BYTES: int(16_384, 4096, 1_048_576),
+  /**
+   * Webhook bodies read at once, by this process, before their signature is checked: beyond it
+   * a post is answered 503 with Retry-After before anything of it is read (the provider
+   * retries). Bounds what unauthenticated posts can hold in memory to this many times the
+   * provider's body limit; SendGrid posts from several servers at once, so keep it well above
+   * the posts that arrive in parallel.
+   */
+  RECEIPTS_MAX_UNVERIFIED_READS: int(32, 1, 10_000),
+  /**
+   * Of RECEIPTS_MAX_UNVERIFIED_READS, the reads for source addresses that have spent their
+   * failed-attempt budget (PREAUTH_BURST), all such addresses together. A provider's shared
+   * address spends it whenever someone points their own account at this URL; its genuine posts
+   * still get through this lane, and a post beyond it is answered 429 with Retry-After. 0: such
+   * an address gets 429 until its budget refills.
+   */
+  RECEIPTS_MAX_OVER_BUDGET_READS: int(2, 0, 10_000),
   /** How often receipts that arrived before their send was recorded are retried. */
   RECEIPT_SWEEP_INTERVAL_MS: int(1000, 50, 600_000),
   /**

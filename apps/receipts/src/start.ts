@@ -54,6 +54,14 @@ export async function startReceipts(
         perSecond: config.PREAUTH_RATE_PER_SECOND,
         burst: config.PREAUTH_BURST,
       }),
+      unverifiedReads: {
+        maxReads: config.RECEIPTS_MAX_UNVERIFIED_READS,
+        maxOverBudgetReads: config.RECEIPTS_MAX_OVER_BUDGET_READS,
+      },
+      maxBodyBytes: {
+        sendgrid: config.RECEIPTS_SENDGRID_MAX_BODY_BYTES,
+        plivo: config.RECEIPTS_PLIVO_MAX_BODY_BYTES,
+      },
       ...(config.PUBLIC_BASE_URL === undefined ? {} : { publicBaseUrl: config.PUBLIC_BASE_URL }),
       ...(config.PLIVO_AUTH_TOKEN === undefined ? {} : { plivoAuthToken: config.PLIVO_AUTH_TOKEN }),
       ...(config.SENDGRID_WEBHOOK_PUBLIC_KEY === undefined

@@ -328,4 +328,5 @@ export * from "./body.js";
 export * from "./metrics.js";
 export * from "./streams.js";
 export * from "./throttle.js";
+export { createUnverifiedReads, type UnverifiedReadLimits, type UnverifiedReads } from "./unverified-reads.js";
 export * from "./versioning.js";

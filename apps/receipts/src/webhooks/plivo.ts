@@ -1,6 +1,6 @@
 import { AppError, type ChannelStatus } from "@notify/core";
 import { recordReceipts, type Sql } from "@notify/db";
-import { type AppEnv, limitBody, noteAccess } from "@notify/http";
+import { type AppEnv, noteAccess, type UnverifiedReads } from "@notify/http";
 import { formParams, verifyPlivoSignature } from "@notify/providers/plivo/signature";
 import type { Hono } from "hono";
 import { receiptTracing } from "../receipts/trace.js";
@@ -14,10 +14,11 @@ export interface PlivoWebhookDeps {
   authToken: string;
   publicBaseUrl?: string;
   metrics: ReceiptMetrics;
+  /** Bounds and charges the reads of bodies whose signature is not yet checked. */
+  unverified: UnverifiedReads;
+  /** Largest report (413 beyond): one message status, about two dozen short form fields. */
+  maxBodyBytes: number;
 }
-
-// A delivery report is a dozen short form fields.
-const MAX_BODY_BYTES = 64 * 1024;
 
 /** Plivo's message states: only the final ones settle a channel. */
 function channelStatus(
@@ -51,8 +52,12 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
     deps.metrics.rejected.inc({ provider: "plivo", reason });
     throw new AppError("unauthenticated", message);
   };
-  app.post("/webhooks/plivo", limitBody(MAX_BODY_BYTES), async (c) => {
-    const params = formParams(new URLSearchParams(await c.req.text()));
+  app.post("/webhooks/plivo", deps.unverified.guard(deps.maxBodyBytes), async (c) => {
+    // Without V3's headers a report is refused whatever it holds (V2 signs no parameter): its
+    // verdict needs no body, and the body is not read.
+    const v3 =
+      c.req.header("x-plivo-signature-v3") !== undefined && c.req.header("x-plivo-signature-v3-nonce") !== undefined;
+    const params = formParams(new URLSearchParams(v3 ? await c.req.text() : ""));
     const verdict = verifyPlivoSignature(deps.authToken, {
       method: "POST",
       url: publicUrl(c.req.url, deps.publicBaseUrl),
@@ -64,6 +69,7 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
       refuse("v2_only", "X-Plivo-Signature-V3 is required: a V2 signature does not cover the report's parameters");
     }
     if (verdict === "invalid") refuse("signature", "the Plivo signature does not match");
+    deps.unverified.verified(c);
 
     const one = (name: string) => params[name]?.[0];
     const messageUuid = one("MessageUUID");

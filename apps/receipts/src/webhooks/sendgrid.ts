@@ -1,7 +1,7 @@
 import type { KeyObject } from "node:crypto";
 import { AppError, type ChannelStatus } from "@notify/core";
 import { type Receipt, type RecordOutcome, recordReceipts, type Sql } from "@notify/db";
-import { type AppEnv, limitBody, noteAccess } from "@notify/http";
+import { type AppEnv, noteAccess, type UnverifiedReads } from "@notify/http";
 import {
   SENDGRID_SIGNATURE_HEADER,
   SENDGRID_TIMESTAMP_HEADER,
@@ -23,10 +23,11 @@ export interface SendgridWebhookDeps {
   publicKey: KeyObject;
   window: TimestampWindow;
   metrics: ReceiptMetrics;
+  /** Bounds and charges the reads of bodies whose signature is not yet checked. */
+  unverified: UnverifiedReads;
+  /** Largest post (413 beyond): SendGrid posts a batch once it reaches 768 KB, if not sooner. */
+  maxBodyBytes: number;
 }
-
-// SendGrid batches events by count and time; a few MB covers its largest batches.
-const MAX_BODY_BYTES = 8 * 1024 * 1024;
 
 type SendgridEvent = Record<string, unknown>;
 
@@ -90,7 +91,7 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
     deps.metrics.rejected.inc({ provider: "sendgrid", reason });
     throw error;
   };
-  app.post("/webhooks/sendgrid", limitBody(MAX_BODY_BYTES), async (c) => {
+  app.post("/webhooks/sendgrid", deps.unverified.guard(deps.maxBodyBytes), async (c) => {
     const signature = c.req.header(SENDGRID_SIGNATURE_HEADER);
     const timestamp = c.req.header(SENDGRID_TIMESTAMP_HEADER);
     if (signature === undefined || timestamp === undefined) {
@@ -115,6 +116,8 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
         ),
       );
     }
+    // Signed by SendGrid's key, and fresh: the read no longer counts as unauthenticated.
+    deps.unverified.verified(c);
     let batch: ParsedBatch;
     try {
       batch = parseSendgridBatch(body);
