@@ -8,6 +8,7 @@ import {
   type MetricsRegistry,
   mountLiveness,
   newApp,
+  type TrustedProxies,
   type UnverifiedReadLimits,
 } from "@notify/http";
 import type { Logger } from "@notify/log";
@@ -41,6 +42,8 @@ export interface ReceiptsDeps {
    * RECEIPTS_SENDGRID_MAX_BODY_BYTES and RECEIPTS_PLIVO_MAX_BODY_BYTES.
    */
   maxBodyBytes?: { sendgrid?: number; plivo?: number };
+  /** The proxies whose X-Forwarded-For names the client for the pre-auth budget (TRUSTED_PROXIES). */
+  trustedProxies?: TrustedProxies;
   publicBaseUrl?: string;
   plivoAuthToken?: string;
   /** SendGrid's verification key: base64 DER or PEM. */
@@ -65,7 +68,10 @@ export function createAdminApp(deps: Pick<ReceiptsDeps, "log" | "database" | "bu
 
 /** Provider receipts: each provider's webhook is served once its verification secret is configured. */
 export function createApp(deps: ReceiptsDeps) {
-  const app = newApp(deps.log, deps.metrics === undefined ? {} : { metrics: deps.metrics });
+  const app = newApp(deps.log, {
+    ...(deps.metrics === undefined ? {} : { metrics: deps.metrics }),
+    ...(deps.trustedProxies === undefined ? {} : { trustedProxies: deps.trustedProxies }),
+  });
   mountLiveness(app);
   const counters = receiptMetrics(deps.metrics);
   // Every webhook reads its body before it can check the signature over it: those reads are

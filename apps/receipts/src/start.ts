@@ -1,7 +1,14 @@
 import { busConfigFrom, connectBus } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
-import { createAttemptThrottle, createMetrics, listen, type RunningApp, startScope } from "@notify/http";
+import {
+  createAttemptThrottle,
+  createMetrics,
+  listen,
+  type RunningApp,
+  startScope,
+  trustedProxies,
+} from "@notify/http";
 import { createLogger } from "@notify/log";
 import { startTelemetry } from "@notify/telemetry";
 import { createAdminApp, createApp } from "./app.js";
@@ -40,6 +47,7 @@ export async function startReceipts(
 
     let stopping = false;
     const metrics = createMetrics("receipts");
+    const proxies = trustedProxies(config.TRUSTED_PROXIES);
     const app = createApp({
       metrics,
       database,
@@ -50,6 +58,7 @@ export async function startReceipts(
         maxAgeSeconds: config.RECEIPTS_MAX_AGE_SECONDS,
         maxFutureSeconds: config.RECEIPTS_MAX_FUTURE_SECONDS,
       },
+      ...(proxies === undefined ? {} : { trustedProxies: proxies }),
       preauthThrottle: createAttemptThrottle({
         perSecond: config.PREAUTH_RATE_PER_SECOND,
         burst: config.PREAUTH_BURST,

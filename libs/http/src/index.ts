@@ -4,6 +4,7 @@ import { AppError } from "@notify/core";
 import type { Logger } from "@notify/log";
 import { tracingOn } from "@notify/telemetry";
 import { type Context, Hono } from "hono";
+import type { TrustedProxies } from "./client-address.js";
 import { toAppError } from "./dependency.js";
 import { applyPromisedHeaders, promiseHeaders } from "./headers.js";
 import type { MetricsRegistry } from "./metrics.js";
@@ -20,7 +21,13 @@ export * from "./request-logger.js";
 export * from "./tracing.js";
 
 export interface AppEnv {
-  Variables: { requestId: string; log: RequestLogger; access?: Record<string, unknown> };
+  Variables: {
+    requestId: string;
+    log: RequestLogger;
+    access?: Record<string, unknown>;
+    /** The proxies whose X-Forwarded-For clientAddress believes; unset: none. */
+    trustedProxies?: TrustedProxies;
+  };
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -30,6 +37,8 @@ const OPERATOR_PATHS = new Set(["/healthz", "/readyz", "/metrics"]);
 export interface AppOptions {
   /** Adds the request-duration histogram (by method, route pattern and status) to this registry. */
   metrics?: MetricsRegistry;
+  /** The proxies in front of the app whose X-Forwarded-For names the client (TRUSTED_PROXIES). */
+  trustedProxies?: TrustedProxies;
 }
 
 /**
@@ -67,6 +76,7 @@ export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
     const started = performance.now();
     c.set("requestId", requestId);
     c.set("log", requestLogger(log, { request_id: requestId }));
+    if (options.trustedProxies !== undefined) c.set("trustedProxies", options.trustedProxies);
     promiseHeaders(c, { "x-request-id": requestId });
     try {
       if (NUL_IN_URL.test(c.req.url)) {
@@ -325,6 +335,7 @@ export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<v
   process.once("SIGINT", () => handler("SIGINT"));
 }
 export * from "./body.js";
+export * from "./client-address.js";
 export * from "./metrics.js";
 export * from "./streams.js";
 export * from "./throttle.js";

@@ -1,8 +1,8 @@
 import { isIP } from "node:net";
 import { AppError } from "@notify/core";
 import type { Context, MiddlewareHandler } from "hono";
-import { clientAddress } from "./client-address.js";
 import { LRUCache } from "lru-cache";
+import { clientAddress } from "./client-address.js";
 
 /**
  * What one source address may still spend on failed authentication: `check` before work that
