@@ -71,9 +71,18 @@ export const IngestConfig = v.pipe(
     DB_POOL_SIZE: int(10, 1, 100),
     /**
      * The operator console at /console on the operator's port (ADMIN_HOST:ADMIN_PORT): sign in
-     * with an admin key; it acts only through the public API. false: /console answers 404.
+     * with an operator key; it acts only through the public API. Served only when ADMIN_HOST is
+     * a loopback address or CONSOLE_TLS is true (else off, with a warning at start). false:
+     * /console answers 404.
      */
     CONSOLE_ENABLED: bool(true),
+    /**
+     * Browsers reach the console over https, through a TLS proxy in front of the operator's port.
+     * Its sign-in form carries an operator key and its cookie a session, which must not cross a
+     * network in the clear: on a non-loopback ADMIN_HOST the console is served only with this
+     * set, and the session cookie is then Secure, with the __Host- prefix (Path=/, no Domain).
+     */
+    CONSOLE_TLS: bool(false),
     /**
      * Link from a notification's trace id to a trace viewer: a URL with {trace_id} in it, e.g.
      * http://localhost:16686/trace/{trace_id} (Jaeger). Unset: the trace id is shown as text.

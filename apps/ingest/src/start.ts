@@ -16,6 +16,7 @@ import { createAdminApp, createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import { IngestConfig } from "./config.js";
+import { consoleRefusal } from "./console/security.js";
 import { createIngestor } from "./notifications/create.js";
 import { startMaintenance } from "./notifications/maintenance.js";
 import { createTemplateLookup } from "./notifications/templates.js";
@@ -93,6 +94,11 @@ export async function startIngest(
       cursorSecret: config.CURSOR_SECRET,
       isStopping: () => stopping,
     });
+    // The console carries operator keys and sessions: never over plain HTTP beyond this machine.
+    const consoleOff = config.CONSOLE_ENABLED
+      ? consoleRefusal({ host: config.ADMIN_HOST, tls: config.CONSOLE_TLS })
+      : undefined;
+    if (consoleOff !== undefined) log.warn({ admin_host: config.ADMIN_HOST }, consoleOff);
     const admin = await listen(
       createAdminApp({
         metrics,
@@ -100,11 +106,12 @@ export async function startIngest(
         bus,
         log,
         isStopping: () => stopping,
-        ...(config.CONSOLE_ENABLED
+        ...(config.CONSOLE_ENABLED && consoleOff === undefined
           ? {
               console: {
                 api: app,
                 preauthThrottle,
+                tls: config.CONSOLE_TLS,
                 ...(config.CONSOLE_TRACE_URL ? { traceUrl: config.CONSOLE_TRACE_URL } : {}),
               },
             }

@@ -8,9 +8,9 @@ import type { Page } from "playwright-core";
 import t from "tap";
 
 // The operator's console in a real browser (Debian's Chromium through playwright-core) against
-// the whole service running as real processes: an operator signs in with the admin key, finds a
-// delivered notification and reads its timeline, replays a dead letter after a dry run, and
-// watches SendGrid's breaker open while its sandbox fails. Screenshots of each view go to
+// the whole service running as real processes: an operator signs in with the development key (an
+// operator key), finds a delivered notification and reads its timeline, replays a dead letter
+// after a dry run, and watches SendGrid's breaker open while its sandbox fails. Screenshots of each view go to
 // SCREENSHOT_DIR (`npm run docs:screenshots` writes docs/screenshots/), else to a temporary folder.
 // Traced, so the notification page shows its trace id linked to a trace viewer.
 const receiver = await startOtlpReceiver(t);
@@ -93,7 +93,7 @@ const untilText = async (p: Page, id: string, wanted: RegExp, timeoutMs = 30_000
     `${id} to read ${wanted}`,
   );
 
-t.test("the operator signs in with the admin key", async (t) => {
+t.test("the operator signs in with the development key, an operator key", async (t) => {
   await page.goto(consoleUrl);
   t.match(page.url(), /\/console\/login/, "a visitor without a session is sent to the sign-in form");
   await shoot("login");

@@ -17,8 +17,10 @@ await seedTemplate(database, {
   params: ["name"],
   variants: [{ channel: "email", locale: "en", subject: "Hi", body: "<%= it.name %>" }],
 });
-const admin = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["admin"] });
+const admin = await seedApiKey(database, { clientId: "ops", name: "operator", scopes: ["operator"] });
 const shop = await seedApiKey(database, { clientId: "shop", name: "shop", scopes: ["ingest", "read"] });
+// A client's admin: every scope of its own client, none of the deployment's.
+const shopAdmin = await seedApiKey(database, { clientId: "shop", name: "shop's admin", scopes: ["admin"] });
 
 const EVIL = `<script>alert(1)</script>`;
 const EVIL_USER = `<i>"u1'</i>`;
@@ -87,7 +89,7 @@ async function csrfOf(cookie: string, path = "/console/broadcasts"): Promise<str
   return token;
 }
 
-t.test("sign-in with an admin key: a session cookie, HttpOnly and SameSite=Strict, never the key", async (t) => {
+t.test("sign-in with an operator key: a session cookie, HttpOnly and SameSite=Strict, never the key", async (t) => {
   const form = await get("/console/login");
   t.equal(form.status, 200);
   t.match(await form.text(), 'name="key"');
@@ -99,6 +101,8 @@ t.test("sign-in with an admin key: a session cookie, HttpOnly and SameSite=Stric
   t.match(setCookie, /HttpOnly/i);
   t.match(setCookie, /SameSite=Strict/i);
   t.match(setCookie, /Path=\/console/);
+  t.notMatch(setCookie, /Secure/i, "on loopback over http, where a Secure cookie would not be kept");
+  t.notMatch(setCookie, /Domain=/i);
   t.notMatch(setCookie, admin, "the key is not the cookie");
   const again = await post("/console/login", { key: admin }, cookieOf(response), { origin: url });
   t.not(cookieOf(again), cookieOf(response), "signing in again mints a new id");
@@ -115,6 +119,48 @@ t.test("sign-in with an admin key: a session cookie, HttpOnly and SameSite=Stric
   );
 });
 
+t.test("behind a TLS proxy (CONSOLE_TLS): the cookie is __Host-, Secure, Path=/ and no Domain", async (t) => {
+  const behindTls = await consoleApp(t, { database, bus }, { tls: true });
+  const signedIn = await fetch(`${behindTls.url}/console/login`, {
+    method: "POST",
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: behindTls.url },
+    body: new URLSearchParams({ key: admin }),
+  });
+  t.equal(signedIn.status, 303);
+  const setCookie = signedIn.headers.get("set-cookie") ?? "";
+  t.match(setCookie, /^__Host-notify_console=[A-Za-z0-9_-]{43};/, "the __Host- prefix");
+  for (const attribute of [/; Path=\/(;|$)/, /; Secure/, /; HttpOnly/, /; SameSite=Strict/])
+    t.match(setCookie, attribute);
+  t.notMatch(setCookie, /Domain=/i, "bound to the one host");
+  const id = /^__Host-notify_console=([^;]*)/.exec(setCookie)?.[1] as string;
+  const open = (cookie: string) =>
+    fetch(`${behindTls.url}/console`, { redirect: "manual", headers: { cookie } }).then((r) => r.status);
+  t.equal(await open(`__Host-notify_console=${id}`), 200, "the proxy passes the browser's cookie on");
+  t.equal(await open(`notify_console=${id}`), 303, "the cookie without its prefix opens nothing");
+  const page = await (
+    await fetch(`${behindTls.url}/console/broadcasts`, { headers: { cookie: `__Host-notify_console=${id}` } })
+  ).text();
+  const csrf = /name="csrf" value="([^"]+)"/.exec(page)?.[1] as string;
+  const out = await fetch(`${behindTls.url}/console/logout`, {
+    method: "POST",
+    redirect: "manual",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      cookie: `__Host-notify_console=${id}`,
+      origin: behindTls.url,
+    },
+    body: new URLSearchParams({ csrf }),
+  });
+  t.equal(out.status, 303);
+  t.match(
+    out.headers.get("set-cookie"),
+    /^__Host-notify_console=;.*Max-Age=0.*Path=\/;.*Secure/i,
+    "cleared as it was set",
+  );
+  t.equal(await open(`__Host-notify_console=${id}`), 303, "signed out");
+});
+
 t.test("without a session every page leads to the sign-in form", async (t) => {
   for (const path of ["/console", "/console/streams", "/console/notifications/x"]) {
     const response = await get(path);
@@ -125,11 +171,17 @@ t.test("without a session every page leads to the sign-in form", async (t) => {
   t.equal(forged.status, 303, "an unknown session id is no session");
 });
 
-t.test("a key without the admin scope, or an unknown one, is refused and gets no session", async (t) => {
+t.test("a key without the operator scope, an admin's too, or an unknown one is refused: no session", async (t) => {
   const lacking = await post("/console/login", { key: shop }, undefined, { origin: url });
   t.equal(lacking.status, 403);
-  t.match(await lacking.text(), "lacks the admin scope");
+  t.match(await lacking.text(), "lacks the operator scope");
   t.equal(lacking.headers.get("set-cookie"), null);
+  const clientAdmin = await post("/console/login", { key: shopAdmin }, undefined, { origin: url });
+  t.equal(clientAdmin.status, 403, "admin is a client's scope: the console is the deployment's");
+  const refusal = await clientAdmin.text();
+  t.match(refusal, "lacks the operator scope");
+  t.match(refusal, "--scope operator", "the form says how to make an operator key");
+  t.equal(clientAdmin.headers.get("set-cookie"), null);
   const unknown = await post("/console/login", { key: "nk_live_unknown" }, undefined, { origin: url });
   t.equal(unknown.status, 401);
   t.match(await unknown.text(), "unknown or revoked");
@@ -272,7 +324,7 @@ t.test("sign-out ends the session on the server, not only in the browser", async
   t.equal(after.headers.get("location"), "/console/login");
 });
 
-t.test("a Bearer admin key works without a session (scripts); an unknown one is refused", async (t) => {
+t.test("a Bearer operator key works without a session (scripts); an unknown one is refused", async (t) => {
   const response = await get("/console/notifications", undefined, { authorization: `Bearer ${admin}` });
   t.equal(response.status, 200);
   t.equal(response.headers.get("set-cookie"), null, "no session is made");
@@ -282,7 +334,9 @@ t.test("a Bearer admin key works without a session (scripts); an unknown one is 
   const unknown = await get("/console/streams", undefined, { authorization: "Bearer nk_unknown" });
   t.equal(unknown.status, 401);
   const reader = await get("/console/notifications?user_id=u", undefined, { authorization: `Bearer ${shop}` });
-  t.equal(reader.status, 403, "a key without the admin scope");
+  t.equal(reader.status, 403, "a key without the operator scope");
+  const clientAdmin = await get("/console/streams", undefined, { authorization: `Bearer ${shopAdmin}` });
+  t.equal(clientAdmin.status, 403, "nor a client's admin key");
 });
 
 t.test("search finds a notification by id and by user; its page shows channels and the timeline", async (t) => {
@@ -367,7 +421,7 @@ t.test("what a notification carries is shown escaped, never as markup", async (t
 });
 
 t.test("a revoked key ends its session at the next page", async (t) => {
-  const key = await seedApiKey(database, { clientId: "ops", name: "short-lived", scopes: ["admin"] });
+  const key = await seedApiKey(database, { clientId: "ops", name: "short-lived", scopes: ["operator"] });
   const cookie = await signIn(key);
   t.equal((await get("/console/notifications", cookie)).status, 200);
   await database.sql`update api_keys set revoked_at = now() where name = 'short-lived'`;

@@ -1,6 +1,6 @@
 /**
- * The console's only way to data: the public HTTP API, called in-process with the operator's
- * admin key, so authentication, scopes, rate limits and validation are exactly what a script
+ * The console's only way to data: the public HTTP API, called in-process with the signed-in
+ * operator's key, so authentication, scopes, rate limits and validation are exactly what a script
  * calling the API gets. Nothing here reads Postgres or NATS.
  */
 export interface PublicApi {
@@ -18,7 +18,7 @@ export interface ApiProblem {
 
 export type ApiResult<T> = { ok: true; status: number; body: T } | { ok: false; problem: ApiProblem };
 
-/** The key was refused (unknown, revoked, or no longer admin): the session ends. */
+/** The key was refused (unknown, revoked, or no longer an operator's): the session ends. */
 export class KeyRefused extends Error {
   constructor(readonly problem: ApiProblem) {
     super("the API refused the console's key");
@@ -55,7 +55,7 @@ async function problemOf(response: Response): Promise<ApiProblem> {
 
 /**
  * A client bound to one key. A 401 or 403 throws KeyRefused (every route the console uses needs
- * `admin`, so either means the key no longer opens them); any other error is answered as a
+ * `operator`, so either means the key no longer opens them); any other error is answered as a
  * problem for the page to show. `requestId` goes along so the API's log line joins the console's.
  */
 export function apiClient(api: PublicApi, key: string, requestId?: string): ApiClient {

@@ -12,11 +12,16 @@ export interface ConsoleOptions {
   preauthThrottle: AttemptThrottle;
   /** A trace viewer's URL with {trace_id} in it (CONSOLE_TRACE_URL). */
   traceUrl?: string;
+  /**
+   * Browsers reach the console over https, through a TLS proxy (CONSOLE_TLS): the session
+   * cookie is then Secure, with the __Host- prefix (session.ts sessionCookie).
+   */
+  tls?: boolean;
   /** Sessions (default: 1 h idle, 12 h absolute, 1000 at most). */
   sessions?: SessionStore;
 }
 
-/** Who is acting: a signed-in session, or a script presenting a Bearer admin key. */
+/** Who is acting: a signed-in session, or a script presenting a Bearer operator key. */
 export interface Operator {
   api: ApiClient;
   /** Undefined for a Bearer key: no session, no CSRF token (no cookie a third site could ride). */

@@ -2,7 +2,6 @@ import { AppError } from "@notify/core";
 import { type AppEnv, clientAddress } from "@notify/http";
 import { Hono, type Hono as HonoApp, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { getCookie } from "hono/cookie";
 import { html } from "hono/html";
 import { apiClient, KeyRefused } from "./api.js";
 import {
@@ -23,7 +22,7 @@ import { providersPage } from "./pages/providers.js";
 import { searchPage } from "./pages/search.js";
 import { streamsPage } from "./pages/streams.js";
 import { crossOrigin, SAFE_METHODS, securityHeaders } from "./security.js";
-import { createSessionStore, csrfMatches, SESSION_COOKIE } from "./session.js";
+import { createSessionStore, csrfMatches, sessionCookie } from "./session.js";
 import { CONSOLE_CSS, CONSOLE_ICON } from "./style.js";
 
 export type { ConsoleOptions } from "./context.js";
@@ -44,12 +43,13 @@ const refusal = (c: ConsoleContext, message: string, status: PageStatus | 401 | 
 
 /**
  * The operator console at /console on the operator's port: server-rendered pages over the
- * public API (see ./api.ts), signed in with an admin key (./session.ts), no script anywhere.
+ * public API (see ./api.ts), signed in with an operator key (./session.ts), no script anywhere.
  */
 export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): void {
   const sessions = options.sessions ?? createSessionStore();
+  const cookie = sessionCookie(options.tls === true);
   const ui = new Hono<ConsoleEnv>();
-  const login = loginRoutes(options, sessions);
+  const login = loginRoutes(options, sessions, cookie);
 
   ui.use(securityHeaders);
   ui.use(async (c, next) => {
@@ -68,7 +68,7 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
 
   /**
    * Everything else needs an operator: a session (its cookie; every POST with the session's
-   * CSRF token) or a script's `Authorization: Bearer <admin key>`, which carries no ambient
+   * CSRF token) or a script's `Authorization: Bearer <operator key>`, which carries no ambient
    * credential and so needs no token. Either way the API decides what the key may do.
    */
   const authenticate: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
@@ -93,7 +93,7 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
       }
       return;
     }
-    const sessionId = getCookie(c, SESSION_COOKIE);
+    const sessionId = cookie.read(c);
     const session = sessions.get(sessionId);
     if (session === undefined) return c.redirect("/console/login", 303);
     if (!SAFE_METHODS.has(c.req.method) && !csrfMatches(session, field(await formOf(c), "csrf"))) {
@@ -128,7 +128,7 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
         // A script's key: an unknown one keeps the attempt spent for it (see authenticate).
         return refusal(
           c,
-          status === 403 ? "This key lacks the admin scope." : "The key is unknown or revoked.",
+          status === 403 ? "This key lacks the operator scope." : "The key is unknown or revoked.",
           status,
         );
       }
@@ -136,8 +136,9 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
       return signedOut(
         c,
         sessions,
+        cookie,
         status === 403
-          ? "This session's key no longer has the admin scope: sign in again with an admin key."
+          ? "This session's key no longer has the operator scope: sign in again with an operator key."
           : "This session's key was revoked or is unknown: sign in again.",
         status,
       );

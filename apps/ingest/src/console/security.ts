@@ -1,3 +1,4 @@
+import { isIPv4, isIPv6 } from "node:net";
 import { responseHeaders } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
 
@@ -45,4 +46,37 @@ export function crossOrigin(c: Context): boolean {
   } catch {
     return true; // "null" (a sandboxed or privacy-sensitive context) or garbage
   }
+}
+
+/**
+ * Whether an interface is this machine's own: 127.0.0.0/8, ::1 (and 127.x mapped into IPv6) or
+ * localhost. Only there does nothing between a browser and the console cross a network.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const name = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, "$1");
+  if (name === "localhost") return true;
+  if (isIPv4(name)) return name.startsWith("127.");
+  if (!isIPv6(name)) return false;
+  // The URL parser writes an IPv6 address one way: ::1, and ::ffff:7f00:1 for ::ffff:127.0.0.1.
+  const canonical = new URL(`http://[${name}]/`).hostname.slice(1, -1);
+  return canonical === "::1" || /^::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}$/.test(canonical);
+}
+
+/**
+ * Why the console is off on this interface, or undefined when it may be served: its sign-in
+ * form carries an operator key and its cookie a session, so it is served only on loopback, or
+ * where a TLS proxy in front of the operator's port serves it to browsers over https
+ * (CONSOLE_TLS).
+ */
+export function consoleRefusal(settings: { host: string; tls: boolean }): string | undefined {
+  if (settings.tls || isLoopbackHost(settings.host)) return undefined;
+  return (
+    `the console is off: ADMIN_HOST ${settings.host} is not a loopback address and CONSOLE_TLS is not set, ` +
+    "so operator keys and session cookies would cross the network in the clear. Serve the operator's port " +
+    "through a TLS proxy and set CONSOLE_TLS=true, or set ADMIN_HOST=127.0.0.1 (and reach it through an SSH " +
+    "tunnel); CONSOLE_ENABLED=false turns it off without this warning"
+  );
 }

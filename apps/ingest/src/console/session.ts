@@ -1,17 +1,51 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Context } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ReplayAnswer } from "./views.js";
 
 /**
  * The console's sign-in sessions, in this process's memory only: a restart signs everyone out,
- * which is acceptable for an operator's tool and keeps the admin key off every disk. The cookie
- * holds a random 32-byte id; only its SHA-256 is kept here, so a heap dump or a log of this map
- * yields no usable cookie. The admin key is kept beside it (the console calls the API with it)
- * and never leaves this map: not in a log line, a URL or a page.
+ * which is acceptable for an operator's tool and keeps the operator key off every disk. The
+ * cookie holds a random 32-byte id; only its SHA-256 is kept here, so a heap dump or a log of
+ * this map yields no usable cookie. The operator key is kept beside it (the console calls the
+ * API with it) and never leaves this map: not in a log line, a URL or a page.
  */
 export const SESSION_COOKIE = "notify_console";
 
+/** The session cookie as a browser holds it: read, set and cleared with the same attributes. */
+export interface SessionCookie {
+  /** Its name in the browser: `__Host-notify_console` behind TLS, else `notify_console`. */
+  readonly name: string;
+  read(c: Context): string | undefined;
+  write(c: Context, id: string): void;
+  clear(c: Context): void;
+}
+
+/**
+ * The session cookie: HttpOnly, SameSite=Strict. With `tls` (CONSOLE_TLS: browsers reach the
+ * console over https, through a proxy) it is Secure with the `__Host-` prefix, so a browser
+ * keeps it only from https, sends it only over https, and takes it from no other host or path
+ * (Path=/, no Domain). Without, the console is on loopback over http, where a Secure cookie
+ * would not be kept: it is scoped to /console.
+ */
+export function sessionCookie(tls: boolean): SessionCookie {
+  const common = { httpOnly: true, sameSite: "Strict" as const };
+  const options = tls
+    ? { ...common, prefix: "host" as const, path: "/", secure: true }
+    : { ...common, path: "/console", secure: false };
+  const prefix = tls ? ("host" as const) : undefined;
+  return {
+    name: tls ? `__Host-${SESSION_COOKIE}` : SESSION_COOKIE,
+    read: (c) => getCookie(c, SESSION_COOKIE, prefix),
+    write: (c, id) => setCookie(c, SESSION_COOKIE, id, options),
+    clear: (c) => {
+      deleteCookie(c, SESSION_COOKIE, options);
+    },
+  };
+}
+
 export interface Session {
-  /** The admin key the operator signed in with. */
+  /** The operator key the operator signed in with. */
   readonly key: string;
   /** Carried by every POST form of this session (hidden field `csrf`). */
   readonly csrf: string;

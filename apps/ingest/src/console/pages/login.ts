@@ -1,43 +1,41 @@
 import { AppError } from "@notify/core";
 import { clientAddress } from "@notify/http";
 import type { Context } from "hono";
-import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { html } from "hono/html";
 import { apiClient, KeyRefused } from "../api.js";
 import type { ConsoleOptions } from "../context.js";
 import { field, formOf } from "../context.js";
 import { loginPage, problemText } from "../layout.js";
-import { SESSION_COOKIE, type SessionStore } from "../session.js";
+import type { SessionCookie, SessionStore } from "../session.js";
 
 function form(message?: string): ReturnType<typeof loginPage> {
   return loginPage(html`<h1>notify console</h1>
 ${message === undefined ? "" : html`<p class="error" data-testid="error" role="alert">${message}</p>`}
 <form method="post" action="/console/login" data-testid="login-form">
-<label>Admin API key
+<label>Operator key
 <input type="password" name="key" autocomplete="off" autofocus required data-testid="login-key"></label>
 <button type="submit" data-testid="login-submit">Sign in</button>
 </form>
-<p class="muted">Any key with the admin scope (npx notify keys create --scopes admin). It stays on this server, in memory, for this session only.</p>`);
+<p class="muted">Any API key with the operator scope (npx notify keys create --name NAME --client CLIENT --scope operator). It stays on this server, in memory, for this session only.</p>`);
 }
 
-const cookieOptions = (c: Context) => ({
-  path: "/console",
-  httpOnly: true,
-  sameSite: "Strict" as const,
-  // Only over HTTPS: the operator's port is plain HTTP on loopback by default.
-  secure: new URL(c.req.url).protocol === "https:",
-});
+/**
+ * The sign-in's check of a key: an operator-only route that costs one lookup by primary key
+ * (a notification id no notification has), so only a key the API lets read every client's
+ * notifications opens the console.
+ */
+const OPERATOR_CHECK = { path: "/ops/notifications", query: { notification_id: "console-sign-in", limit: "1" } };
 
-export function loginRoutes(options: ConsoleOptions, sessions: SessionStore) {
+export function loginRoutes(options: ConsoleOptions, sessions: SessionStore, cookie: SessionCookie) {
   return {
     /** GET /console/login: the form, or straight on when already signed in. */
     show: (c: Context) => {
-      if (sessions.get(getCookie(c, SESSION_COOKIE)) !== undefined) return c.redirect("/console", 303);
+      if (sessions.get(cookie.read(c)) !== undefined) return c.redirect("/console", 303);
       return c.html(form());
     },
 
     /**
-     * POST /console/login: the key is checked by the API itself (a route needing `admin`). A
+     * POST /console/login: the key is checked by the API itself (a route needing `operator`). A
      * refused key spends the address's pre-auth attempts, as an unknown key does on the API's
      * port, so the console is no faster way to guess keys; with none left the answer is 429
      * before any lookup.
@@ -53,13 +51,16 @@ export function loginRoutes(options: ConsoleOptions, sessions: SessionStore) {
         if (typeof seconds === "number") c.header("retry-after", String(seconds));
         return c.html(form("Too many failed sign-ins from this address; wait and try again."), 429);
       }
-      if (key === "") return c.html(form("Enter an admin API key."), 400);
+      if (key === "") return c.html(form("Enter an operator key."), 400);
       // The attempt is spent before the key is checked (with no wait between the check and the
       // spending), and given back only if the key is good: sign-ins sent in parallel cannot all
       // pass the check before the first of them fails.
       budget.charge();
       try {
-        const checked = await apiClient(options.api, key, c.get("requestId")).get("/keys", { page_size: "1" });
+        const checked = await apiClient(options.api, key, c.get("requestId")).get(
+          OPERATOR_CHECK.path,
+          OPERATOR_CHECK.query,
+        );
         budget.refund();
         if (!checked.ok) {
           return c.html(form(problemText(checked.problem)), checked.problem.status === 429 ? 429 : 503);
@@ -71,21 +72,21 @@ export function loginRoutes(options: ConsoleOptions, sessions: SessionStore) {
         }
         const refused =
           error.problem.status === 403
-            ? "This key lacks the admin scope; the console needs an admin key."
+            ? "This key lacks the operator scope; the console needs an operator key."
             : "This key is unknown or revoked.";
         return c.html(form(refused), error.problem.status === 403 ? 403 : 401);
       }
       // A sign-in over a live session replaces it: the old id is not left open beside the new one.
-      sessions.end(getCookie(c, SESSION_COOKIE));
+      sessions.end(cookie.read(c));
       const { id } = sessions.create(key);
-      setCookie(c, SESSION_COOKIE, id, cookieOptions(c));
+      cookie.write(c, id);
       return c.redirect("/console", 303);
     },
 
     /** POST /console/logout (the CSRF token was checked like on every POST): the session ends here and in the browser. */
     logout: (c: Context) => {
-      sessions.end(getCookie(c, SESSION_COOKIE));
-      deleteCookie(c, SESSION_COOKIE, cookieOptions(c));
+      sessions.end(cookie.read(c));
+      cookie.clear(c);
       return c.redirect("/console/login", 303);
     },
   };
@@ -95,10 +96,11 @@ export function loginRoutes(options: ConsoleOptions, sessions: SessionStore) {
 export async function signedOut(
   c: Context,
   sessions: SessionStore,
+  cookie: SessionCookie,
   message: string,
   status: 401 | 403,
 ): Promise<Response> {
-  sessions.end(getCookie(c, SESSION_COOKIE));
-  deleteCookie(c, SESSION_COOKIE, cookieOptions(c));
+  sessions.end(cookie.read(c));
+  cookie.clear(c);
   return c.html(form(message), status);
 }
