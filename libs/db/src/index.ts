@@ -91,6 +91,7 @@ export * from "./profiles.js";
 export * from "./push-subscriptions.js";
 export * from "./receipts.js";
 export * from "./reconcile.js";
+export * from "./roles.js";
 export type { Row, RowPick } from "./rows.js";
 export * from "./seed.js";
 export * from "./templates.js";

@@ -177,5 +177,6 @@ export * from "./logger.js";
 export * from "./nats-users.js";
 export * from "./otlp.js";
 export * from "./outage.js";
+export * from "./postgres-roles.js";
 export * from "./stack.js";
 export * from "./tcp-proxy.js";

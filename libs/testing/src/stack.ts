@@ -13,8 +13,8 @@ interface TestContext {
 /**
  * The whole service as real processes for one test file: a fresh database and NATS namespace,
  * free ports, the sandboxes, a seeded development key; the apps' log lines become TAP
- * comments. Stopped on teardown. `dataDir` is where the stack keeps its files (the push
- * sandbox's CA, the development key).
+ * comments (and reach `options.onLine` too). Stopped on teardown. `dataDir` is where the stack
+ * keeps its files (the push sandbox's CA, the development key).
  */
 export async function startTestStack(t: TestContext, options: Partial<StackOptions> = {}) {
   const { url } = await freshDatabase(t);
@@ -50,12 +50,14 @@ export async function startTestStack(t: TestContext, options: Partial<StackOptio
     ports,
     logLevel: "warn",
     seed: true,
+    ...options,
+    // The test's own `onLine` sees every line too (a check of what the apps logged).
     onLine: (app, line) => {
       out.write(`[${app}] ${line}\n`);
       recent.push(`[${app}] ${line}`);
       if (recent.length > 200) recent.shift();
+      options.onLine?.(app, line);
     },
-    ...options,
   }).catch((error: Error) => {
     // A stack that never came up fails the file before any teardown could show why.
     throw new Error(`${error.message}\nlast app lines:\n${recent.slice(-40).join("\n")}`);
