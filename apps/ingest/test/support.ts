@@ -88,7 +88,10 @@ export async function consoleApp(
   const preauthThrottle = overrides.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 });
   const ingest = await ingestApp(t, { ...overrides, preauthThrottle });
   await deadLetterResponder(t, ingest);
-  const admin = createAdminApp({ ...ingest.deps, console: { api: ingest.app, preauthThrottle, ...console } });
+  const admin = createAdminApp({
+    ...ingest.deps,
+    console: { api: ingest.app, preauthThrottle, vouches: ingest.deps.lookupKey.vouches, ...console },
+  });
   const server = await listen(admin, 0, "127.0.0.1");
   t.teardown(() => server.close());
   return { ...ingest, admin, url: `http://127.0.0.1:${server.port}` };

@@ -10,6 +10,12 @@ export interface ConsoleOptions {
   api: PublicApi;
   /** The same failed-authentication budget per address as the API's: failed sign-ins spend it. */
   preauthThrottle: AttemptThrottle;
+  /**
+   * Whether a key is one the API can tell valid without a lookup (signed, or among the active
+   * keys held in memory; CachedKeyLookup.vouches): such a key is never held back by the budget,
+   * whatever others sent from the same address. Absent: every key is tried against the budget.
+   */
+  vouches?: (key: string) => boolean;
   /** A trace viewer's URL with {trace_id} in it (CONSOLE_TRACE_URL). */
   traceUrl?: string;
   /**

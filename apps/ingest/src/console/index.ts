@@ -78,18 +78,23 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
     if (authorization !== undefined) {
       const key = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
       if (key === undefined) return refusal(c, "Authorization must use the Bearer scheme.", 401);
-      // An address out of failed attempts is refused before its key is tried (429). The attempt
-      // is spent at once and given back unless the key was refused (401): requests sent in
-      // parallel cannot each try a key on the same last attempt.
-      budget.check();
-      budget.charge();
+      // A key the API can vouch for without a lookup is never held back by the budget. Any other
+      // is refused before it is tried when the address is out of failed attempts (429); its
+      // attempt is spent at once and given back unless the key was refused (401), so requests
+      // sent in parallel cannot each try a key on the same last attempt.
+      const vouched = options.vouches?.(key) ?? false;
+      if (!vouched) {
+        budget.check();
+        budget.charge();
+      }
       c.set("operator", { api: apiClient(options.api, key, requestId), budget });
       let refused = false;
       try {
         await next();
         refused = c.res.status === 401;
       } finally {
-        if (!refused) budget.refund();
+        if (vouched && refused) budget.charge();
+        if (!vouched && !refused) budget.refund();
       }
       return;
     }

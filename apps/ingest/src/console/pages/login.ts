@@ -38,13 +38,15 @@ export function loginRoutes(options: ConsoleOptions, sessions: SessionStore, coo
      * POST /console/login: the key is checked by the API itself (a route needing `operator`). A
      * refused key spends the address's pre-auth attempts, as an unknown key does on the API's
      * port, so the console is no faster way to guess keys; with none left the answer is 429
-     * before any lookup.
+     * before any lookup, except for a key the API vouches for without one (options.vouches).
      */
     submit: async (c: Context) => {
       const key = field(await formOf(c), "key").trim();
       const budget = options.preauthThrottle.budget(clientAddress(c));
+      // A key the API can vouch for without a lookup is never held back by others' failures.
+      const vouched = key !== "" && (options.vouches?.(key) ?? false);
       try {
-        budget.check();
+        if (!vouched) budget.check();
       } catch (error) {
         if (!(error instanceof AppError)) throw error;
         const seconds = error.context?.retryAfterSeconds;
@@ -55,21 +57,22 @@ export function loginRoutes(options: ConsoleOptions, sessions: SessionStore, coo
       // The attempt is spent before the key is checked (with no wait between the check and the
       // spending), and given back only if the key is good: sign-ins sent in parallel cannot all
       // pass the check before the first of them fails.
-      budget.charge();
+      if (!vouched) budget.charge();
       try {
         const checked = await apiClient(options.api, key, c.get("requestId")).get(
           OPERATOR_CHECK.path,
           OPERATOR_CHECK.query,
         );
-        budget.refund();
+        if (!vouched) budget.refund();
         if (!checked.ok) {
           return c.html(form(problemText(checked.problem)), checked.problem.status === 429 ? 429 : 503);
         }
       } catch (error) {
         if (!(error instanceof KeyRefused)) {
-          budget.refund();
+          if (!vouched) budget.refund();
           throw error;
         }
+        if (vouched && error.problem.status === 401) budget.charge();
         const refused =
           error.problem.status === 403
             ? "This key lacks the operator scope; the console needs an operator key."
