@@ -17,6 +17,21 @@ export interface TemplateChanged {
   template_id: string;
 }
 
+/**
+ * Inbox tokens were revoked: every ingest instance adds the revocation to the set it holds in
+ * memory and ends the streams it covers. Announced on the key events' subject (a credential
+ * change, heard by the same instances); `inbox_user_id` is what tells it from a key change, which
+ * has `key_id` instead.
+ */
+export interface InboxTokensRevoked {
+  inbox_user_id: string;
+  client_id: string;
+  /** One token; null: every token of the user from that client issued up to `revoked_at`. */
+  token_id: string | null;
+  /** RFC 3339, in milliseconds. */
+  revoked_at: string;
+}
+
 type Announcer = Pick<Bus, "nc" | "naming">;
 
 export const keyEventsSubject = (bus: Pick<Bus, "naming">) => subjectName(bus.naming, "notify.events.keys");
@@ -61,6 +76,27 @@ export const announceKeyChanged = (bus: Announcer, event: KeyChanged, timeoutMs 
 /** Each key change announced by any instance or the CLI. */
 export const onKeyChanged = (bus: Announcer, listener: (event: KeyChanged) => void) =>
   hear<KeyChanged>(bus, keyEventsSubject(bus), "key_id", listener);
+
+/**
+ * Tells every running ingest instance that inbox tokens were revoked (INBOX_REVOCATION_REFRESH_SECONDS
+ * bounds a miss: each instance reads the revocations stored since its last read).
+ */
+export const announceInboxTokensRevoked = (bus: Announcer, event: InboxTokensRevoked, timeoutMs = 2000) =>
+  announce(bus, keyEventsSubject(bus), event, timeoutMs);
+
+/** Each inbox token revocation announced by any instance; one whose fields are not all well-formed is ignored. */
+export const onInboxTokensRevoked = (bus: Announcer, listener: (event: InboxTokensRevoked) => void) =>
+  hear<InboxTokensRevoked>(bus, keyEventsSubject(bus), "inbox_user_id", (event) => {
+    const tokenId = event.token_id ?? null;
+    if (typeof event.client_id !== "string" || (tokenId !== null && typeof tokenId !== "string")) return;
+    if (typeof event.revoked_at !== "string" || Number.isNaN(Date.parse(event.revoked_at))) return;
+    listener({
+      inbox_user_id: event.inbox_user_id,
+      client_id: event.client_id,
+      token_id: tokenId,
+      revoked_at: event.revoked_at,
+    });
+  });
 
 /** Tells every ingest and processor instance that a template changed (their caches' TTL bounds a miss). */
 export const announceTemplateChanged = (bus: Announcer, event: TemplateChanged, timeoutMs = 2000) =>

@@ -2,8 +2,8 @@ import type { Database } from "./index.js";
 import type { Row } from "./rows.js";
 import { INBOX_NOTIFY_CHANNEL, type inboxItems } from "./schema/index.js";
 
-// The in-app inbox as its API reads it: per-user tokens, items and their states, and the
-// wake-ups of open streams.
+// The in-app inbox as its API reads it: the opaque tokens of the format before signed ones, the
+// revocations of signed tokens, items and their states, and the wake-ups of open streams.
 
 /**
  * Whose inbox a token opens: one user's items from one client (the client whose key minted the
@@ -14,7 +14,11 @@ export interface InboxOwner {
   clientId: string;
 }
 
-/** Stores an inbox token's SHA-256 for the user, minted by `keyId` of `clientId`, valid until `expiresAt`. */
+/**
+ * Stores an opaque token's SHA-256 for the user, minted by `keyId` of `clientId`, valid until
+ * `expiresAt`: the format before signed tokens (libs/core credentials.ts), which the API no
+ * longer mints; such tokens work until they expire.
+ */
 export async function insertInboxToken(
   database: Database,
   token: { tokenHash: string; userId: string; clientId: string; keyId: string; expiresAt: Date },
@@ -23,24 +27,103 @@ export async function insertInboxToken(
     values (${token.tokenHash}, ${token.userId}, ${token.clientId}, ${token.keyId}, ${token.expiresAt})`;
 }
 
+/** What an opaque token opens, and what a stream of it re-checks: its key, its issue and its expiry. */
+export interface StoredInboxToken extends InboxOwner {
+  keyId: string;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
 /**
- * The owner an unexpired token with this SHA-256 opens, while the key that minted it still
- * works (not revoked, or within a rotation's grace); null otherwise. Read on every request, so
- * revoking the key ends its tokens at once.
+ * The opaque token with this SHA-256, unexpired, while the key that minted it still works (not
+ * revoked, or within a rotation's grace); null otherwise.
  */
-export async function findInboxTokenOwner(database: Database, tokenHash: string): Promise<InboxOwner | null> {
-  const [row] = await database.sql<{ user_id: string; client_id: string }[]>`
-    select t.user_id, t.client_id from inbox_tokens t
+export async function findInboxTokenOwner(database: Database, tokenHash: string): Promise<StoredInboxToken | null> {
+  const [row] = await database.sql<
+    { user_id: string; client_id: string; key_id: string; created_at: Date; expires_at: Date }[]
+  >`
+    select t.user_id, t.client_id, t.key_id, t.created_at, t.expires_at from inbox_tokens t
     join api_keys k on k.id = t.key_id and k.client_id = t.client_id
     where t.token_hash = ${tokenHash} and t.expires_at > now()
       and (k.revoked_at is null or k.revoked_at > now())`;
-  return row === undefined ? null : { userId: row.user_id, clientId: row.client_id };
+  return row === undefined
+    ? null
+    : {
+        userId: row.user_id,
+        clientId: row.client_id,
+        keyId: row.key_id,
+        createdAt: row.created_at,
+        expiresAt: row.expires_at,
+      };
 }
 
 /** Deletes tokens that expired more than `graceMs` ago (they no longer open anything); answers how many. */
 export async function purgeExpiredInboxTokens(database: Database, graceMs = 0): Promise<number> {
   const rows = await database.sql`
     delete from inbox_tokens where expires_at < now() - ${`${graceMs} milliseconds`}::interval returning 1`;
+  return rows.length;
+}
+
+/**
+ * A revocation of inbox tokens: one token of the user from the client (`tokenId`), or, with
+ * `tokenId` null, every one of them issued up to `revokedAt`.
+ */
+export interface InboxTokenRevocation {
+  clientId: string;
+  userId: string;
+  tokenId: string | null;
+  revokedAt: Date;
+}
+
+/**
+ * Records a revocation, kept until `expiresAt` (when the last token it covers has expired).
+ * Revoking all of a user's tokens also deletes the user's opaque tokens of that client (all
+ * minted before now: none is minted any more), which are looked up rather than checked against
+ * the revocations. One statement.
+ */
+export async function insertInboxTokenRevocation(
+  database: Database,
+  revocation: InboxTokenRevocation & { expiresAt: Date },
+): Promise<void> {
+  const { sql } = database;
+  const opaque =
+    revocation.tokenId === null
+      ? sql`, opaque as (delete from inbox_tokens where client_id = ${revocation.clientId} and user_id = ${revocation.userId})`
+      : sql``;
+  await sql`
+    with revoked as (
+      insert into inbox_token_revocations (client_id, user_id, token_id, revoked_at, expires_at)
+      values (${revocation.clientId}, ${revocation.userId}, ${revocation.tokenId}, ${revocation.revokedAt}, ${revocation.expiresAt})
+    )${opaque}
+    select 1`;
+}
+
+/**
+ * The revocations still in force (their tokens may not all have expired); with `since`, only
+ * those revoked after it, for a reader that holds the earlier ones.
+ */
+export async function listInboxTokenRevocations(
+  database: Database,
+  since: Date | null = null,
+): Promise<(InboxTokenRevocation & { expiresAt: Date })[]> {
+  const { sql } = database;
+  const rows = await sql<
+    { client_id: string; user_id: string; token_id: string | null; revoked_at: Date; expires_at: Date }[]
+  >`
+    select client_id, user_id, token_id, revoked_at, expires_at from inbox_token_revocations
+    where expires_at > now() ${since === null ? sql`` : sql`and revoked_at > ${since}`}`;
+  return rows.map((row) => ({
+    clientId: row.client_id,
+    userId: row.user_id,
+    tokenId: row.token_id,
+    revokedAt: row.revoked_at,
+    expiresAt: row.expires_at,
+  }));
+}
+
+/** Deletes revocations whose tokens have all expired; answers how many. */
+export async function purgeExpiredInboxTokenRevocations(database: Database): Promise<number> {
+  const rows = await database.sql`delete from inbox_token_revocations where expires_at < now() returning 1`;
   return rows.length;
 }
 
@@ -117,6 +200,27 @@ export async function latestInboxItemId(database: Database, owner: InboxOwner): 
   const [row] = await database.sql<{ id: string | null }[]>`
     select max(id) as id from inbox_items where user_id = ${owner.userId} and client_id = ${owner.clientId}`;
   return Number(row?.id ?? 0);
+}
+
+/**
+ * For the streams of one process, in one statement: the id of the newest item stored (`top`,
+ * null when there is none after `afterId`), and which of `userIds` got items after `afterId`.
+ * With `afterId` null, only `top` (where a poller starts).
+ */
+export async function inboxItemsSince(
+  database: Database,
+  afterId: number | null,
+  userIds: readonly string[],
+): Promise<{ top: number | null; userIds: string[] }> {
+  const { sql } = database;
+  if (afterId === null) {
+    const [row] = await sql<{ top: string | null }[]>`select max(id) as top from inbox_items`;
+    return { top: row?.top == null ? null : Number(row.top), userIds: [] };
+  }
+  const [row] = await sql<{ top: string | null; users: string[] | null }[]>`
+    select max(id) as top, array_agg(distinct user_id) filter (where user_id = any(${userIds as string[]}::text[])) as users
+    from inbox_items where id > ${afterId}`;
+  return { top: row?.top == null ? null : Number(row.top), userIds: row?.users ?? [] };
 }
 
 /**

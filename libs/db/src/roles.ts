@@ -64,10 +64,12 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: the inbox API (list, mark); processor: in-app channels settled from the inbox;
   // workers: storing an item (a repeat finds the first).
   inbox_items: { ingest: [S, U], processor: [S], workers: [S, I, U] },
-  // No app's statement uses it.
-  inbox_token_revocations: {},
-  // ingest: minting, checking and purging inbox tokens.
-  inbox_tokens: { ingest: [S, I, D] },
+  // ingest: revoking signed inbox tokens (a user's, or one), reading the revocations in force,
+  // purging those whose tokens have all expired.
+  inbox_token_revocations: { ingest: [S, I, D] },
+  // ingest: checking opaque inbox tokens (the format before signed ones, no longer minted),
+  // deleting a user's when all are revoked, purging expired ones.
+  inbox_tokens: { ingest: [S, D] },
   // ingest: reads (timelines, lists, dead letters); processor: routing, releases, fallbacks,
   // replays, sweeps; workers: the channel read and status moves; receipts: binding and moving.
   notification_channels: { ingest: [S], processor: [S, I, U], workers: [S, U], receipts: [S, U] },

@@ -2,19 +2,24 @@ import { freshDatabase, seedNotification } from "@notify/testing";
 import t from "tap";
 import {
   findInboxTokenOwner,
+  inboxItemsSince,
   insertInboxToken,
+  insertInboxTokenRevocation,
   latestInboxItemId,
   listenForInboxItems,
   listInboxItems,
   listInboxItemsAfter,
+  listInboxTokenRevocations,
+  purgeExpiredInboxTokenRevocations,
   purgeExpiredInboxTokens,
   setInboxItemState,
   storeInboxItem,
 } from "../src/index.js";
 
-// The inbox as its API reads it: tokens open one user's items from one client while they and
-// the key that minted them last, seen and read keep their first time, filters select by state,
-// and a stored item wakes the listener of its user.
+// The inbox as its API reads it: opaque tokens open one user's items from one client while they
+// and the key that minted them last, revocations are kept until their tokens expire, seen and
+// read keep their first time, filters select by state, a stored item wakes the listener of its
+// user, and one statement tells a poller which users got items.
 const { database } = await freshDatabase(t);
 const { sql } = database;
 
@@ -46,10 +51,10 @@ t.test("tokens open their owner while they and their key last", async (t) => {
   await token("h-grace", "k-grace", 60_000);
   await token("h-revoked", "k-revoked", 60_000);
   await token("h-no-key", "k-gone", 60_000);
-  t.same(await findInboxTokenOwner(database, "h-live"), owner("u1"));
+  t.match(await findInboxTokenOwner(database, "h-live"), { ...owner("u1"), keyId: "k1", expiresAt: Date });
   t.equal(await findInboxTokenOwner(database, "h-old"), null, "expired");
   t.equal(await findInboxTokenOwner(database, "h-none"), null, "unknown");
-  t.same(await findInboxTokenOwner(database, "h-grace"), owner("u1"), "its key in a rotation's grace still works");
+  t.match(await findInboxTokenOwner(database, "h-grace"), owner("u1"), "its key in a rotation's grace still works");
   t.equal(await findInboxTokenOwner(database, "h-revoked"), null, "its key was revoked");
   t.equal(await findInboxTokenOwner(database, "h-no-key"), null, "its key is gone");
   await sql`insert into inbox_tokens (token_hash, user_id, client_id, expires_at) values ('h-legacy', 'u1', 'c1', now() + interval '1 hour')`;
@@ -120,4 +125,77 @@ t.test("a stored item wakes its user's listener", async (t) => {
   await arrived;
   await listening.unlisten();
   t.same(woken, ["u4"]);
+});
+
+t.test("revocations: kept until their tokens expire, read since a time, and a user's opaque tokens go", async (t) => {
+  await key("k-rev", "c9");
+  await insertInboxToken(database, {
+    tokenHash: "h-opaque-rev",
+    userId: "u-rev",
+    clientId: "c9",
+    keyId: "k-rev",
+    expiresAt: new Date(Date.now() + 60_000),
+  });
+  const now = Date.now();
+  const later = new Date(now + 86_400_000);
+  await insertInboxTokenRevocation(database, {
+    clientId: "c9",
+    userId: "u-rev",
+    tokenId: "01900000-0000-7000-8000-000000000001",
+    revokedAt: new Date(now - 60_000),
+    expiresAt: later,
+  });
+  t.match(
+    await findInboxTokenOwner(database, "h-opaque-rev"),
+    owner("u-rev", "c9"),
+    "one token's revocation leaves it",
+  );
+  await insertInboxTokenRevocation(database, {
+    clientId: "c9",
+    userId: "u-rev",
+    tokenId: null,
+    revokedAt: new Date(now),
+    expiresAt: later,
+  });
+  t.equal(
+    await findInboxTokenOwner(database, "h-opaque-rev"),
+    null,
+    "revoking all of the user's deletes the opaque one",
+  );
+  await insertInboxTokenRevocation(database, {
+    clientId: "c9",
+    userId: "u-gone",
+    tokenId: null,
+    revokedAt: new Date(now - 90_000_000),
+    expiresAt: new Date(now - 1000),
+  });
+  t.same(
+    (await listInboxTokenRevocations(database)).map((r) => [r.userId, r.tokenId]),
+    [
+      ["u-rev", "01900000-0000-7000-8000-000000000001"],
+      ["u-rev", null],
+    ],
+    "in force: not the one whose tokens have all expired",
+  );
+  t.same(
+    (await listInboxTokenRevocations(database, new Date(now - 1000))).map((r) => r.tokenId),
+    [null],
+    "since a time: the ones revoked after it",
+  );
+  t.equal(await purgeExpiredInboxTokenRevocations(database), 1);
+  t.equal((await listInboxTokenRevocations(database)).length, 2);
+});
+
+t.test("one statement: the newest item, and which of the users asked about got items after an id", async (t) => {
+  const start = await inboxItemsSince(database, null, []);
+  const top = start.top ?? 0;
+  t.same(start.userIds, []);
+  const a = await store("poll-a", 1);
+  await store("poll-b", 1);
+  const c = await store("poll-c", 1);
+  const found = await inboxItemsSince(database, top, ["poll-a", "poll-c", "poll-z"]);
+  t.equal(found.top, c);
+  t.same(found.userIds.sort(), ["poll-a", "poll-c"], "poll-b is not asked about");
+  t.same(await inboxItemsSince(database, c, ["poll-a"]), { top: null, userIds: [] }, "nothing after the newest");
+  t.ok(a > top);
 });

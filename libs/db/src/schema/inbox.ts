@@ -42,8 +42,8 @@ export const inboxItems = pgTable(
 );
 
 /**
- * Per-user tokens for the inbox and its stream, issued to an upstream service through the API
- * (an API key names an application, never a user). Only the SHA-256 is kept.
+ * Opaque per-user inbox tokens, of the format before signed tokens (libs/core credentials.ts):
+ * no longer minted, each works until it expires, looked up by its SHA-256 (all that is kept).
  */
 export const inboxTokens = pgTable(
   "inbox_tokens",
