@@ -70,6 +70,43 @@ export const IngestConfig = v.pipe(
     /** Postgres pool size of this process. */
     DB_POOL_SIZE: int(10, 1, 100),
     /**
+     * Postgres pool of the in-app inbox alone (its lists, updates and streams), so that users'
+     * clients can never take the connections POST /notifications commits with.
+     */
+    INBOX_DB_POOL_SIZE: int(3, 1, 50),
+    /**
+     * Leaky bucket of each inbox token over every /inbox route (429 beyond its queue): one user's
+     * client, or a script holding its token, cannot keep the inbox's pool busy for everyone else.
+     */
+    INBOX_TOKEN_RATE_PER_SECOND: int(10, 1, 10_000),
+    /** Queue size of that bucket: a client marking many items read at once waits instead of being refused. */
+    INBOX_TOKEN_RATE_BURST: int(50, 1, 100_000),
+    /** Leaky bucket of each user of a client over all their tokens: minting more tokens does not raise a user's share. */
+    INBOX_USER_RATE_PER_SECOND: int(20, 1, 10_000),
+    /** Queue size of the per-user bucket. */
+    INBOX_USER_RATE_BURST: int(100, 1, 100_000),
+    /** Inbox streams open at once per token (429 beyond): a few tabs, not a loop that never closes what it opens. */
+    INBOX_STREAMS_PER_TOKEN: int(4, 1, 1000),
+    /** Inbox streams open at once per user of a client (429 beyond), over all their tokens and devices. */
+    INBOX_STREAMS_PER_USER: int(8, 1, 10_000),
+    /**
+     * Inbox streams this process holds at once (503 beyond, so the load balancer's next instance
+     * takes them): each holds a socket and memory until its client leaves.
+     */
+    INBOX_STREAMS_MAX: int(10_000, 1, 1_000_000),
+    /**
+     * How often one poller per process looks for inbox items a lost LISTEN connection did not
+     * announce (one statement for all open streams); NOTIFY wakes streams at once otherwise.
+     */
+    INBOX_POLL_MS: int(5000, 100, 600_000),
+    /** How often an idle inbox stream writes a comment line, so that proxies do not close it as idle. */
+    INBOX_KEEPALIVE_SECONDS: int(15, 1, 300),
+    /**
+     * How often each instance reads the inbox token revocations made since its last read.
+     * Revocations are announced on NATS and take effect at once; this bounds one an instance missed.
+     */
+    INBOX_REVOCATION_REFRESH_SECONDS: int(30, 1, 3600),
+    /**
      * The operator console at /console on the operator's port (ADMIN_HOST:ADMIN_PORT): sign in
      * with an operator key; it acts only through the public API. Served only when ADMIN_HOST is
      * a loopback address or CONSOLE_TLS is true (else off, with a warning at start). false:

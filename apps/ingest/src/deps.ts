@@ -5,6 +5,8 @@ import type { AttemptThrottle, MetricsRegistry, TrustedProxies, VersionLifecycle
 import type { Logger } from "@notify/log";
 import type { CachedKeyLookup } from "./auth/api-keys.js";
 import type { RateLimiter } from "./auth/rate-limit.js";
+import type { InboxRevocations } from "./inbox/revocations.js";
+import type { InboxSettings } from "./inbox/settings.js";
 import type { Ingestor } from "./notifications/create.js";
 import type { TemplateInfo, TemplateLookup } from "./notifications/templates.js";
 
@@ -41,5 +43,14 @@ export interface IngestDeps {
   replayTimeoutMs?: number;
   /** How long the dead-letter list and show wait for the processor that reads them (default 30 s). */
   deadLetterTimeoutMs?: number;
+  /**
+   * The inbox's own small pool (INBOX_DB_POOL_SIZE): its lists, updates and streams never take
+   * the accept path's connections. `database` when absent (tests).
+   */
+  inboxDatabase?: Database;
+  /** The inbox token revocations held in memory, kept current from NATS (start.ts); read from the inbox pool when absent. */
+  inboxRevocations?: InboxRevocations;
+  /** The inbox's rate limits, stream caps and timers (default: DEFAULT_INBOX_SETTINGS). */
+  inbox?: Partial<InboxSettings>;
   isStopping: () => boolean;
 }

@@ -1,4 +1,4 @@
-import { busConfigFrom, connectBus, onKeyChanged, onTemplateChanged } from "@notify/bus";
+import { busConfigFrom, connectBus, onInboxTokensRevoked, onKeyChanged, onTemplateChanged } from "@notify/bus";
 import { loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import {
@@ -17,6 +17,7 @@ import { createKeyLookup } from "./auth/api-keys.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import { IngestConfig } from "./config.js";
 import { consoleRefusal } from "./console/security.js";
+import { createInboxRevocations } from "./inbox/revocations.js";
 import { createIngestor } from "./notifications/create.js";
 import { startMaintenance } from "./notifications/maintenance.js";
 import { createTemplateLookup } from "./notifications/templates.js";
@@ -45,6 +46,14 @@ export async function startIngest(
       statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
     });
     opened.add(database, (d) => d.close());
+    // The in-app inbox's own pool: users' clients never take the connections the accept path needs.
+    const inboxDatabase = createDb({
+      url: config.DATABASE_URL,
+      max: config.INBOX_DB_POOL_SIZE,
+      applicationName: "notify-ingest-inbox",
+      statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+    });
+    opened.add(inboxDatabase, (d) => d.close());
     // At start ingest waits for NATS; once running, a lost connection makes POST answer 503 until it is back.
     const bus = await connectBus({
       ...busConfigFrom(config, "ingest"),
@@ -60,6 +69,21 @@ export async function startIngest(
     // A key created, revoked or rotated by any instance or the CLI reaches every instance's caches at once.
     const stopHearingKeys = onKeyChanged(bus, (event) => lookupKey.forget(event.key_id));
     opened.add(stopHearingKeys, (stop) => stop());
+    // Inbox token revocations, held in memory: one made on any instance reaches every one at once.
+    const inboxRevocations = createInboxRevocations(inboxDatabase, {
+      refreshMs: config.INBOX_REVOCATION_REFRESH_SECONDS * 1000,
+      log,
+    });
+    opened.add(inboxRevocations, (r) => r.close());
+    const stopHearingRevocations = onInboxTokensRevoked(bus, (event) =>
+      inboxRevocations.add({
+        clientId: event.client_id,
+        userId: event.inbox_user_id,
+        tokenId: event.token_id,
+        revokedAt: new Date(event.revoked_at),
+      }),
+    );
+    opened.add(stopHearingRevocations, (stop) => stop());
     const templates = createTemplateLookup(database);
     // So does a template given a version on any instance: the next POST anywhere pins the new version.
     const stopHearingTemplates = onTemplateChanged(bus, (event) => templates.forget(event.template_id));
@@ -92,6 +116,17 @@ export async function startIngest(
       ingestor,
       maxBodyBytes: config.MAX_BODY_BYTES,
       cursorSecret: config.CURSOR_SECRET,
+      inboxDatabase,
+      inboxRevocations,
+      inbox: {
+        tokenRate: { perSecond: config.INBOX_TOKEN_RATE_PER_SECOND, burst: config.INBOX_TOKEN_RATE_BURST },
+        userRate: { perSecond: config.INBOX_USER_RATE_PER_SECOND, burst: config.INBOX_USER_RATE_BURST },
+        streamsPerToken: config.INBOX_STREAMS_PER_TOKEN,
+        streamsPerUser: config.INBOX_STREAMS_PER_USER,
+        streamsPerProcess: config.INBOX_STREAMS_MAX,
+        pollMs: config.INBOX_POLL_MS,
+        keepAliveMs: config.INBOX_KEEPALIVE_SECONDS * 1000,
+      },
       isStopping: () => stopping,
     });
     // The console carries operator keys and sessions: never over plain HTTP beyond this machine.
@@ -144,9 +179,12 @@ export async function startIngest(
         await maintenance.stop();
         stopHearingKeys();
         lookupKey.close();
+        stopHearingRevocations();
+        inboxRevocations.close();
         stopHearingTemplates();
         await bus.close();
         await database.close();
+        await inboxDatabase.close();
         await admin.close();
         await telemetry?.shutdown();
       },

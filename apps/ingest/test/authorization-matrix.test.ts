@@ -24,6 +24,8 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "GET /users/{id}/contacts": "contacts",
   "PUT /users/{id}/contacts": "contacts",
   "POST /users/{id}/inbox-tokens": "inbox",
+  "DELETE /users/{id}/inbox-tokens": "inbox",
+  "DELETE /users/{id}/inbox-tokens/{tokenId}": "inbox",
   "GET /templates": "admin",
   "GET /templates/{id}": "admin",
   "PUT /templates/{id}": "admin",
@@ -98,6 +100,7 @@ const concrete = (pattern: string) =>
     .replace("{version}", "1")
     .replace("{seq}", "1")
     .replace("{itemId}", "1")
+    .replace("{tokenId}", "01900000-0000-7000-8000-000000000000")
     .replace("{userId}", "user-1")
     .replace("{id}", pattern.startsWith("/keys") ? "key_missing" : "user-1");
 

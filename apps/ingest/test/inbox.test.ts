@@ -91,8 +91,9 @@ t.test("tokens are issued with an inbox-scoped key only, once, never cached", as
   const res = await issue("user-a", inboxKey, { ttl_seconds: 600 });
   t.equal(res.status, 201);
   t.equal(res.headers.get("cache-control"), "no-store");
-  const body = (await res.json()) as { token: string; user_id: string; expires_at: string };
-  t.match(body, { user_id: "user-a", token: /^ntu_[A-Za-z0-9_-]{43}$/ });
+  const body = (await res.json()) as { token: string; token_id: string; user_id: string; expires_at: string };
+  t.match(body, { user_id: "user-a", token: /^ntu_[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{43}$/, token_id: /^[0-9a-f-]{36}$/ });
+  t.equal(Number((await database.sql`select count(*)::int as n from inbox_tokens`)[0]?.n), 0, "nothing is stored");
   t.ok(Math.abs(Date.parse(body.expires_at) - Date.now() - 600_000) < 60_000);
   t.equal((await fetch(`${base}/users/user-a/inbox-tokens`, { method: "POST" })).status, 401);
   t.equal((await issue("user-a", readKey)).status, 403);

@@ -273,6 +273,14 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("GET", "/inbox/stream", { key: null, headers: inbox });
   await call("GET", "/inbox/stream", { key: null, headers: { ...inbox, "last-event-id": "nope" } });
   await call("GET", "/inbox/stream", { key: null });
+  await call("DELETE", `/users/${user}/inbox-tokens/${String(tokenAnswer.body?.token_id)}`, { key: inboxKey });
+  await call("DELETE", `/users/${user}/inbox-tokens/not-a-token-id`, { key: inboxKey });
+  await call("DELETE", `/users/${"x".repeat(300)}/inbox-tokens/${missing}`, { key: inboxKey });
+  await securityCases("DELETE", `/users/${user}/inbox-tokens/${missing}`, readKey);
+  await call("DELETE", `/users/${user}/inbox-tokens`, { key: inboxKey });
+  await call("DELETE", `/users/${"x".repeat(300)}/inbox-tokens`, { key: inboxKey });
+  await securityCases("DELETE", `/users/${user}/inbox-tokens`, readKey);
+  await call("GET", "/inbox", { key: null, headers: inbox });
 
   // Audiences and broadcasts
   const audience = await call("POST", "/audiences", { body: json({ name: "all" }) });

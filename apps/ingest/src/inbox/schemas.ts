@@ -7,7 +7,14 @@ export const IssueInboxTokenRequest = v.object({
 });
 
 export const InboxTokenResponse = v.object({
-  token: v.string(),
+  token: v.pipe(
+    v.string(),
+    v.metadata({ description: "The token, for the user's client to send in X-Inbox-Token; shown once" }),
+  ),
+  token_id: v.pipe(
+    v.string(),
+    v.metadata({ description: "What DELETE /users/{id}/inbox-tokens/{tokenId} names to revoke this token alone" }),
+  ),
   user_id: v.string(),
   expires_at: v.pipe(v.string(), v.isoTimestamp()),
 });

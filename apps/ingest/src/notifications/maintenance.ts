@@ -1,5 +1,5 @@
 import type { Bus } from "@notify/bus";
-import { type Database, purgeExpiredInboxTokens } from "@notify/db";
+import { type Database, purgeExpiredInboxTokenRevocations, purgeExpiredInboxTokens } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { DEDUP_WINDOW_HOURS } from "./idempotency.js";
 import { purgeExpiredKeys, recoverUnpublished } from "./recover.js";
@@ -10,8 +10,8 @@ export interface Maintenance {
 
 /**
  * Ingest's background work: the recovery sweep (committed but unpublished rows) every
- * interval, and about once a minute the purge of idempotency records past the window and of
- * expired inbox tokens.
+ * interval, and about once a minute the purge of idempotency records past the window, of
+ * expired opaque inbox tokens, and of inbox token revocations whose tokens have all expired.
  */
 export function startMaintenance(
   deps: { database: Database; bus: Bus; log: Logger },
@@ -27,6 +27,9 @@ export function startMaintenance(
       if (purged > 0) deps.log.info({ purged }, "purged expired idempotency records");
       const tokens = await purgeExpiredInboxTokens(deps.database);
       if (tokens > 0) deps.log.info({ purged: tokens }, "purged expired inbox tokens");
+      const revocations = await purgeExpiredInboxTokenRevocations(deps.database);
+      if (revocations > 0)
+        deps.log.info({ purged: revocations }, "purged inbox token revocations past every token's expiry");
     }
   };
   const timer = setInterval(() => {

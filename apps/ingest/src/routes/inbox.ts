@@ -1,13 +1,23 @@
-import { AppError } from "@notify/core";
-import { latestInboxItemId, listInboxItems, listInboxItemsAfter, setInboxItemState } from "@notify/db";
+import { announceInboxTokensRevoked } from "@notify/bus";
+import { AppError, isUuid } from "@notify/core";
+import {
+  type InboxTokenRevocation,
+  insertInboxTokenRevocation,
+  latestInboxItemId,
+  listInboxItems,
+  listInboxItemsAfter,
+  loadCredentialKeys,
+  setInboxItemState,
+} from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { decodeCursor, encodeCursor } from "../inbox/cursor.js";
 import { createInboxHub } from "../inbox/hub.js";
+import { createInboxRevocations } from "../inbox/revocations.js";
 import {
   InboxItemSchema,
   InboxItemUpdate,
@@ -16,13 +26,13 @@ import {
   InboxTokenResponse,
   IssueInboxTokenRequest,
 } from "../inbox/schemas.js";
+import { DEFAULT_INBOX_SETTINGS, MAX_TOKEN_LIFETIME_SECONDS } from "../inbox/settings.js";
+import { createInboxStreams, type StreamEnd } from "../inbox/streams.js";
 import { type InboxEnv, issueInboxToken, requireInboxToken } from "../inbox/tokens.js";
 import { parseUserIdParam } from "../preferences/schemas.js";
+import { spreadChange } from "./announce.js";
 import { contract } from "./contract.js";
 
-// NOTIFY wakes a stream at once; the poll only covers a lost LISTEN connection and keeps
-// proxies from closing an idle stream (a comment line every time it finds nothing).
-const POLL_MS = 5000;
 const BATCH = 100;
 
 /** Where the user-facing routes live under /api/v1: they take an inbox token, not an API key. */
@@ -35,35 +45,60 @@ const inboxToken = {
     "The user's token from POST /users/{id}/inbox-tokens; no API key is needed (or used) here, and the token is refused in the URL.",
 };
 
-/** What the inbox routes answer the wrong credential with (a token in the URL, an API key, none). */
-const INBOX_AUTH_PROBLEMS = ["invalid_request", "unauthenticated"] as const;
+/**
+ * What the inbox routes answer the wrong credential with (a token in the URL, an API key, none),
+ * and a token or user past its rate limit.
+ */
+const INBOX_AUTH_PROBLEMS = ["invalid_request", "unauthenticated", "rate_limited"] as const;
+
+/** The reasons a stream's `token_ended` event gives (a stopping process ends streams without one). */
+const ENDED: Record<Exclude<StreamEnd, "stopping">, string> = {
+  expired: "expired",
+  revoked: "revoked",
+  key_revoked: "key_revoked",
+};
 
 /**
- * The in-app gateway: an upstream service issues a per-user token with its API key; the user's
- * client then reads its inbox, sets read/seen/archived, and streams new items over SSE with
- * that token alone (X-Inbox-Token), resuming after Last-Event-ID from the stored inbox.
+ * The in-app gateway: an upstream service issues a per-user token with its API key (and revokes
+ * them); the user's client then reads its inbox, sets read/seen/archived, and streams new items
+ * over SSE with that token alone (X-Inbox-Token), resuming after Last-Event-ID from the stored
+ * inbox. The inbox's reads use their own pool (`inboxDatabase`), never the accept path's.
  */
-export function mountInbox(
-  v1: Hono<AuthEnv>,
-  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "log" | "isStopping" | "preauthThrottle">,
-): void {
+export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   const { database } = deps;
-  const hub = createInboxHub(database, deps.log);
+  const inboxDatabase = deps.inboxDatabase ?? database;
+  const settings = { ...DEFAULT_INBOX_SETTINGS, ...deps.inbox };
+  const revocations = deps.inboxRevocations ?? createInboxRevocations(inboxDatabase, { log: deps.log });
+  const hub = createInboxHub(inboxDatabase, deps.log, { pollMs: settings.pollMs });
+  const streams = createInboxStreams({
+    settings,
+    lookupKey: deps.lookupKey,
+    revocations,
+    isStopping: deps.isStopping,
+    log: deps.log,
+  });
   const inbox = v1 as unknown as Hono<InboxEnv>;
-  const user = requireInboxToken(database, deps.preauthThrottle);
+  const user = requireInboxToken({
+    database,
+    inboxDatabase,
+    lookupKey: deps.lookupKey,
+    revocations,
+    settings,
+    throttle: deps.preauthThrottle,
+  });
 
   v1.post(
     "/users/:id/inbox-tokens",
     contract({
       summary: "Issue an inbox token for a user",
       description:
-        "For the upstream service to hand to that user's client (an API key names an application, never a user). Needs the inbox scope. The token reads and streams that user's inbox items from this key's client only, until it expires (ttl_seconds, 60-86400, 1 h by default) or the key that minted it is revoked (at the end of a rotation's grace). Only its SHA-256 is stored; expired tokens are purged.",
+        "For the upstream service to hand to that user's client (an API key names an application, never a user). Needs the inbox scope. The token reads and streams that user's inbox items from this key's client only, until it expires (ttl_seconds, 60-86400, 1 h by default), it is revoked (DELETE /users/{id}/inbox-tokens, or /{tokenId} with its token_id), or the key that minted it is revoked (at the end of a rotation's grace). It is self-contained and signed with the deployment's secret: nothing is stored, and every instance checks it without a lookup.",
       tag: "Inbox",
       scope: "inbox",
       body: IssueInboxTokenRequest,
       responses: {
         201: {
-          description: "The token, shown once",
+          description: "The token, shown once, and its id",
           schema: InboxTokenResponse,
           headers: { "Cache-Control": "no-store" },
         },
@@ -77,15 +112,81 @@ export function mountInbox(
         (c.req.header("content-length") ?? "0") !== "0" || c.req.header("transfer-encoding") !== undefined;
       const input = validate(IssueInboxTokenRequest, hasBody ? await readJson(c) : {});
       const principal = c.get("principal");
-      const issued = await issueInboxToken(database, {
+      const issued = issueInboxToken(await loadCredentialKeys(database), {
         userId,
         clientId: principal.clientId,
         keyId: principal.keyId,
         ttlSeconds: input.ttl_seconds,
       });
-      c.get("log").info({ user_id: userId, expires_at: issued.expires_at }, "inbox token issued");
+      c.get("log").info(
+        { user_id: userId, token_id: issued.token_id, expires_at: issued.expires_at },
+        "inbox token issued",
+      );
       c.header("cache-control", "no-store");
       return c.json(issued, 201);
+    },
+  );
+
+  /** Stores the revocation, applies it here (ending the streams it covers) and announces it to every instance. */
+  const revoke = async (c: Context<AuthEnv>, revocation: InboxTokenRevocation) => {
+    await insertInboxTokenRevocation(database, {
+      ...revocation,
+      expiresAt: new Date(revocation.revokedAt.getTime() + MAX_TOKEN_LIFETIME_SECONDS * 1000),
+    });
+    await spreadChange(c, {
+      forget: () => revocations.add(revocation),
+      announce: () =>
+        announceInboxTokensRevoked(deps.bus, {
+          inbox_user_id: revocation.userId,
+          client_id: revocation.clientId,
+          token_id: revocation.tokenId,
+          revoked_at: revocation.revokedAt.toISOString(),
+        }),
+      fields: { user_id: revocation.userId, ...(revocation.tokenId === null ? {} : { token_id: revocation.tokenId }) },
+      within: "INBOX_REVOCATION_REFRESH_SECONDS",
+    });
+    c.get("log").info({ user_id: revocation.userId, token_id: revocation.tokenId ?? "all" }, "inbox tokens revoked");
+    return c.body(null, 204);
+  };
+
+  v1.delete(
+    "/users/:id/inbox-tokens",
+    contract({
+      summary: "Revoke every inbox token of a user",
+      description:
+        "Every token of the user minted by this key's client and issued up to now stops working at once, on every instance, and the user's open streams end with a `token_ended` event. Tokens minted afterwards work. Another client's tokens of the same user id are not touched.",
+      tag: "Inbox",
+      scope: "inbox",
+      responses: { 204: { description: "Revoked" } },
+      problems: ["validation_failed"],
+    }),
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      return revoke(c, { clientId: c.get("principal").clientId, userId, tokenId: null, revokedAt: new Date() });
+    },
+  );
+
+  v1.delete(
+    "/users/:id/inbox-tokens/:tokenId",
+    contract({
+      summary: "Revoke one inbox token",
+      description:
+        "The token with this token_id (from the answer that minted it), of this user and this key's client, stops working at once, on every instance, and its open streams end with a `token_ended` event. Tokens are not stored, so revoking an id no token of this user and client has is a 204 as well; an id that is not a token id is a 404.",
+      tag: "Inbox",
+      scope: "inbox",
+      responses: { 204: { description: "Revoked" } },
+      problems: ["validation_failed", "not_found"],
+    }),
+    async (c) => {
+      const userId = parseUserIdParam(c.req.param("id"));
+      const tokenId = c.req.param("tokenId");
+      if (!isUuid(tokenId)) throw new AppError("not_found", "no inbox token has this id");
+      return revoke(c, {
+        clientId: c.get("principal").clientId,
+        userId,
+        tokenId: tokenId.toLowerCase(),
+        revokedAt: new Date(),
+      });
     },
   );
 
@@ -94,7 +195,7 @@ export function mountInbox(
     contract({
       summary: "List the user's inbox",
       description:
-        "Newest first, cursor pagination (limit 20 by default, clamped to 100; next_cursor and has_more). filter: inbox (not archived), unread, archived or all. A cursor from another filter, user or version is a 400.",
+        "Newest first, cursor pagination (limit 20 by default, clamped to 100; next_cursor and has_more). filter: inbox (not archived), unread, archived or all. A cursor from another filter, user or version is a 400. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
       tag: "Inbox",
       scope: null,
       query: InboxQuery,
@@ -108,7 +209,7 @@ export function mountInbox(
       const { userId } = owner;
       const query = validate(InboxQuery, c.req.query());
       const before = query.cursor === undefined ? null : decodeCursor(query.cursor, userId, query.filter);
-      const page = await listInboxItems(database, owner, query.filter, query.limit, before);
+      const page = await listInboxItems(inboxDatabase, owner, query.filter, query.limit, before);
       const last = page.items.at(-1);
       return c.json({
         data: page.items,
@@ -122,7 +223,8 @@ export function mountInbox(
     `${INBOX_PATH}/:itemId`,
     contract({
       summary: "Set an item's seen, read or archived state",
-      description: "true sets the state (the first time is kept), false clears it. Another user's item is a 404.",
+      description:
+        "true sets the state (the first time is kept), false clears it. Another user's item is a 404. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
       tag: "Inbox",
       scope: null,
       body: InboxItemUpdate,
@@ -145,7 +247,7 @@ export function mountInbox(
       const id = /^\d{1,18}$/.test(raw) ? Number(raw) : null;
       const change = validate(InboxItemUpdate, await readJson(c));
       // Another user's (or client's) item and a missing one look the same.
-      const item = id === null ? null : await setInboxItemState(database, c.get("inboxOwner"), id, change);
+      const item = id === null ? null : await setInboxItemState(inboxDatabase, c.get("inboxOwner"), id, change);
       if (item === null) throw new AppError("not_found", "no such inbox item");
       return c.json(item);
     },
@@ -156,7 +258,7 @@ export function mountInbox(
     contract({
       summary: "Stream new inbox items (Server-Sent Events)",
       description:
-        "text/event-stream: a `ready` event, then one `notification` event per new item (id = the item id, data = the item). Reconnect with Last-Event-ID to receive everything stored after it; without it the stream starts at what is new.",
+        'text/event-stream: a `ready` event, then one `notification` event per new item (id = the item id, data = the item), and a comment line while idle. Reconnect with Last-Event-ID to receive everything stored after it; without it the stream starts at what is new. When the token stops working (it expires, it or all the user\'s tokens are revoked, or its key is revoked) the stream sends `token_ended` (data: {"reason": "expired" | "revoked" | "key_revoked"}) and ends: reconnect with a new token. Open streams are capped per token and per user (429) and per process (503), both with Retry-After.',
       tag: "Inbox",
       scope: null,
       headers: [
@@ -179,45 +281,78 @@ export function mountInbox(
           fields: [{ field: "Last-Event-ID", message: "must be an event id this stream sent" }],
         });
       }
-      // A fresh stream starts at what is new; the inbox list has everything before it.
-      let after = lastEventId ? Number(lastEventId) : await latestInboxItemId(database, owner);
+      const open = streams.open(c.get("inboxToken"));
+      // Woken (by NOTIFY or the process's poller) from before the first read on: nothing stored
+      // after that read is missed.
+      let pending = false;
+      let wakeUp: (() => void) | undefined;
+      const wake = () => {
+        pending = true;
+        wakeUp?.();
+      };
+      const unsubscribe = hub.subscribe(owner.userId, wake);
+      let after: number;
+      try {
+        // A fresh stream starts at what is new; the inbox list has everything before it.
+        if (lastEventId) {
+          after = Number(lastEventId);
+          pending = true;
+        } else {
+          after = await latestInboxItemId(inboxDatabase, owner);
+        }
+      } catch (error) {
+        unsubscribe();
+        open.close();
+        throw error;
+      }
       const log = c.get("log");
       // nginx would otherwise buffer the stream and hold events back.
       c.header("x-accel-buffering", "no");
       return streamSSE(
         c,
         async (stream) => {
-          let pending = false;
-          let wakeUp: (() => void) | undefined;
-          const wake = () => {
-            pending = true;
-            wakeUp?.();
-          };
-          const unsubscribe = hub.subscribe(owner.userId, wake);
-          stream.onAbort(wake);
+          let keepAliveDue = true;
+          const rouse = () => wakeUp?.();
+          open.onEnd(rouse);
+          stream.onAbort(rouse);
+          // A comment on a timer keeps proxies from closing an idle stream; it queries nothing.
+          const keepAlive = setInterval(() => {
+            keepAliveDue = true;
+            rouse();
+          }, settings.keepAliveMs);
           try {
             await stream.writeSSE({ event: "ready", data: JSON.stringify({ after: String(after) }), retry: 3000 });
-            while (!stream.aborted && !deps.isStopping()) {
-              pending = false;
-              const items = await listInboxItemsAfter(database, owner, after, BATCH);
-              for (const item of items) {
-                await stream.writeSSE({ id: item.id, event: "notification", data: JSON.stringify(item) });
-                after = Number(item.id);
+            while (!stream.aborted && open.ended === undefined) {
+              if (pending) {
+                pending = false;
+                const items = await listInboxItemsAfter(inboxDatabase, owner, after, BATCH);
+                for (const item of items) {
+                  await stream.writeSSE({ id: item.id, event: "notification", data: JSON.stringify(item) });
+                  after = Number(item.id);
+                }
+                if (items.length === BATCH) pending = true;
+                if (items.length > 0) keepAliveDue = false;
+                continue;
               }
-              if (items.length === BATCH || pending) continue;
-              if (items.length === 0) await stream.write(": keep-alive\n\n");
+              if (keepAliveDue) {
+                keepAliveDue = false;
+                await stream.write(": keep-alive\n\n");
+                continue;
+              }
               await new Promise<void>((resolve) => {
-                const timer = setTimeout(resolve, POLL_MS);
-                wakeUp = () => {
-                  clearTimeout(timer);
-                  resolve();
-                };
-                if (pending || stream.aborted) wakeUp();
+                wakeUp = resolve;
+                if (pending || keepAliveDue || stream.aborted || open.ended !== undefined) resolve();
               });
               wakeUp = undefined;
             }
+            const ended = open.ended;
+            if (ended !== undefined && ended !== "stopping" && !stream.aborted) {
+              await stream.writeSSE({ event: "token_ended", data: JSON.stringify({ reason: ENDED[ended] }) });
+            }
           } finally {
+            clearInterval(keepAlive);
             unsubscribe();
+            open.close();
           }
         },
         async (error, stream) => {
