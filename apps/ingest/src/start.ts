@@ -146,6 +146,7 @@ export async function startIngest(
               console: {
                 api: app,
                 preauthThrottle,
+                vouches: lookupKey.vouches,
                 tls: config.CONSOLE_TLS,
                 ...(config.CONSOLE_TRACE_URL ? { traceUrl: config.CONSOLE_TRACE_URL } : {}),
               },

@@ -84,10 +84,10 @@ async function call(method: string, path: string, options: Call = {}, target = a
   return { status: response.status, body: parsed };
 }
 
-const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["admin"] });
+const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["operator"] });
 const ingestKey = await seedApiKey(database, { clientId: "shop", name: "ingest", scopes: ["ingest"] });
 const readKey = await seedApiKey(database, { clientId: "shop", name: "read", scopes: ["read"] });
-const prefsKey = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences"] });
+const prefsKey = await seedApiKey(database, { clientId: "shop", name: "prefs", scopes: ["preferences", "contacts"] });
 const inboxKey = await seedApiKey(database, { clientId: "shop", name: "inbox", scopes: ["inbox"] });
 await seedTemplate(database, {
   id: "welcome",
@@ -336,6 +336,8 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("GET", `/ops/notifications?idempotency_key=${randomUUID()}`);
   await securityCases("GET", `/ops/notifications?user_id=${user}`, readKey);
   await call("GET", `/ops/notifications/${notificationId}`);
+  await call("GET", "/ops/users/user-1/contact-changes");
+  await call("GET", `/ops/users/${"x".repeat(300)}/contact-changes`);
   await call("GET", `/ops/notifications/${missing}`);
   await securityCases("GET", `/ops/notifications/${notificationId}`, readKey);
   await call("GET", "/ops/streams");

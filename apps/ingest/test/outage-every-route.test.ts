@@ -54,7 +54,7 @@ const { app, admin } = await ingestApp(t, {
 });
 // The processor's answers to the dead-letter routes, on the same cut dependencies.
 await deadLetterResponder(t, { database: proxiedDatabase, bus, log });
-const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["admin"] });
+const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["operator"] });
 await seedTemplate(database, {
   id: "welcome",
   params: ["name"],
