@@ -2,7 +2,7 @@ import { captureLogger } from "@notify/testing";
 import fc from "fast-check";
 import type { Hono } from "hono";
 import t from "tap";
-import { clientAddress, newApp, trustedProxies } from "../src/index.js";
+import { type AppEnv, clientAddress, newApp, trustedProxies } from "../src/index.js";
 
 // Which address the pre-auth budget counts a request against: the peer's, unless the peer is a
 // trusted proxy; then the rightmost X-Forwarded-For entry that is not a trusted proxy.
@@ -19,7 +19,7 @@ function appWith(trusted: typeof proxies) {
   return app;
 }
 
-const ask = async (app: Hono, peer: string | undefined, forwardedFor?: string) =>
+const ask = async (app: Hono<AppEnv>, peer: string | undefined, forwardedFor?: string) =>
   (
     await app.request(
       "/",

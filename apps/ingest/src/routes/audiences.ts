@@ -16,7 +16,8 @@ import { parseUserIdParam } from "../preferences/schemas.js";
 import { type Contract, contract } from "./contract.js";
 
 /** Audiences: stored sets of user ids that broadcasts go to (broadcast scope). */
-const audiences = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Audiences", scope: "broadcast" });
+const audiences = (route: Omit<Contract, "tag" | "scope">) =>
+  contract({ ...route, tag: "Audiences", scope: "broadcast" });
 
 const FORMATS: Record<string, MemberFormat> = {
   "application/x-ndjson": "ndjson",
