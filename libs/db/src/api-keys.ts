@@ -30,13 +30,16 @@ export function loadCredentialKeys(database: Database): Promise<CredentialKeys> 
   let loading = secrets.get(database);
   if (loading === undefined) {
     loading = (async () => {
-      const [row] = await database.sql<{ secret: string }[]>`
-        with created as (
-          insert into deployment_secrets (name, secret) values ('credentials', ${newDeploymentSecret()})
-          on conflict (name) do nothing returning secret
-        )
-        select secret from created union all select secret from deployment_secrets where name = 'credentials'
-        limit 1`;
+      const read = () => database.sql<{ secret: string }[]>`
+        select secret from deployment_secrets where name = 'credentials'`;
+      let [row] = await read();
+      if (row === undefined) {
+        // Two processes may start at once: the one whose insert loses reads the winner's in a
+        // statement of its own (one statement's snapshot would not see it).
+        await database.sql`insert into deployment_secrets (name, secret) values ('credentials', ${newDeploymentSecret()})
+          on conflict (name) do nothing`;
+        [row] = await read();
+      }
       if (row === undefined) throw new Error("the deployment's credentials secret could not be read");
       return credentialKeys(row.secret);
     })();

@@ -1,7 +1,15 @@
 import { hashKey } from "@notify/core";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { createKey, findActiveKeyByHash, revokeKey, rotateKey, touchKeyLastUsed } from "../src/index.js";
+import {
+  createDb,
+  createKey,
+  findActiveKeyByHash,
+  loadCredentialKeys,
+  revokeKey,
+  rotateKey,
+  touchKeyLastUsed,
+} from "../src/index.js";
 
 // The authentication lookup: a key authenticates until its revocation takes effect, by the
 // database clock, so a rotated key keeps working through its grace period and no longer.
@@ -62,4 +70,19 @@ t.test("a revocation reaches every key minted from the revoked one, and nothing 
   t.ok(await active(sibling.key), "a key outside the lineage is untouched");
   t.equal(await revokeKey(database, sibling.id, "other"), null, "a client-bound revocation of another's key: null");
   t.ok(await active(sibling.key));
+});
+
+t.test("processes starting at once on a fresh database all read the one secret", async (t) => {
+  const { url, database: fresh } = await freshDatabase(t);
+  // A pool each, as processes have: their first statements run at the same moment.
+  const pools = Array.from({ length: 8 }, () => createDb({ url, max: 1 }));
+  t.teardown(() => Promise.all(pools.map((pool) => pool.close())));
+  await Promise.all(pools.map((pool) => pool.ping()));
+  const keys = await Promise.all(pools.map((pool) => loadCredentialKeys(pool)));
+  t.ok(
+    keys.every((k) => k.apiKey.equals(keys[0]?.apiKey as Buffer)),
+    "one secret, however the inserts raced",
+  );
+  const [{ n }] = await fresh.sql<{ n: number }[]>`select count(*)::int as n from deployment_secrets`;
+  t.equal(n, 1);
 });
