@@ -285,3 +285,37 @@ t.test("contacts: writing an address needs the contacts scope and is recorded wi
     "with the key and client",
   );
 });
+
+t.test("an admin key neither rotates nor revokes a key holding a scope it lacks", async (t) => {
+  const ops = await seedApiKey(database, { clientId: "bank", name: "bank ops", scopes: ["operator"] });
+  const listed = (await (await request("GET", "/keys?page_size=100", ops)).json()) as {
+    data: { id: string; name: string }[];
+  };
+  const opsId = listed.data.find((k) => k.name === "bank ops")?.id as string;
+  const rotate = await request("POST", `/keys/${opsId}/rotate`, bankAdmin, {});
+  t.equal(rotate.status, 404, "rotating the operator key of its own client: as if it did not exist");
+  t.notMatch(await rotate.text(), /ntf_/, "no key in the answer");
+  t.equal((await request("DELETE", `/keys/${opsId}`, bankAdmin)).status, 404, "nor revoke it");
+  t.equal((await request("GET", "/ops/streams", ops)).status, 200, "the operator key still works");
+});
+
+t.test("a compromised key that rotates itself is still reached by the revocation of the old key", async (t) => {
+  const compromised = await seedApiKey(database, { clientId: "bank", name: "compromised", scopes: ["admin"] });
+  const works = async (key: string) => (await request("GET", "/notifications/x", key)).status === 404;
+  const all = (await (await request("GET", "/keys?page_size=200&client_id=bank", keys.operator as string)).json()) as {
+    data: { id: string; name: string; status: string }[];
+  };
+  const id = all.data.find((k) => k.name === "compromised")?.id as string;
+  const escaped = (await (
+    await request("POST", `/keys/${id}/rotate`, compromised, { grace_seconds: 3600 })
+  ).json()) as {
+    id: string;
+    key: string;
+  };
+  t.ok(await works(escaped.key), "the replacement works");
+  const minted = await request("POST", "/keys", compromised, { name: "from grace", scopes: ["read"] });
+  t.equal(minted.status, 403, "a key in its grace period mints nothing");
+  t.equal((await request("DELETE", `/keys/${id}`, keys.operator as string)).status, 204, "the defender revokes it");
+  t.notOk(await works(compromised), "the key is refused");
+  t.notOk(await works(escaped.key), "and so is the replacement it made for itself");
+});

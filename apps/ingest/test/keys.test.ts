@@ -231,14 +231,18 @@ t.test("rotation without a body revokes the old key at once; bad bodies and ids 
   t.ok(await authenticates(rotated.key), "a refused rotation leaves the key alone");
 });
 
-t.test("rotating never extends an earlier revocation", async (t) => {
+t.test("rotating never extends an earlier revocation, and a revoked key is not rotated", async (t) => {
   const old = await issue({ name: "short", client_id: "shop", scopes: ["read"] });
-  await admin("DELETE", `/keys/${old.id}`);
-  const before = (await (await admin("GET", `/keys/${old.id}`)).json()) as ApiKeyRecord;
-  const rotated = (await (
+  const first = (await (await admin("POST", `/keys/${old.id}/rotate`, { grace_seconds: 60 })).json()) as RotatedApiKey;
+  const again = (await (
     await admin("POST", `/keys/${old.id}/rotate`, { grace_seconds: 3600 })
   ).json()) as RotatedApiKey;
-  t.equal(rotated.previous.revoked_at, before.revoked_at);
+  t.equal(again.previous.revoked_at, first.previous.revoked_at, "a second rotation in the grace keeps its end");
+  await admin("DELETE", `/keys/${old.id}`);
+  const before = (await (await admin("GET", `/keys/${old.id}`)).json()) as ApiKeyRecord;
+  await expectProblem(t, await admin("POST", `/keys/${old.id}/rotate`, { grace_seconds: 3600 }), 404, "not_found");
+  const after = (await (await admin("GET", `/keys/${old.id}`)).json()) as ApiKeyRecord;
+  t.equal(after.revoked_at, before.revoked_at);
   t.notOk(await authenticates(old.key));
 });
 

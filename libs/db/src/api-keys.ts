@@ -137,15 +137,52 @@ const toRecord = (row: Row): ApiKeyRecord => ({
 
 const one = (rows: Row[]): ApiKeyRecord | null => (rows[0] ? toRecord(rows[0]) : null);
 
+/**
+ * A key asked to mint or rotate one while it is itself revoked or in a rotation's grace period:
+ * such a key makes no keys, since nothing would revoke them when its grace ends.
+ */
+export class InactiveMinterError extends Error {
+  constructor(readonly keyId: string) {
+    super(`API key ${keyId} is revoked or in a rotation's grace period and makes no keys`);
+    this.name = "InactiveMinterError";
+  }
+}
+
+/**
+ * Issues a key. With `mintedBy`, the insert waits for a revocation of the minter under way and
+ * is refused (InactiveMinterError) unless the minter is active and not in a grace period, so no
+ * key is minted from one being revoked.
+ */
 export async function createKey(database: Database, input: CreateKeyInput): Promise<IssuedApiKey> {
   const key = generateSignedKey(await loadCredentialKeys(database));
-  const rows = await database.sql<Row[]>`
+  const { sql } = database;
+  const rows = await sql<Row[]>`
     insert into api_keys (id, client_id, name, prefix, key_hash, scopes, rate_limit_burst, rate_limit_per_second, minted_by)
-    values (${newId()}, ${input.clientId}, ${input.name}, ${keyDisplayPrefix(key)}, ${hashKey(key)}, ${input.scopes},
-            ${input.rateLimit?.burst ?? null}, ${input.rateLimit?.perSecond ?? null}, ${input.mintedBy ?? null})
-    returning ${columns(database.sql)}`;
-  return { ...toRecord(rows[0] as Row), key };
+    select ${newId()}, ${input.clientId}, ${input.name}, ${keyDisplayPrefix(key)}, ${hashKey(key)}, ${input.scopes},
+           ${input.rateLimit?.burst ?? null}, ${input.rateLimit?.perSecond ?? null}, ${input.mintedBy ?? null}
+    ${
+      input.mintedBy === undefined
+        ? sql``
+        : sql`where exists (select 1 from api_keys where id = ${input.mintedBy} and revoked_at is null for share)`
+    }
+    returning ${columns(sql)}`;
+  const row = rows[0];
+  if (row === undefined) throw new InactiveMinterError(input.mintedBy as string);
+  return { ...toRecord(row), key };
 }
+
+/** Which keys a caller may rotate or revoke: its client's (absent: any), holding no scope beyond `scopes`. */
+export interface KeyManager {
+  clientId?: string;
+  /** The scopes the caller may hand out; a key holding any other is not its to change. */
+  scopes?: readonly Scope[];
+  /** The caller's own key: a rotation's replacement is minted by it, and a revocation spares it. */
+  keyId?: string;
+}
+
+const managed = (sql: Sql, by: KeyManager) => sql`
+  ${by.clientId === undefined ? sql`` : sql`and client_id = ${by.clientId}`}
+  ${by.scopes === undefined ? sql`` : sql`and scopes <@ ${by.scopes as Scope[]}::text[]`}`;
 
 /** The key with this id; with `clientId`, only if it is that client's (null otherwise). */
 export async function getKey(database: Database, id: string, clientId?: string): Promise<ApiKeyRecord | null> {
@@ -174,63 +211,82 @@ export async function listKeys(
 }
 
 /**
- * Issues a replacement with the same client, name, scopes, limits and minter, and revokes the
- * old key `graceSeconds` from now, so its callers can switch over. A revocation already due
- * earlier is kept: rotating never revives or extends a key. The keys the old one minted are
- * the new one's from then on, so revoking the new key still reaches them. With `clientId`, only
- * that client's key is rotated. Null when no such key exists.
+ * Issues a replacement with the same client, name, scopes and limits, and revokes the old key
+ * `graceSeconds` from now, so its callers can switch over. A revocation already due earlier is
+ * kept: rotating never revives or extends a key, and a key already revoked is not rotated. The
+ * replacement is minted by the key that asked (`by.keyId`; the CLI, asking as nobody, keeps
+ * the old key's minter), so a key that rotates itself cannot escape the revocation of the old
+ * one; the keys the old one minted are the replacement's from then on. `by` limits which keys
+ * the caller may rotate. Null when no such key exists.
  */
 export async function rotateKey(
   database: Database,
   id: string,
-  options: { graceSeconds: number; clientId?: string },
+  options: { graceSeconds: number; by?: KeyManager },
 ): Promise<RotatedApiKey | null> {
   const key = generateSignedKey(await loadCredentialKeys(database));
   const { sql } = database;
+  const by = options.by ?? {};
   return sql.begin(async (tx) => {
+    if (by.keyId !== undefined) {
+      const [asker] = await tx`select 1 from api_keys where id = ${by.keyId} and revoked_at is null for share`;
+      if (asker === undefined) throw new InactiveMinterError(by.keyId);
+    }
     const previous = await tx<Row[]>`
       update api_keys set revoked_at = least(revoked_at, now() + make_interval(secs => ${options.graceSeconds}))
-      where id = ${id} ${options.clientId === undefined ? sql`` : sql`and client_id = ${options.clientId}`}
+      where id = ${id} and (revoked_at is null or revoked_at > now()) ${managed(sql, by)}
       returning ${columns(sql)}`;
     const old = previous[0];
     if (!old) return null;
     const created = await tx<Row[]>`
       insert into api_keys (id, client_id, name, prefix, key_hash, scopes, rate_limit_burst, rate_limit_per_second, minted_by)
       values (${newId()}, ${old.client_id}, ${old.name}, ${keyDisplayPrefix(key)}, ${hashKey(key)}, ${old.scopes},
-              ${old.rate_limit_burst}, ${old.rate_limit_per_second}, ${old.minted_by})
+              ${old.rate_limit_burst}, ${old.rate_limit_per_second}, ${by.keyId ?? old.minted_by})
       returning ${columns(sql)}`;
     const replacement = created[0] as Row;
-    await tx`update api_keys set minted_by = ${replacement.id} where minted_by = ${old.id}`;
+    // The asker stays where it is, even when the old key minted it: the lineage has no cycles.
+    await tx`update api_keys set minted_by = ${replacement.id}
+      where minted_by = ${old.id} and id <> ${replacement.id} ${by.keyId === undefined ? sql`` : sql`and id <> ${by.keyId}`}`;
     return { ...toRecord(replacement), key, previous: toRecord(old) };
   });
 }
 
 /**
  * Revokes a key now, ending any grace period, and with it every key minted from it, however
- * deep: a key cannot outlive its minter through keys it made. Idempotent: an earlier revocation
- * time is kept. With `clientId`, only that client's key is revoked. Null when no such key
+ * deep, except the caller's own key and what it minted (`by.keyId`: the holder of a key it
+ * rotated into keeps its replacement when it ends the old one's grace). Idempotent: an earlier
+ * revocation time is kept. `by` limits which keys the caller may revoke. The cascade runs until
+ * it finds nothing more, so a key minted while it ran is revoked too. Null when no such key
  * exists; otherwise the key's record and the ids of the minted keys revoked with it.
  */
 export async function revokeKey(
   database: Database,
   id: string,
-  clientId?: string,
+  by: KeyManager = {},
 ): Promise<(ApiKeyRecord & { cascaded: string[] }) | null> {
   const { sql } = database;
-  const rows = await sql<(Row & { depth: number })[]>`
-    with recursive lineage as (
-      select id, 0 as depth from api_keys
-      where id = ${id} ${clientId === undefined ? sql`` : sql`and client_id = ${clientId}`}
+  const spare = by.keyId === undefined ? sql`` : sql`and k.id <> ${by.keyId}`;
+  const revokeOnce = () => sql<Row[]>`
+    with recursive lineage(id) as (
+      select id from api_keys where id = ${id} ${managed(sql, by)}
       union
-      select k.id, l.depth + 1 from api_keys k join lineage l on k.minted_by = l.id where l.depth < 64
-    ), revoked as (
-      update api_keys set revoked_at = case when revoked_at <= now() then revoked_at else now() end
-      where id in (select id from lineage) returning ${columns(sql)}
+      select k.id from api_keys k join lineage l on k.minted_by = l.id where true ${spare}
     )
-    select revoked.*, lineage.depth from revoked join lineage using (id) order by lineage.depth`;
-  const root = rows.find((row) => row.depth === 0);
+    update api_keys set revoked_at = case when revoked_at <= now() then revoked_at else now() end
+    where id in (select id from lineage) and (id = ${id} or revoked_at is null or revoked_at > now())
+    returning ${columns(sql)}`;
+  const rows = await revokeOnce();
+  const root = rows.find((row) => row.id === id);
   if (root === undefined) return null;
-  return { ...toRecord(root), cascaded: rows.filter((row) => row.depth > 0).map((row) => row.id) };
+  const cascaded = new Set(rows.filter((row) => row.id !== id).map((row) => row.id));
+  // A key minted from the lineage while the statement ran is not in its snapshot: go again
+  // until a pass revokes nothing new (minting waits for the minter's row, so this ends).
+  for (let pass = 0; pass < 10; pass++) {
+    const more = (await revokeOnce()).filter((row) => row.id !== id && !cascaded.has(row.id));
+    if (more.length === 0) break;
+    for (const row of more) cascaded.add(row.id);
+  }
+  return { ...toRecord(root), cascaded: [...cascaded] };
 }
 
 // Authentication: the lookup behind every API request.

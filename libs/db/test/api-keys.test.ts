@@ -5,6 +5,7 @@ import {
   createDb,
   createKey,
   findActiveKeyByHash,
+  InactiveMinterError,
   loadCredentialKeys,
   revokeKey,
   rotateKey,
@@ -59,17 +60,55 @@ t.test("a revocation reaches every key minted from the revoked one, and nothing 
   const grandchild = await createKey(database, { clientId: "lin", name: "gc", scopes: ["read"], mintedBy: child.id });
   const sibling = await createKey(database, { clientId: "lin", name: "sibling", scopes: ["read"] });
   t.equal(child.minted_by, root.id, "a key records its minter");
-  // The child is rotated: the grandchild is the replacement's now.
-  const rotated = await rotateKey(database, child.id, { graceSeconds: 0 });
-  t.equal(rotated?.minted_by, root.id, "the replacement keeps the minter");
-  t.notOk(await active(child.key), "the rotated key is gone");
-  t.equal(await rotateKey(database, root.id, { graceSeconds: 60, clientId: "other" }), null, "another client's: null");
+  // The child rotates itself: the replacement is the child's, and so is the grandchild now.
+  const rotated = await rotateKey(database, child.id, { graceSeconds: 60, by: { keyId: child.id } });
+  t.equal(rotated?.minted_by, child.id, "a replacement is minted by the key that asked for it");
+  t.equal(
+    await rotateKey(database, root.id, { graceSeconds: 60, by: { clientId: "other" } }),
+    null,
+    "another client's: null",
+  );
+  t.equal(
+    await rotateKey(database, root.id, { graceSeconds: 60, by: { clientId: "lin", scopes: ["read"] } }),
+    null,
+    "a key holding a scope the caller lacks: null",
+  );
+  await t.rejects(
+    createKey(database, { clientId: "lin", name: "late", scopes: ["read"], mintedBy: child.id }),
+    InactiveMinterError,
+    "a key in its grace mints nothing",
+  );
   const revoked = await revokeKey(database, root.id);
   t.same(revoked?.cascaded.sort(), [rotated?.id, grandchild.id, child.id].sort(), "the whole lineage, once each");
-  for (const key of [root.key, rotated?.key as string, grandchild.key]) t.notOk(await active(key));
+  for (const key of [root.key, child.key, rotated?.key as string, grandchild.key]) t.notOk(await active(key));
   t.ok(await active(sibling.key), "a key outside the lineage is untouched");
-  t.equal(await revokeKey(database, sibling.id, "other"), null, "a client-bound revocation of another's key: null");
+  t.equal(await revokeKey(database, sibling.id, { clientId: "other" }), null, "another client's key: null");
   t.ok(await active(sibling.key));
+});
+
+t.test("the holder of a replacement ends the old key's grace without losing it", async (t) => {
+  const active = async (key: string) => (await findActiveKeyByHash(database, hashKey(key))) !== null;
+  const old = await createKey(database, { clientId: "grace", name: "old", scopes: ["admin"] });
+  const rotated = await rotateKey(database, old.id, { graceSeconds: 3600, by: { keyId: old.id } });
+  const revoked = await revokeKey(database, old.id, { keyId: rotated?.id as string });
+  t.same(revoked?.cascaded, [], "the caller's own key is spared");
+  t.notOk(await active(old.key));
+  t.ok(await active(rotated?.key as string));
+  // Anyone else revoking the old key reaches the replacement it minted.
+  const again = await revokeKey(database, old.id);
+  t.same(again?.cascaded, [rotated?.id]);
+  t.notOk(await active(rotated?.key as string));
+});
+
+t.test("a chain of any depth is revoked whole", async (t) => {
+  const root = await createKey(database, { clientId: "deep", name: "k0", scopes: ["admin"] });
+  let last = root;
+  for (let i = 1; i <= 80; i++) {
+    last = await createKey(database, { clientId: "deep", name: `k${i}`, scopes: ["admin"], mintedBy: last.id });
+  }
+  const revoked = await revokeKey(database, root.id);
+  t.equal(revoked?.cascaded.length, 80);
+  t.equal(await findActiveKeyByHash(database, hashKey(last.key)), null);
 });
 
 t.test("processes starting at once on a fresh database all read the one secret", async (t) => {

@@ -32,7 +32,7 @@ export async function listAllKeys(
 /** Issues a like key; the old one keeps working for `graceSeconds`. Fails for an unknown id. */
 export async function rotateKeyById(database: Database, id: string, graceSeconds: number): Promise<RotatedApiKey> {
   const rotated = await rotateKey(database, id, { graceSeconds });
-  if (!rotated) throw new Error(`no API key with id ${id}`);
+  if (!rotated) throw new Error(`no active API key with id ${id} (unknown, or already revoked)`);
   return rotated;
 }
 

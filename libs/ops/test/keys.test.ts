@@ -36,6 +36,6 @@ t.test("rotate and revoke by id; an unknown id fails", async (t) => {
     "a revoked key is listed only with includeRevoked",
   );
   t.equal((await listAllKeys(database, { clientId: "rot", includeRevoked: true })).length, 2);
-  await t.rejects(rotateKeyById(database, "nope", 0), /no API key with id nope/);
+  await t.rejects(rotateKeyById(database, "nope", 0), /no active API key with id nope/);
   await t.rejects(revokeKeyById(database, "nope"), /no API key with id nope/);
 });

@@ -1,6 +1,6 @@
 import { announceKeyChanged } from "@notify/bus";
 import { AppError, SCOPES, type Scope } from "@notify/core";
-import { createKey, getKey, listKeys, revokeKey, rotateKey } from "@notify/db";
+import { createKey, getKey, InactiveMinterError, type KeyManager, listKeys, revokeKey, rotateKey } from "@notify/db";
 import { limitBody, readJson, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
 import * as v from "valibot";
@@ -51,6 +51,31 @@ const unknownKey = (id: string) => new AppError("not_found", `API key ${id} does
 /** The client whose keys the caller manages: its own, or with `operator` any (null). */
 const managedClient = (principal: Principal): string | null =>
   hasScope(principal, "operator") ? null : principal.clientId;
+
+/**
+ * Which keys the caller may rotate or revoke: an operator any; anyone else its own client's
+ * keys that hold no scope it lacks (an admin key cannot rotate its client's operator key into a
+ * fresh one for itself, nor revoke it).
+ */
+const manager = (principal: Principal): KeyManager =>
+  hasScope(principal, "operator")
+    ? { keyId: principal.keyId }
+    : {
+        keyId: principal.keyId,
+        clientId: principal.clientId,
+        scopes: SCOPES.filter((scope) => hasScope(principal, scope)),
+      };
+
+/** A revoked key, or one in a rotation's grace period, makes no keys. */
+const inactive = (error: unknown): never => {
+  if (error instanceof InactiveMinterError) {
+    throw new AppError(
+      "insufficient_scope",
+      "this key is in a rotation's grace period (or revoked) and makes no keys; use its replacement",
+    );
+  }
+  throw error;
+};
 
 const forbidden = (detail: string, scope: Scope = "operator") =>
   new AppError("insufficient_scope", detail, {
@@ -116,7 +141,7 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
           scopes: body.scopes,
           rateLimit: body.rate_limit && { burst: body.rate_limit.burst, perSecond: body.rate_limit.per_second },
           mintedBy: principal.keyId,
-        }),
+        }).catch(inactive),
       );
       await keyChanged(c, issued.id);
       c.get("log").info({ target_key_id: issued.id, target_client_id: issued.client_id }, "API key created");
@@ -174,18 +199,26 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     keys({
       summary: "Rotate an API key",
       description:
-        "Issues a replacement with the same client, scopes, limits and minter; the old key works until the grace period ends, and the keys it minted are the replacement's. Another client's key is a 404 without the operator scope.",
+        "Issues a replacement with the same client, scopes and limits, minted by the calling key; the old key works until the grace period ends, and the keys it minted are the replacement's. A revoked key is not rotated. Without the operator scope, another client's key, or one holding a scope the caller lacks, is a 404; a key in a grace period rotates nothing (403).",
       body: RotateKeyRequest,
       responses: { 201: { description: "The new key, shown once, and the old key's record", schema: RotatedKey } },
-      problems: ["validation_failed", "malformed_json", "not_found", "payload_too_large", "unsupported_media_type"],
+      problems: [
+        "validation_failed",
+        "malformed_json",
+        "not_found",
+        "payload_too_large",
+        "unsupported_media_type",
+        "insufficient_scope",
+      ],
     }),
     limitBody(deps.maxBodyBytes),
     async (c) => {
       const id = c.req.param("id");
       const body = validate(RotateKeyRequest, await readOptionalJson(c));
-      const own = managedClient(c.get("principal"));
       const rotated = await postgres(
-        rotateKey(deps.database, id, { graceSeconds: body.grace_seconds, ...(own === null ? {} : { clientId: own }) }),
+        rotateKey(deps.database, id, { graceSeconds: body.grace_seconds, by: manager(c.get("principal")) }).catch(
+          inactive,
+        ),
       );
       if (!rotated) throw unknownKey(id);
       await keyChanged(c, id);
@@ -205,13 +238,13 @@ export function mountKeys(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     keys({
       summary: "Revoke an API key",
       description:
-        "Revokes the key now, ending any grace period, and every key minted from it through the API. Another client's key is a 404 without the operator scope.",
+        "Revokes the key now, ending any grace period, and every key minted from it through the API, however deep, except the calling key and what it minted (so the holder of a replacement can end the old key's grace). Without the operator scope, another client's key, or one holding a scope the caller lacks, is a 404.",
       responses: { 204: { description: "Revoked" } },
       problems: ["not_found"],
     }),
     async (c) => {
       const id = c.req.param("id");
-      const revoked = await postgres(revokeKey(deps.database, id, managedClient(c.get("principal")) ?? undefined));
+      const revoked = await postgres(revokeKey(deps.database, id, manager(c.get("principal"))));
       if (!revoked) throw unknownKey(id);
       for (const changed of [id, ...revoked.cascaded]) await keyChanged(c, changed);
       c.get("log").info(
