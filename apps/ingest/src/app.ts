@@ -32,13 +32,17 @@ const API = "/api/v1";
  * public app) with the signed-in operator's key.
  */
 export function createAdminApp(
-  deps: Pick<IngestDeps, "log" | "database" | "bus" | "isStopping" | "metrics"> & { console?: ConsoleOptions },
+  deps: Pick<IngestDeps, "log" | "database" | "bus" | "isStopping" | "metrics" | "trustedProxies"> & {
+    console?: ConsoleOptions;
+  },
 ) {
   const app = adminApp(
     deps.log,
     { postgres: () => deps.database.ping(), nats: () => deps.bus.isConnected() },
     deps.isStopping,
     deps.metrics,
+    // The console behind a TLS proxy counts sign-ins by the address the proxy forwarded.
+    deps.trustedProxies === undefined ? {} : { trustedProxies: deps.trustedProxies },
   );
   if (deps.console !== undefined) mountConsole(app, deps.console);
   return app;

@@ -66,6 +66,9 @@ export async function startIngest(
 
     const lookupKey = createKeyLookup(database, config.AUTH_CACHE_TTL_SECONDS * 1000, { log });
     opened.add(lookupKey, (l) => l.close());
+    // Before the first request: until the secret and the active keys are read, every key would
+    // be looked up against the budget.
+    await lookupKey.ready;
     // A key created, revoked or rotated by any instance or the CLI reaches every instance's caches at once.
     const stopHearingKeys = onKeyChanged(bus, (event) => lookupKey.forget(event.key_id));
     opened.add(stopHearingKeys, (stop) => stop());
@@ -123,7 +126,9 @@ export async function startIngest(
         userRate: { perSecond: config.INBOX_USER_RATE_PER_SECOND, burst: config.INBOX_USER_RATE_BURST },
         streamsPerToken: config.INBOX_STREAMS_PER_TOKEN,
         streamsPerUser: config.INBOX_STREAMS_PER_USER,
+        streamsPerClient: config.INBOX_STREAMS_PER_CLIENT,
         streamsPerProcess: config.INBOX_STREAMS_MAX,
+        revocationsPerClient: config.INBOX_REVOCATIONS_PER_CLIENT,
         pollMs: config.INBOX_POLL_MS,
         keepAliveMs: config.INBOX_KEEPALIVE_SECONDS * 1000,
       },
@@ -140,6 +145,7 @@ export async function startIngest(
         database,
         bus,
         log,
+        ...(proxies === undefined ? {} : { trustedProxies: proxies }),
         isStopping: () => stopping,
         ...(config.CONSOLE_ENABLED && consoleOff === undefined
           ? {

@@ -28,7 +28,7 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "DELETE /users/{id}/inbox-tokens/{tokenId}": "inbox",
   "GET /templates": "admin",
   "GET /templates/{id}": "admin",
-  "PUT /templates/{id}": "admin",
+  "PUT /templates/{id}": "operator",
   "GET /templates/{id}/versions/{version}": "admin",
   "POST /audiences": "broadcast",
   "GET /audiences": "broadcast",

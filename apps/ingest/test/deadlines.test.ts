@@ -8,7 +8,7 @@ import { ingestApp } from "./support.js";
 // Deliver-by deadlines at ingest: the request's own, checked against the clock, or the
 // template's time to live; stored with the notification and carried on its lane message.
 const { app, database, bus } = await ingestApp(t, { maxBodyBytes: 65_536 });
-const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["operator"] });
 const ingestKey = await seedApiKey(database, { clientId: "shop", name: "ingest", scopes: ["ingest", "read"] });
 
 const request = (method: string, path: string, body: unknown, headers: Record<string, string>) =>

@@ -216,3 +216,62 @@ t.test(
     t.equal((await from("203.0.113.9", "198.51.100.5")).status, 429, "an untrusted peer's header is not believed");
   },
 );
+
+t.test("a key revoked while the active keys are being read is not put back by that read", async (t) => {
+  const legacy = await unsignedKey("shop", ["read"]);
+  let open: () => void = () => {};
+  const gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  let held = 0;
+  // The same pool, but the answer to the read of every active key waits for the gate.
+  const sql = new Proxy(database.sql, {
+    apply(target, self, args) {
+      const query = Reflect.apply(target, self, args) as Promise<unknown>;
+      const text = Array.isArray(args[0]) ? (args[0] as string[]).join("?") : "";
+      if (!text.includes("select id, key_hash, revoked_at from api_keys")) return query;
+      held += 1;
+      const answer = query.then((rows) => rows);
+      return gate.then(() => answer);
+    },
+  });
+  const lookup = createKeyLookup({ ...database, sql } as Database, 60_000);
+  t.teardown(() => lookup.close());
+  await new Promise((resolve) => setTimeout(resolve, 100)); // the read has its rows, held back
+  t.equal(held, 1, "the read is under way");
+  await database.sql`update api_keys set revoked_at = now() where id = ${legacy.id}`;
+  lookup.forget(legacy.id);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  open();
+  await lookup.ready;
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.notOk(lookup.vouches(legacy.key), "the revoked key is not among the active ones");
+});
+
+t.test("a credentials secret that could not be read at start is read again", async (t) => {
+  let failing = true;
+  let queries = 0;
+  const sql = new Proxy(database.sql, {
+    apply(target, self, args) {
+      const text = Array.isArray(args[0]) ? (args[0] as string[]).join("?") : "";
+      if (failing && text.includes("from deployment_secrets")) return Promise.reject(new Error("connection lost"));
+      queries += 1;
+      return Reflect.apply(target, self, args);
+    },
+  });
+  const lookup = createKeyLookup({ ...database, sql } as Database, 60_000, { retryMs: 20 });
+  t.teardown(() => lookup.close());
+  await lookup.ready;
+  failing = false;
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const forged = `ntf_${randomBytes(32).toString("base64url")}.${randomBytes(16).toString("base64url")}`;
+  await lookup(forged); // finds no secret yet, and starts reading it again
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const before = queries;
+  const budget = createAttemptThrottle({ perSecond: 1, burst: 100, now: () => 0 }).budget("198.51.100.90");
+  t.equal(
+    await lookup(`ntf_${randomBytes(32).toString("base64url")}.${randomBytes(16).toString("base64url")}`, budget),
+    null,
+  );
+  t.equal(queries, before, "a forged key is refused by its MAC again, without a lookup");
+});

@@ -13,7 +13,7 @@ const { database } = await ingestApp(t);
 const cachedHere = createTemplateLookup(database, CACHE_MS);
 const a = await ingestApp(t, { database, templates: cachedHere });
 const { bus } = a;
-const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["operator"] });
 
 /** Another ingest instance: its own NATS connection and template cache. */
 async function otherInstance() {

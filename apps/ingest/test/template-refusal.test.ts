@@ -5,7 +5,7 @@ import { ingestApp } from "./support.js";
 // PUT /api/v1/templates/{id} refuses a subject or body outside the template subset with 422
 // template_invalid, naming the field, the line and the column, and stores nothing.
 const { app, database } = await ingestApp(t, { maxBodyBytes: 262_144 });
-const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["operator"] });
 
 const put = (id: string, body: unknown) =>
   app.request(`/api/v1/templates/${id}`, {

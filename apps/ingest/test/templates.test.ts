@@ -6,7 +6,7 @@ import { ingestApp } from "./support.js";
 // The template API (admin scope): immutable versions, variants per (channel, locale), eta
 // bodies checked when written; and ingest checking notifications against the latest version.
 const { app, database } = await ingestApp(t, { maxBodyBytes: 262_144 });
-const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["admin"] });
+const admin = await seedApiKey(database, { clientId: "ops", name: "admin", scopes: ["operator"] });
 const ingestKey = await seedApiKey(database, {
   clientId: "shop",
   name: "ingest",

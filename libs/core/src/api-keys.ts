@@ -1,13 +1,13 @@
 import { hash, randomBytes } from "node:crypto";
 
 /**
- * What a key may do. The client scopes act on the key's own client only: `ingest` sends,
- * `read` reads its notifications, `preferences` reads and writes users' preferences,
- * `contacts` reads and writes users' addresses, `inbox` mints inbox tokens, `broadcast`
- * manages audiences and its client's broadcasts. `admin` holds every client scope, writes
- * templates and manages its own client's keys. `operator` is the deployment's: every client's
- * keys and notifications, dead letters and replays, the console; no client key holds it unless
- * an operator grants it.
+ * What a key may do. `ingest` sends and `read` reads the key's own client's notifications;
+ * `preferences` and `contacts` read and write users' preferences and addresses (users are the
+ * organisation's, so any client's key reaches any user); `inbox` mints and revokes its client's
+ * inbox tokens; `broadcast` manages audiences (the organisation's) and its client's broadcasts.
+ * `admin` holds all of these, reads templates and manages its own client's keys. `operator` is
+ * the deployment's: every client's keys and notifications, template writes, dead letters and
+ * replays, the console; no client key holds it unless an operator grants it.
  */
 export const SCOPES = ["ingest", "read", "preferences", "contacts", "inbox", "broadcast", "admin", "operator"] as const;
 export type Scope = (typeof SCOPES)[number];

@@ -66,7 +66,8 @@ export async function readContacts(database: Database, userId: string): Promise<
 /**
  * Replaces both of the user's addresses (creating the record), answering what was stored. When
  * an address changes, the change (which fields, by which key of which client) is recorded in the
- * same statement, so no change goes unrecorded.
+ * same transaction, compared with the row as locked, so no change goes unrecorded whatever
+ * writes run beside it.
  */
 export async function writeContacts(
   database: Database,
@@ -74,25 +75,23 @@ export async function writeContacts(
   input: { email: string | null; phone: string | null },
   by: { clientId: string; keyId: string },
 ): Promise<ContactsRow> {
-  const [row] = await database.sql<ContactsRow[]>`
-    with previous as (
-      select p.email, p.phone from (values (1)) as one(x)
-      left join user_contacts p on p.user_id = ${userId}
-    ), stored as (
+  return database.sql.begin(async (tx) => {
+    const [previous] = await tx<{ email: string | null; phone: string | null }[]>`
+      select email, phone from user_contacts where user_id = ${userId} for update`;
+    const [row] = await tx<ContactsRow[]>`
       insert into user_contacts (user_id, email, phone, updated_at) values (${userId}, ${input.email}, ${input.phone}, now())
       on conflict (user_id) do update set email = excluded.email, phone = excluded.phone, updated_at = now()
-      returning email, phone, updated_at
-    ), changed as (
-      select array_remove(array[
-        case when previous.email is distinct from ${input.email}::text then 'email' end,
-        case when previous.phone is distinct from ${input.phone}::text then 'phone' end
-      ], null) as fields from previous
-    ), recorded as (
-      insert into contact_changes (user_id, client_id, key_id, fields)
-      select ${userId}, ${by.clientId}, ${by.keyId}, fields from changed where cardinality(fields) > 0
-    )
-    select email, phone, updated_at from stored`;
-  return row as ContactsRow;
+      returning email, phone, updated_at`;
+    const fields = [
+      ...((previous?.email ?? null) === input.email ? [] : ["email"]),
+      ...((previous?.phone ?? null) === input.phone ? [] : ["phone"]),
+    ];
+    if (fields.length > 0) {
+      await tx`insert into contact_changes (user_id, client_id, key_id, fields)
+        values (${userId}, ${by.clientId}, ${by.keyId}, ${fields})`;
+    }
+    return row as ContactsRow;
+  });
 }
 
 /** One recorded change of a user's addresses. */

@@ -615,14 +615,15 @@ async function startInfra(
  * The development key is kept in plaintext in the data folder (development only) so that the
  * printed curl keeps working across restarts; only its hash is in the database.
  */
-async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<string> {
+export async function seedDevelopment(databaseUrl: string, dataDir: string): Promise<string> {
   const database = createDb({ url: databaseUrl, max: 1 });
   try {
     const keyFile = join(dataDir, "dev-api-key");
     let key = existsSync(keyFile) ? readFileSync(keyFile, "utf8").trim() : "";
     const known = key ? await findActiveKeyByHash(database, hashKey(key)) : null;
-    // A key in a rotation's grace period is on its way out: the stack issues a new one.
-    if (known === null || known.revoked_at !== null) {
+    // A key in a rotation's grace period is on its way out, and one without the operator scope
+    // (from before it existed) cannot open the console: the stack issues a new one.
+    if (known === null || known.revoked_at !== null || !known.scopes.includes("operator")) {
       key = await seedApiKey(database, { clientId: "dev", name: "development key", scopes: ["operator"] });
       writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
     }

@@ -33,6 +33,14 @@ export function trustedProxies(
   };
 }
 
+/** Some proxies write the client's port too: `192.0.2.1:5678`, `[2001:db8::1]:5678`. */
+function withoutPort(hop: string): string {
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(hop);
+  if (bracketed) return bracketed[1] as string;
+  const v4 = /^(\d+\.\d+\.\d+\.\d+):\d+$/.exec(hop);
+  return v4 ? (v4[1] as string) : hop;
+}
+
 /** The peer address of the request's socket under @hono/node-server; undefined in-process. */
 function peerAddress(c: Context): string | undefined {
   const env = c.env as
@@ -59,7 +67,7 @@ export function clientAddress(c: Context): string | undefined {
   const hops = forwarded.split(",");
   let client = peer;
   for (let i = hops.length - 1; i >= 0; i--) {
-    const hop = plain((hops[i] as string).trim());
+    const hop = plain(withoutPort((hops[i] as string).trim()));
     if (isIP(hop) === 0) break;
     client = hop;
     if (!proxies.has(hop)) break;

@@ -168,8 +168,9 @@ export function createAdminApp(
   checks: HealthChecks,
   isStopping: () => boolean,
   metrics?: MetricsRegistry,
+  options: Pick<AppOptions, "trustedProxies"> = {},
 ): Hono<AppEnv> {
-  const app = newApp(log);
+  const app = newApp(log, options);
   mountHealth(app, checks, isStopping);
   if (metrics !== undefined) mountMetrics(app, metrics);
   return app;

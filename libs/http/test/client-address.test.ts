@@ -46,6 +46,8 @@ t.test("the rules, one by one", async (t) => {
     "10.1.1.1",
     "a malformed hop stops the walk at the proxy",
   );
+  t.equal(await ask(app, "10.1.1.1", "198.51.100.1:5678"), "198.51.100.1", "an entry's port is not its address");
+  t.equal(await ask(app, "10.1.1.1", "[2001:db8::1]:443, 10.0.0.2:80"), "2001:db8::1", "nor a bracketed one's");
   t.equal(await ask(app, "10.1.1.1"), "10.1.1.1", "no header: the peer");
   t.equal(await ask(app, undefined, "198.51.100.1"), "(none)", "in-process requests have no address");
   t.equal(await ask(appWith(undefined), "10.1.1.1", "198.51.100.1"), "10.1.1.1", "no trusted proxies: the peer");

@@ -45,8 +45,9 @@ const MAX_UNKNOWN = 2_000;
  * hash is among the active keys held in memory. Only an unsigned key none of these knows is
  * looked up against the budget, reserved before the lookup and given back if the key is valid,
  * so one address never has more than its burst of such lookups in flight and a valid key is
- * never refused for others' failures. A key cached as valid is answered as a plain value;
- * anything else is a promise, and every failure a rejection.
+ * never refused for others' failures. A key cached as valid, a forged one and one cached as
+ * unknown are answered as plain values; anything else is a promise, and every failure a
+ * rejection.
  */
 export type KeyLookup = (key: string, budget?: AttemptBudget) => MaybePromise<Principal | null>;
 
@@ -74,56 +75,62 @@ export interface KeyLookupOptions {
    * apply at once; this bounds one missed). 0: never after the first read.
    */
   directoryRefreshMs?: number;
+  /** How soon a failed read of the credentials secret or the active keys is tried again (5 s). */
+  retryMs?: number;
 }
+
+/** How soon a failed read of the secret or the active keys is tried again, by default. */
+const RETRY_MS = 5_000;
 
 /**
  * The hashes of every key that authenticates now, held in memory (a prefix of each hash: a
  * collision only spares a random key the budget, it never authenticates one). Read at start and
- * every `refreshMs`; a key change applies at once through `update`.
+ * every `refreshMs` (sooner after a failed read); a key change applies at once through `update`,
+ * and one heard while a full read runs is applied again after it, so the read cannot undo it.
  */
-function createKeyDirectory(database: Database, refreshMs: number, log?: Logger) {
+function createKeyDirectory(database: Database, refreshMs: number, retryMs: number, log?: Logger) {
   let hashes = new Set<string>();
-  const byId = new Map<string, string>();
   const short = (hash: string) => hash.slice(0, 20);
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
-  const load = async () => {
+  let changedDuringLoad: Set<string> | null = null;
+  const apply = async (keyId: string) => {
     try {
-      const rows = await listActiveKeyHashes(database);
-      const next = new Set<string>();
-      byId.clear();
-      for (const row of rows) {
-        next.add(short(row.key_hash));
-        byId.set(row.id, short(row.key_hash));
-      }
-      hashes = next;
+      const row = await findKeyHash(database, keyId);
+      if (row === null) return;
+      if (row.active) hashes.add(short(row.key_hash));
+      else hashes.delete(short(row.key_hash));
     } catch (error) {
-      log?.warn({ err: error }, "could not read the active API keys; unknown keys are looked up against the budget");
+      log?.debug({ err: error, key_id: keyId }, "could not read a changed API key; the refresh will");
     }
   };
-  const schedule = () => {
+  const load = async (): Promise<boolean> => {
+    const changed = new Set<string>();
+    changedDuringLoad = changed;
+    try {
+      const rows = await listActiveKeyHashes(database);
+      hashes = new Set(rows.map((row) => short(row.key_hash)));
+      return true;
+    } catch (error) {
+      log?.warn({ err: error }, "could not read the active API keys; unknown keys are looked up against the budget");
+      return false;
+    } finally {
+      changedDuringLoad = null;
+      await Promise.all([...changed].map(apply));
+    }
+  };
+  const schedule = (loaded: boolean) => {
     if (closed || refreshMs <= 0) return;
-    timer = setTimeout(() => void load().finally(schedule), refreshMs);
+    timer = setTimeout(() => void load().then(schedule), loaded ? refreshMs : Math.min(refreshMs, retryMs));
     timer.unref();
   };
-  const ready = load().finally(schedule);
+  const ready = load().then(schedule);
   return {
     ready,
     has: (hash: string) => hashes.has(short(hash)),
-    async update(keyId: string) {
-      try {
-        const row = await findKeyHash(database, keyId);
-        if (row === null) return;
-        if (row.active) {
-          hashes.add(short(row.key_hash));
-          byId.set(keyId, short(row.key_hash));
-        } else {
-          hashes.delete(short(row.key_hash));
-          byId.delete(keyId);
-        }
-      } catch (error) {
-        log?.debug({ err: error, key_id: keyId }, "could not read a changed API key; the refresh will");
-      }
+    update(keyId: string): Promise<void> {
+      changedDuringLoad?.add(keyId);
+      return apply(keyId);
     },
     close() {
       closed = true;
@@ -155,14 +162,22 @@ export function createKeyLookup(database: Database, ttlMs: number, options: KeyL
   const unknown = new LRUCache<string, true>({ max: MAX_UNKNOWN, ttl: Math.max(1, ttlMs) });
   const inFlight = new Map<string, Promise<Principal | null>>();
   const touched = new LRUCache<string, true>({ max: MAX_ENTRIES, ttl: TOUCH_INTERVAL_MS });
-  const directory = createKeyDirectory(database, options.directoryRefreshMs ?? 60_000, log);
+  const retryMs = options.retryMs ?? RETRY_MS;
+  const directory = createKeyDirectory(database, options.directoryRefreshMs ?? 60_000, retryMs, log);
   let macKeys: CredentialKeys | undefined;
-  const macReady = loadCredentialKeys(database).then(
-    (keys) => {
-      macKeys = keys;
-    },
-    (error: unknown) => log?.warn({ err: error }, "could not read the credentials secret; keys are checked by lookup"),
-  );
+  let macTried = 0;
+  // Read at start and, after a failure, again on a lookup at most every `retryMs`.
+  const readMacKeys = () => {
+    macTried = Date.now();
+    return loadCredentialKeys(database).then(
+      (keys) => {
+        macKeys = keys;
+      },
+      (error: unknown) =>
+        log?.warn({ err: error }, "could not read the credentials secret; keys are checked by lookup"),
+    );
+  };
+  const macReady = readMacKeys();
   // Until both are read (the first moments after start), a key goes through the budgeted path.
   const ready = Promise.all([macReady, directory.ready]).then(() => {});
 
@@ -215,6 +230,7 @@ export function createKeyLookup(database: Database, ttlMs: number, options: KeyL
   const lookup = (key: string, hash: string, budget?: AttemptBudget): MaybePromise<Principal | null> => {
     const hit = known.get(hash);
     if (hit) return hit;
+    if (macKeys === undefined && Date.now() - macTried >= retryMs) void readMacKeys();
     const form = macKeys === undefined ? "unsigned" : keyForm(macKeys, key);
     if (form === "forged") {
       budget?.charge();

@@ -25,11 +25,14 @@ const TemplatePage = v.object({
   total_count: v.number(),
 });
 
-const templates = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, tag: "Templates", scope: "admin" });
+/** Templates are the deployment's: any client's admin key reads them, only an operator writes one. */
+const templates = (route: Omit<Contract, "tag" | "scope"> & { scope?: "operator" }) =>
+  contract({ scope: "admin", ...route, tag: "Templates" });
 
 /**
- * Templates, scope `admin`: only an operator's key may write one (reading them is kept to the
- * same keys), and every subject and body is held to the logic-less template subset.
+ * Templates: `admin` keys read them, only `operator` keys write one (a template is every client's
+ * that names it, a one-time passcode's included), and every subject and body is held to the
+ * logic-less template subset.
  */
 export function mountTemplates(
   v1: Hono<AuthEnv>,
@@ -78,9 +81,10 @@ export function mountTemplates(
   v1.put(
     "/templates/:id",
     templates({
+      scope: "operator",
       summary: "Write a template's next version",
       description:
-        "Versions are immutable: every change writes the next one, and identical content writes nothing. Subjects and bodies are eta templates held to a logic-less subset (escaped interpolation of data paths, a fixed set of filters, if/else and for-of over data arrays); anything else is refused with 422 template_invalid naming the line and column. Only admin keys (and operator keys) may write them.",
+        "Versions are immutable: every change writes the next one, and identical content writes nothing. Subjects and bodies are eta templates held to a logic-less subset (escaped interpolation of data paths, a fixed set of filters, if/else and for-of over data arrays); anything else is refused with 422 template_invalid naming the line and column. Only operator keys write them: a template is every client's that names it.",
       body: TemplateRequest,
       responses: {
         201: {
