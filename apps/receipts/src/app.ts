@@ -32,11 +32,15 @@ export interface ReceiptsDeps {
    */
   preauthThrottle?: AttemptThrottle;
   /**
-   * Bodies read at once before their signature is checked (503 beyond), and of those, reads
-   * for addresses out of attempts (429 beyond): 32 and 2 unless set, as
-   * RECEIPTS_MAX_UNVERIFIED_READS and RECEIPTS_MAX_OVER_BUDGET_READS.
+   * Bodies read at once before their signature is checked (503 beyond); of those, reads for
+   * addresses out of attempts (429 beyond) and reads of one address (429 beyond); and how long
+   * a body has to arrive (408 after): 32, 2, 4 and 10 s for what is not set, as
+   * RECEIPTS_MAX_UNVERIFIED_READS, RECEIPTS_MAX_OVER_BUDGET_READS,
+   * RECEIPTS_MAX_UNVERIFIED_READS_PER_ADDRESS and RECEIPTS_UNVERIFIED_READ_TIMEOUT_MS.
    */
-  unverifiedReads?: Pick<UnverifiedReadLimits, "maxReads" | "maxOverBudgetReads">;
+  unverifiedReads?: Partial<
+    Pick<UnverifiedReadLimits, "maxReads" | "maxOverBudgetReads" | "maxReadsPerAddress" | "readTimeoutMs">
+  >;
   /**
    * Largest body per provider (413 beyond): SendGrid 1 MiB and Plivo 16 KiB unless set, as
    * RECEIPTS_SENDGRID_MAX_BODY_BYTES and RECEIPTS_PLIVO_MAX_BODY_BYTES.
@@ -53,7 +57,7 @@ export interface ReceiptsDeps {
 }
 
 const DEFAULT_WINDOW: TimestampWindow = { maxAgeSeconds: 600, maxFutureSeconds: 60 };
-const DEFAULT_READS = { maxReads: 32, maxOverBudgetReads: 2 };
+const DEFAULT_READS = { maxReads: 32, maxOverBudgetReads: 2, maxReadsPerAddress: 4, readTimeoutMs: 10_000 };
 const DEFAULT_MAX_BODY_BYTES = { sendgrid: 1_048_576, plivo: 16_384 };
 
 /** Readiness (Postgres and NATS answer, not stopping) and metrics, on the operator's port. */
@@ -78,11 +82,12 @@ export function createApp(deps: ReceiptsDeps) {
   // bounded in this process and charged to the source address before they start, and a verified
   // post gets its attempt back. An address out of attempts (a provider's shared one, when others
   // point their accounts at this URL) is still read, through a lane of its own, so its genuine
-  // posts are not refused for the failures sent from it.
-  const unverified = createUnverifiedReads(
-    deps.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 }),
-    deps.unverifiedReads ?? DEFAULT_READS,
-  );
+  // posts are not refused for the failures sent from it. One address holds a few reads at most,
+  // each for a bounded time, so a client sending slow bodies cannot hold every read.
+  const unverified = createUnverifiedReads(deps.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 }), {
+    ...DEFAULT_READS,
+    ...deps.unverifiedReads,
+  });
   const maxBodyBytes = { ...DEFAULT_MAX_BODY_BYTES, ...deps.maxBodyBytes };
   const publicBaseUrl = deps.publicBaseUrl === undefined ? {} : { publicBaseUrl: deps.publicBaseUrl };
   if (deps.plivoAuthToken !== undefined) {

@@ -64,6 +64,23 @@ export const ReceiptsConfig = v.object({
    * an address gets 429 until its budget refills.
    */
   RECEIPTS_MAX_OVER_BUDGET_READS: int(2, 0, 10_000),
+  /**
+   * Of RECEIPTS_MAX_UNVERIFIED_READS, the reads one source address (an IPv6 address: its /64)
+   * holds at once; a post beyond it is answered 429 with Retry-After before anything of it is
+   * read, and of the over-budget reads an address holds one. Without it, one address sending
+   * bodies slowly holds every read, and every provider's signed post gets 503. A provider's
+   * address has its few posts in flight and retries a 429; keep it well below the process-wide
+   * reads. Behind a proxy, set TRUSTED_PROXIES, or every post counts as the proxy's.
+   */
+  RECEIPTS_MAX_UNVERIFIED_READS_PER_ADDRESS: int(4, 1, 10_000),
+  /**
+   * How long a webhook body has to arrive whole once its read is admitted, in ms: one still
+   * arriving then is answered 408, its connection closed and its read freed, and the attempt it
+   * reserved stays spent. Shorter than HTTP_REQUEST_TIMEOUT_MS, so a slow body holds a read for
+   * this long rather than the whole request timeout; a provider sends its post within
+   * milliseconds, and a 1 MiB SendGrid batch arrives within it above about 100 KB/s.
+   */
+  RECEIPTS_UNVERIFIED_READ_TIMEOUT_MS: int(10_000, 1000, 3_600_000),
   /** How often receipts that arrived before their send was recorded are retried. */
   RECEIPT_SWEEP_INTERVAL_MS: int(1000, 50, 600_000),
   /**

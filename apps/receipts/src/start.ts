@@ -66,6 +66,8 @@ export async function startReceipts(
       unverifiedReads: {
         maxReads: config.RECEIPTS_MAX_UNVERIFIED_READS,
         maxOverBudgetReads: config.RECEIPTS_MAX_OVER_BUDGET_READS,
+        maxReadsPerAddress: config.RECEIPTS_MAX_UNVERIFIED_READS_PER_ADDRESS,
+        readTimeoutMs: config.RECEIPTS_UNVERIFIED_READ_TIMEOUT_MS,
       },
       maxBodyBytes: {
         sendgrid: config.RECEIPTS_SENDGRID_MAX_BODY_BYTES,

@@ -8,9 +8,12 @@ import { createApp, type ReceiptsDeps } from "../src/app.js";
 // A webhook must read its body to check the signature over it. Those reads are what an
 // unauthenticated client can make this process hold: each provider's body limit is sized from
 // its real posts and judged from Content-Length before anything is read, and the reads in
-// progress are bounded (503 beyond, and 429 beyond the few reads allowed to addresses out of
-// attempts), decided before the body is read. Every assertion is on answers and their counts:
-// a refused post is answered while its body is still unsent.
+// progress are bounded (429 beyond an address's share, 503 beyond the process's, and 429
+// beyond the few reads allowed to addresses out of attempts, one per address), decided before
+// the body is read; a body that has not arrived by the read's deadline is answered 408 and its
+// read freed. Every assertion is on answers and their counts: a refused post is answered while
+// its body is still unsent. Clients post from several loopback addresses (127.0.0.x), each its
+// own address for the limits.
 
 const PLIVO_TOKEN = "plivo-reads-token";
 const keys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
@@ -25,12 +28,13 @@ t.afterEach(() => {
   open.clear();
 });
 
-/** The receipts app over real HTTP (the budget is per socket address: 127.0.0.1 here). */
-async function serve(options: Pick<ReceiptsDeps, "preauthThrottle" | "unverifiedReads">) {
+/** The receipts app over real HTTP (the limits are per socket address), and its log lines. */
+async function serve(options: Pick<ReceiptsDeps, "preauthThrottle" | "unverifiedReads"> = {}) {
+  const { log, lines } = captureLogger("receipts");
   const app = createApp({
     database,
     bus,
-    log: captureLogger("receipts").log,
+    log,
     isStopping: () => false,
     plivoAuthToken: PLIVO_TOKEN,
     sendgridPublicKey: keys.publicKey.export({ format: "der", type: "spki" }).toString("base64"),
@@ -38,7 +42,7 @@ async function serve(options: Pick<ReceiptsDeps, "preauthThrottle" | "unverified
   });
   const server = await listen(app, 0, "127.0.0.1");
   t.teardown(() => server.close());
-  return server.port;
+  return { port: server.port, lines };
 }
 
 interface Answer {
@@ -48,16 +52,17 @@ interface Answer {
 }
 
 /**
- * A POST whose head and the first `sent` bytes of its body go out now, and the rest on
- * `finish()`; Content-Length is declared unless `chunked`. `answered` says whether the server has
- * answered yet: it cannot answer a post it admitted before the whole body is in.
+ * A POST from `from` (127.0.0.1 unless set) whose head and the first `sent` bytes of its body go
+ * out now, and the rest on `finish()`; Content-Length is declared unless `chunked`. `answered`
+ * says whether the server has answered yet: it cannot answer a post it admitted before the whole
+ * body is in.
  */
 function post(
   port: number,
   path: string,
   headers: Record<string, string>,
   body: Buffer,
-  options: { sent?: number; chunked?: boolean; declaredLength?: number } = {},
+  options: { sent?: number; chunked?: boolean; declaredLength?: number; from?: string } = {},
 ) {
   const sent = options.sent ?? body.length;
   const req = request({
@@ -66,6 +71,7 @@ function post(
     path,
     method: "POST",
     agent: false,
+    localAddress: options.from ?? "127.0.0.1",
     headers: options.chunked
       ? headers
       : { ...headers, "content-length": String(options.declaredLength ?? body.length) },
@@ -136,7 +142,7 @@ const batchOf = (bytes: number) => {
 const MIB = 1_048_576;
 
 t.test("body limits: SendGrid 1 MiB, Plivo 16 KiB, refused from Content-Length before any byte is read", async (t) => {
-  const port = await serve({ preauthThrottle: createAttemptThrottle({ perSecond: 1000, burst: 1000 }) });
+  const { port } = await serve({ preauthThrottle: createAttemptThrottle({ perSecond: 1000, burst: 1000 }) });
 
   // SendGrid posts a batch once it reaches 768 KB: a signed batch at the limit is processed.
   const full = sendgrid(batchOf(MIB));
@@ -165,23 +171,71 @@ t.test("body limits: SendGrid 1 MiB, Plivo 16 KiB, refused from Content-Length b
   chunked.finish();
 });
 
-t.test("at most maxReads bodies are read at once; the next post gets 503 with Retry-After, unread", async (t) => {
-  const port = await serve({
-    preauthThrottle: createAttemptThrottle({ perSecond: 1000, burst: 1000 }),
-    unverifiedReads: { maxReads: 4, maxOverBudgetReads: 2 },
-  });
-  // Six posts open at once, each with half of its body sent: four are admitted and wait for the
-  // rest of their bodies; two are refused at once.
+/** Waits until `count` of `posts` are answered (or 2 s pass), and answers those. */
+async function answeredEarly<P extends { answered: () => boolean }>(posts: P[], count: number) {
+  for (let i = 0; i < 100 && posts.filter((p) => p.answered()).length < count; i++) await pause(20);
+  return posts.filter((p) => p.answered());
+}
+
+t.test("one address holds at most 4 reads (the default): beyond, 429 unread; others' posts are read", async (t) => {
+  // The default limits (32 reads, 4 per address, a burst of 60 attempts): one address opens 40
+  // posts and sends part of each body. Without a share per address, 32 of them would hold every
+  // read, and SendGrid's own post would get 503.
+  const { port } = await serve();
   const signed = [sendgrid(), sendgrid(undefined, stranger.privateKey)];
-  const posts = Array.from({ length: 6 }, (_, i) => {
+  const posts = Array.from({ length: 40 }, (_, i) => {
     const { headers, body } = signed[i % 2] ?? sendgrid();
     return { valid: i % 2 === 0, ...post(port, "/webhooks/sendgrid", headers, body, { sent: 10 }) };
   });
-  const answeredEarly = async () => {
-    for (let i = 0; i < 100 && posts.filter((p) => p.answered()).length < 2; i++) await pause(20);
-    return posts.filter((p) => p.answered());
-  };
-  const early = await answeredEarly();
+  const early = await answeredEarly(posts, 36);
+  t.equal(early.length, 36, "36 posts are answered before their bodies are sent");
+  const refusals = await Promise.all(early.map((p) => p.answer));
+  t.same(
+    [...new Set(refusals.map((a) => `${a.status} ${a.headers["retry-after"]} ${JSON.parse(a.body).code}`))],
+    ["429 1 rate_limited"],
+    "each with 429, Retry-After and rate_limited",
+  );
+  await pause(200);
+  const admitted = posts.filter((p) => !p.answered());
+  t.equal(admitted.length, 4, "four posts of the address are being read");
+
+  // SendGrid posts from another address while those four are held: read, verified, processed.
+  const genuine = sendgrid();
+  const other = await within(
+    post(port, "/webhooks/sendgrid", genuine.headers, genuine.body, { from: "127.0.0.2" }).answer,
+    5000,
+    "SendGrid's post from another address",
+  );
+  t.equal(other.status, 200, "a signed post from another address is processed");
+  t.same(
+    admitted.map((p) => p.answered()),
+    [false, false, false, false],
+    "the four are still being read",
+  );
+
+  for (const p of admitted) p.finish();
+  const answers = await within(Promise.all(admitted.map((p) => p.answer)), 5000, "admitted posts");
+  t.same(
+    answers.map((a) => a.status).sort(),
+    admitted.map((p) => (p.valid ? 200 : 401)).sort(),
+    "each admitted post is verified: SendGrid's processed, the stranger's refused",
+  );
+});
+
+t.test("at most maxReads bodies are read at once, all addresses together; beyond, 503 unread", async (t) => {
+  const { port } = await serve({
+    preauthThrottle: createAttemptThrottle({ perSecond: 1000, burst: 1000 }),
+    unverifiedReads: { maxReads: 4, maxOverBudgetReads: 2, maxReadsPerAddress: 2 },
+  });
+  // Six posts open at once, two from each of three addresses (each within its share), each
+  // with part of its body sent: four are admitted and wait for the rest; two are refused at once.
+  const signed = [sendgrid(), sendgrid(undefined, stranger.privateKey)];
+  const posts = Array.from({ length: 6 }, (_, i) => {
+    const { headers, body } = signed[i % 2] ?? sendgrid();
+    const from = `127.0.0.${2 + Math.floor(i / 2)}`;
+    return { valid: i % 2 === 0, ...post(port, "/webhooks/sendgrid", headers, body, { sent: 10, from }) };
+  });
+  const early = await answeredEarly(posts, 2);
   t.equal(early.length, 2, "two posts are answered before their bodies are sent");
   for (const p of early) {
     const answer = await p.answer;
@@ -206,32 +260,44 @@ t.test("at most maxReads bodies are read at once; the next post gets 503 with Re
   t.equal((await within(post(port, "/webhooks/sendgrid", next.headers, next.body).answer, 5000, "next")).status, 200);
 });
 
-t.test("an address out of attempts is read only through the over-budget reads; 429 beyond them", async (t) => {
-  const port = await serve({
+t.test("addresses out of attempts are read only through the over-budget reads, one each; 429 beyond", async (t) => {
+  const { port } = await serve({
     preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst: 2 }),
     unverifiedReads: { maxReads: 8, maxOverBudgetReads: 2 },
   });
-  // Spend the address's budget.
-  for (let i = 0; i < 2; i++) {
-    const bad = sendgrid(undefined, stranger.privateKey);
-    t.equal((await post(port, "/webhooks/sendgrid", bad.headers, bad.body).answer).status, 401);
+  // Spend the budgets of three addresses.
+  const [a, b, c] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+  for (const from of [a, b, c]) {
+    for (let i = 0; i < 2; i++) {
+      const bad = sendgrid(undefined, stranger.privateKey);
+      t.equal((await post(port, "/webhooks/sendgrid", bad.headers, bad.body, { from }).answer).status, 401);
+    }
   }
 
-  // Two posts hold both over-budget reads (one of them SendGrid's own), a third is refused.
+  // The first address holds an over-budget read with SendGrid's own post; its second post is
+  // refused, so the other read is left for another address (here a stranger's post from it).
   const genuine = sendgrid();
+  const held = [post(port, "/webhooks/sendgrid", genuine.headers, genuine.body, { sent: 10, from: a })];
+  await pause(100);
+  const second = sendgrid();
+  const own = await within(
+    post(port, "/webhooks/sendgrid", second.headers, second.body, { sent: 0, from: a }).answer,
+    5000,
+    "second post from the first address",
+  );
+  t.equal(own.status, 429, "an address holds one over-budget read: refused before its body is sent");
+  t.ok(Number(own.headers["retry-after"]) >= 1, "with Retry-After");
+
   const bad = sendgrid(undefined, stranger.privateKey);
-  const held = [
-    post(port, "/webhooks/sendgrid", genuine.headers, genuine.body, { sent: 10 }),
-    post(port, "/webhooks/sendgrid", bad.headers, bad.body, { sent: 10 }),
-  ];
+  held.push(post(port, "/webhooks/sendgrid", bad.headers, bad.body, { sent: 10, from: b }));
   await pause(100);
   const third = sendgrid();
   const limited = await within(
-    post(port, "/webhooks/sendgrid", third.headers, third.body, { sent: 0 }).answer,
+    post(port, "/webhooks/sendgrid", third.headers, third.body, { sent: 0, from: c }).answer,
     5000,
-    "third post from the address",
+    "post from a third address",
   );
-  t.equal(limited.status, 429, "refused before its body is sent");
+  t.equal(limited.status, 429, "the over-budget reads are taken: refused before its body is sent");
   t.ok(Number(limited.headers["retry-after"]) >= 1, "with Retry-After");
   t.same(
     held.map((p) => p.answered()),
@@ -244,7 +310,72 @@ t.test("an address out of attempts is read only through the over-budget reads; 4
   t.equal(ok?.status, 200, "the verified post is processed normally");
   t.equal(refused?.status, 401);
 
-  // The lane is free again: a genuine post from the address is read, verified and processed.
-  const again = sendgrid();
-  t.equal((await post(port, "/webhooks/sendgrid", again.headers, again.body).answer).status, 200);
+  // The reads are free again: a genuine post from each address is read, verified and processed.
+  for (const from of [a, c]) {
+    const again = sendgrid();
+    t.equal((await post(port, "/webhooks/sendgrid", again.headers, again.body, { from }).answer).status, 200);
+  }
 });
+
+t.test(
+  "a body not arrived by the read's deadline is answered 408 and its read freed; the attempt stays spent",
+  async (t) => {
+    // One read in all, none for addresses out of attempts, one attempt per address, 500 ms to
+    // send a body.
+    const { port, lines } = await serve({
+      preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst: 1 }),
+      unverifiedReads: { maxReads: 1, maxOverBudgetReads: 0, readTimeoutMs: 500 },
+    });
+    for (const [from, chunked] of [
+      ["127.0.0.2", false],
+      ["127.0.0.3", true],
+    ] as const) {
+      // A signed post whose body stops after 10 bytes holds the only read.
+      const signed = sendgrid();
+      const slow = post(port, "/webhooks/sendgrid", signed.headers, signed.body, { sent: 10, from, chunked });
+      await pause(100);
+      const other = sendgrid();
+      const busy = await within(
+        post(port, "/webhooks/sendgrid", other.headers, other.body, { sent: 0, from: "127.0.0.9" }).answer,
+        5000,
+        "post while the read is held",
+      );
+      t.equal(busy.status, 503, `${chunked ? "chunked" : "declared length"}: the read is held`);
+
+      const timedOut = await within(slow.answer, 5000, "the slow post, past its deadline");
+      t.equal(timedOut.status, 408, "the slow post is answered 408 with its body unfinished");
+      t.equal(timedOut.headers.connection, "close", "and its connection closed");
+      t.match(JSON.parse(timedOut.body), { status: 408 });
+
+      // The read is free while the slow client has still not sent its body.
+      const next = sendgrid();
+      const read = await within(
+        post(port, "/webhooks/sendgrid", next.headers, next.body, { from: "127.0.0.9" }).answer,
+        5000,
+        "post after the deadline",
+      );
+      t.equal(read.status, 200, "another address's post is read and processed");
+
+      // The abandoned post's attempt was not given back: the address has none left.
+      const retry = sendgrid();
+      const spent = await within(
+        post(port, "/webhooks/sendgrid", retry.headers, retry.body, { from }).answer,
+        5000,
+        "the slow address's next post",
+      );
+      t.equal(spent.status, 429, "the slow address is out of attempts");
+    }
+
+    const logged = lines().map((line) => JSON.parse(line) as { level: number; status?: number; msg: string });
+    t.equal(
+      logged.filter((l) => l.msg === "request" && l.status === 408).length,
+      2,
+      "each abandoned post is logged as a 408",
+    );
+    t.same(
+      logged.filter((l) => l.msg !== "request" && l.level >= 50),
+      [],
+      "no failure logged but the access lines",
+    );
+  },
+);
