@@ -122,6 +122,6 @@ t.test("processes starting at once on a fresh database all read the one secret",
     keys.every((k) => k.apiKey.equals(keys[0]?.apiKey as Buffer)),
     "one secret, however the inserts raced",
   );
-  const [{ n }] = await fresh.sql<{ n: number }[]>`select count(*)::int as n from deployment_secrets`;
-  t.equal(n, 1);
+  const [row] = await fresh.sql<{ n: number }[]>`select count(*)::int as n from deployment_secrets`;
+  t.equal(row?.n, 1);
 });
