@@ -1,4 +1,4 @@
-import { adminServer, bool, common, httpServer, int, port, preauthThrottle, text } from "@notify/config";
+import { adminServer, bool, common, httpServer, int, optionalInt, port, preauthThrottle, text } from "@notify/config";
 import { parseRfc3339 } from "@notify/core";
 import * as v from "valibot";
 
@@ -95,6 +95,13 @@ export const IngestConfig = v.pipe(
      */
     INBOX_STREAMS_MAX: int(10_000, 1, 1_000_000),
     /**
+     * Inbox streams this process holds at once for the users of one client (429 beyond): one
+     * client's key can mint tokens for any number of user ids, and without this their streams
+     * could fill INBOX_STREAMS_MAX and turn every other client's users away. Unset: a quarter of
+     * INBOX_STREAMS_MAX.
+     */
+    INBOX_STREAMS_PER_CLIENT: optionalInt(1, 1_000_000),
+    /**
      * How often one poller per process looks for inbox items a lost LISTEN connection did not
      * announce (one statement for all open streams); NOTIFY wakes streams at once otherwise.
      */
@@ -106,6 +113,14 @@ export const IngestConfig = v.pipe(
      * Revocations are announced on NATS and take effect at once; this bounds one an instance missed.
      */
     INBOX_REVOCATION_REFRESH_SECONDS: int(30, 1, 3600),
+    /**
+     * Inbox token revocations one client may hold in force (429 beyond): one per token it revoked,
+     * until that token's latest expiry, and one per user it revoked all of, a day from the latest.
+     * Every ingest instance holds each in memory (a few hundred bytes; 256-character user ids
+     * included, at most about 50 MB for a client at the default), so this bounds that memory by
+     * clients times this, whatever a client's key sends.
+     */
+    INBOX_REVOCATIONS_PER_CLIENT: int(100_000, 1, 10_000_000),
     /**
      * The operator console at /console on the operator's port (ADMIN_HOST:ADMIN_PORT): sign in
      * with an operator key; it acts only through the public API. Served only when ADMIN_HOST is

@@ -42,6 +42,7 @@ const TABLES = [
   "contact_changes",
   "inbox_tokens",
   "inbox_token_revocations",
+  "inbox_token_revocation_counts",
   "inbox_items",
 ];
 const counts = async () => {

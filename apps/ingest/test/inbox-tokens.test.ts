@@ -1,7 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { onInboxTokensRevoked } from "@notify/bus";
 import { hashKey, newId, signInboxToken } from "@notify/core";
-import { type Database, insertInboxToken, loadCredentialKeys, seedApiKey } from "@notify/db";
+import {
+  type Database,
+  insertInboxToken,
+  loadCredentialKeys,
+  purgeExpiredInboxTokenRevocations,
+  seedApiKey,
+} from "@notify/db";
 import { createAttemptThrottle } from "@notify/http";
 import { eventually } from "@notify/testing";
 import t from "tap";
@@ -11,7 +17,9 @@ import { ingestApp, otherConnection } from "./support.js";
 // Inbox tokens at the edge: a signed token is decided without a lookup, so no flood of bad ones
 // from an address (behind NAT, someone else's) refuses a valid one; opaque tokens of the format
 // before keep working until they expire, looked up against the address's budget; revocations
-// take effect at once on every instance; each token and user has a rate limit.
+// take effect at once on every instance, and what they hold is bounded (ids no working token can
+// have are not stored, a token's is kept until its latest expiry, a user's is one row, a client's
+// are capped); each token and user has a rate limit.
 
 const base = await ingestApp(t);
 const { database, bus } = base;
@@ -227,3 +235,131 @@ t.test("a user's tokens share the user's bucket: more tokens do not raise the us
   t.ok(Number(refused.headers.get("retry-after")) >= 1);
   t.match(refused.headers.get("ratelimit-policy"), /q=3/);
 });
+
+/** A UUIDv7 made at `ms`: the id of a token issued then. */
+const idAt = (ms: number) => {
+  const hex = `${Math.max(0, ms).toString(16).padStart(12, "0")}7${randomBytes(10).toString("hex").slice(0, 19)}`;
+  const variant = ((Number.parseInt(hex[16] as string, 16) & 0x3) | 0x8).toString(16);
+  const full = `${hex.slice(0, 16)}${variant}${hex.slice(17)}`;
+  return `${full.slice(0, 8)}-${full.slice(8, 12)}-${full.slice(12, 16)}-${full.slice(16, 20)}-${full.slice(20, 32)}`;
+};
+const DAY_MS = 86_400_000;
+const revocationRows = (clientId: string) =>
+  database.sql<{ user_id: string; token_id: string | null; revoked_at: Date; expires_at: Date }[]>`
+    select user_id, token_id, revoked_at, expires_at from inbox_token_revocations where client_id = ${clientId}
+    order by id`;
+const revokeAs = (app: App, key: string, userId: string, tokenId?: string) =>
+  app.request(`/api/v1/users/${userId}/inbox-tokens${tokenId === undefined ? "" : `/${tokenId}`}`, {
+    method: "DELETE",
+    headers: { authorization: `Bearer ${key}` },
+  });
+
+t.test("an id no working token can have: the same 204, and nothing stored or held", async (t) => {
+  const key = await seedApiKey(database, { clientId: "ids", name: "ids", scopes: ["inbox"] });
+  const revocations = createInboxRevocations(database, { refreshMs: 0 });
+  t.teardown(() => revocations.close());
+  const { app } = await ingestApp(t, { database, bus, inboxRevocations: revocations });
+  const now = Date.now();
+  const impossible = {
+    "a UUIDv4": "3b241101-e2bb-4255-8caf-4136c566a962",
+    "a UUIDv7 issued longer ago than a token lives": idAt(now - DAY_MS - 2 * 60_000),
+    "a UUIDv7 of the year 1970": "00000000-0000-7000-8000-000000000000",
+    "a UUIDv7 issued in the future": idAt(now + 10 * 60_000),
+    "the largest UUIDv7": "ffffffff-ffff-7fff-bfff-ffffffffffff",
+  };
+  for (const [what, id] of Object.entries(impossible)) {
+    const res = await revokeAs(app, key, "ida", id);
+    t.equal(res.status, 204, what);
+    t.equal(await res.text(), "", "no body, like a revocation");
+  }
+  t.same(await revocationRows("ids"), [], "no row stored");
+  t.equal(revocations.heldBy("ids"), 0, "nothing held in memory");
+
+  const minted = await mint(app, "ida", key);
+  t.equal((await revokeAs(app, key, "ida", minted.token_id)).status, 204);
+  const recent = idAt(now - DAY_MS + 60_000);
+  t.equal((await revokeAs(app, key, "ida", recent)).status, 204, "an id a token issued 23:59 ago has");
+  t.same(
+    (await revocationRows("ids")).map((r) => r.token_id),
+    [minted.token_id, recent],
+    "ids a working token can have are stored",
+  );
+  t.equal(revocations.heldBy("ids"), 2);
+  t.equal((await list(app, minted.token)).status, 401, "and revoke it");
+});
+
+t.test("one token's revocation is kept until that token's latest expiry, not a day after it", async (t) => {
+  const key = await seedApiKey(database, { clientId: "keep", name: "keep", scopes: ["inbox"] });
+  const { app } = await ingestApp(t, { database, bus });
+  const issuedMs = Date.now() - 20 * 3_600_000;
+  const tokenId = idAt(issuedMs);
+  t.equal((await revokeAs(app, key, "kay", tokenId)).status, 204);
+  const [row] = await revocationRows("keep");
+  t.equal(row?.expires_at.getTime(), issuedMs + DAY_MS, "its issue plus the longest lifetime");
+
+  // In memory: held while the token may work, dropped once it cannot.
+  let now = Date.now();
+  const revocations = createInboxRevocations(database, { refreshMs: 20, now: () => now });
+  t.teardown(() => revocations.close());
+  await revocations.whenLoaded();
+  const token = { clientId: "keep", userId: "kay", tokenId, issuedMs };
+  t.ok(revocations.covers(token));
+  t.equal(revocations.heldBy("keep"), 1);
+  now = issuedMs + DAY_MS + 1;
+  await eventually(async () => (revocations.heldBy("keep") === 0 ? true : undefined), 2000, "the entry to go");
+  t.notOk(revocations.covers(token), "gone 4 h after its revocation, when the token has expired");
+});
+
+t.test("revoking all of a user's tokens again moves one row forward", async (t) => {
+  const key = await seedApiKey(database, { clientId: "again", name: "again", scopes: ["inbox"] });
+  const { app } = await ingestApp(t, { database, bus });
+  t.equal((await revokeAs(app, key, "ava")).status, 204);
+  const [first] = await revocationRows("again");
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const minted = await mint(app, "ava", key);
+  t.equal((await list(app, minted.token)).status, 200, "a token minted afterwards works");
+  for (let i = 0; i < 5; i++) t.equal((await revokeAs(app, key, "ava")).status, 204);
+  const rows = await revocationRows("again");
+  t.equal(rows.length, 1, "one row for the user, however often");
+  t.ok((rows[0]?.revoked_at.getTime() ?? 0) > (first?.revoked_at.getTime() ?? 0), "revoked_at moved forward");
+  t.equal((rows[0]?.expires_at.getTime() ?? 0) - (rows[0]?.revoked_at.getTime() ?? 0), DAY_MS);
+  t.equal((await list(app, minted.token)).status, 401, "and covers the token minted in between");
+});
+
+t.test(
+  "a client's revocations in force are capped: 429 with Retry-After, held here and counted in Postgres",
+  async (t) => {
+    const key = await seedApiKey(database, { clientId: "capped", name: "capped", scopes: ["inbox"] });
+    const other = await seedApiKey(database, { clientId: "free", name: "free", scopes: ["inbox"] });
+    // Instance b read the revocations before any of these and hears nothing: only Postgres tells it.
+    const revocationsB = createInboxRevocations(database, { refreshMs: 0 });
+    t.teardown(() => revocationsB.close());
+    await revocationsB.whenLoaded();
+    const a = (await ingestApp(t, { database, bus, inbox: { revocationsPerClient: 3 } })).app;
+    const b = (
+      await ingestApp(t, { database, bus, inbox: { revocationsPerClient: 3 }, inboxRevocations: revocationsB })
+    ).app;
+    const ids = [newId(), newId()];
+    t.equal((await revokeAs(a, key, "cap-1", ids[0])).status, 204);
+    t.equal((await revokeAs(a, key, "cap-1", ids[1])).status, 204);
+    t.equal((await revokeAs(a, key, "cap-2")).status, 204, "a user's revocation counts too");
+    const refused = await revokeAs(a, key, "cap-1", newId());
+    t.equal(refused.status, 429, "a fourth one, beyond the cap of 3");
+    t.equal(refused.headers.get("retry-after"), "60");
+    t.match(await refused.json(), { code: "rate_limited", detail: /3 inbox token revocations in force/ });
+    t.equal((await revokeAs(a, key, "cap-3")).status, 429, "a new user's too");
+    t.equal((await revokeAs(a, key, "cap-1", ids[0])).status, 204, "a token it already revoked takes no new place");
+    t.equal((await revokeAs(a, key, "cap-2")).status, 204, "nor a user it revoked all of");
+    t.equal(revocationsB.heldBy("capped"), 0, "instance b holds none of them");
+    t.equal((await revokeAs(b, key, "cap-1", newId())).status, 429, "Postgres refuses it on instance b too");
+    t.equal((await revokeAs(b, key, "cap-4")).status, 429);
+    t.equal((await revocationRows("capped")).length, 3, "nothing stored beyond the cap");
+    t.equal((await revokeAs(b, other, "cap-1", newId())).status, 204, "another client has its own");
+
+    // The rows' expiry passes: the purge gives the client its places back.
+    await database.sql`update inbox_token_revocations set expires_at = now() - interval '1 second'
+    where client_id = 'capped' and token_id = ${ids[1] as string}`;
+    t.equal(await purgeExpiredInboxTokenRevocations(database), 1);
+    t.equal((await revokeAs(b, key, "cap-1", newId())).status, 204, "a place freed by the purge");
+  },
+);

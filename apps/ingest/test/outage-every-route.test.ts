@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { applyTopology } from "@notify/bus";
+import { newId } from "@notify/core";
 import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
 import {
   captureLogger,
@@ -140,6 +141,8 @@ function pathOf(route: string, f: Fixtures): string {
     "/api/v1/users/:id/contacts": { id: f.user },
     "/api/v1/users/:id/notifications": { id: f.user },
     "/api/v1/users/:id/inbox-tokens": { id: f.user },
+    // A token id a working token can have (a UUIDv7 of now): any other is answered without Postgres.
+    "/api/v1/users/:id/inbox-tokens/:tokenId": { id: f.user, tokenId: newId() },
     "/api/v1/templates/:id": { id: "welcome" },
     "/api/v1/templates/:id/versions/:version": { id: "welcome", version: "1" },
     "/api/v1/inbox/:itemId": { itemId: String(f.item) },

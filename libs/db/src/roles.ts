@@ -64,9 +64,12 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: the inbox API (list, mark); processor: in-app channels settled from the inbox;
   // workers: storing an item (a repeat finds the first).
   inbox_items: { ingest: [S, U], processor: [S], workers: [S, I, U] },
-  // ingest: revoking signed inbox tokens (a user's, or one), reading the revocations in force,
-  // purging those whose tokens have all expired.
-  inbox_token_revocations: { ingest: [S, I, D] },
+  // ingest: each client's count of revocation rows, taken by a revocation that adds one (an
+  // upsert), given back by the purge.
+  inbox_token_revocation_counts: { ingest: [S, I, U] },
+  // ingest: revoking signed inbox tokens (one, or a user's: an upsert moving it forward), reading
+  // the revocations in force, purging those whose tokens have all expired.
+  inbox_token_revocations: { ingest: [S, I, U, D] },
   // ingest: checking opaque inbox tokens (the format before signed ones, no longer minted),
   // deleting a user's when all are revoked, purging expired ones.
   inbox_tokens: { ingest: [S, D] },

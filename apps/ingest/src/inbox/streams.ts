@@ -2,7 +2,7 @@ import { AppError } from "@notify/core";
 import type { Logger } from "@notify/log";
 import type { CachedKeyLookup } from "../auth/api-keys.js";
 import type { InboxRevocations } from "./revocations.js";
-import { type InboxSettings, STREAM_CAP_RETRY_SECONDS } from "./settings.js";
+import { type InboxSettings, STREAM_CAP_RETRY_SECONDS, streamsPerClientOf } from "./settings.js";
 import { credentialProblem, type InboxCredential } from "./tokens.js";
 
 /** Why a stream is ended by the server: its token stopped working, or the process is stopping. */
@@ -19,8 +19,9 @@ export interface OpenInboxStream {
 }
 
 /**
- * The open streams of this process: their caps (per token and per user of a client, 429 beyond;
- * per process, 503 beyond, both with Retry-After), and their credentials checked again while they
+ * The open streams of this process: their caps (per token, per user of a client and per client,
+ * 429 beyond; per process, 503 beyond, both with Retry-After: one client's users never take the
+ * whole process from everyone else's), and their credentials checked again while they
  * are open. Every `recheckMs`, while any is open, each token's expiry and revocation is checked in
  * memory, and its minting key's state once per key (`lookupKey.active`, from the key cache, whose
  * entries a key change announced on NATS drops at once and AUTH_CACHE_TTL_SECONDS bounds); a
@@ -40,7 +41,10 @@ interface Entry extends OpenInboxStream {
 const userKey = (clientId: string, userId: string) => `${clientId}\n${userId}`;
 
 export function createInboxStreams(deps: {
-  settings: Pick<InboxSettings, "streamsPerToken" | "streamsPerUser" | "streamsPerProcess" | "recheckMs">;
+  settings: Pick<
+    InboxSettings,
+    "streamsPerToken" | "streamsPerUser" | "streamsPerClient" | "streamsPerProcess" | "recheckMs"
+  >;
   lookupKey: Pick<CachedKeyLookup, "active">;
   revocations: InboxRevocations;
   isStopping: () => boolean;
@@ -52,6 +56,8 @@ export function createInboxStreams(deps: {
   const all = new Set<Entry>();
   const byToken = new Map<string, number>();
   const byUser = new Map<string, Set<Entry>>();
+  const byClient = new Map<string, number>();
+  const perClient = streamsPerClientOf(settings);
   // Keys whose state is being read: one read per key at a time, however many streams it minted.
   const checking = new Set<string>();
   let timer: NodeJS.Timeout | undefined;
@@ -122,6 +128,13 @@ export function createInboxStreams(deps: {
           { context: retry },
         );
       }
+      if ((byClient.get(owner.clientId) ?? 0) >= perClient) {
+        throw new AppError(
+          "rate_limited",
+          `this client's users have ${perClient} inbox streams open in this process, as many as one client may; try again later`,
+          { context: retry },
+        );
+      }
       if (all.size >= settings.streamsPerProcess) {
         throw new AppError("dependency_unavailable", "this process serves as many inbox streams as it may", {
           context: retry,
@@ -155,6 +168,9 @@ export function createInboxStreams(deps: {
           const streams = byUser.get(user);
           streams?.delete(entry);
           if (streams?.size === 0) byUser.delete(user);
+          const clientLeft = (byClient.get(owner.clientId) ?? 1) - 1;
+          if (clientLeft > 0) byClient.set(owner.clientId, clientLeft);
+          else byClient.delete(owner.clientId);
           if (all.size === 0) {
             clearInterval(timer);
             timer = undefined;
@@ -166,6 +182,7 @@ export function createInboxStreams(deps: {
       const streams = byUser.get(user) ?? new Set<Entry>();
       streams.add(entry);
       byUser.set(user, streams);
+      byClient.set(owner.clientId, (byClient.get(owner.clientId) ?? 0) + 1);
       startChecking();
       return entry;
     },

@@ -17,7 +17,7 @@ import { credentialInQuery, INBOX_TOKEN_HEADER, INBOX_TOKEN_ROUTE, isInboxToken 
 import type { AuthEnv } from "../auth/middleware.js";
 import { type Admitted, createRateLimiter, rateLimitHeaders } from "../auth/rate-limit.js";
 import { asDependencyError } from "../dependency.js";
-import type { InboxRevocations } from "./revocations.js";
+import { type InboxRevocations, tokenIdIssuedMs } from "./revocations.js";
 import type { InboxSettings } from "./settings.js";
 
 export interface IssuedInboxToken {
@@ -56,9 +56,7 @@ export function issueInboxToken(
  * minted just after "revoke all" from one just before).
  */
 export function tokenIssuedMs(tokenId: string, issuedAtSeconds: number): number {
-  const hex = tokenId.replaceAll("-", "");
-  if (/^[0-9a-f]{12}7/i.test(hex)) return Number.parseInt(hex.slice(0, 12), 16);
-  return issuedAtSeconds * 1000;
+  return tokenIdIssuedMs(tokenId) ?? issuedAtSeconds * 1000;
 }
 
 /** An inbox token that opened the request: whose inbox, and what an open stream checks again. */

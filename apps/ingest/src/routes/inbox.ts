@@ -17,7 +17,7 @@ import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { decodeCursor, encodeCursor } from "../inbox/cursor.js";
 import { createInboxHub } from "../inbox/hub.js";
-import { createInboxRevocations } from "../inbox/revocations.js";
+import { createInboxRevocations, mayNameLiveToken, revocationExpiresMs } from "../inbox/revocations.js";
 import {
   InboxItemSchema,
   InboxItemUpdate,
@@ -26,7 +26,7 @@ import {
   InboxTokenResponse,
   IssueInboxTokenRequest,
 } from "../inbox/schemas.js";
-import { DEFAULT_INBOX_SETTINGS, MAX_TOKEN_LIFETIME_SECONDS } from "../inbox/settings.js";
+import { DEFAULT_INBOX_SETTINGS, REVOCATION_CAP_RETRY_SECONDS } from "../inbox/settings.js";
 import { createInboxStreams, type StreamEnd } from "../inbox/streams.js";
 import { type InboxEnv, issueInboxToken, requireInboxToken } from "../inbox/tokens.js";
 import { parseUserIdParam } from "../preferences/schemas.js";
@@ -127,12 +127,29 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     },
   );
 
-  /** Stores the revocation, applies it here (ending the streams it covers) and announces it to every instance. */
+  const capReached = () =>
+    new AppError(
+      "rate_limited",
+      `this client holds ${settings.revocationsPerClient} inbox token revocations in force, as many as one client may; each ends when the tokens it covers have expired`,
+      { context: { retryAfterSeconds: REVOCATION_CAP_RETRY_SECONDS } },
+    );
+
+  /**
+   * Stores the revocation, applies it here (ending the streams it covers) and announces it to
+   * every instance. One that would add a row beyond the client's cap is refused: here first, from
+   * what this instance holds, and by the client's count in Postgres, which every instance shares.
+   */
   const revoke = async (c: Context<AuthEnv>, revocation: InboxTokenRevocation) => {
-    await insertInboxTokenRevocation(database, {
-      ...revocation,
-      expiresAt: new Date(revocation.revokedAt.getTime() + MAX_TOKEN_LIFETIME_SECONDS * 1000),
-    });
+    const { clientId } = revocation;
+    if (!revocations.holds(revocation) && revocations.heldBy(clientId) >= settings.revocationsPerClient) {
+      throw capReached();
+    }
+    const stored = await insertInboxTokenRevocation(
+      database,
+      { ...revocation, expiresAt: new Date(revocationExpiresMs(revocation)) },
+      settings.revocationsPerClient,
+    );
+    if (stored === "full") throw capReached();
     await spreadChange(c, {
       forget: () => revocations.add(revocation),
       announce: () =>
@@ -154,7 +171,7 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     contract({
       summary: "Revoke every inbox token of a user",
       description:
-        "Every token of the user minted by this key's client and issued up to now stops working at once, on every instance, and the user's open streams end with a `token_ended` event. Tokens minted afterwards work. Another client's tokens of the same user id are not touched.",
+        "Every token of the user minted by this key's client and issued up to now stops working at once, on every instance, and the user's open streams end with a `token_ended` event. Tokens minted afterwards work. Another client's tokens of the same user id are not touched. Each client holds at most INBOX_REVOCATIONS_PER_CLIENT revocations in force (one per user it revoked all of, one per token), each until the tokens it covers have expired: one more is a 429 with Retry-After.",
       tag: "Inbox",
       scope: "inbox",
       responses: { 204: { description: "Revoked" } },
@@ -171,7 +188,7 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     contract({
       summary: "Revoke one inbox token",
       description:
-        "The token with this token_id (from the answer that minted it), of this user and this key's client, stops working at once, on every instance, and its open streams end with a `token_ended` event. Tokens are not stored, so revoking an id no token of this user and client has is a 204 as well; an id that is not a token id is a 404.",
+        "The token with this token_id (from the answer that minted it), of this user and this key's client, stops working at once, on every instance, and its open streams end with a `token_ended` event. Tokens are not stored, so revoking an id no token of this user and client has is a 204 as well, and so is an id no working token can have (not a UUIDv7 issued within the longest lifetime, a day, before now), for which nothing is stored; an id that is not a UUID is a 404. Each client holds at most INBOX_REVOCATIONS_PER_CLIENT revocations in force, each until its token's latest expiry: one more is a 429 with Retry-After.",
       tag: "Inbox",
       scope: "inbox",
       responses: { 204: { description: "Revoked" } },
@@ -181,12 +198,11 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       const userId = parseUserIdParam(c.req.param("id"));
       const tokenId = c.req.param("tokenId");
       if (!isUuid(tokenId)) throw new AppError("not_found", "no inbox token has this id");
-      return revoke(c, {
-        clientId: c.get("principal").clientId,
-        userId,
-        tokenId: tokenId.toLowerCase(),
-        revokedAt: new Date(),
-      });
+      const revokedAt = new Date();
+      // No working token has this id (it would have expired, or is not yet issued): the answer
+      // is the same 204, and nothing is stored or held.
+      if (!mayNameLiveToken(tokenId, revokedAt.getTime())) return c.body(null, 204);
+      return revoke(c, { clientId: c.get("principal").clientId, userId, tokenId: tokenId.toLowerCase(), revokedAt });
     },
   );
 
@@ -258,7 +274,7 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     contract({
       summary: "Stream new inbox items (Server-Sent Events)",
       description:
-        'text/event-stream: a `ready` event, then one `notification` event per new item (id = the item id, data = the item), and a comment line while idle. Reconnect with Last-Event-ID to receive everything stored after it; without it the stream starts at what is new. When the token stops working (it expires, it or all the user\'s tokens are revoked, or its key is revoked) the stream sends `token_ended` (data: {"reason": "expired" | "revoked" | "key_revoked"}) and ends: reconnect with a new token. Open streams are capped per token and per user (429) and per process (503), both with Retry-After.',
+        'text/event-stream: a `ready` event, then one `notification` event per new item (id = the item id, data = the item), and a comment line while idle. Reconnect with Last-Event-ID to receive everything stored after it; without it the stream starts at what is new. When the token stops working (it expires, it or all the user\'s tokens are revoked, or its key is revoked) the stream sends `token_ended` (data: {"reason": "expired" | "revoked" | "key_revoked"}) and ends: reconnect with a new token. Open streams are capped per token, per user and per client (429) and per process (503), all with Retry-After.',
       tag: "Inbox",
       scope: null,
       headers: [

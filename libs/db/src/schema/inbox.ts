@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { bigint, index, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { bigint, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
 import type postgres from "postgres";
 
 /**
@@ -65,9 +65,11 @@ export const inboxTokens = pgTable(
 /**
  * Inbox tokens revoked before their expiry. Tokens are self-contained (a MAC over user, client,
  * minting key, token id and expiry), so a revocation is a row every ingest instance holds in
- * memory: one token by `token_id`, or, with `token_id` null, every token of the user from that
- * client issued at or before `revoked_at`. A row is needed only until the last token it covers
- * expires (`expires_at`), then it is purged.
+ * memory: one token by `token_id` (one row per token), or, with `token_id` null, every token of
+ * the user from that client issued at or before `revoked_at` (one row per user of a client, moved
+ * forward by each revocation). A row is needed only until the last token it covers expires
+ * (`expires_at`: a token's issue plus the longest lifetime, a user's `revoked_at` plus it), then
+ * it is purged. How many rows a client holds is counted in `inbox_token_revocation_counts`.
  */
 export const inboxTokenRevocations = pgTable(
   "inbox_token_revocations",
@@ -79,8 +81,24 @@ export const inboxTokenRevocations = pgTable(
     revokedAt: timestamp("revoked_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     expiresAt: timestamp("expires_at", { withTimezone: true, mode: "date" }).notNull(),
   },
-  (t) => [index("inbox_token_revocations_expires_idx").on(t.expiresAt)],
+  (t) => [
+    index("inbox_token_revocations_expires_idx").on(t.expiresAt),
+    uniqueIndex("inbox_token_revocations_token_idx")
+      .on(t.clientId, t.userId, t.tokenId)
+      .where(sql`${t.tokenId} is not null`),
+    uniqueIndex("inbox_token_revocations_user_idx").on(t.clientId, t.userId).where(sql`${t.tokenId} is null`),
+  ],
 );
+
+/**
+ * How many rows of `inbox_token_revocations` each client holds: a revocation that adds a row
+ * takes one (refused at the client's cap), the purge gives back those it deletes. Every ingest
+ * instance holds each row in memory, so this bounds that memory by clients times the cap.
+ */
+export const inboxTokenRevocationCounts = pgTable("inbox_token_revocation_counts", {
+  clientId: text("client_id").primaryKey(),
+  held: integer("held").notNull(),
+});
 
 /** The Postgres channel that wakes the gateway's streams; the payload is the user id. */
 export const INBOX_NOTIFY_CHANNEL = "notify_inbox";
