@@ -1,8 +1,6 @@
 import { isIP } from "node:net";
 import { AppError } from "@notify/core";
-import type { Context, MiddlewareHandler } from "hono";
 import { LRUCache } from "lru-cache";
-import { clientAddress } from "./client-address.js";
 
 /**
  * What one source address may still spend on failed authentication: `check` before work that
@@ -107,22 +105,5 @@ export function createAttemptThrottle(options: AttemptThrottleOptions): AttemptT
 
   return {
     budget: (address) => (address === undefined || address === "" ? FREE : new AddressBudget(address)),
-  };
-}
-
-/**
- * For routes whose authentication has no cache to skip the throttle with (provider webhooks):
- * an address with no attempts left is answered 429 before the handler runs, and an answer the
- * handler gives as `failed` (by default 401) spends one attempt.
- */
-export function throttleFailedAttempts(
-  throttle: AttemptThrottle,
-  failed: (c: Context) => boolean = (c) => c.res.status === 401,
-): MiddlewareHandler {
-  return async (c, next) => {
-    const budget = throttle.budget(clientAddress(c));
-    budget.check();
-    await next();
-    if (failed(c)) budget.charge();
   };
 }
