@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { createDb, type Database, seedApiKey, seedTemplate } from "@notify/db";
+import { createDb, seedApiKey, seedTemplate } from "@notify/db";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
-import { ingestApp } from "./support.js";
+import { countingDatabase, ingestApp } from "./support.js";
 
 // The accept path does not feel the inbox: 10,000 inbox requests with one token (a client in a
 // loop, or a script holding its token) leave POST /notifications' p99 within twice its idle
@@ -105,21 +105,9 @@ t.test("10,000 inbox requests with one token leave POST /notifications' p99 with
   );
 });
 
-/** The same pool, counting the statements sent through it. */
-function counting(database: Database) {
-  const counter = { queries: 0 };
-  const sql = new Proxy(database.sql, {
-    apply(target, self, args) {
-      counter.queries += 1;
-      return Reflect.apply(target, self, args);
-    },
-  });
-  return { counter, database: { ...database, sql } as Database };
-}
-
 t.test("with no rate limit in the way, the inbox's reads never touch the accept path's pool", async (t) => {
-  const main = counting(database);
-  const inbox = counting(inboxDatabase);
+  const main = countingDatabase(database);
+  const inbox = countingDatabase(inboxDatabase);
   const { app } = await ingestApp(t, {
     database: main.database,
     inboxDatabase: inbox.database,

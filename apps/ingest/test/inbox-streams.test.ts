@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { hashKey, newId, signInboxToken } from "@notify/core";
-import { type Database, loadCredentialKeys, seedApiKey, storeInboxItem } from "@notify/db";
+import { loadCredentialKeys, seedApiKey, storeInboxItem } from "@notify/db";
 import { eventually, seedNotification } from "@notify/testing";
 import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
-import { ingestApp } from "./support.js";
+import { countingDatabase, ingestApp } from "./support.js";
 
 // Inbox streams: each re-checks its credential while open (it ends at the token's expiry, when
 // its key is revoked, when it or the user's tokens are revoked), open streams are capped per
@@ -233,20 +233,8 @@ t.test("one client's users cannot take the process's streams from another's (429
   );
 });
 
-/** The same database, counting the statements sent through it. */
-function counting(database: Database) {
-  const counter = { queries: 0 };
-  const sql = new Proxy(database.sql, {
-    apply(target, self, args) {
-      counter.queries += 1;
-      return Reflect.apply(target, self, args);
-    },
-  });
-  return { counter, database: { ...database, sql } as Database };
-}
-
 t.test("one poller feeds every stream: N open streams cost one statement per poll interval", async (t) => {
-  const { counter, database: inboxDatabase } = counting(database);
+  const { counter, database: inboxDatabase } = countingDatabase(database);
   const POLL_MS = 250;
   const { app } = await ingestApp(t, {
     database,

@@ -1,18 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { onInboxTokensRevoked } from "@notify/bus";
 import { hashKey, newId, signInboxToken } from "@notify/core";
-import {
-  type Database,
-  insertInboxToken,
-  loadCredentialKeys,
-  purgeExpiredInboxTokenRevocations,
-  seedApiKey,
-} from "@notify/db";
+import { insertInboxToken, loadCredentialKeys, purgeExpiredInboxTokenRevocations, seedApiKey } from "@notify/db";
 import { createAttemptThrottle } from "@notify/http";
 import { eventually } from "@notify/testing";
 import t from "tap";
 import { createInboxRevocations } from "../src/inbox/revocations.js";
-import { ingestApp, otherConnection } from "./support.js";
+import { countingDatabase, ingestApp, otherConnection } from "./support.js";
 
 // Inbox tokens at the edge: a signed token is decided without a lookup, so no flood of bad ones
 // from an address (behind NAT, someone else's) refuses a valid one; opaque tokens of the format
@@ -41,18 +35,6 @@ async function mint(app: App, userId: string, key = inboxKey) {
 const list = (app: App, token: string, address?: string) =>
   app.request("/api/v1/inbox", { headers: { "x-inbox-token": token } }, address ? from(address) : undefined);
 
-/** The same database, counting the statements sent through it. */
-function counting(database: Database) {
-  const counter = { queries: 0 };
-  const sql = new Proxy(database.sql, {
-    apply(target, self, args) {
-      counter.queries += 1;
-      return Reflect.apply(target, self, args);
-    },
-  });
-  return { counter, database: { ...database, sql } as Database };
-}
-
 /** The signed form with a MAC of random bytes: what a forger can make. */
 const forged = () =>
   `ntu_${Buffer.from(JSON.stringify([1, newId(), "victim", "shop", "key_x", 0, 9_999_999_999])).toString("base64url")}.${randomBytes(32).toString("base64url")}`;
@@ -60,7 +42,7 @@ const forged = () =>
 const opaque = () => `ntu_${randomBytes(32).toString("base64url")}`;
 
 t.test("2,000 random and forged tokens from one address, then a valid one from it: 200 within 100 ms", async (t) => {
-  const { counter, database: inboxDatabase } = counting(database);
+  const { counter, database: inboxDatabase } = countingDatabase(database);
   const { app } = await ingestApp(t, {
     database,
     bus,

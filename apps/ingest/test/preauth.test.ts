@@ -4,29 +4,17 @@ import { createKey, type Database, seedApiKey } from "@notify/db";
 import { createAttemptThrottle, listen, trustedProxies } from "@notify/http";
 import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
-import { ingestApp } from "./support.js";
+import { countingDatabase, ingestApp } from "./support.js";
 
 // Before authentication: the key cache bounds what random keys cost Postgres, and the
 // per-address throttle answers a flood of bad keys 429 without looking them up.
 
 const { database, bus } = await ingestApp(t);
 
-/** The same database, counting the statements sent through it. */
-function counting(database: Database) {
-  const counter = { queries: 0 };
-  const sql = new Proxy(database.sql, {
-    apply(target, self, args) {
-      counter.queries += 1;
-      return Reflect.apply(target, self, args);
-    },
-  });
-  return { counter, database: { ...database, sql } as Database };
-}
-
 const randomKey = () => `ntf_${randomBytes(24).toString("base64url")}`;
 
 t.test("the key cache: random keys cost one lookup each at most, never evict a known key", async (t) => {
-  const { counter, database: db } = counting(database);
+  const { counter, database: db } = countingDatabase(database);
   const lookup = createKeyLookup(db, 60_000);
   await lookup.ready;
   const issued = await createKey(database, { clientId: "shop", name: "cache", scopes: ["read"] });
@@ -56,7 +44,7 @@ t.test("the key cache: random keys cost one lookup each at most, never evict a k
 t.test(
   "with an address budget, a concurrent flood of random keys reaches Postgres at most `burst` times",
   async (t) => {
-    const { counter, database: db } = counting(database);
+    const { counter, database: db } = countingDatabase(database);
     const lookup = createKeyLookup(db, 60_000);
     await lookup.ready;
     counter.queries = 0;
@@ -71,7 +59,7 @@ t.test(
 );
 
 t.test("ingest answers a flood of bad keys from one address 429 with Retry-After; valid keys still work", async (t) => {
-  const { counter, database: db } = counting(database);
+  const { counter, database: db } = countingDatabase(database);
   const throttle = createAttemptThrottle({ perSecond: 0.5, burst: 5 });
   const good = await seedApiKey(database, { clientId: "shop", name: "good", scopes: ["read"] });
   const uncached = await seedApiKey(database, { clientId: "shop", name: "uncached", scopes: ["read"] });
@@ -168,7 +156,7 @@ t.test("2,000 random keys from one address, then valid keys from it answer at on
 });
 
 t.test("a signed key with a MAC that is not this deployment's is refused without a lookup", async (t) => {
-  const { counter, database: db } = counting(database);
+  const { counter, database: db } = countingDatabase(database);
   const lookup = createKeyLookup(db, 60_000);
   await lookup.ready;
   const signed = await seedApiKey(database, { clientId: "shop", name: "real", scopes: ["read"] });

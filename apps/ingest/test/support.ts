@@ -1,5 +1,6 @@
 import { type Bus, connectBus } from "@notify/bus";
 import type { NotificationRequest } from "@notify/core";
+import type { Database } from "@notify/db";
 import { createAttemptThrottle, listen, toAppError } from "@notify/http";
 import { startDeadLetterResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
@@ -95,4 +96,16 @@ export async function consoleApp(
   const server = await listen(admin, 0, "127.0.0.1");
   t.teardown(() => server.close());
   return { ...ingest, admin, url: `http://127.0.0.1:${server.port}` };
+}
+
+/** The same pool, counting the statements sent through it (what a test asserts a path costs). */
+export function countingDatabase(database: Database) {
+  const counter = { queries: 0 };
+  const sql = new Proxy(database.sql, {
+    apply(target, self, args) {
+      counter.queries += 1;
+      return Reflect.apply(target, self, args);
+    },
+  });
+  return { counter, database: { ...database, sql } as Database };
 }
