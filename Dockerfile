@@ -4,8 +4,9 @@
 #   node apps/standalone/dist/main.js (the four apps in one process, for one machine)
 #   node libs/cli/dist/main.js (the `notify` command)
 # It carries the production workspaces below and their production dependencies only: nothing
-# from libs/devstack or libs/testing (sandboxes, embedded Postgres, node-forge) and no build or
-# test tool. libs/devstack/test/image-dependencies.test.ts reads this list and checks that.
+# from libs/devstack, libs/testing or tools/ (sandboxes, embedded Postgres, node-forge) and no
+# build or test tool. tools/repo-checks/test/image-dependencies.test.ts reads this list and
+# checks that.
 ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS base
@@ -23,7 +24,7 @@ RUN mkdir /out \
  && cd /src \
  && cp package.json package-lock.json /out/ \
  && cp -r patches /out/ \
- && find apps libs -mindepth 2 -maxdepth 2 -name package.json -exec cp --parents {} /out/ \;
+ && find apps libs tools -mindepth 2 -maxdepth 2 -name package.json -exec cp --parents {} /out/ \;
 
 FROM base AS build
 # package.json pins npm 11 (packageManager; allowScripts needs >= 11.16).
@@ -34,9 +35,9 @@ RUN npm install --global npm@${NPM_VERSION}
 COPY --from=manifests /out/ ./
 RUN --mount=type=cache,target=/root/.npm npm ci
 COPY . .
-# The dev-only workspaces are deleted before pruning, so the prune drops what only they need;
-# --omit=optional drops typescript, which valibot names as an optional peer.
-RUN for dir in libs/* apps/*; do \
+# The workspaces the image does not run are deleted before pruning, so the prune drops what only
+# they need; --omit=optional drops typescript, which valibot names as an optional peer.
+RUN for dir in libs/* apps/* tools/*; do \
       case " ${PRODUCTION_WORKSPACES} " in *" $dir "*) ;; *) rm -rf "$dir" ;; esac; \
     done \
  && npx tsc -b ${PRODUCTION_WORKSPACES} \

