@@ -1,0 +1,3 @@
+// The four apps in one process. Nothing imports it; main.ts is the process.
+export { StandaloneConfig } from "./config.js";
+export { appEnvironments, checkSettings, type RunningApps, startAll } from "./run.js";
