@@ -11,7 +11,7 @@
 // BROADCAST_BATCH_SIZE), BENCH_PUBLISHING (the batches publishing at once; the expander's default).
 const { connectBus, applyTopology } = await import("@notify/bus");
 const { captureLogger, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
-const { expandBroadcasts } = await import("@notify/processor/broadcasts/expander");
+const { expandBroadcasts } = await import("@notify/processor/bench");
 const { cpuBetween, cpuFigure, cpuTicks, rateFigure, summarize } = await import("./lib.mjs");
 const { floorExpand } = await import("./floor-fanout.mjs");
 const { setFlagsFromString } = await import("node:v8");

@@ -17,10 +17,8 @@ import {
 import { loadChannel, readProfileRow } from "@notify/db";
 import { SAMPLE_TEMPLATE } from "@notify/devstack";
 import { validate } from "@notify/http";
-import { prepareNotification } from "@notify/ingest/notifications/prepare";
-import { parseIdempotencyKey } from "@notify/ingest/routes/notifications";
-import { SENDABLE } from "@notify/workers/delivery/status";
-import { createRateLimiter } from "@notify/workers/providers/rate-limiter";
+import { parseIdempotencyKey, prepareNotification } from "@notify/ingest/bench";
+import { createRateLimiter, SENDABLE } from "@notify/workers/bench";
 import { Eta } from "eta";
 
 /** The template every bench sends: the sample `npm start` seeds, its email variant. */

@@ -12,7 +12,7 @@
 // their bookkeeping, logging, metrics).
 import { applyTopology, connectBus } from "@notify/bus";
 import { createDb } from "@notify/db";
-import { htmlToText } from "@notify/providers/email-text";
+import { htmlToText } from "@notify/providers";
 import { sendChecks } from "./floor-checks.mjs";
 import { consume, emailDelivery, sendgridMail } from "./floor-lib.mjs";
 

@@ -1,8 +1,8 @@
 // What the floors (bench/floor-*.mjs) share: the durable accept and send on the apps' own
 // statements, the pull loop and the SendGrid client.
 import { acceptNotifications, moveStatus } from "@notify/db";
-import { DEDUP_WINDOW_HOURS } from "@notify/ingest/notifications/idempotency";
-import { SendgridHttpClient } from "@notify/providers/sendgrid/http-client";
+import { DEDUP_WINDOW_HOURS } from "@notify/ingest/bench";
+import { SendgridHttpClient } from "@notify/providers";
 
 /**
  * The least a durable accept does, with group commit: requests queue up, and up to two batches

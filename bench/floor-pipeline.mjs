@@ -26,7 +26,7 @@ import { createHash, createPublicKey, randomUUID, verify } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { applyTopology, connectBus } from "@notify/bus";
 import { createDb, perIteration, unnestColumns } from "@notify/db";
-import { htmlToText } from "@notify/providers/email-text";
+import { htmlToText } from "@notify/providers";
 import { Hono } from "hono";
 import { requestChecks, routeChecks, sendChecks } from "./floor-checks.mjs";
 import { consume, emailDelivery, groupCommit, sendgridMail } from "./floor-lib.mjs";

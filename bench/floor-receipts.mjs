@@ -8,7 +8,7 @@ import { createHmac, timingSafeEqual, verify } from "node:crypto";
 import { serve } from "@hono/node-server";
 import { statusesMovableTo } from "@notify/core";
 import { createDb } from "@notify/db";
-import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
+import { sendgridPublicKey } from "@notify/providers";
 import { Hono } from "hono";
 
 const { sql } = createDb({ url: process.env.DATABASE_URL, max: Number(process.env.DB_POOL_SIZE ?? 5) });

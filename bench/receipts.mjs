@@ -10,16 +10,17 @@
 //   BENCH_EVENTS (20000), BENCH_PLIVO_EVENTS (4000), BENCH_CONCURRENCY (8);
 //   BENCH_CPU_PROF_DIR=<dir> writes the receipts app's V8 CPU profile there (bench/cpu-profile.mjs),
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the app's numbers);
-//   BENCH_NODE_OPTIONS adds Node.js options to the app and the floor (docs/profiles.md).
+//   BENCH_NODE_OPTIONS adds Node.js options to the app and the floor (docs/benchmarks.md#profiles).
 import { fork } from "node:child_process";
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
 import { spawnApp, waitReady } from "@notify/devstack";
-import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers/plivo/signature";
 import {
+  plivoSignatureV2,
+  plivoSignatureV3,
   SENDGRID_SIGNATURE_HEADER,
   SENDGRID_TIMESTAMP_HEADER,
   signSendgridEvents,
-} from "@notify/providers/sendgrid/event-webhook";
+} from "@notify/providers";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import {
   benchNodeOptions,

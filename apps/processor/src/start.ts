@@ -187,4 +187,3 @@ export async function startProcessor(
     throw error;
   }
 }
-export { ProcessorConfig } from "./config.js";

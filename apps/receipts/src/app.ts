@@ -12,7 +12,7 @@ import {
   type UnverifiedReadLimits,
 } from "@notify/http";
 import type { Logger } from "@notify/log";
-import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
+import { sendgridPublicKey } from "@notify/providers";
 import { receiptMetrics } from "./webhooks/metrics.js";
 import { mountPlivoWebhook } from "./webhooks/plivo.js";
 import { mountSendgridWebhook, type TimestampWindow } from "./webhooks/sendgrid.js";

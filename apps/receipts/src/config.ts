@@ -1,5 +1,5 @@
 import { adminServer, common, httpServer, int, optionalUrl, port, preauthThrottle, text } from "@notify/config";
-import { sendgridPublicKey } from "@notify/providers/sendgrid/event-webhook";
+import { sendgridPublicKey } from "@notify/providers";
 import * as v from "valibot";
 
 const secret = () => v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty")));

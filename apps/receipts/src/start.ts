@@ -125,4 +125,3 @@ export async function startReceipts(
     throw error;
   }
 }
-export { ReceiptsConfig } from "./config.js";

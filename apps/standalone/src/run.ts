@@ -1,10 +1,10 @@
 import { loadConfig } from "@notify/config";
 import type { RunningApp } from "@notify/http";
-import { IngestConfig, startIngest } from "@notify/ingest/start";
+import { IngestConfig, startIngest } from "@notify/ingest";
 import type { Logger } from "@notify/log";
-import { ProcessorConfig, startProcessor } from "@notify/processor/start";
-import { ReceiptsConfig, startReceipts } from "@notify/receipts/start";
-import { startWorkers, WorkersConfig } from "@notify/workers/start";
+import { ProcessorConfig, startProcessor } from "@notify/processor";
+import { ReceiptsConfig, startReceipts } from "@notify/receipts";
+import { startWorkers, WorkersConfig } from "@notify/workers";
 import type { StandaloneConfig } from "./config.js";
 
 export type Env = Record<string, string | undefined>;

@@ -1,6 +1,6 @@
 import { common, int, port, text } from "@notify/config";
 import type { RateLimit } from "@notify/core";
-import { channelProviderEnv, checkChannelProviders } from "@notify/providers/channels";
+import { channelProviderEnv, checkChannelProviders } from "@notify/providers";
 import * as v from "valibot";
 
 const RATE_ENTRY = /^([a-z0-9_-]{1,32})=(\d+(?:\.\d+)?)(?::(\d+))?$/;

@@ -5,7 +5,7 @@ import { createDb, storeInboxItem } from "@notify/db";
 import { createMetrics, listen, prepareStreams, type RunningApp, startScope } from "@notify/http";
 import { createLogger } from "@notify/log";
 import type { Provider } from "@notify/providers";
-import { createChannelProviders, createEmailFailoverProvider } from "@notify/providers/channels";
+import { createChannelProviders, createEmailFailoverProvider } from "@notify/providers";
 import { startTelemetry } from "@notify/telemetry";
 import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
@@ -184,4 +184,3 @@ export async function startWorkers(
     throw error;
   }
 }
-export { WorkersConfig } from "./config.js";

@@ -12,7 +12,7 @@ import {
 import { Kvm } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
 import type { Bus, BusConfig, TopologyMode } from "./index.js";
-import { type Role, requiredObjects } from "./roles.js";
+import { type Role, requiredObjects } from "./nats-users.js";
 import {
   type ConsumerDef,
   type KvDef,

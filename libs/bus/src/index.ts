@@ -12,27 +12,59 @@ import { DEFAULT_STREAM_SETTINGS, type StreamSettings } from "./apply.js";
 import { isStreamFull } from "./errors.js";
 import { jsonBytes } from "./nats-client.js";
 import { createPublisher } from "./publisher.js";
-import { inboxPrefix, type Role } from "./roles.js";
+import { inboxPrefix, type Role } from "./nats-users.js";
 import { bucketName, type Naming, streamName, subjectName } from "./topology.js";
 
-export * from "./apply.js";
-export * from "./config-events.js";
-export * from "./consumer.js";
-export * from "./dead-letters.js";
-export * from "./errors.js";
-export * from "./inspect.js";
-export * from "./leases.js";
+export {
+  type AppliedRow,
+  applyTopology,
+  busConfigFrom,
+  DEFAULT_STREAM_SETTINGS,
+  ensureTopology,
+  TopologyMissingError,
+  verifyTopology,
+} from "./apply.js";
+export {
+  announceInboxTokensRevoked,
+  announceKeyChanged,
+  announceTemplateChanged,
+  onInboxTokensRevoked,
+  onKeyChanged,
+  onTemplateChanged,
+} from "./config-events.js";
+export { type ConsumerRunner, type Disposition, runConsumer } from "./consumer.js";
+export {
+  getDeadLetter,
+  pageDeadLetterStream,
+  readDeadLetterBatch,
+  readDeadLetterStream,
+  type StoredLetter,
+  streamDeadLetters,
+} from "./dead-letters.js";
+export { isWrongLastSequence, judgeNatsError } from "./errors.js";
+export { type ConsumerState, describeStreams, type StreamState } from "./inspect.js";
+export { type Leases, startLeases } from "./leases.js";
 export { jsonBytes } from "./nats-client.js";
-export * from "./nats-config.js";
-export * from "./oldest.js";
-export * from "./order-doubt.js";
-export * from "./poison.js";
-export * from "./publisher.js";
-export * from "./requests.js";
-export * from "./roles.js";
-export * from "./send-guard.js";
-export * from "./topology.js";
-export * from "./worker-reports.js";
+export { composeNatsConfig, NATS_CONF_FILE } from "./nats-config.js";
+export { oldestOnSubject } from "./oldest.js";
+export { decodeJson, readPoisonMessages } from "./poison.js";
+export { PublishRejectedError, PublishTimeoutError } from "./publisher.js";
+export { answerRequests, type Reply, type Responder, requestReply } from "./requests.js";
+export { passwordVariable, ROLES, type Role } from "./nats-users.js";
+export { claimGuard, type GuardEntry, isClaimable, readGuard, settleGuard } from "./send-guard.js";
+export { bucketName, loadTopologyFile, streamName, subjectName, type Topology } from "./topology.js";
+export {
+  type BreakerDecision,
+  type BreakerStateName,
+  type LaneReport,
+  type ProviderReport,
+  readBreakerDecisions,
+  readRateStates,
+  readWorkerReports,
+  removeWorkerReport,
+  type WorkerReport,
+  writeWorkerReport,
+} from "./worker-reports.js";
 export type { JsMsg, KV, NatsConnection };
 
 export interface BusConfig extends Naming {

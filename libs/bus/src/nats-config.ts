@@ -1,5 +1,5 @@
 import { dirname, join } from "node:path";
-import { passwordVariable, permissionsFor, ROLE_ACCESS, ROLES } from "./roles.js";
+import { passwordVariable, permissionsFor, ROLE_ACCESS, ROLES } from "./nats-users.js";
 import { type Naming, TOPOLOGY_FILE } from "./topology.js";
 
 const quoted = (text: string) => JSON.stringify(text);

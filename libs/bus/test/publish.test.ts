@@ -1,5 +1,5 @@
 import { type Bus, PublishRejectedError, PublishTimeoutError } from "@notify/bus";
-import { createPublisher } from "@notify/bus/publisher";
+import { createPublisher } from "../src/publisher.js";
 import { freshBus, streamCount } from "@notify/testing";
 import t from "tap";
 

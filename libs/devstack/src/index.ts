@@ -1,13 +1,29 @@
-export * from "./banner.js";
-export * from "./cluster.js";
-export * from "./nats-server.js";
-export * from "./paths.js";
-export * from "./pids.js";
-export * from "./processes.js";
-export * from "./sandboxes/certificates.js";
-export * from "./sandboxes/plivo.js";
-export * from "./sandboxes/sendgrid.js";
-export * from "./sandboxes/smtp.js";
-export * from "./sandboxes/webpush.js";
-export * from "./stack.js";
-export * from "./state.js";
+export { formatLine } from "./banner.js";
+export { type ClusterStack, startClusterStack } from "./cluster.js";
+export { findNatsServer, type LocalNats, startLocalNats } from "./nats-server.js";
+export { APPS, type AppName, ROOT } from "./paths.js";
+export { isProcessOf, processAlive, readPidFile } from "./pids.js";
+export { type RunningPostgres, startEmbeddedPostgres } from "./postgres.js";
+export { APP_NODE_OPTIONS, type AppProcess, spawnApp, waitReady } from "./processes.js";
+export { createSandboxTls } from "./sandboxes/certificates.js";
+export { type PlivoJournalEntry, PlivoSandboxFault, startPlivoSandbox } from "./sandboxes/plivo.js";
+export {
+  createSendgridSandbox,
+  SandboxFault,
+  type SandboxMail,
+  type SendgridEvent,
+  type SendgridJournalEntry,
+  type StartSendgridSandboxOptions,
+  startSendgridSandbox,
+} from "./sandboxes/sendgrid.js";
+export { startSmtpSandbox } from "./sandboxes/smtp.js";
+export { type PushJournalEntry, startPushSandbox } from "./sandboxes/webpush.js";
+export {
+  SAMPLE_NOTIFICATION,
+  SAMPLE_TEMPLATE,
+  SAMPLE_USER,
+  type Stack,
+  type StackOptions,
+  startStack,
+} from "./stack.js";
+export { freePort, portClaimed, portFree, rememberedPort, type StackState } from "./state.js";

@@ -13,12 +13,10 @@ import { problemResponse, toProblem } from "./problem.js";
 import { type RequestLogger, requestLogger } from "./request-logger.js";
 import { serverSpans } from "./tracing.js";
 
-export * from "./dependency.js";
-export * from "./forgettable-cache.js";
-export * from "./headers.js";
-export * from "./problem.js";
-export * from "./request-logger.js";
-export * from "./tracing.js";
+export { DEPENDENCY_RETRY_AFTER_SECONDS, retryLogLevel, toAppError, unavailableDependency } from "./dependency.js";
+export { createForgettableCache } from "./forgettable-cache.js";
+export { jsonResponse, promiseHeaders, responseHeaders } from "./headers.js";
+export { PROBLEM_TYPE_BASE } from "./problem.js";
 
 export interface AppEnv {
   Variables: {
@@ -335,10 +333,17 @@ export function onShutdown(log: Logger, timeoutMs: number, stop: () => Promise<v
   process.once("SIGTERM", () => handler("SIGTERM"));
   process.once("SIGINT", () => handler("SIGINT"));
 }
-export * from "./body.js";
-export * from "./client-address.js";
-export * from "./metrics.js";
-export * from "./streams.js";
-export * from "./throttle.js";
+export { limitBody, readJson, validate } from "./body.js";
+export { clientAddress, type TrustedProxies, trustedProxies } from "./client-address.js";
+export {
+  type Counter,
+  createMetrics,
+  DURATION_BUCKETS,
+  METRICS_CONTENT_TYPE,
+  MetricsRegistry,
+  mountMetrics,
+} from "./metrics.js";
+export { prepareStreams } from "./streams.js";
+export { type AttemptBudget, type AttemptThrottle, addressBucket, createAttemptThrottle } from "./throttle.js";
 export { createUnverifiedReads, type UnverifiedReadLimits, type UnverifiedReads } from "./unverified-reads.js";
-export * from "./versioning.js";
+export { type VersionLifecycle, versionLifecycle } from "./versioning.js";

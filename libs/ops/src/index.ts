@@ -1,5 +1,23 @@
-export * from "./audiences.js";
-export * from "./broadcasts.js";
-export * from "./dead-letters/index.js";
-export * from "./keys.js";
-export * from "./retention.js";
+export { createEmptyAudience, findAudience, importMembersFromFile } from "./audiences.js";
+export { broadcastProgress } from "./broadcasts.js";
+export {
+  type DeadLetterFilters,
+  latestPerChannel,
+  matchesEveryFilter,
+  matchesFilters,
+  reasonMatches,
+} from "./dead-letters/filter.js";
+export { planReplay, REPLAY_REASON } from "./dead-letters/plan.js";
+export {
+  channelStates,
+  findDeadLetter,
+  pageDeadLetters,
+  readDeadLetters,
+  showDeadLetter,
+  statusNow,
+} from "./dead-letters/read.js";
+export { replay } from "./dead-letters/replay.js";
+export { replayDeadLetters } from "./dead-letters/replay-selected.js";
+export { startDeadLetterResponder } from "./dead-letters/responder.js";
+export { issueKey, listAllKeys, revokeKeyById, rotateKeyById } from "./keys.js";
+export { ARCHIVE_BATCH, archiveAll, DEFAULT_RETENTION_DAYS, restoreUser } from "./retention.js";

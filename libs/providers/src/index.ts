@@ -1,13 +1,32 @@
-export * from "./channels.js";
-export * from "./deadline.js";
-export * from "./inapp/provider.js";
-export * from "./plivo/provider.js";
-export * from "./plivo/signature.js";
-export type * from "./provider.js";
-export * from "./sendgrid/event-webhook.js";
-export type { MailAddress, MailContent, SendgridErrorDetail } from "./sendgrid/mail-send.js";
-export * from "./sendgrid/provider.js";
-export * from "./smtp/provider.js";
-export * from "./transport.js";
-export * from "./webpush/provider.js";
-export * from "./webpush/ssrf.js";
+export {
+  ChannelProvidersConfig,
+  channelProviderEnv,
+  checkChannelProviders,
+  createChannelProviders,
+  createEmailFailoverProvider,
+} from "./config.js";
+export { withDeadline } from "./deadline.js";
+export { htmlToText } from "./email-text.js";
+export { createInAppProvider } from "./inapp/provider.js";
+export { createPlivoProvider, type PlivoConfig } from "./plivo/provider.js";
+export { formParams, plivoSignatureV2, plivoSignatureV3, verifyPlivoSignature } from "./plivo/signature.js";
+export type { OutboundMessage, Provider, SendResult } from "./provider.js";
+export {
+  SENDGRID_SIGNATURE_HEADER,
+  SENDGRID_TIMESTAMP_HEADER,
+  sendgridPublicKey,
+  signSendgridEvents,
+  verifySendgridSignature,
+} from "./sendgrid/event-webhook.js";
+export { SendgridHttpClient } from "./sendgrid/http-client.js";
+export { type MailAddress, type MailContent, parseMailSend, type SendgridErrorDetail } from "./sendgrid/mail-send.js";
+export { createSendgridProvider, type SendgridConfig } from "./sendgrid/provider.js";
+export { createSmtpProvider } from "./smtp/provider.js";
+export {
+  createWebPushProvider,
+  generateVapidKeys,
+  type PushSubscription,
+  pushTopic,
+  type WebPushConfig,
+} from "./webpush/provider.js";
+export { endpointRefusal, hostAllowed, isPrivateAddress } from "./webpush/ssrf.js";

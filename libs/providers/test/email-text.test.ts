@@ -1,4 +1,4 @@
-import { htmlToText } from "@notify/providers/email-text";
+import { htmlToText } from "../src/email-text.js";
 import fc from "fast-check";
 import t from "tap";
 

@@ -6,12 +6,13 @@ import {
   type AppName,
   freePort,
   type LocalNats,
+  type RunningPostgres,
   readPidFile,
   type Stack,
+  startEmbeddedPostgres,
   startLocalNats,
   startStack,
 } from "@notify/devstack";
-import { type RunningPostgres, startEmbeddedPostgres } from "@notify/devstack/postgres";
 import postgres from "postgres";
 import { postNotification, receivedByProviders } from "./embedded.js";
 

@@ -1,7 +1,7 @@
 import { chmodSync, createWriteStream, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { ClusterStack } from "@notify/devstack/cluster";
+import type { ClusterStack } from "@notify/devstack";
 import postgres from "postgres";
 import { postNotification, receivedByProviders, stackEnv } from "./embedded.js";
 
@@ -113,7 +113,7 @@ export async function runClusterChaos(input: ClusterChaosOptions): Promise<Clust
   let running: ClusterStack | undefined;
   try {
     // Loaded here, not at the top, for the same reason as startStack in stack.ts.
-    const { startClusterStack } = await import("@notify/devstack/cluster");
+    const { startClusterStack } = await import("@notify/devstack");
     running = await startClusterStack({
       dataDir,
       // The processors log each routing at debug: the order check reads those lines.

@@ -168,7 +168,7 @@ export async function settled(database: Database, notificationId: string, timeou
 }
 
 /** A free TCP port on loopback. */
-export { freePort } from "@notify/devstack/state";
+export { freePort } from "@notify/devstack";
 export * from "./bus.js";
 export * from "./cluster-chaos.js";
 export * from "./dead-letters.js";

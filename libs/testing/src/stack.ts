@@ -1,7 +1,7 @@
 import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { StackOptions } from "@notify/devstack/stack";
+import type { StackOptions } from "@notify/devstack";
 import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "./index.js";
 
 interface TestContext {
@@ -39,7 +39,7 @@ export async function startTestStack(t: TestContext, options: Partial<StackOptio
   });
   // Loaded here, not at the top: every test file imports this package, most never start a stack,
   // and the stack's modules (the providers, the sandboxes) cost each file most of a second of CPU.
-  const { startStack } = await import("@notify/devstack/stack");
+  const { startStack } = await import("@notify/devstack");
   const stack = await startStack({
     dataDir,
     databaseUrl: url,

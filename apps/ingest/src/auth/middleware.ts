@@ -1,8 +1,7 @@
 import type { Scope } from "@notify/core";
 import { AppError } from "@notify/core";
-import { type AppEnv, type AttemptThrottle, clientAddress, promiseHeaders } from "@notify/http";
+import { type AppEnv, type AttemptThrottle, clientAddress, promiseHeaders, toAppError } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
-import { asDependencyError } from "../dependency.js";
 import { hasScope, type KeyLookup, type Principal } from "./api-keys.js";
 import { credentialInQuery, INBOX_TOKEN_HEADER, isInboxToken } from "./credentials.js";
 import { type RateLimiter, rateLimitHeaders } from "./rate-limit.js";
@@ -85,7 +84,7 @@ export function authenticate(
     const principal =
       found instanceof Promise
         ? await found.catch((error: unknown) => {
-            throw asDependencyError(error, "postgres");
+            throw toAppError(error);
           })
         : found;
     if (!principal) {

@@ -1,6 +1,6 @@
 import { AppError, type MaybePromise, newId } from "@notify/core";
 import { type Database, insertBroadcast } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import { requestHash as hashOf } from "../notifications/canonical-json.js";
 import { checkTemplate, type TemplateInfo } from "../notifications/templates.js";
 import type { BroadcastRequest } from "./schemas.js";
@@ -46,6 +46,6 @@ export async function createBroadcast(
     }
     return { kind: "replayed", broadcastId: stored.id, total: stored.total, status: stored.status };
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

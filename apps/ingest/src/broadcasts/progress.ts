@@ -8,7 +8,7 @@ import {
   readBroadcastProgress,
   resumeBroadcastExpansion,
 } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import type { OpsBroadcastsQuery, OpsBroadcastView } from "../ops/schemas.js";
 import type { BroadcastView } from "./schemas.js";
 
@@ -19,7 +19,7 @@ const postgres = async <T>(work: () => Promise<T>): Promise<T> => {
   try {
     return await work();
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 };
 

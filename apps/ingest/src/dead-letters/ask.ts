@@ -1,7 +1,6 @@
 import { type Bus, type Reply, requestReply } from "@notify/bus";
 import { AppError, ERROR_CODES } from "@notify/core";
-import { DEPENDENCY_RETRY_AFTER_SECONDS } from "@notify/http";
-import { asDependencyError } from "../dependency.js";
+import { DEPENDENCY_RETRY_AFTER_SECONDS, toAppError } from "@notify/http";
 
 /**
  * How long a dead-letter route waits for the processor's answer: a replay of 1000 letters fits,
@@ -20,7 +19,7 @@ export async function askProcessor<T>(bus: Bus, subject: string, body: unknown, 
   try {
     reply = await requestReply<T>(bus, subject, body, timeoutMs);
   } catch (error) {
-    throw asDependencyError(error, "nats");
+    throw toAppError(error);
   }
   if (reply.ok) return reply.value;
   const { code, message, fields } = reply.error;

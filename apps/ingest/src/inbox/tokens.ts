@@ -10,13 +10,12 @@ import {
   verifyInboxToken,
 } from "@notify/core";
 import { type Database, findInboxTokenOwner, type InboxOwner, loadCredentialKeys } from "@notify/db";
-import { type AttemptThrottle, clientAddress, promiseHeaders } from "@notify/http";
+import { type AttemptThrottle, clientAddress, promiseHeaders, toAppError } from "@notify/http";
 import type { Context, MiddlewareHandler } from "hono";
 import type { CachedKeyLookup } from "../auth/api-keys.js";
 import { credentialInQuery, INBOX_TOKEN_HEADER, INBOX_TOKEN_ROUTE, isInboxToken } from "../auth/credentials.js";
 import type { AuthEnv } from "../auth/middleware.js";
 import { type Admitted, createRateLimiter, rateLimitHeaders } from "../auth/rate-limit.js";
-import { asDependencyError } from "../dependency.js";
 import { type InboxRevocations, tokenIdIssuedMs } from "./revocations.js";
 import type { InboxSettings } from "./settings.js";
 
@@ -237,7 +236,7 @@ export function requireInboxToken(deps: InboxAuthDeps): MiddlewareHandler<InboxE
 }
 
 const dependency = (error: unknown): never => {
-  throw asDependencyError(error, "postgres");
+  throw toAppError(error);
 };
 
 type Limiter = ReturnType<typeof createRateLimiter>;

@@ -1,9 +1,9 @@
 import type { Bus } from "@notify/bus";
 import { AppError, type MaybePromise } from "@notify/core";
 import type { Database } from "@notify/db";
+import { toAppError } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { activeContext, activeTraceparent, tracingOn } from "@notify/telemetry";
-import { asDependencyError } from "../dependency.js";
 import { commitBatch } from "./commit-batch.js";
 import type { CreateResult, Pending } from "./idempotency.js";
 import { type CreateInput, prepareNotification } from "./prepare.js";
@@ -73,7 +73,7 @@ export function createIngestor(
       const batch = queue.splice(0, maxBatch);
       const run: Promise<void> = commitBatch(deps, settler, batch)
         .catch((error: unknown) => {
-          const failure = asDependencyError(error, "postgres");
+          const failure = toAppError(error);
           if (failure.status >= 500) deps.log.error({ err: error, size: batch.length }, "batch failed");
           for (const item of batch) item.reject(failure);
         })

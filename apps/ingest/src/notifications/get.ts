@@ -7,7 +7,7 @@ import {
   readNotificationTimeline,
   type TimelineEntry,
 } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 
 export type { ChannelResultView };
 export interface NotificationStatusView extends Omit<NotificationView, "channels"> {
@@ -90,7 +90,7 @@ async function readDetail(
     // Only once it is known to be this client's.
     if (record) timeline = await readNotificationTimeline(database, id);
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
   if (!record) throw new AppError("not_found", `notification ${id} does not exist`);
   const accepted: AcceptedEntry = { event: "accepted", at: record.created_at };

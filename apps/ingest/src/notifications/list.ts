@@ -1,6 +1,6 @@
 import { decodeCursor, encodeCursor } from "@notify/core";
 import { type Database, listUserNotificationRecords } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import { type NotificationStatusView, withStatus } from "./get.js";
 import type { ListNotificationsQuery } from "./list-schemas.js";
 
@@ -56,6 +56,6 @@ export async function listUserNotifications(
       has_more: hasMore,
     };
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

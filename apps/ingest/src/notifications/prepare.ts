@@ -11,7 +11,7 @@ import {
   parseRfc3339,
   partitionOf,
 } from "@notify/core";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import { requestHash } from "./canonical-json.js";
 import { checkTemplate, type TemplateInfo } from "./templates.js";
 
@@ -54,7 +54,7 @@ export function prepareNotification(
     ? found.then(
         (template) => prepared(deps, input, template),
         (error: unknown) => {
-          throw asDependencyError(error, "postgres");
+          throw toAppError(error);
         },
       )
     : prepared(deps, input, found);

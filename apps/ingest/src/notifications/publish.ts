@@ -1,9 +1,9 @@
 import type { Bus } from "@notify/bus";
 import type { AppError } from "@notify/core";
 import { type Database, narrowOutboxRow, removeUnpublished } from "@notify/db";
+import { toAppError } from "@notify/http";
 import type { Logger } from "@notify/log";
 import { withContext } from "@notify/telemetry";
-import { asDependencyError } from "../dependency.js";
 import type { Pending } from "./idempotency.js";
 import type { Settler } from "./settler.js";
 
@@ -36,7 +36,7 @@ export async function publishLanes(deps: { bus: Bus; log: Logger }, claimed: Pen
     } else {
       outcome.failed.push(item.message.notification_id);
     }
-    outcome.failures.push({ item, error: asDependencyError(error, "nats") });
+    outcome.failures.push({ item, error: toAppError(error) });
   };
   // Plain callbacks, not an async function per message: this runs for every request.
   await Promise.all(

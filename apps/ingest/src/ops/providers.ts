@@ -9,7 +9,7 @@ import {
   type WorkerReport,
 } from "@notify/bus";
 import { availableTokens, type Channel, type LaneBuckets, type LaneRates } from "@notify/core";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 
 export interface ProviderView {
   provider: string;
@@ -104,6 +104,6 @@ export async function listProviders(bus: Bus): Promise<{ data: ProviderView[] }>
     ]);
     return { data: summarizeProviders(reports, decisions, buckets, Date.now()) };
   } catch (error) {
-    throw asDependencyError(error, "nats");
+    throw toAppError(error);
   }
 }

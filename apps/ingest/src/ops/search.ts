@@ -1,5 +1,5 @@
 import { type Database, searchNotificationRecords } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import { type NotificationStatusView, withStatus } from "../notifications/get.js";
 import type { OpsNotificationsQuery } from "./schemas.js";
 
@@ -22,6 +22,6 @@ export async function searchNotifications(
     });
     return { data: records.map((record) => ({ ...withStatus(record), client_id: record.client_id })) };
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

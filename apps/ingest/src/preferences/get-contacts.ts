@@ -1,5 +1,5 @@
 import { type ContactsRow, type Database, readContacts } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import type { ContactsResponse } from "./schemas.js";
 
 export interface StoredContacts {
@@ -18,6 +18,6 @@ export async function getContacts(database: Database, userId: string): Promise<S
   try {
     return toStoredContacts(userId, await readContacts(database, userId));
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

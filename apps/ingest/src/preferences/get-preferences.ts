@@ -1,6 +1,6 @@
 import { DEFAULT_PREFERENCES } from "@notify/core";
 import { type Database, type PreferencesRow, readPreferences } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import type { PreferencesResponse } from "./schemas.js";
 
 export interface StoredPreferences {
@@ -35,6 +35,6 @@ export async function getPreferences(database: Database, userId: string): Promis
   try {
     return toStoredPreferences(userId, await readPreferences(database, userId));
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

@@ -1,5 +1,5 @@
 import { type Database, writeContacts } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import { type StoredContacts, toStoredContacts } from "./get-contacts.js";
 import type { ContactsRequest } from "./schemas.js";
 
@@ -20,6 +20,6 @@ export async function putContacts(
       await writeContacts(database, userId, { email: input.email, phone: input.phone }, by),
     );
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

@@ -1,5 +1,5 @@
 import { type Database, writePreferences } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import { type StoredPreferences, toStoredPreferences } from "./get-preferences.js";
 import type { PreferencesRequest } from "./schemas.js";
 
@@ -23,6 +23,6 @@ export async function putPreferences(
     });
     return toStoredPreferences(userId, row);
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

@@ -1,6 +1,6 @@
 import { AppError, MEMBER_BATCH, type MemberFormat, memberBatches, newId } from "@notify/core";
 import { createAudience, getAudience, importAudienceMembers, listAudiences, setAudienceMember } from "@notify/db";
-import { limitBody, readJson, validate } from "@notify/http";
+import { limitBody, readJson, toAppError, validate } from "@notify/http";
 import type { Hono } from "hono";
 import {
   AudiencePage,
@@ -10,7 +10,6 @@ import {
   ListAudiencesQuery,
 } from "../audiences/schemas.js";
 import type { AuthEnv } from "../auth/middleware.js";
-import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { parseUserIdParam } from "../preferences/schemas.js";
 import { type Contract, contract } from "./contract.js";
@@ -31,7 +30,7 @@ async function postgres<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }
 

@@ -1,12 +1,11 @@
 import { announceKeyChanged } from "@notify/bus";
 import { AppError, SCOPES, type Scope } from "@notify/core";
 import { createKey, getKey, InactiveMinterError, type KeyManager, listKeys, revokeKey, rotateKey } from "@notify/db";
-import { limitBody, readJson, validate } from "@notify/http";
+import { limitBody, readJson, toAppError, validate } from "@notify/http";
 import type { Context, Hono } from "hono";
 import * as v from "valibot";
 import { hasScope, type Principal } from "../auth/api-keys.js";
 import type { AuthEnv } from "../auth/middleware.js";
-import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { CreateKeyRequest, ListKeysQuery, RotateKeyRequest } from "../keys/schemas.js";
 import { spreadChange } from "./announce.js";
@@ -43,7 +42,7 @@ const keys = (route: Omit<Contract, "tag" | "scope">) => contract({ ...route, ta
 
 const postgres = <T>(work: Promise<T>): Promise<T> =>
   work.catch((error: unknown) => {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   });
 
 const unknownKey = (id: string) => new AppError("not_found", `API key ${id} does not exist`);

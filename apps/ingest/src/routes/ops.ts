@@ -1,10 +1,9 @@
 import { listContactChanges } from "@notify/db";
-import { validate } from "@notify/http";
+import { toAppError, validate } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";
 import { changeAnyBroadcast, listAnyBroadcasts } from "../broadcasts/progress.js";
-import { asDependencyError } from "../dependency.js";
 import type { IngestDeps } from "../deps.js";
 import { getAnyNotification } from "../notifications/get.js";
 import { listProviders } from "../ops/providers.js";
@@ -91,7 +90,7 @@ export function mountOps(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | 
       try {
         return c.json({ data: await listContactChanges(deps.database, userId, 100) });
       } catch (error) {
-        throw asDependencyError(error, "postgres");
+        throw toAppError(error);
       }
     },
   );

@@ -1,6 +1,6 @@
 import { AppError, CHANNELS, type Channel } from "@notify/core";
 import { type Database, readTemplateVersion, type TemplateVersionRecord } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import type { TemplateResponse } from "./schemas.js";
 
 /** Variants in a stable order (channel order, then locale), so equal content reads equal. */
@@ -22,7 +22,7 @@ export async function getTemplate(database: Database, templateId: string, versio
   try {
     found = await readTemplateVersion(database, templateId, version);
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
   if (!found) {
     throw new AppError(

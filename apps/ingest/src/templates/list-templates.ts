@@ -1,5 +1,5 @@
 import { type Database, listTemplateSummaries } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import type { TemplateSummary } from "./schemas.js";
 
 /** GET /api/v1/templates: an admin list, offset-paginated by template id. */
@@ -10,6 +10,6 @@ export async function listTemplates(
   try {
     return await listTemplateSummaries(database, page);
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

@@ -1,6 +1,6 @@
 import { AppError } from "@notify/core";
 import { type Database, writeTemplateVersion } from "@notify/db";
-import { asDependencyError } from "../dependency.js";
+import { toAppError } from "@notify/http";
 import { contentProblems } from "./check-content.js";
 import { sortVariants, toTemplateResponse } from "./get-template.js";
 import type { TemplateRequest, TemplateResponse } from "./schemas.js";
@@ -42,6 +42,6 @@ export async function putTemplate(
     const written = await writeTemplateVersion(database, templateId, content, (latest) => contentOf(latest) === wanted);
     return { kind: written.kind, template: toTemplateResponse(written.template) };
   } catch (error) {
-    throw asDependencyError(error, "postgres");
+    throw toAppError(error);
   }
 }

@@ -1,7 +1,7 @@
 import { AppError, type ChannelStatus } from "@notify/core";
 import { recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, noteAccess, type UnverifiedReads } from "@notify/http";
-import { formParams, verifyPlivoSignature } from "@notify/providers/plivo/signature";
+import { formParams, verifyPlivoSignature } from "@notify/providers";
 import type { Hono } from "hono";
 import { receiptTracing } from "../receipts/trace.js";
 import type { ReceiptMetrics } from "./metrics.js";

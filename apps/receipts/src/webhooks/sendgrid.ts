@@ -2,11 +2,7 @@ import type { KeyObject } from "node:crypto";
 import { AppError, type ChannelStatus } from "@notify/core";
 import { type Receipt, type RecordOutcome, recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, noteAccess, type UnverifiedReads } from "@notify/http";
-import {
-  SENDGRID_SIGNATURE_HEADER,
-  SENDGRID_TIMESTAMP_HEADER,
-  verifySendgridSignature,
-} from "@notify/providers/sendgrid/event-webhook";
+import { SENDGRID_SIGNATURE_HEADER, SENDGRID_TIMESTAMP_HEADER, verifySendgridSignature } from "@notify/providers";
 import type { Hono } from "hono";
 import { receiptTracing } from "../receipts/trace.js";
 import type { ReceiptMetrics } from "./metrics.js";

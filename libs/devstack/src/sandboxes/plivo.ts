@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers/plivo/signature";
+import { plivoSignatureV2, plivoSignatureV3 } from "@notify/providers";
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
 import { createCallbackPoster, postStatus } from "./callbacks.js";

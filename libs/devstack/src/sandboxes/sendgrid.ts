@@ -10,16 +10,14 @@ import { type Server, STATUS_CODES } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { serve } from "@hono/node-server";
 import {
-  SENDGRID_SIGNATURE_HEADER,
-  SENDGRID_TIMESTAMP_HEADER,
-  signSendgridEvents,
-} from "@notify/providers/sendgrid/event-webhook";
-import {
   type MailAddress,
   type MailContent,
   parseMailSend,
+  SENDGRID_SIGNATURE_HEADER,
+  SENDGRID_TIMESTAMP_HEADER,
   type SendgridErrorDetail,
-} from "@notify/providers/sendgrid/mail-send";
+  signSendgridEvents,
+} from "@notify/providers";
 import { type Context, Hono, type MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import * as v from "valibot";

@@ -1,6 +1,6 @@
 import { createDecipheriv, createECDH, createPublicKey, hkdfSync, randomBytes, randomUUID, verify } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { PushSubscription } from "@notify/providers/webpush/provider";
+import type { PushSubscription } from "@notify/providers";
 import { type Context, Hono } from "hono";
 import * as v from "valibot";
 import { createSandboxTls, type SandboxTls } from "./certificates.js";
