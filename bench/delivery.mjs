@@ -9,7 +9,7 @@
 // are printed last. BENCH_ITEMS (20,000 a sender), BENCH_WARM_MS (3000: not measured),
 // BENCH_CONCURRENCY (32), BENCH_SECONDS (8: the raw client's run).
 // BENCH_CPU_PROF_DIR=<dir> writes the worker's and the floor's V8 CPU profiles there;
-// BENCH_NODE_OPTIONS adds Node.js options to the worker and the floors (docs/profiles.md).
+// BENCH_NODE_OPTIONS adds Node.js options to the worker and the floors (docs/benchmarks.md#profiles).
 import { fork, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";

@@ -12,14 +12,14 @@
 // durable work) in one process and in four, and the ratios of each floor's CPU per delivered
 // email to the service's are printed, and each app's CPU per email against that of the
 // four-process floors' stage doing its durable work, bare and with its checks. What every process spends idle is read before each service's and floor's
-// phases (the least of three readings) and taken off them. The README's capacity table comes
+// phases (the least of three readings) and taken off them. docs/capacity.md's sizing comes
 // from here.
 //   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
 //   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000), BENCH_PARTITIONS (16: the
 //   service's LANE_PARTITIONS); BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
 //   bench/profile-top.mjs; BENCH_ALLOC_PROF=1 with it, their allocation profiles too;
-//   BENCH_NODE_OPTIONS adds Node.js options to every app and floor (a profiler's, docs/profiles.md).
+//   BENCH_NODE_OPTIONS adds Node.js options to every app and floor (a profiler's, docs/benchmarks.md#profiles).
 import { fork, spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync } from "node:fs";

@@ -12,7 +12,7 @@
 // BENCH_SECONDS (10, per target), BENCH_ROUNDS (5: the targets take turns, so that load from
 // elsewhere falls on all of them), BENCH_SETTLE_MS (1000: a turn's CPU is counted until this long
 // after its load ends); BENCH_CPU_PROF_DIR=<dir> writes ingest's and the floors' V8 CPU profiles;
-// BENCH_NODE_OPTIONS adds Node.js options to ingest and the floors (a profiler's, docs/profiles.md).
+// BENCH_NODE_OPTIONS adds Node.js options to ingest and the floors (a profiler's, docs/benchmarks.md#profiles).
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

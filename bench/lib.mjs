@@ -32,7 +32,7 @@ export async function load({ url, body, headers, connections, seconds, uniqueKey
  * Node.js options every app and floor a bench starts gets besides the apps' own, from
  * BENCH_NODE_OPTIONS (separated by spaces): a profiler's flags, which NODE_OPTIONS refuses
  * (`--perf-basic-prof-only-functions` for `perf`, `--trace-opt`, `--trace-gc`). See
- * docs/profiles.md.
+ * docs/benchmarks.md#profiles.
  */
 export const benchNodeOptions = () => (process.env.BENCH_NODE_OPTIONS ?? "").split(/\s+/).filter(Boolean);
 
@@ -75,7 +75,7 @@ export const profileEnv = () =>
     : {};
 
 /**
- * One row of the README's performance table (bench/table.mjs), appended as a JSON line to
+ * One row of the table of docs/benchmarks.md (bench/table.mjs), appended as a JSON line to
  * $BENCH_SUMMARY when it is set: what was measured, notify's figure, its floor's, the ratio
  * (floor / notify in CPU per unit of work) and the command that reproduces it.
  */
@@ -83,7 +83,7 @@ export function summarize(row) {
   if (process.env.BENCH_SUMMARY) appendFileSync(process.env.BENCH_SUMMARY, `${JSON.stringify(row)}\n`);
 }
 
-/** A figure as the README prints it: µs below a millisecond, ms above, thousands spaced. */
+/** A figure as that table prints it: µs below a millisecond, ms above, thousands spaced. */
 export const cpuFigure = (us) => (us >= 1000 ? `${(us / 1000).toFixed(2)} ms CPU` : `${us.toFixed(0)} µs CPU`);
 export const rateFigure = (perSecond) => `${Math.round(perSecond).toLocaleString("en").replaceAll(",", " ")}/s`;
 

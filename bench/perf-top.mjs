@@ -1,6 +1,6 @@
 // perf script -i perf.data | node bench/perf-top.mjs [units]: where a process's CPU went, from
 // Linux perf's CPU-time samples of an app or floor started with BENCH_NODE_OPTIONS=
-// --perf-basic-prof-only-functions (docs/profiles.md). Each sample goes to the first of: the
+// --perf-basic-prof-only-functions (docs/benchmarks.md#profiles). Each sample goes to the first of: the
 // garbage collector (any V8 collector frame on its stack), V8's compilers, the owner of its
 // innermost JavaScript frame (a package, the project's file, node's module), or else its innermost
 // native frame. Prints each group's CPU (µs per unit of work when `units`, e.g. the requests

@@ -11,7 +11,7 @@
 //   BENCH_NOTIFICATIONS (20000, after BENCH_WARM 2000), BENCH_USERS (2000), BENCH_HISTORY (50000);
 //   BENCH_CPU_PROF_DIR=<dir> writes the processor's and the floor's V8 CPU profiles there (bench/cpu-profile.mjs),
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the processor's numbers);
-//   BENCH_NODE_OPTIONS adds Node.js options to the processor and the floor (docs/profiles.md).
+//   BENCH_NODE_OPTIONS adds Node.js options to the processor and the floor (docs/benchmarks.md#profiles).
 import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { applyTopology, connectBus } from "@notify/bus";

@@ -1,5 +1,5 @@
 // npm run bench:table: runs every bench that has a floor, one after another on this machine, and
-// prints the README's "Performance against the floor" table from that one run: each bench's
+// prints the table of docs/benchmarks.md ("Against the floors") from that one run: each bench's
 // figure, its floor's and the ratio (floor / notify, CPU per unit of work), with the command that
 // reproduces the row. Takes about 10 minutes; run it on a quiet machine. BENCH_ONLY=e2e,ingest
 // runs a subset.
