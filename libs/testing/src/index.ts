@@ -169,14 +169,26 @@ export async function settled(database: Database, notificationId: string, timeou
 
 /** A free TCP port on loopback. */
 export { freePort } from "@notify/devstack";
-export * from "./bus.js";
-export * from "./cluster-chaos.js";
-export * from "./dead-letters.js";
-export * from "./embedded.js";
-export * from "./logger.js";
-export * from "./nats-users.js";
-export * from "./otlp.js";
-export * from "./outage.js";
-export * from "./postgres-roles.js";
-export * from "./stack.js";
-export * from "./tcp-proxy.js";
+export { freshBus, streamCount } from "./bus.js";
+export { deadLetterOf } from "./dead-letters.js";
+export {
+  devKey,
+  errorLines,
+  getJson,
+  getWithCa,
+  killEverything,
+  npmStart,
+  postNotification,
+  receivedByProviders,
+  serversAlive,
+  settledView,
+  stackEnv,
+  stackMemory,
+} from "./embedded.js";
+export { captureLogger } from "./logger.js";
+export { startNatsWithUsers } from "./nats-users.js";
+export { OTLP_KIND, type ReceivedSpan, startOtlpReceiver } from "./otlp.js";
+export { proxiedDependencies, whileCut } from "./outage.js";
+export { freshAppRoles } from "./postgres-roles.js";
+export { startTestStack } from "./stack.js";
+export { startTcpProxy } from "./tcp-proxy.js";

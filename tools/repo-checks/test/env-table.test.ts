@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import t from "tap";
-import { DOC, envRows, envTable, tableCells } from "../../../scripts/env-table.js";
+import { DOC, envRows, envTable, tableCells } from "../src/env-table.js";
 
 // The table of every environment variable in docs/configuration.md is generated from the config
 // schemas (`npm run env:table`): a variable added, renamed, given another default or described
