@@ -3,8 +3,8 @@ import { eventually, freshBus } from "@notify/testing";
 import t from "tap";
 
 // An idle process is not woken by the bus: the publisher's ack sweep ticks only while acks are
-// awaited and a consumer's heartbeat only while it holds messages (a wake-up costs a process
-// 0.1-0.2 ms of CPU here; each of these ticked four times a second, for nothing). The intervals
+// awaited and a consumer's heartbeat only while it holds messages (each wake-up costs a process
+// CPU, and ticking four times a second for nothing adds up). The intervals
 // the publisher and the consumer runner start are followed through setInterval/clearInterval.
 const live = new Set<ReturnType<typeof setInterval>>();
 const { setInterval: realSet, clearInterval: realClear } = globalThis;

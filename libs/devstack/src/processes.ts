@@ -24,10 +24,8 @@ const KEPT_LINES = 40;
  * of it garbage within the email's handling (parsed messages, the HTTP clients' objects,
  * statements), and V8 collects its young generation each time a semi-space (16 MB by default)
  * fills: at saturation, several times a second in each app. Semi-spaces of 32 MB halve the
- * collections and take about a quarter off their time (email at saturation, three runs each:
- * 193-244 -> 165-191 µs of the apps' collections per email in four processes, 121-142 -> 87-104
- * in one), for up to 32 MB more memory per process under load. The image sets the same in
- * NODE_OPTIONS.
+ * collections and take about a quarter off their time, for up to 32 MB more memory per process
+ * under load. The image sets the same in NODE_OPTIONS.
  */
 export const APP_NODE_OPTIONS: readonly string[] = ["--max-semi-space-size=32"];
 

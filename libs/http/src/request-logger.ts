@@ -10,7 +10,7 @@ export type RequestLogger = Record<Level, LogFn> & { child(bindings: Bindings): 
 /**
  * A per-request logger that builds its pino child only when something is logged at an
  * enabled level. Most requests log nothing below the configured level, and a pino child per
- * request (two with authentication) was several percent of ingest's CPU; so is a set of
+ * request (two with authentication) costs several percent of ingest's CPU; so does a set of
  * closures per request, hence one small object with its methods on the prototype.
  */
 class LazyLogger implements RequestLogger {

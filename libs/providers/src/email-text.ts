@@ -28,8 +28,8 @@ const TEXT_OPTIONS: HtmlToTextOptions = {
 };
 
 /**
- * Compiled once: `convert` builds its selector decision tree again on every call (a tenth of a
- * busy worker's CPU, in profiles).
+ * Compiled once: `convert` builds its selector decision tree again on every call, a cost every
+ * email would pay.
  */
 const toText = compile(TEXT_OPTIONS);
 

@@ -38,7 +38,7 @@ export async function startTestStack(t: TestContext, options: Partial<StackOptio
     for (const line of recent) t.comment(line);
   });
   // Loaded here, not at the top: every test file imports this package, most never start a stack,
-  // and the stack's modules (the providers, the sandboxes) cost each file most of a second of CPU.
+  // and the stack's modules (the providers, the sandboxes) are costly to import.
   const { startStack } = await import("@notify/devstack");
   const stack = await startStack({
     dataDir,

@@ -5,9 +5,9 @@ export type CallbackAttempt = (signal: AbortSignal) => Promise<number>;
 
 /**
  * How a sandbox posts its callbacks (SendGrid's Event Webhook, Plivo's delivery reports).
- * In memory, three tries a second apart, as the sandboxes always did. Durable (the sandbox has
- * a journal), until the receiver answers 2xx, as the real providers retry for hours: the
- * receiver may well be down, e.g. restarting with the rest of the dev stack.
+ * In memory, three tries a second apart. Durable (the sandbox has a journal), until the
+ * receiver answers 2xx, as the real providers retry for hours: the receiver may well be down,
+ * e.g. restarting with the rest of the dev stack.
  */
 export interface CallbackPoster {
   /** The receiver's last answer, or undefined when stop() came first. */

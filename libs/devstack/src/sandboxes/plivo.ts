@@ -89,7 +89,7 @@ export interface PlivoSandbox {
   fault(fault: PlivoSandboxFault): void;
   /**
    * Ends the retries of unacknowledged reports (the journal has them for the next start) and
-   * waits for posts under way. Without a journal posts are not stopped, as before.
+   * waits for posts under way. Without a journal, posts under way are left to finish.
    */
   stop(): Promise<void>;
 }

@@ -136,7 +136,7 @@ export interface SendgridSandbox {
   holding(): number;
   /**
    * Ends the retries of unacknowledged events (the journal has them for the next start) and
-   * waits for posts under way. Without a journal posts are not stopped, as before.
+   * waits for posts under way. Without a journal, posts under way are left to finish.
    */
   stop(): Promise<void>;
 }

@@ -52,8 +52,8 @@ const require = createRequire(import.meta.url);
 
 export function createPlivoProvider(config: PlivoConfig): Provider {
   // Loaded with the first provider, not with this module: every worker imports the providers,
-  // few send SMS, and plivo costs a process over 10 MB and a tenth of a second or more at start
-  // (it also replaces axios's default agents when it loads).
+  // few send SMS, and plivo adds megabytes of memory and time at start to a process (it also
+  // replaces axios's default agents when it loads).
   const plivo = require("plivo") as typeof Plivo;
   const client = new plivo.Client(config.authId, config.authToken, {
     url: `${config.baseUrl.replace(/\/+$/, "")}/v1/Account/${config.authId}`,

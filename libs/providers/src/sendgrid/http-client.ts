@@ -70,8 +70,7 @@ const parsed = (text: string): unknown => {
  * client builds (its default request and headers, the API key's Authorization, its user agent),
  * and @sendgrid/mail builds the body; only the HTTP exchange changes, through the client's
  * public `request`. axios merges its configuration, normalises headers and wraps node:http for
- * every call: 400 µs of CPU per send here against 220 through undici (client only, 32 sends in
- * flight against the sandbox), the largest cost of a worker's send that does no work.
+ * every call, which would make it the largest cost of a worker's send outside the durable work.
  *
  * The connections are the provider's own (no process-wide agent another package may change):
  * as many as sends in flight, none queued inside the process, each kept IDLE_MS idle (less when
@@ -80,7 +79,7 @@ const parsed = (text: string): unknown => {
  * goes (the caller's deadline has answered by then). A request is never retried here: POST is
  * not idempotent, and an outcome the transport cannot tell is the caller's to classify. With
  * a proxy named in the environment for the base URL's scheme (or ALL_PROXY), and NO_PROXY,
- * sends go through it as they did with axios.
+ * sends go through it, as they would through @sendgrid/client's own axios.
  *
  * Answers as @sendgrid/client does: `[response, body]` for a 2xx; anything else rejects with
  * a SendgridResponseError (a redirect too: it is never followed); a transport failure rejects
@@ -160,7 +159,7 @@ export class SendgridHttpClient extends Client {
       timer = setTimeout(resolve, graceMs);
     });
     // Waited for here rather than by the dispatchers' close(): once closed, undici's destroy()
-    // no longer ends a request in flight.
+    // does not end a request in flight.
     await Promise.race([Promise.allSettled(this.#inFlight), grace]);
     clearTimeout(timer);
     await Promise.all(dispatchers.map((d) => d.destroy()));
