@@ -167,8 +167,8 @@ t.test("pipelined expansion keeps two batches publishing while the next is writt
     ...deps,
     bus: {
       ...bus,
-      // Acks slower than a transaction: with one batch publishing at a time, nats-server waited
-      // for the expander between batches.
+      // Acks slower than a transaction: with one batch publishing at a time, nats-server would
+      // wait for the expander between batches.
       publish: (async (...args: Parameters<typeof bus.publish>) => {
         most = Math.max(most, ++inFlight);
         try {

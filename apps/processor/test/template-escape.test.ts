@@ -8,11 +8,11 @@ import { createRenderer } from "../src/routing/render.js";
 
 // Templates cannot run code: the engine the processor renders with refuses every template
 // outside the logic-less subset (and never runs what the author wrote), the templates the
-// repository ships render exactly as before, a stored unsafe template fails its notification
+// repository ships render as plain eta renders them, a stored unsafe template fails its notification
 // with template_invalid, and no accepted template can stall a render.
 
 const engines = { html: new Eta(templateEngineOptions(true)), plain: new Eta(templateEngineOptions(false)) };
-// The settings before the subset: plain eta, which runs a template's JavaScript.
+// Plain eta without the subset (it runs a template's JavaScript), to compare the shipped templates with.
 const before = {
   html: new Eta({ autoEscape: true, autoTrim: false, useWith: false, varName: "it" }),
   plain: new Eta({ autoEscape: false, autoTrim: false, useWith: false, varName: "it" }),

@@ -43,7 +43,7 @@ export function createSettler(deps: { database: Database; log: Logger }, interva
     writingIds = new Set();
   };
   // Armed by the first row to settle, not ticking while there is none: an idle process is not
-  // woken fifty times a second (a wake-up costs 0.1-0.2 ms of CPU on a small virtual machine).
+  // woken fifty times a second, and each wake-up costs CPU.
   let timer: ReturnType<typeof setTimeout> | undefined;
   let stopped = false;
   const due = () => {
