@@ -65,9 +65,8 @@ const { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } = await import(
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 20_000);
 // A sender is measured once it has sent for this long (and 10% of the backlog), or from half
 // the backlog: before that much of its CPU is V8 compiling its code, the more of it the larger
-// the program. With a backlog of 4,000 and no warm-up, a fast machine measured the worker in its
-// first two seconds, when V8's compilers took about 40% of its CPU (perf); the raw client is
-// measured warm and has far less code.
+// the program, and a fast machine would measure a sender in its first seconds only. The raw
+// client is measured warm and has far less code.
 const WARM_MS = Number(process.env.BENCH_WARM_MS ?? 3000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);

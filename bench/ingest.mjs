@@ -173,7 +173,7 @@ try {
   console.log(`  + checks     ${fmtCpu(k.cpu, k.result.total)}`);
   console.log(`  ingest       ${fmtCpu(i.cpu, i.result.total)}`);
   // Writes and wake-ups per request: on loopback each write also runs the receiver's side of TCP,
-  // and each wake-up of a waiting process costs it 0.1-0.2 ms here.
+  // and each wake-up of a waiting process costs it CPU.
   const perRequest = ({ calls, result }, kind) =>
     calls === null
       ? "(no /proc)"

@@ -2,9 +2,9 @@
 // Runs before `npm test`: builds tap's test class for the plugins package.json's "tap".plugin
 // names, when the installed build is for another set (a fresh install holds tap's defaults).
 // tap rebuilds it by itself at the start of a run, but that run still starts every test file
-// with the node arguments of the build it loaded: on a fresh clone the first run gave each test
-// process the ts-node loader of the @tapjs/typescript plugin the config removes, besides tsx's,
-// and that first run (CI's, on Node.js 20) took about twice as long as the next.
+// with the node arguments of the build it loaded: on a fresh clone, the ts-node loader of the
+// @tapjs/typescript plugin the config removes, besides tsx's, which makes that run about twice
+// as slow.
 import { execFileSync } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
