@@ -1,7 +1,7 @@
 // npm run bench:ingest: POST /api/v1/notifications over HTTP on the real stack (real Postgres
 // and NATS, full durability: commit + publish ack before 202) against references measured in
 // the same run with the same load generator:
-//   - a bare Hono hello-world (the first ingest target was half of its req/s),
+//   - a bare Hono hello-world (the ceiling for any Hono route, and the day's yardstick),
 //   - the minimal durable ingest on bare Hono (bench/floor-server.mjs): the same batched insert
 //     and acknowledged publish, and nothing else, i.e. what durability alone costs here, and
 //   - the same with the checks every request must pass (FLOOR_CHECKS=1: key, bucket,
