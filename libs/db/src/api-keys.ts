@@ -8,7 +8,7 @@ import {
   newId,
   type Scope,
 } from "@notify/core";
-import type { Database, Sql } from "./index.js";
+import type { Database, Sql } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { apiKeys } from "./schema/index.js";
 

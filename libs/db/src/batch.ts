@@ -1,6 +1,6 @@
 import DataLoader from "dataloader";
 import type { PendingQuery, Row } from "postgres";
-import type { Sql } from "./index.js";
+import type { Sql } from "./pool.js";
 
 /*
  * The batched statements every email passes through (ingest's accept, routing and the profile

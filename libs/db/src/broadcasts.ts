@@ -1,5 +1,5 @@
 import { type Channel, newId, partitionOf, withDeadline } from "@notify/core";
-import type { Database } from "./index.js";
+import type { Database } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { broadcasts } from "./schema/index.js";
 

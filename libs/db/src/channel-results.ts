@@ -7,7 +7,7 @@ import {
 } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import { GATHER, perIterationOf, unnestColumns } from "./batch.js";
-import type { Database, Sql } from "./index.js";
+import type { Database, Sql } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { notificationChannels } from "./schema/index.js";
 

@@ -1,4 +1,4 @@
-import type { Database } from "./index.js";
+import type { Database } from "./pool.js";
 import type { Row } from "./rows.js";
 import { INBOX_NOTIFY_CHANNEL, type inboxItems } from "./schema/index.js";
 

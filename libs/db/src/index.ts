@@ -1,99 +1,154 @@
-import postgres from "postgres";
-import * as schema from "./schema/index.js";
-
-export * from "./api-keys.js";
-export * from "./audiences.js";
-export * from "./dead-letters.js";
-export * from "./fallbacks.js";
-export * from "./retention.js";
-export * from "./schema/index.js";
-export { schema };
-export type Sql = postgres.Sql;
-
-export interface DbConfig {
-  url: string;
-  /** Pool size. Hot paths batch, so a handful of connections go a long way. */
-  max?: number;
-  /** Name shown in pg_stat_activity. */
-  applicationName?: string;
-  /**
-   * Seconds to wait before reconnecting after a failed attempt; by default postgres.js's backoff,
-   * which grows to 20 s. While Postgres is down each failed attempt fails one queued query, so
-   * this also paces the 503s of requests waiting in line (outage tests set it low).
-   */
-  reconnectDelaySeconds?: number;
-  /**
-   * Postgres statement_timeout of every connection, in ms: a statement running longer is
-   * cancelled (SQLSTATE 57014), so a stuck query cannot hold a connection, and the request
-   * waiting on it, forever. 0 turns it off; by default 15 000.
-   */
-  statementTimeoutMs?: number;
-}
-
-/** statement_timeout of a pool that sets none. */
-export const DEFAULT_STATEMENT_TIMEOUT_MS = 15_000;
-
-/**
- * One postgres.js pool per process, and every query goes through it. drizzle defines the schema
- * and the migrations but runs no queries: its postgres-js driver rewrites its client's type
- * parsers and serializers (timestamps stay strings, JSON passes through unserialized), so the
- * data layer queries through postgres.js with row types derived from the schema (rows.ts).
- */
-export interface Database {
-  sql: Sql;
-  close(): Promise<void>;
-  /** Readiness: a round trip to the server. */
-  ping(): Promise<boolean>;
-}
-
-/**
- * A pool of connections with the service's settings. postgres.js is installed with
- * patches/postgres+3.4.9.patch (npm's postinstall applies it): its Query and Result name their
- * species with a data property instead of a getter, without which V8 aborts every optimization of
- * their constructors, over and over, for as long as the process runs.
- */
-export function createDb(config: DbConfig): Database {
-  const delay = config.reconnectDelaySeconds;
-  const options = {
-    idle_timeout: 30,
-    connect_timeout: 5,
-    onnotice: () => {},
-    connection: {
-      application_name: config.applicationName ?? "notify",
-      statement_timeout: config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
-    },
-    ...(delay === undefined ? {} : { backoff: () => delay }),
-  };
-  const sql = postgres(config.url, { ...options, max: config.max ?? 10 });
-  return {
-    sql,
-    close: async () => {
-      await sql.end({ timeout: 5 });
-    },
-    ping: async () => {
-      try {
-        await sql`select 1`;
-        return true;
-      } catch {
-        return false;
-      }
-    },
-  };
-}
-export * from "./batch.js";
-export * from "./broadcasts.js";
-export * from "./channel-results.js";
-export * from "./inbox.js";
+// What @notify/db promises to the apps, @notify/ops, @notify/cli, @notify/testing, @notify/devstack
+// and the benches: every name they import, by name. A module's other exports are its own folder's.
+export {
+  type ApiKeyRecord,
+  createKey,
+  findActiveKeyByHash,
+  findActiveKeyById,
+  findKeyHash,
+  getKey,
+  InactiveMinterError,
+  type IssuedApiKey,
+  type KeyManager,
+  listActiveKeyHashes,
+  listKeys,
+  loadCredentialKeys,
+  type RotatedApiKey,
+  revokeKey,
+  rotateKey,
+  touchKeyLastUsed,
+} from "./api-keys.js";
+export {
+  type AudienceRecord,
+  createAudience,
+  getAudience,
+  type ImportResult,
+  importAudienceMembers,
+  listAudiences,
+  setAudienceMember,
+} from "./audiences.js";
+export { perIteration, unnestColumns } from "./batch.js";
+export {
+  type BroadcastProgress,
+  cancelBroadcastExpansion,
+  type ExpansionStep,
+  expandBroadcastBatch,
+  insertBroadcast,
+  listBroadcastProgress,
+  pauseBroadcastExpansion,
+  readBroadcastProgress,
+  resumeBroadcastExpansion,
+} from "./broadcasts.js";
+export {
+  type Attempt,
+  type DeliveryChannelRow,
+  listPendingChannels,
+  loadChannel,
+  moveStatus,
+  purgeCapCounts,
+  readDeliveryHistory,
+  recordAttempt,
+  recordRoutedChannels,
+  settlePendingChannel,
+} from "./channel-results.js";
+export {
+  type ChannelState,
+  type ReachProfile,
+  readChannelStates,
+  readReachProfile,
+  readStatusEvents,
+  resetChannelForReplay,
+  type StatusEvent,
+} from "./dead-letters.js";
+export { storeInboxItem } from "./delivery/in-app.js";
+export {
+  endFallback,
+  listOpenFallbacks,
+  type OpenFallback,
+  readFallbackRoutable,
+  startFallbackWait,
+  takeFallbackStep,
+} from "./fallbacks.js";
+export {
+  findInboxTokenOwner,
+  INBOX_FILTERS,
+  type InboxOwner,
+  type InboxTokenRevocation,
+  inboxItemsSince,
+  insertInboxToken,
+  insertInboxTokenRevocation,
+  latestInboxItemId,
+  listenForInboxItems,
+  listInboxItems,
+  listInboxItemsAfter,
+  listInboxTokenRevocations,
+  purgeExpiredInboxTokenRevocations,
+  purgeExpiredInboxTokens,
+  setInboxItemState,
+} from "./inbox.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
-export * from "./notifications/index.js";
-export * from "./preferences.js";
-export * from "./profiles.js";
-export * from "./push-subscriptions.js";
-export * from "./receipts.js";
-export * from "./reconcile.js";
-export * from "./roles.js";
-export type { Row, RowPick } from "./rows.js";
-export * from "./seed.js";
-export * from "./templates.js";
-export * from "./templates-render.js";
-export * from "./timers.js";
+export {
+  type AcceptedRow,
+  acceptNotifications,
+  findIdempotencyRecords,
+  purgeExpiredIdempotencyKeys,
+} from "./notifications/accept.js";
+export {
+  deleteSettledOutboxRows,
+  narrowOutboxRow,
+  removeUnpublished,
+  sweepPublishOutbox,
+} from "./notifications/outbox.js";
+export {
+  type ChannelResultView,
+  listUserNotificationRecords,
+  type NotificationRecord,
+  readNotification,
+  readNotificationTimeline,
+  searchNotificationRecords,
+  type TimelineEntry,
+} from "./notifications/read.js";
+export { createDb, type Database, type Sql } from "./pool.js";
+export {
+  type ContactsRow,
+  listContactChanges,
+  type PreferencesRow,
+  readContacts,
+  readPreferences,
+  writeContacts,
+  writePreferences,
+} from "./preferences.js";
+export { type ProfileRow, readProfileRow } from "./profiles.js";
+export { removePushSubscription } from "./push-subscriptions.js";
+export {
+  type AppliedReceipt,
+  applyPendingReceipts,
+  purgeUnmatchedReceipts,
+  type Receipt,
+  type RecordOptions,
+  type RecordOutcome,
+  recordReceipts,
+} from "./receipts.js";
+export {
+  findUnroutedNotifications,
+  findWaitingChannels,
+  readSweepPosition,
+  saveSweepPosition,
+  settleInAppFromInbox,
+  touchWaitingChannel,
+  type WaitingChannel,
+  withSweepLock,
+} from "./reconcile.js";
+export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch } from "./retention.js";
+export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./roles.js";
+export type { DeviceToken } from "./schema/index.js";
+export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./seed.js";
+export {
+  listTemplateSummaries,
+  readLatestTemplateParams,
+  readTemplateVersion,
+  type TemplateVersionRecord,
+  writeTemplateVersion,
+} from "./templates.js";
+export { readLatestTemplateVersion, readTemplateVersionForRender } from "./templates-render.js";
+export { listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "./timers.js";

@@ -1,5 +1,5 @@
 import type { Channel } from "@notify/core";
-import type { Database, Sql } from "./index.js";
+import type { Database, Sql } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { userContacts, userPreferences } from "./schema/index.js";
 

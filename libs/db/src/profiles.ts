@@ -1,5 +1,5 @@
 import { GATHER, perIterationOf, unnestColumns } from "./batch.js";
-import type { Database } from "./index.js";
+import type { Database } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { userContacts, userPreferences } from "./schema/index.js";
 

@@ -1,7 +1,7 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import type { TransactionSql } from "postgres";
 import { unnestColumns } from "./batch.js";
-import type { Sql } from "./index.js";
+import type { Sql } from "./pool.js";
 
 /**
  * One provider event, mapped to what it means for a channel: `status` is the channel status it

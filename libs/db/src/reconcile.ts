@@ -1,6 +1,6 @@
 import type { Channel, ChannelStatus } from "@notify/core";
-import type { Database } from "./index.js";
 import { asLaneNotification, type LaneNotification, type LaneRow } from "./notifications/lane.js";
+import type { Database } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { notificationChannels } from "./schema/index.js";
 

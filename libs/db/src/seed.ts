@@ -1,6 +1,6 @@
 import { generateSignedKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
 import { loadCredentialKeys } from "./api-keys.js";
-import type { Database } from "./index.js";
+import type { Database } from "./pool.js";
 import type { DeviceToken } from "./schema/users.js";
 
 export interface TemplateSeed {

@@ -1,6 +1,6 @@
 import type { Channel, ChannelStatus, Priority } from "@notify/core";
 import { type CapSlot, takeCapSlot } from "./channel-results.js";
-import type { Database } from "./index.js";
+import type { Database } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { notifications } from "./schema/index.js";
 

@@ -3,7 +3,13 @@ import { CHANNEL_STATUSES, type ChannelStatus, statusesMovableTo } from "@notify
 import { countingDatabase, freshDatabase, seedNotification } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
-import { type ChannelRef, moveStatus, type Routing, recordRoutedChannels, type StatusFields } from "../src/index.js";
+import {
+  type ChannelRef,
+  moveStatus,
+  type Routing,
+  recordRoutedChannels,
+  type StatusFields,
+} from "../src/channel-results.js";
 
 const { database, url } = await freshDatabase(t);
 const { sql } = database;

@@ -1,7 +1,7 @@
 import { freshDatabase, seedNotification } from "@notify/testing";
 import t from "tap";
+import { countInboxTokenRevocations } from "../src/inbox.js";
 import {
-  countInboxTokenRevocations,
   findInboxTokenOwner,
   inboxItemsSince,
   insertInboxToken,

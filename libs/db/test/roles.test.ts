@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { freshAppRoles, freshDatabase, seedNotification, TEST_PG_URL } from "@notify/testing";
 import postgres from "postgres";
 import t from "tap";
-import { applyAppRoles, DB_APPS, type DbApp, scramVerifier, TABLE_ACCESS, type TablePrivilege } from "../src/index.js";
+import { applyAppRoles, DB_APPS, type DbApp, scramVerifier, TABLE_ACCESS, type TablePrivilege } from "../src/roles.js";
 
 // The apps' own roles (roles.ts): what applyAppRoles makes of them on a real server, and that
 // a second run converges on TABLE_ACCESS whatever was granted by hand meanwhile.

@@ -4,9 +4,9 @@ import {
   listTemplateSummaries,
   readLatestTemplateParams,
   readTemplateVersion,
-  type TemplateContent,
   writeTemplateVersion,
 } from "../src/index.js";
+import type { TemplateContent } from "../src/templates.js";
 
 // Template versions are immutable: a write adds a version unless the caller finds the latest
 // equal, and concurrent writers get consecutive versions.

@@ -1,6 +1,6 @@
 import type { Channel, FallbackStep, Priority } from "@notify/core";
 import { unnestColumns } from "../batch.js";
-import type { Database } from "../index.js";
+import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { idempotencyKeys } from "../schema/index.js";
 

@@ -1,5 +1,5 @@
 import type { LaneMessage } from "@notify/core";
-import type { Database } from "../index.js";
+import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { publishOutbox } from "../schema/index.js";
 import { asLaneNotification, type LaneRow } from "./lane.js";

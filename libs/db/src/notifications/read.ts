@@ -1,5 +1,5 @@
 import type { Channel, ChannelResult, ChannelStatus, FallbackCondition, KeysetPosition, Priority } from "@notify/core";
-import type { Database } from "../index.js";
+import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels, notifications } from "../schema/index.js";
 

@@ -1,7 +1,32 @@
-export * from "./api-keys.js";
-export * from "./audiences.js";
-export * from "./idempotency.js";
-export * from "./inbox.js";
-export * from "./notifications.js";
-export * from "./templates.js";
-export * from "./users.js";
+// Every table of the schema, for drizzle-kit (drizzle.config.ts) and the modules' row types.
+export { apiKeys, deploymentSecrets } from "./api-keys.js";
+export { audienceMembers, audiences, broadcastProgress, broadcastRecipients, broadcasts } from "./audiences.js";
+export { idempotencyKeys } from "./idempotency.js";
+export {
+  INBOX_NOTIFY_CHANNEL,
+  inboxItems,
+  inboxTokenRevocationCounts,
+  inboxTokenRevocations,
+  inboxTokens,
+} from "./inbox.js";
+export {
+  channelStatusEvents,
+  deliveryAttempts,
+  notificationChannels,
+  notificationFallbacks,
+  notifications,
+  providerReceipts,
+  publishOutbox,
+  sweepPositions,
+  type TakenFallback,
+} from "./notifications.js";
+export { templates, templateVariants, templateVersions } from "./templates.js";
+export {
+  contactChanges,
+  type DeviceToken,
+  deferredNotifications,
+  promotionalDailyCounts,
+  type QuietHours,
+  userContacts,
+  userPreferences,
+} from "./users.js";

@@ -1,4 +1,0 @@
-export * from "./accept.js";
-export * from "./lane.js";
-export * from "./outbox.js";
-export * from "./read.js";
