@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { CHANNELS } from "./channels.js";
-import { DEAD_LETTER_CLASSES } from "./delivery.js";
+import { DEAD_LETTER_CLASSES } from "./dead-letter.js";
 import { instant } from "./instant.js";
 
 /** How many dead letters one replay selected by filters or `all` takes at most; `remaining` says what is left. */

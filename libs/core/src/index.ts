@@ -1,13 +1,26 @@
 export * from "./api-keys.js";
 export * from "./audience.js";
-export * from "./backoff.js";
+export {
+  CHANNEL_STATUSES,
+  type ChannelStatus,
+  canTransition,
+  isFinal,
+  statusesMovableTo,
+} from "./channel-status.js";
 export * from "./channels.js";
 export * from "./credentials.js";
 export * from "./cursor.js";
+export {
+  DEAD_LETTER_CLASSES,
+  type DeadLetter,
+  type DeadLetterAttempt,
+  type DeadLetterClass,
+  type DeadLetterNotification,
+} from "./dead-letter.js";
 export * from "./dead-letter-reads.js";
 export * from "./dead-letter-replay.js";
 export * from "./deadline.js";
-export * from "./delivery.js";
+export { backoffMs } from "./delivery-policy.js";
 export * from "./errors.js";
 export * from "./fallback.js";
 export * from "./ids.js";
@@ -17,12 +30,17 @@ export * from "./locale.js";
 export * from "./maybe-promise.js";
 export * from "./network.js";
 export * from "./notification.js";
-export * from "./notification-status.js";
+export {
+  NOTIFICATION_STATUS_DESCRIPTIONS,
+  NOTIFICATION_STATUSES,
+  type NotificationStatus,
+  notificationStatus,
+} from "./notification-status.js";
 export * from "./partition.js";
 export * from "./policy.js";
 export * from "./preferences.js";
 export * from "./quiet-hours.js";
-export * from "./status.js";
+export { GUARD_STATES, type GuardState, type GuardValue, guardKey } from "./send-guard.js";
 export * from "./template.js";
 export * from "./template-syntax.js";
 export * from "./template-variants.js";

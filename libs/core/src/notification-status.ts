@@ -1,8 +1,8 @@
-import type { ChannelStatus } from "./status.js";
+import type { ChannelStatus } from "./channel-status.js";
 
 /**
  * A notification's top-level status: a closed set derived from its channels' statuses
- * (`status.ts`), never stored, so it cannot disagree with them.
+ * (`channel-status.ts`), never stored, so it cannot disagree with them.
  */
 export const NOTIFICATION_STATUSES = [
   "accepted",
