@@ -7,7 +7,6 @@ import { createSendgridProvider } from "@notify/providers";
 import { freePort } from "@notify/testing";
 import t, { type Test } from "tap";
 import { deliver } from "../src/delivery/deliver.js";
-import { type AddressResult, decide } from "../src/delivery/outcome.js";
 import {
   channelRow,
   deadLetters,
@@ -264,45 +263,4 @@ t.test("push retry after a partial failure calls only the subscriptions that fai
   const sent = push.received.slice(before).map((r) => (r.to.includes(ok) ? "ok" : "flaky"));
   t.same(sent, ["ok", "flaky"], "each subscription got the notification exactly once");
   t.match(await channelRow(h.database, item), { status: "delivered", attempts: 2 });
-});
-
-const r = (kind: AddressResult["kind"], extra: Record<string, unknown> = {}) =>
-  ({ kind, reason: `${kind} reason`, providerId: "p1", ...extra }) as AddressResult;
-
-t.test("decide(): the next state from one attempt's results", async (t) => {
-  const base = {
-    earlierAccepted: [],
-    maxAttempts: 3,
-    retryBaseMs: 100,
-    retryMaxMs: 1000,
-    parkMs: 1500,
-    random: () => 0.5,
-  };
-  const table: Array<[string, Array<AddressResult>, number, string, Record<string, unknown>?]> = [
-    ["accepted", [r("accepted")], 1, "delivered", { providerId: "p1", reason: null }],
-    // Half the ceiling (100 ms at the first attempt) and half of the other half at random 0.5.
-    ["transient, attempts left", [r("transient")], 1, "retry", { delayMs: 75 }],
-    ["transient with Retry-After", [r("transient", { retryAfterMs: 5000 })], 1, "retry", { delayMs: 5000 }],
-    ["transient, last attempt", [r("transient")], 3, "dead_letter", { class: "retries_exhausted" }],
-    ["permanent", [r("permanent")], 1, "dead_letter", { class: "permanent" }],
-    ["gone", [r("gone")], 1, "dead_letter", { class: "permanent" }],
-    ["unknown", [r("unknown")], 1, "unsettled"],
-    ["breaker open, nothing called", [r("skipped")], 0, "park", { delayMs: 1500 }],
-    ["accepted and gone", [r("accepted"), r("gone")], 1, "delivered"],
-    ["accepted and transient", [r("accepted"), r("transient")], 1, "retry"],
-    ["accepted and transient, last attempt", [r("accepted"), r("transient")], 3, "delivered"],
-    ["unknown and transient, last attempt", [r("unknown"), r("transient")], 3, "unsettled"],
-    ["no address at all", [], 1, "dead_letter", { class: "permanent", reason: "no address to send to" }],
-  ];
-  for (const [name, results, attemptsUsed, action, extra] of table) {
-    const decision = decide({ ...base, attemptsUsed, results: results.map((result, i) => ({ key: `k${i}`, result })) });
-    t.match(decision, { action, ...extra }, name);
-  }
-  const earlier = decide({
-    ...base,
-    attemptsUsed: 3,
-    earlierAccepted: [{ key: "k9", provider_id: "earlier" }],
-    results: [{ key: "k0", result: r("transient") }],
-  });
-  t.match(earlier, { action: "delivered", providerId: "earlier" }, "an earlier attempt's acceptance counts");
 });

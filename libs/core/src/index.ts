@@ -20,7 +20,18 @@ export {
 export * from "./dead-letter-reads.js";
 export * from "./dead-letter-replay.js";
 export * from "./deadline.js";
-export { backoffMs } from "./delivery-policy.js";
+export {
+  type AcceptedAddress,
+  type AddressKind,
+  type AddressResult,
+  type AttemptInput,
+  backoffMs,
+  classifyAnswer,
+  countsAgainstProvider,
+  type DeliveryDecision,
+  decideDelivery,
+  type ProviderAnswer,
+} from "./delivery-policy.js";
 export * from "./errors.js";
 export * from "./fallback.js";
 export * from "./ids.js";

@@ -1,4 +1,4 @@
-import type { Disposition } from "@notify/bus";
+import { claimGuard, type Disposition, type GuardEntry, isClaimable, readGuard } from "@notify/bus";
 import { guardKey, isPastDeadline, type WorkItem } from "@notify/core";
 import { loadChannel } from "@notify/db";
 import type { Logger } from "@notify/log";
@@ -7,7 +7,6 @@ import { addressesOf } from "./addresses.js";
 import { chooseGate } from "./choose.js";
 import { type Context, type DeliverDeps, jitter } from "./context.js";
 import { expire } from "./expire.js";
-import { claimGuard, type GuardEntry, isClaimable, readGuard } from "./guard.js";
 import { park } from "./park.js";
 import { resume } from "./resume.js";
 import { send } from "./send.js";

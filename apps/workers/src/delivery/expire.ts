@@ -1,8 +1,7 @@
-import type { Disposition } from "@notify/bus";
+import { claimGuard, type Disposition, type GuardEntry, settleGuard } from "@notify/bus";
 import type { ExpiryReason, GuardValue } from "@notify/core";
 import { type Attempt, moveStatus, recordAttempt } from "@notify/db";
 import { type Context, done, jitter } from "./context.js";
-import { claimGuard, type GuardEntry, settleGuard } from "./guard.js";
 
 const DETAIL: Record<ExpiryReason, string> = {
   deadline_passed: "its deliver-by deadline passed before it could be sent",

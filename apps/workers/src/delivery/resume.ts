@@ -1,11 +1,10 @@
-import type { Disposition } from "@notify/bus";
+import { claimGuard, type Disposition, type GuardEntry } from "@notify/bus";
 import type { ExpiryReason, GuardValue } from "@notify/core";
 import { moveStatus, recordAttempt } from "@notify/db";
 import { addressesOf } from "./addresses.js";
 import { gateNamed } from "./choose.js";
 import { type Context, done, jitter } from "./context.js";
 import { expired } from "./expire.js";
-import { claimGuard, type GuardEntry } from "./guard.js";
 import { send } from "./send.js";
 import { deadLetter, unsettle } from "./settle.js";
 

@@ -1,13 +1,11 @@
-import type { Disposition } from "@notify/bus";
-import type { ChannelStatus } from "@notify/core";
+import { type Disposition, type GuardEntry, settleGuard } from "@notify/bus";
+import { type AddressResult, type ChannelStatus, decideDelivery } from "@notify/core";
 import { moveStatus, recordAttempt, removePushSubscription } from "@notify/db";
 import type { OutboundMessage } from "@notify/providers";
 import { SpanKind, SpanStatusCode, tracingOn, withSpan } from "@notify/telemetry";
 import type { Address } from "./addresses.js";
 import { type Context, done, parkDelay } from "./context.js";
 import { endAtDeadline } from "./expire.js";
-import { type GuardEntry, settleGuard } from "./guard.js";
-import { type AddressResult, decide } from "./outcome.js";
 import { deadLetter, unsettle } from "./settle.js";
 
 export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]): Promise<Disposition> {
@@ -33,14 +31,17 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
 
   const attempted = results.some(({ result }) => result.kind !== "skipped");
   const attempt = attempted ? claim.value.attempt : row.attempts;
-  const decision = decide({
+  const decision = decideDelivery({
     results,
     earlierAccepted: claim.value.accepted ?? [],
+    earlierSettled: claim.value.settled ?? [],
     attemptsUsed: attempt - row.attempts_before_replay,
     maxAttempts: deps.maxAttempts,
     retryBaseMs: deps.retryBaseMs,
     retryMaxMs: deps.retryMaxMs,
     parkMs: parkDelay(gate),
+    deliverByMs: item.deliver_by ? Date.parse(item.deliver_by) : null,
+    now: Date.now(),
   });
   const provider = gate.provider.name;
   const base = { attempt, worker: deps.worker, at: Date.now(), provider };
@@ -82,20 +83,20 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
         { ack: true },
       );
     }
+    case "expire": {
+      // The next attempt would come too late: nothing more is sent, and the channel expires now.
+      const { accepted, settled } = decision;
+      return endAtDeadline(ctx, { attempt, accepted, settled }, attempted ? tried : undefined);
+    }
     case "retry":
     case "park": {
-      const settled = [...new Set([...(claim.value.settled ?? []), ...decision.settled])];
-      // The next attempt would come too late: nothing more is sent, and the channel expires now.
-      if (item.deliver_by && Date.now() + decision.delayMs >= Date.parse(item.deliver_by)) {
-        return endAtDeadline(ctx, { attempt, accepted: decision.accepted, settled }, attempted ? tried : undefined);
-      }
       // A definite refusal (or no call at all): the next attempt may claim the guard and send.
       await settleGuard(deps.guard, ctx.key, {
         ...base,
         state: "failed",
         reason: decision.reason,
         accepted: decision.accepted,
-        settled,
+        settled: decision.settled,
       });
       const status: ChannelStatus = decision.action === "retry" ? "retrying" : "parked";
       if (attempted || row.status !== status) {

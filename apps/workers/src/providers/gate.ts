@@ -1,8 +1,7 @@
 import type { KV } from "@notify/bus";
-import { type RateLimit, splitRate } from "@notify/core";
+import { type AddressResult, classifyAnswer, countsAgainstProvider, type RateLimit, splitRate } from "@notify/core";
 import type { Logger } from "@notify/log";
 import { type OutboundMessage, type Provider, type SendResult, withDeadline } from "@notify/providers";
-import { type AddressResult, classify, countsAgainstProvider } from "../delivery/outcome.js";
 import type { DeliveryMetrics } from "../metrics.js";
 import {
   type BreakerSettings,
@@ -58,7 +57,7 @@ export function createGate(
       const result = await breaker.run(() => call(message), countsAgainstProvider);
       if (result === REJECTED) return { kind: "skipped", reason: `${provider.name} circuit breaker is open` };
       metrics.sendSeconds.observe({ provider: provider.name }, (performance.now() - started) / 1000);
-      const classified = classify(result, provider.idempotent === true);
+      const classified = classifyAnswer(result, provider.idempotent === true);
       metrics.sends.inc({ provider: provider.name, channel: provider.channel, result: classified.kind });
       return classified;
     },
