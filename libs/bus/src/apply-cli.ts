@@ -1,4 +1,5 @@
-import { applyTopology, connectBus, streamSettingsFrom } from "./index.js";
+import { streamSettingsFrom } from "./apply.js";
+import { applyTopology, connectBus } from "./index.js";
 
 // npm run nats:apply [-- --force]: creates every stream, consumer and KV bucket of nats/ that is
 // missing, with the apps' settings (NATS_REPLICAS, NATS_LANE_MAX_*, NATS_WORK_MAX_*). Existing

@@ -1,6 +1,7 @@
-import { applyTopology, type Bus, decodeJson, POISON_HEADERS, readPoisonMessages, runConsumer } from "@notify/bus";
+import { applyTopology, type Bus, decodeJson, readPoisonMessages, runConsumer } from "@notify/bus";
 import { eventually, freshBus } from "@notify/testing";
 import t from "tap";
+import { POISON_HEADERS } from "../src/poison.js";
 
 // The consumer runner against the real NATS: a lost consumer makes it unhealthy (readiness says
 // so) and it pulls again once the consumer is back, instead of idling while "ready".

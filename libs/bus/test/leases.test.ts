@@ -1,8 +1,9 @@
 import type { KV } from "@nats-io/kv";
-import { type Leases, startLeases, targetOf } from "@notify/bus";
+import { type Leases, startLeases } from "@notify/bus";
 import { eventually, freshBus } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
+import { targetOf } from "../src/leases.js";
 
 // Leases over the real NATS KV: every name is worked on by exactly one live instance, never two
 // at once, whether instances join, leave, or go silent (cut off from NATS).

@@ -1,6 +1,6 @@
-import { createOrderWatch } from "@notify/bus";
 import fc from "fast-check";
 import t from "tap";
+import { createOrderWatch } from "../src/order-doubt.js";
 
 // The order watch against a second statement of the rule: a delivery is in doubt when the
 // runner started, or some sign of disorder came, less than the doubt window before it.

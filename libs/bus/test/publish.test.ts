@@ -1,7 +1,7 @@
 import { type Bus, PublishRejectedError, PublishTimeoutError } from "@notify/bus";
-import { createPublisher } from "../src/publisher.js";
 import { freshBus, streamCount } from "@notify/testing";
 import t from "tap";
+import { createPublisher } from "../src/publisher.js";
 
 // bus.publish against the real NATS: the message id is what makes a retried publish harmless.
 const bus: Bus = await freshBus(t, 1);

@@ -1,13 +1,8 @@
-import {
-  applyTopology,
-  type Bus,
-  connectBus,
-  loadTopologyFile,
-  resolveTopology,
-  streamSettingsFrom,
-} from "@notify/bus";
+import { applyTopology, type Bus, connectBus, loadTopologyFile } from "@notify/bus";
 import { freshBus, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
+import { streamSettingsFrom } from "../src/apply.js";
+import { resolveTopology } from "../src/topology.js";
 
 // applyTopology against the real NATS, in a namespace of this file's own.
 const bus: Bus = await freshBus(t, 2);

@@ -1,6 +1,6 @@
-import { appEnvironment, realProviders } from "@notify/devstack";
 import fc from "fast-check";
 import t from "tap";
+import { appEnvironment, realProviders } from "../src/stack.js";
 
 // What reaches the apps from `npm start` and `turbo dev`: the user's settings pass through, a
 // channel with real provider credentials uses the real provider, the others their sandboxes.

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
-import { TIMED_OUT, withDeadline } from "@notify/providers";
+import { withDeadline } from "@notify/providers";
 import t from "tap";
+import { TIMED_OUT } from "../src/deadline.js";
 
 // A child process that answers each line it reads at once: an answer from outside this
 // process, arriving whatever this process is doing.
