@@ -1,5 +1,10 @@
 // What @notify/db promises to the apps, @notify/ops, @notify/cli, @notify/testing, @notify/devstack
 // and the benches: every name they import, by name. A module's other exports are its own folder's.
+
+export { findIdempotencyRecords, purgeExpiredIdempotencyKeys } from "./accept/idempotency.js";
+export { type AcceptedRow, acceptNotifications } from "./accept/notifications.js";
+export { deleteSettledOutboxRows, narrowOutboxRow, removeUnpublished, sweepPublishOutbox } from "./accept/outbox.js";
+export { readLatestTemplateParams } from "./accept/template-params.js";
 export {
   type ApiKeyRecord,
   createKey,
@@ -88,18 +93,6 @@ export {
 } from "./inbox.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export {
-  type AcceptedRow,
-  acceptNotifications,
-  findIdempotencyRecords,
-  purgeExpiredIdempotencyKeys,
-} from "./notifications/accept.js";
-export {
-  deleteSettledOutboxRows,
-  narrowOutboxRow,
-  removeUnpublished,
-  sweepPublishOutbox,
-} from "./notifications/outbox.js";
-export {
   type ChannelResultView,
   listUserNotificationRecords,
   type NotificationRecord,
@@ -145,7 +138,6 @@ export type { DeviceToken } from "./schema/index.js";
 export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./seed.js";
 export {
   listTemplateSummaries,
-  readLatestTemplateParams,
   readTemplateVersion,
   type TemplateVersionRecord,
   writeTemplateVersion,

@@ -1,5 +1,5 @@
 import type { Channel, ChannelStatus } from "@notify/core";
-import { asLaneNotification, type LaneNotification, type LaneRow } from "./notifications/lane.js";
+import { asLaneNotification, type LaneNotification, type LaneRow } from "./accept/lane-message.js";
 import type { Database } from "./pool.js";
 import type { RowPick } from "./rows.js";
 import type { notificationChannels } from "./schema/index.js";

@@ -1,10 +1,9 @@
 import type { Channel } from "@notify/core";
 import type { Database, Sql } from "./pool.js";
-import type { Row, RowPick } from "./rows.js";
+import type { RowPick } from "./rows.js";
 import type { templates, templateVariants, templateVersions } from "./schema/index.js";
 
-// Templates and their immutable versions: the ingest API's reads and writes, and the
-// declared parameters every accepted notification is checked against.
+// Templates and their immutable versions: the ingest API's reads and writes.
 
 export interface TemplateVariant {
   channel: Channel;
@@ -167,19 +166,4 @@ export async function listTemplateSummaries(
     })),
     total_count: total,
   };
-}
-
-/** The latest version of a template and the data parameters it declares. */
-export type LatestTemplateParams = Pick<Row<typeof templateVersions>, "version" | "params" | "ttl_seconds">;
-
-/** Null when the template does not exist. */
-export async function readLatestTemplateParams(
-  database: Database,
-  templateId: string,
-): Promise<LatestTemplateParams | null> {
-  const [row] = await database.sql<LatestTemplateParams[]>`
-    select v.version, v.params, v.ttl_seconds from templates t
-    join template_versions v on v.template_id = t.id and v.version = t.latest_version
-    where t.id = ${templateId}`;
-  return row ?? null;
 }

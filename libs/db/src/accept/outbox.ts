@@ -2,7 +2,7 @@ import type { LaneMessage } from "@notify/core";
 import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { publishOutbox } from "../schema/index.js";
-import { asLaneNotification, type LaneRow } from "./lane.js";
+import { asLaneNotification, type LaneRow } from "./lane-message.js";
 
 /**
  * Keeps only `ids` listed in a batch's outbox row: the rest of its notifications were

@@ -14,7 +14,7 @@ import {
   readNotification,
   removeUnpublished,
   sweepPublishOutbox,
-} from "../src/index.js";
+} from "../../src/index.js";
 
 // The group commit's statement and the outbox around it, against a real Postgres: the key is
 // claimed once per window, a compensating delete never races the recovery sweep, and the sweep
