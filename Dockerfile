@@ -30,7 +30,7 @@ FROM base AS build
 # package.json pins npm 11 (packageManager; allowScripts needs >= 11.16).
 ARG NPM_VERSION=11.19.1
 # Every workspace the image runs, with every @notify/* library they depend on.
-ARG PRODUCTION_WORKSPACES="libs/core libs/config libs/telemetry libs/log libs/db libs/bus libs/providers libs/http libs/ops libs/cli apps/ingest apps/processor apps/workers apps/receipts apps/standalone"
+ARG PRODUCTION_WORKSPACES="libs/core libs/config libs/telemetry libs/log libs/db libs/bus libs/providers libs/http libs/ops libs/console libs/cli apps/ingest apps/processor apps/workers apps/receipts apps/standalone"
 RUN npm install --global npm@${NPM_VERSION}
 COPY --from=manifests /out/ ./
 RUN --mount=type=cache,target=/root/.npm npm ci

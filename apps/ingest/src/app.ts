@@ -1,3 +1,4 @@
+import { type ConsoleOptions, mountConsole } from "@notify/console";
 import {
   createAdminApp as adminApp,
   createAttemptThrottle,
@@ -8,7 +9,6 @@ import {
 import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
-import { type ConsoleOptions, mountConsole } from "./console/index.js";
 import type { IngestDeps } from "./deps.js";
 import { mountAudiences } from "./routes/audiences.js";
 import { mountBroadcasts } from "./routes/broadcasts.js";

@@ -1,5 +1,6 @@
 import { busConfigFrom, connectBus, onInboxTokensRevoked, onKeyChanged, onTemplateChanged } from "@notify/bus";
 import { loadConfig } from "@notify/config";
+import { consoleRefusal } from "@notify/console";
 import { createDb } from "@notify/db";
 import {
   createAttemptThrottle,
@@ -16,7 +17,6 @@ import { createAdminApp, createApp } from "./app.js";
 import { createKeyLookup } from "./auth/api-keys.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import { IngestConfig } from "./config.js";
-import { consoleRefusal } from "./console/security.js";
 import { createInboxRevocations } from "./inbox/revocations.js";
 import { createIngestor } from "./notifications/create.js";
 import { startMaintenance } from "./notifications/maintenance.js";

@@ -1,13 +1,12 @@
 import { type Bus, connectBus } from "@notify/bus";
 import type { NotificationRequest } from "@notify/core";
 import type { Database } from "@notify/db";
-import { createAttemptThrottle, listen, toAppError } from "@notify/http";
+import { toAppError } from "@notify/http";
 import { startDeadLetterResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
 import { createAdminApp, createApp, type IngestDeps } from "../src/app.js";
 import { createKeyLookup } from "../src/auth/api-keys.js";
-import type { ConsoleOptions } from "../src/console/index.js";
 import { createIngestor } from "../src/notifications/create.js";
 import { createTemplateLookup } from "../src/notifications/templates.js";
 
@@ -73,29 +72,6 @@ export async function deadLetterResponder(
   t.teardown(() => responder.stop());
   await responder.ready;
   return responder;
-}
-
-/**
- * The ingest app with the operator console, its admin app listening on a free loopback port:
- * over real sockets, so the pre-auth throttle sees the caller's address as in production. The
- * console and the API share one throttle (as main.ts wires them); `console` overrides its options.
- * A processor's responder answers its dead-letter reads and replays.
- */
-export async function consoleApp(
-  t: Pick<Test, "teardown">,
-  overrides: Partial<IngestDeps> = {},
-  console: Partial<ConsoleOptions> = {},
-) {
-  const preauthThrottle = overrides.preauthThrottle ?? createAttemptThrottle({ perSecond: 2, burst: 60 });
-  const ingest = await ingestApp(t, { ...overrides, preauthThrottle });
-  await deadLetterResponder(t, ingest);
-  const admin = createAdminApp({
-    ...ingest.deps,
-    console: { api: ingest.app, preauthThrottle, vouches: ingest.deps.lookupKey.vouches, ...console },
-  });
-  const server = await listen(admin, 0, "127.0.0.1");
-  t.teardown(() => server.close());
-  return { ...ingest, admin, url: `http://127.0.0.1:${server.port}` };
 }
 
 /** The same pool, counting the statements sent through it (what a test asserts a path costs). */

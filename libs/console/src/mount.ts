@@ -25,9 +25,6 @@ import { crossOrigin, SAFE_METHODS, securityHeaders } from "./security.js";
 import { createSessionStore, csrfMatches, sessionCookie } from "./session.js";
 import { CONSOLE_CSS, CONSOLE_ICON } from "./style.js";
 
-export type { ConsoleOptions } from "./context.js";
-export { createSessionStore, type SessionOptions, type SessionStore } from "./session.js";
-
 /** The console's forms are small; a selection of 200 dead letters is a few kilobytes. */
 const MAX_FORM_BYTES = 64 * 1024;
 

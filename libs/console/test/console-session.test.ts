@@ -1,5 +1,5 @@
 import t from "tap";
-import { createSessionStore, csrfMatches } from "../src/console/session.js";
+import { createSessionStore, csrfMatches } from "../src/session.js";
 
 // The console's sessions: only the cookie opens one, idle and absolute limits, a bounded count.
 const clock = () => {

@@ -1,17 +1,39 @@
 import { randomUUID } from "node:crypto";
 import type { DeadLetter } from "@notify/core";
 import { moveStatus, seedApiKey, seedTemplate } from "@notify/db";
-import { createAttemptThrottle } from "@notify/http";
-import { captureLogger, settled } from "@notify/testing";
+import { createAdminApp, createAttemptThrottle, toAppError } from "@notify/http";
+import { startDeadLetterResponder } from "@notify/ops";
+import { captureLogger, freshBus, freshDatabase, settled } from "@notify/testing";
 import t from "tap";
-import { createAdminApp } from "../src/app.js";
-import { SECURITY_HEADERS } from "../src/console/security.js";
-import { consoleApp } from "./support.js";
+import type { ConsoleOptions } from "../src/context.js";
+import { mountConsole } from "../src/mount.js";
+import { SECURITY_HEADERS } from "../src/security.js";
+import { apiAt, consoleApp, startIngest } from "./support.js";
 
-// The operator console on ingest's admin port, driven over HTTP as a browser would (cookies,
-// forms, redirects by hand), against the real API on a real database and NATS.
+// The operator console driven over HTTP as a browser would (cookies, forms, redirects by hand),
+// against the real API (ingest, its own process) on a real database and NATS. The console is
+// mounted here, as ingest mounts it on its operator's port, so each test may give it options of
+// its own (a TLS proxy, a stricter pre-auth budget) over the same API.
 const TRACE_URL = "http://localhost:16686/trace/{trace_id}";
-const { url, app, database, bus, lines } = await consoleApp(t, {}, { traceUrl: TRACE_URL });
+const { url: databaseUrl, database } = await freshDatabase(t);
+const bus = await freshBus(t);
+// Key lookups are not cached, so a key revoked by a test is refused at the next request.
+const ingest = await startIngest(
+  t,
+  { databaseUrl, namespace: bus.naming.namespace, partitions: bus.naming.partitions },
+  { AUTH_CACHE_TTL_SECONDS: "0", CONSOLE_ENABLED: "false" },
+);
+const api = apiAt(ingest.url);
+// The processor's answers to ingest's dead-letter routes: without them every dead-letter page is 503.
+const responder = startDeadLetterResponder({
+  database,
+  bus,
+  log: captureLogger("responder").log,
+  criticalCategories: [],
+  explain: toAppError,
+});
+t.teardown(() => responder.stop());
+await responder.ready;
 await seedTemplate(database, {
   id: "welcome",
   params: ["name"],
@@ -22,12 +44,25 @@ const shop = await seedApiKey(database, { clientId: "shop", name: "shop", scopes
 // A client's admin: every scope of its own client, none of the deployment's.
 const shopAdmin = await seedApiKey(database, { clientId: "shop", name: "shop's admin", scopes: ["admin"] });
 
+/**
+ * A console of its own over the API. Ingest's key lookup vouches for the active keys it holds
+ * (apps/ingest/test/preauth.test.ts); here the operator's own key stands for such a key.
+ */
+const consoleOver = (options: Partial<ConsoleOptions> = {}) =>
+  consoleApp(t, {
+    api,
+    preauthThrottle: createAttemptThrottle({ perSecond: 2, burst: 60 }),
+    vouches: (key) => key === admin,
+    ...options,
+  });
+const { url, lines } = await consoleOver({ traceUrl: TRACE_URL });
+
 const EVIL = `<script>alert(1)</script>`;
 const EVIL_USER = `<i>"u1'</i>`;
 
 /** Posts a notification as the shop and waits until it is committed and published. */
 async function notify(userId: string): Promise<string> {
-  const response = await app.request("/api/v1/notifications", {
+  const response = await api.request("/api/v1/notifications", {
     method: "POST",
     headers: { "x-api-key": shop, "content-type": "application/json", "idempotency-key": randomUUID() },
     body: JSON.stringify({
@@ -114,13 +149,13 @@ t.test("sign-in with an operator key: a session cookie, HttpOnly and SameSite=St
   t.match(page, 'data-testid="search-form"');
   t.notMatch(page, admin, "the key is on no page");
   t.notOk(
-    lines().some((line) => line.includes(admin)),
+    [...lines(), ...ingest.lines].some((line) => line.includes(admin)),
     "the key is in no log line",
   );
 });
 
 t.test("behind a TLS proxy (CONSOLE_TLS): the cookie is __Host-, Secure, Path=/ and no Domain", async (t) => {
-  const behindTls = await consoleApp(t, { database, bus }, { tls: true });
+  const behindTls = await consoleOver({ tls: true });
   const signedIn = await fetch(`${behindTls.url}/console/login`, {
     method: "POST",
     redirect: "manual",
@@ -191,12 +226,8 @@ t.test("a key without the operator scope, an admin's too, or an unknown one is r
 });
 
 t.test("failed sign-ins spend the address's pre-auth attempts; a valid key is never held back by them", async (t) => {
-  // A console of its own, on the same database, with a throttle of 3 attempts.
-  const strict = await consoleApp(t, {
-    database,
-    bus,
-    preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst: 3 }),
-  });
+  // A console of its own, over the same API, with a throttle of 3 attempts.
+  const strict = await consoleOver({ preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst: 3 }) });
   const attempt = (key: string) =>
     fetch(`${strict.url}/console/login`, {
       method: "POST",
@@ -232,11 +263,7 @@ t.test("failed sign-ins spend the address's pre-auth attempts; a valid key is ne
 
 t.test("sign-ins or Bearer keys sent in parallel cannot spend more attempts than the address has", async (t) => {
   const burst = 5;
-  const strict = await consoleApp(t, {
-    database,
-    bus,
-    preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst }),
-  });
+  const strict = await consoleOver({ preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst }) });
   const signIns = await Promise.all(
     Array.from({ length: 40 }, (_, i) =>
       fetch(`${strict.url}/console/login`, {
@@ -253,11 +280,7 @@ t.test("sign-ins or Bearer keys sent in parallel cannot spend more attempts than
   );
   t.equal(signIns.filter((s) => s !== 401 && s !== 429).length, 0);
 
-  const other = await consoleApp(t, {
-    database,
-    bus,
-    preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst }),
-  });
+  const other = await consoleOver({ preauthThrottle: createAttemptThrottle({ perSecond: 0.001, burst }) });
   const bearers = await Promise.all(
     Array.from({ length: 40 }, (_, i) =>
       fetch(`${other.url}/console/streams`, {
@@ -532,27 +555,22 @@ t.test("the other pages answer for a signed-in operator", async (t) => {
 
 t.test("an API error is a readable message: a 503 says the dependency is unavailable", async (t) => {
   // The rendering only: an API that answers every call as an outage would.
-  const outage = createAdminApp({
-    log: captureLogger("ingest").log,
-    database,
-    bus,
-    isStopping: () => false,
-    console: {
-      api: {
-        request: () =>
-          new Response(
-            JSON.stringify({
-              type: "about:blank",
-              title: "Service Unavailable",
-              status: 503,
-              detail: "nats is unavailable",
-              code: "dependency_unavailable",
-            }),
-            { status: 503, headers: { "content-type": "application/problem+json", "retry-after": "2" } },
-          ),
-      },
-      preauthThrottle: createAttemptThrottle({ perSecond: 2, burst: 60 }),
+  const outage = createAdminApp(captureLogger("console").log, {}, () => false);
+  mountConsole(outage, {
+    api: {
+      request: () =>
+        new Response(
+          JSON.stringify({
+            type: "about:blank",
+            title: "Service Unavailable",
+            status: 503,
+            detail: "nats is unavailable",
+            code: "dependency_unavailable",
+          }),
+          { status: 503, headers: { "content-type": "application/problem+json", "retry-after": "2" } },
+        ),
     },
+    preauthThrottle: createAttemptThrottle({ perSecond: 2, burst: 60 }),
   });
   const response = await outage.request("/console/streams", { headers: { authorization: `Bearer ${admin}` } });
   t.equal(response.status, 503);
@@ -577,7 +595,7 @@ t.test("broadcasts: progress and Pause / Resume / Cancel, each a CSRF-checked fo
   await database.sql`insert into audiences (id, name) values ('console-aud', 'all')`;
   await database.sql`insert into audience_members (audience_id, user_id) values ('console-aud', 'b-1'), ('console-aud', 'b-2')`;
   const owner = await seedApiKey(database, { clientId: "shop", name: "shop admin", scopes: ["admin"] });
-  const created = await app.request("/api/v1/broadcasts", {
+  const created = await api.request("/api/v1/broadcasts", {
     method: "POST",
     headers: { "x-api-key": owner, "content-type": "application/json", "idempotency-key": randomUUID() },
     body: JSON.stringify({ audience_id: "console-aud", category: "deals", template_id: "promo", data: {} }),
