@@ -52,9 +52,21 @@ export * from "./policy.js";
 export * from "./preferences.js";
 export * from "./quiet-hours.js";
 export { GUARD_STATES, type GuardState, type GuardValue, guardKey } from "./send-guard.js";
-export * from "./template.js";
-export * from "./template-syntax.js";
-export * from "./template-variants.js";
+export {
+  checkTemplate,
+  formatTemplateProblem,
+  isHtmlBody,
+  MAX_BODY_TEMPLATE_LENGTH,
+  MAX_SUBJECT_LENGTH,
+  missingParams,
+  PARAM_NAME,
+  subjectProblem,
+  TEMPLATE_ID_PATTERN,
+  type TemplateProblem,
+  TemplateRenderError,
+  TemplateSyntaxError,
+  templateEngineOptions,
+} from "./template/index.js";
 export * from "./token-bucket.js";
 export * from "./traceparent.js";
 export * from "./validate.js";

@@ -5,7 +5,6 @@ import {
   capDay,
   countsTowardCap,
   decideRouting,
-  missingParams,
   type PolicyInput,
   PRIORITIES,
   quietWindowAt,
@@ -192,17 +191,4 @@ t.test("property: the policy table holds for any preferences, request and time",
     { numRuns: 2000 },
   );
   t.pass("held");
-});
-
-t.test("missingParams names every missing declared parameter, nested ones by path", async (t) => {
-  t.same(missingParams(["name", "order.id"], { name: "x", order: { id: 0 } }), []);
-  t.same(missingParams(["name", "order.id"], { order: {} }), [
-    { field: "data.name", message: 'template parameter "name" is required' },
-    { field: "data.order.id", message: 'template parameter "order.id" is required' },
-  ]);
-  t.same(
-    missingParams(["a.b"], { a: "string" }).map((e) => e.field),
-    ["data.a.b"],
-  );
-  t.same(missingParams(["a"], { a: null }).length, 1, "null counts as missing");
 });

@@ -1,8 +1,8 @@
-import type { FieldError } from "./errors.js";
+import type { FieldError } from "../errors.js";
 
 /**
- * Template data check. Eta renders a missing top-level variable as "undefined" without a
- * word, so data is checked against the template's declared parameters before anything is
+ * Template data check. A missing value renders as nothing and a path through one fails the
+ * render, so data is checked against the template's declared parameters before anything is
  * accepted. Dotted parameters ("order.id") require nested objects.
  */
 export function missingParams(declared: readonly string[], data: Record<string, unknown>): FieldError[] {

@@ -1,5 +1,5 @@
-import type { Channel } from "./channels.js";
-import { safeTemplateSettings } from "./template-syntax.js";
+/** What a stored template and its variants may be, apart from the language of their text. */
+import type { Channel } from "../channels.js";
 
 /** Template ids that new templates may take: they appear in URLs, so no escaping is needed. */
 export const TEMPLATE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
@@ -8,22 +8,7 @@ export const TEMPLATE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 export const MAX_SUBJECT_LENGTH = 998;
 export const MAX_BODY_TEMPLATE_LENGTH = 65_536;
 
-/**
- * Eta settings shared by the check when a template is written and the renderer, so a template
- * that passed the check compiles the same way when it renders. Data is `it`, never `with`
- * scope; email bodies are HTML and escape what they interpolate, the other channels (and every
- * subject) are plain text and do not. The safe settings hold every template to the logic-less
- * subset of template-syntax.ts: compiling anything else throws a TemplateSyntaxError, and what
- * compiles is generated from the parsed tags, never the author's JavaScript.
- */
-export const templateEngineOptions = (html: boolean) => ({
-  autoEscape: html,
-  autoTrim: false as const,
-  useWith: false,
-  varName: "it",
-  ...safeTemplateSettings(),
-});
-
+/** Email bodies are HTML: they render with escaping (templateEngineOptions(true)). */
 export const isHtmlBody = (channel: Channel) => channel === "email";
 
 /**

@@ -1,6 +1,8 @@
 import fc from "fast-check";
 import t from "tap";
-import { checkTemplate, formatTemplateProblem, type TemplateProblem } from "../src/index.js";
+import { checkTemplate } from "../../src/template/check.js";
+import { formatTemplateProblem, type TemplateProblem } from "../../src/template/problems.js";
+import { anySource, template } from "./arbitraries.js";
 
 // The template checker alone (rendering is tested in apps/processor/test/template-escape.test.ts):
 // what it refuses, where it says the problem is, and that no input makes it crash.
@@ -133,75 +135,31 @@ t.test("the position counts lines and columns of the whole template", async (t) 
   });
 });
 
-// Strings built from the pieces that matter to the tokenizer, so that tags, quotes, markers,
-// keywords and brackets meet in every order, besides plain random strings.
-const pieces = fc.constantFrom(
-  "<%",
-  "<%=",
-  "<%~",
-  "<%-",
-  "_%>",
-  "-%>",
-  "%>",
-  " ",
-  "\n",
-  "it",
-  ".",
-  "name",
-  "[0]",
-  "[",
-  "]",
-  "(",
-  ")",
-  "{",
-  "}",
-  "if",
-  "else",
-  "for",
-  "const",
-  "x",
-  "of",
-  '"',
-  "'",
-  "`",
-  "/*",
-  "*/",
-  "//",
-  "\\",
-  "===",
-  "=",
-  "!",
-  "&&",
-  "||",
-  "<",
-  "upper",
-  "fallback",
-  ",",
-  "1",
-  "-1",
-  "constructor",
-  "__proto__",
-  "process",
-);
-const tagSoup = fc.array(pieces, { maxLength: 40 }).map((parts) => parts.join(""));
-
 t.test("property: the checker never throws; a refusal always has a position inside the source", async (t) => {
   fc.assert(
-    fc.property(
-      fc.oneof(fc.string({ maxLength: 200 }), fc.string({ unit: "binary", maxLength: 100 }), tagSoup),
-      (source) => {
-        const check = checkTemplate(source);
-        if (check.ok) return;
-        const { line, column, offset } = check.problem;
-        const lines = source.split("\n");
-        if (!(line >= 1 && line <= lines.length)) throw new Error(`line ${line} outside ${JSON.stringify(source)}`);
-        if (!(column >= 1 && column <= (lines[line - 1] ?? "").length + 1)) throw new Error(`column ${column}`);
-        if (!(offset >= 0 && offset <= source.length)) throw new Error(`offset ${offset}`);
-      },
-    ),
+    fc.property(anySource, (source) => {
+      const check = checkTemplate(source);
+      if (check.ok) return;
+      const { line, column, offset } = check.problem;
+      const lines = source.split("\n");
+      if (!(line >= 1 && line <= lines.length)) throw new Error(`line ${line} outside ${JSON.stringify(source)}`);
+      if (!(column >= 1 && column <= (lines[line - 1] ?? "").length + 1)) throw new Error(`column ${column}`);
+      if (!(offset >= 0 && offset <= source.length)) throw new Error(`offset ${offset}`);
+    }),
     { numRuns: 5000 },
   );
   t.pass("5000 inputs");
+});
+
+t.test("property: every template built from the grammar is accepted", async (t) => {
+  fc.assert(
+    fc.property(template([], 3), ({ source }) => {
+      const check = checkTemplate(source);
+      if (!check.ok) throw new Error(`${formatTemplateProblem(check.problem)} in ${JSON.stringify(source)}`);
+    }),
+    { numRuns: 500 },
+  );
+  t.pass("500 templates");
 });
 
 t.test("the checker is linear: a 64 KiB template of tags checks quickly", async (t) => {
