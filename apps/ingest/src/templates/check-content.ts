@@ -47,7 +47,7 @@ export interface ContentProblems {
  * The checks that span fields: one variant per (channel, locale), a subject where the channel
  * needs one and none where it cannot have one, a default-locale variant for every channel
  * (the end of each fallback chain), and every subject and body within the template subset
- * (template-syntax.ts in @notify/core). Templates are not run here.
+ * (checkTemplate in @notify/core). Templates are not run here.
  */
 export function contentProblems(input: TemplateRequest): ContentProblems {
   const problems: FieldError[] = [];
