@@ -243,17 +243,20 @@ t.test("failed sign-ins spend the address's pre-auth attempts; a valid key is ne
   t.equal(spent.status, 429, "no attempt left: an unknown key is not even tried");
   t.ok(Number(spent.headers.get("retry-after")) >= 1, "with Retry-After");
   t.equal(spent.headers.get("set-cookie"), null);
+  // The next attempt of this budget is 1,000 s away; at once is one call to the API, which runs
+  // as a process of its own here, so the bound is loose.
+  const AT_ONCE_MS = 1000;
   let started = performance.now();
   const signedIn = await attempt(admin);
   t.equal(signedIn.status, 303, "the operator's own key still signs in from that address");
-  t.ok(performance.now() - started < 100, `at once (${(performance.now() - started).toFixed(1)} ms)`);
+  t.ok(performance.now() - started < AT_ONCE_MS, `at once (${(performance.now() - started).toFixed(1)} ms)`);
   started = performance.now();
   const bearer = await fetch(`${strict.url}/console/streams`, {
     redirect: "manual",
     headers: { authorization: `Bearer ${admin}` },
   });
   t.equal(bearer.status, 200, "and a Bearer key from that address works");
-  t.ok(performance.now() - started < 100, `at once (${(performance.now() - started).toFixed(1)} ms)`);
+  t.ok(performance.now() - started < AT_ONCE_MS, `at once (${(performance.now() - started).toFixed(1)} ms)`);
   const forged = await fetch(`${strict.url}/console/streams`, {
     redirect: "manual",
     headers: { authorization: `Bearer ${admin.slice(0, -3)}AAA` },
