@@ -29,7 +29,7 @@ const READERS: Array<{ reader: string; entries: Entries; sources: string[] }> = 
   {
     reader: "workers",
     entries: entriesOf(WorkersConfig),
-    sources: ["apps/workers/src/config.ts", "libs/providers/src/channels.ts"],
+    sources: ["apps/workers/src/config.ts", "libs/providers/src/config.ts"],
   },
   { reader: "receipts", entries: entriesOf(ReceiptsConfig), sources: ["apps/receipts/src/config.ts"] },
   { reader: "standalone", entries: entriesOf(StandaloneConfig), sources: ["apps/standalone/src/config.ts"] },
