@@ -263,3 +263,15 @@ export function perIterationOf<O extends object, K, V>(
     return load(key);
   };
 }
+
+/**
+ * Orders a batch by a string key (any fixed order does: it only has to be the same everywhere),
+ * so that two batches over the same rows lock them in the same order.
+ */
+export const byKey =
+  <T>(key: (item: T) => string) =>
+  (a: T, b: T): number => {
+    const x = key(a);
+    const y = key(b);
+    return x < y ? -1 : x > y ? 1 : 0;
+  };

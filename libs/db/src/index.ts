@@ -45,18 +45,6 @@ export {
   resumeBroadcastExpansion,
 } from "./broadcasts.js";
 export {
-  type Attempt,
-  type DeliveryChannelRow,
-  listPendingChannels,
-  loadChannel,
-  moveStatus,
-  purgeCapCounts,
-  readDeliveryHistory,
-  recordAttempt,
-  recordRoutedChannels,
-  settlePendingChannel,
-} from "./channel-results.js";
-export {
   type ChannelState,
   type ReachProfile,
   readChannelStates,
@@ -65,15 +53,10 @@ export {
   resetChannelForReplay,
   type StatusEvent,
 } from "./dead-letters.js";
+export { type DeliveryChannelRow, loadChannel } from "./delivery/channel.js";
+export { readDeliveryHistory } from "./delivery/history.js";
 export { storeInboxItem } from "./delivery/in-app.js";
-export {
-  endFallback,
-  listOpenFallbacks,
-  type OpenFallback,
-  readFallbackRoutable,
-  startFallbackWait,
-  takeFallbackStep,
-} from "./fallbacks.js";
+export { type Attempt, moveStatus, recordAttempt } from "./delivery/status.js";
 export {
   findInboxTokenOwner,
   INBOX_FILTERS,
@@ -111,7 +94,6 @@ export {
   writeContacts,
   writePreferences,
 } from "./preferences.js";
-export { type ProfileRow, readProfileRow } from "./profiles.js";
 export { removePushSubscription } from "./push-subscriptions.js";
 export {
   type AppliedReceipt,
@@ -134,6 +116,19 @@ export {
 } from "./reconcile.js";
 export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch } from "./retention.js";
 export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./roles.js";
+export { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "./routing/channels.js";
+export { purgeCapCounts } from "./routing/daily-cap.js";
+export { listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "./routing/deferrals.js";
+export {
+  endFallback,
+  listOpenFallbacks,
+  type OpenFallback,
+  readFallbackRoutable,
+  startFallbackWait,
+  takeFallbackStep,
+} from "./routing/fallbacks.js";
+export { type ProfileRow, readProfileRow } from "./routing/profiles.js";
+export { readLatestTemplateVersion, readTemplateVersionForRender } from "./routing/templates.js";
 export type { DeviceToken } from "./schema/index.js";
 export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./seed.js";
 export {
@@ -142,5 +137,3 @@ export {
   type TemplateVersionRecord,
   writeTemplateVersion,
 } from "./templates.js";
-export { readLatestTemplateVersion, readTemplateVersionForRender } from "./templates-render.js";
-export { listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "./timers.js";

@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { countingDatabase, freshDatabase, seedNotification } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
-import { type ChannelRef, loadChannel } from "../src/channel-results.js";
+import type { ChannelRef } from "../src/channel-ref.js";
+import { loadChannel } from "../src/delivery/channel.js";
 import { readProfileRow } from "../src/index.js";
 
 const { database, url } = await freshDatabase(t);

@@ -3,13 +3,9 @@ import { CHANNEL_STATUSES, type ChannelStatus, statusesMovableTo } from "@notify
 import { countingDatabase, freshDatabase, seedNotification } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
-import {
-  type ChannelRef,
-  moveStatus,
-  type Routing,
-  recordRoutedChannels,
-  type StatusFields,
-} from "../src/channel-results.js";
+import type { ChannelRef } from "../src/channel-ref.js";
+import { moveStatus, type StatusFields } from "../src/delivery/status.js";
+import { type Routing, recordRoutedChannels } from "../src/routing/channels.js";
 
 const { database, url } = await freshDatabase(t);
 const { sql } = database;

@@ -4,6 +4,7 @@ import { freshDatabase } from "@notify/testing";
 import fc from "fast-check";
 import postgres from "postgres";
 import t from "tap";
+import { moveStatus } from "../src/delivery/status.js";
 import { applyPendingReceipts, type Receipt, recordReceipts } from "../src/index.js";
 
 const { url, database } = await freshDatabase(t);
@@ -344,3 +345,35 @@ t.test(
     t.equal(left?.applied, false, "B's receipt stays pending");
   },
 );
+
+t.test("a receipt is stored once, kept until its send is recorded, then applied", async (t) => {
+  // What the tests above left pending is not this test's to apply.
+  await sql`delete from provider_receipts where applied_at is null`;
+  const id = randomUUID();
+  await addNotifications([id]);
+  await sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'email', 'pending')`;
+  const receipt = {
+    provider: "sendgrid",
+    eventId: `e-${id}`,
+    providerId: `m-${id}`,
+    status: "bounced" as const,
+    reason: "bounce",
+    payload: {},
+  };
+  t.same(await recordReceipts(sql, [receipt]), { stored: 1, duplicates: 0, pending: 1 });
+  t.same(
+    await recordReceipts(sql, [receipt]),
+    { stored: 0, duplicates: 1, pending: 0 },
+    "a retried post is a duplicate",
+  );
+  t.equal(await applyPendingReceipts(sql), 0, "not applicable before the send is recorded");
+  await moveStatus(sql, { notification_id: id, channel: "email" }, "delivered", {
+    provider: "sendgrid",
+    providerId: `m-${id}`,
+  });
+  t.equal(await applyPendingReceipts(sql), 1);
+  const [row] = await sql<{ status: string; reason: string | null }[]>`
+    select status, reason from notification_channels where notification_id = ${id} and channel = 'email'`;
+  t.same(row, { status: "bounced", reason: "bounce" });
+  t.equal(await applyPendingReceipts(sql), 0, "applied once");
+});

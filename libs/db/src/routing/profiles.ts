@@ -1,7 +1,7 @@
-import { GATHER, perIterationOf, unnestColumns } from "./batch.js";
-import type { Database } from "./pool.js";
-import type { RowPick } from "./rows.js";
-import type { userContacts, userPreferences } from "./schema/index.js";
+import { GATHER, perIterationOf, unnestColumns } from "../batch.js";
+import type { Database } from "../pool.js";
+import type { RowPick } from "../rows.js";
+import type { userContacts, userPreferences } from "../schema/index.js";
 
 type ProfileColumns = RowPick<typeof userContacts, "email" | "phone"> &
   RowPick<

@@ -1,21 +1,11 @@
-import {
-  type Channel,
-  type ChannelStatus,
-  type DeadLetterAttempt,
-  type DeadLetterNotification,
-  statusesMovableTo,
-} from "@notify/core";
+import type { Channel, ChannelStatus } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
-import { GATHER, perIterationOf, unnestColumns } from "./batch.js";
-import type { Database, Sql } from "./pool.js";
-import type { RowPick } from "./rows.js";
-import type { notificationChannels } from "./schema/index.js";
-
-/** The channel of one notification, as a worker or the processor names it. */
-export interface ChannelRef {
-  notification_id: string;
-  channel: Channel;
-}
+import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
+import type { ChannelRef } from "../channel-ref.js";
+import type { Database, Sql } from "../pool.js";
+import type { RowPick } from "../rows.js";
+import type { notificationChannels } from "../schema/index.js";
+import { type CapSlot, takeCapSlot } from "./daily-cap.js";
 
 /** One channel's outcome as routing decided it. */
 export interface RoutedChannel {
@@ -25,30 +15,12 @@ export interface RoutedChannel {
   nextAttemptAt: Date | null;
 }
 
-/** The daily promotional cap a routing counts against, when it does. */
-export interface CapSlot {
-  userId: string;
-  day: string;
-  cap: number;
-}
-
 /**
  * How far back the user's previous notification is looked for: one older than this and still
  * unrouted is not on its way back (the reconciler routes what the lane lost), and the walk back
  * through the user's notifications of other lanes and clients stays bounded.
  */
 const ORDER_LOOKBACK = "1 hour";
-
-/** Orders by a string key (any fixed order does: it only has to be the same everywhere). */
-const byKey =
-  <T>(key: (item: T) => string) =>
-  (a: T, b: T): number => {
-    const x = key(a);
-    const y = key(b);
-    return x < y ? -1 : x > y ? 1 : 0;
-  };
-
-const refKey = (ref: ChannelRef) => `${ref.notification_id}\u0000${ref.channel}`;
 
 /** What recording a routing did. */
 export interface RoutingRecord {
@@ -248,174 +220,4 @@ export async function settlePendingChannel(
   await database.sql`
     update notification_channels set status = ${status}, reason = ${reason}, updated_at = now()
     where notification_id = ${ref.notification_id} and channel = ${ref.channel} and status = 'pending'`;
-}
-
-/**
- * Takes one of the user's promotional sends of `day` if the cap allows: one conditional upsert,
- * so concurrent routings (several partitions' workers, several processors) can never go past
- * the cap, and the count survives restarts. It runs in the transaction that records the
- * channels, so a crash between the two neither loses nor double-counts a send.
- */
-export async function takeCapSlot(sql: Sql | TransactionSql, slot: CapSlot): Promise<boolean> {
-  if (slot.cap <= 0) return false;
-  const rows = await sql`
-    insert into promotional_daily_counts as c (user_id, day, count) values (${slot.userId}, ${slot.day}, 1)
-    on conflict (user_id, day) do update set count = c.count + 1 where c.count < ${slot.cap}
-    returning count`;
-  return rows.length > 0;
-}
-
-/** Drops cap counters of days before `cutoff` (YYYY-MM-DD); answers how many went. */
-export async function purgeCapCounts(database: Database, cutoff: string): Promise<number> {
-  const result = await database.sql`delete from promotional_daily_counts where day < ${cutoff}::date`;
-  return result.count;
-}
-
-// ---- Worker side: the channel a work item names, its attempts and its status moves.
-
-export type DeliveryChannelRow = Omit<
-  RowPick<typeof notificationChannels, "status" | "attempts" | "attempts_before_replay">,
-  "status"
-> & { status: ChannelStatus };
-
-/**
- * A channel's delivery state, undefined when it has no row. The reads of one event-loop
- * iteration on one pool go in one statement.
- */
-export const loadChannel: (sql: Sql, ref: ChannelRef) => Promise<DeliveryChannelRow | undefined> = perIterationOf(
-  async (sql: Sql, refs: readonly ChannelRef[]) => {
-    const keys = unnestColumns(sql, "k", {
-      notification_id: ["text", refs.map((r) => r.notification_id)],
-      channel: ["text", refs.map((r) => r.channel)],
-    });
-    const rows = await sql<Array<DeliveryChannelRow & ChannelRef>>`
-      select c.notification_id, c.channel, c.status, c.attempts, c.attempts_before_replay
-      from ${keys} join notification_channels c using (notification_id, channel)`;
-    const found = new Map(
-      rows.map(({ status, attempts, attempts_before_replay, ...ref }) => [
-        refKey(ref),
-        { status, attempts, attempts_before_replay },
-      ]),
-    );
-    return refs.map((ref) => found.get(refKey(ref)));
-  },
-  GATHER,
-);
-
-/** One provider attempt and what came of it: the history a dead letter carries. */
-export interface Attempt {
-  attempt: number;
-  outcome: string;
-  /** The provider called; null when none was (nothing sent, or a reconciliation). */
-  provider?: string | null;
-  providerId: string | null;
-  error: string | null;
-}
-
-export interface StatusFields {
-  reason?: string | null;
-  provider?: string;
-  providerId?: string | null;
-  attempts?: number;
-  /** When a retrying or parked channel is looked at again. */
-  nextAttemptAt?: Date | null;
-  /** The attempt that led here, recorded in the same statement (whether or not the move happens). */
-  attempt?: Attempt;
-}
-
-interface Move {
-  ref: ChannelRef;
-  to: ChannelStatus;
-  fields: StatusFields;
-}
-
-/**
- * Moves the moves of one batch in one statement: each one's attempt line (when it has one),
- * its channel's new status where the channel's present status allows the move, and a history row
- * for each channel moved. Answers, per move, whether its channel moved.
- */
-async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
-  // In one order whoever sends them, so two batches over the same channels lock them alike.
-  const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
-  const column = <T>(pick: (move: Move) => T) => moves.map(pick);
-  const input = unnestColumns(sql, "i", {
-    notification_id: ["text", column((m) => m.ref.notification_id)],
-    channel: ["text", column((m) => m.ref.channel)],
-    status: ["text", column((m) => m.to)],
-    movable: ["text", column((m) => statusesMovableTo(m.to).join(","))],
-    reason: ["text", column((m) => m.fields.reason ?? null)],
-    provider: ["text", column((m) => m.fields.provider ?? null)],
-    provider_id: ["text", column((m) => m.fields.providerId ?? null)],
-    attempts: ["int", column((m) => m.fields.attempts ?? null)],
-    next_attempt_at: ["timestamptz", column((m) => m.fields.nextAttemptAt?.toISOString() ?? null)],
-    tried_attempt: ["int", column((m) => m.fields.attempt?.attempt ?? null)],
-    tried_outcome: ["text", column((m) => m.fields.attempt?.outcome ?? null)],
-    tried_provider: ["text", column((m) => m.fields.attempt?.provider ?? null)],
-    tried_provider_id: ["text", column((m) => m.fields.attempt?.providerId ?? null)],
-    tried_error: ["text", column((m) => m.fields.attempt?.error ?? null)],
-  });
-  const rows = await sql<ChannelRef[]>`
-    with input as (
-      select * from ${input}
-    ), tried as (
-      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
-      select notification_id, channel, tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error
-      from input where tried_attempt is not null
-      on conflict do nothing
-    ), moved as (
-      update notification_channels c set
-        status = i.status,
-        reason = i.reason,
-        provider = coalesce(i.provider, c.provider),
-        provider_id = coalesce(i.provider_id, c.provider_id),
-        attempts = coalesce(i.attempts, c.attempts),
-        next_attempt_at = i.next_attempt_at,
-        updated_at = now()
-      from input i
-      where c.notification_id = i.notification_id and c.channel = i.channel
-        and c.status = any(string_to_array(i.movable, ','))
-      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
-    ), history as (
-      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-      select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved
-    )
-    select notification_id, channel from moved`;
-  const moved = new Set(rows.map(refKey));
-  return asked.map((m) => moved.has(refKey(m.ref)));
-}
-
-const moveBatched = perIterationOf(moveMany, { writes: (m) => refKey(m.ref), ...GATHER });
-
-/**
- * Moves a channel forward only (libs/core status.ts) and logs the transition with its time and
- * reason in `channel_status_events`, in one statement: a refused move logs nothing. Answers
- * whether the move happened. The moves of one event-loop iteration on one pool go in one
- * statement (two moves of one channel still one after the other).
- */
-export const moveStatus = (sql: Sql, ref: ChannelRef, to: ChannelStatus, fields: StatusFields): Promise<boolean> =>
-  moveBatched(sql, { ref, to, fields });
-
-export async function recordAttempt(sql: Sql, ref: ChannelRef, a: Attempt): Promise<void> {
-  await sql`
-    insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
-    values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.provider ?? null}, ${a.providerId}, ${a.error})
-    on conflict do nothing`;
-}
-
-/**
- * What a dead letter carries besides the item: the original request from the notification log
- * (null when it is gone) and every attempt of the channel, oldest first.
- */
-export async function readDeliveryHistory(
-  sql: Sql,
-  ref: ChannelRef,
-): Promise<{ notification: DeadLetterNotification | null; history: DeadLetterAttempt[] }> {
-  const [notification] = await sql<DeadLetterNotification[]>`
-    select id as notification_id, client_id, user_id, category, template_id, template_version, priority,
-      requested_channels, data, dedup_key, created_at
-    from notifications where id = ${ref.notification_id}`;
-  const history = await sql<DeadLetterAttempt[]>`
-    select attempt, outcome, provider, provider_id, error, at from delivery_attempts
-    where notification_id = ${ref.notification_id} and channel = ${ref.channel} order by attempt`;
-  return { notification: notification ?? null, history: [...history] };
 }

@@ -1,8 +1,8 @@
 import type { Channel, ChannelStatus, Priority } from "@notify/core";
-import { type CapSlot, takeCapSlot } from "./channel-results.js";
-import type { Database } from "./pool.js";
-import type { RowPick } from "./rows.js";
-import type { notifications } from "./schema/index.js";
+import type { Database } from "../pool.js";
+import type { RowPick } from "../rows.js";
+import type { notifications } from "../schema/index.js";
+import { type CapSlot, takeCapSlot } from "./daily-cap.js";
 
 /** A deferred notification whose planned time has come, with its still-deferred channels. */
 export type DueDeferral = Omit<

@@ -1,7 +1,7 @@
 import type { Channel } from "@notify/core";
-import type { Database } from "./pool.js";
-import type { RowPick } from "./rows.js";
-import type { templateVariants } from "./schema/index.js";
+import type { Database } from "../pool.js";
+import type { RowPick } from "../rows.js";
+import type { templateVariants } from "../schema/index.js";
 
 /** The latest version of a template, null when there is no such template. */
 export async function readLatestTemplateVersion(database: Database, templateId: string): Promise<number | null> {

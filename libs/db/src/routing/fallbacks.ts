@@ -1,6 +1,6 @@
 import type { Channel, ChannelStatus, FallbackCondition, FallbackStep, Priority } from "@notify/core";
-import type { Database } from "./pool.js";
-import type { TakenFallback } from "./schema/index.js";
+import type { Database } from "../pool.js";
+import type { TakenFallback } from "../schema/index.js";
 
 /** An open fallback chain whose watched channel has an outcome (or whose wait for a receipt ended). */
 export interface OpenFallback {

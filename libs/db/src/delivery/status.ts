@@ -1,0 +1,106 @@
+import { type ChannelStatus, statusesMovableTo } from "@notify/core";
+import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
+import { type ChannelRef, refKey } from "../channel-ref.js";
+import type { Sql } from "../pool.js";
+
+// A channel's status moves and provider attempts, as its worker writes them.
+
+/** One provider attempt and what came of it: the history a dead letter carries. */
+export interface Attempt {
+  attempt: number;
+  outcome: string;
+  /** The provider called; null when none was (nothing sent, or a reconciliation). */
+  provider?: string | null;
+  providerId: string | null;
+  error: string | null;
+}
+
+export interface StatusFields {
+  reason?: string | null;
+  provider?: string;
+  providerId?: string | null;
+  attempts?: number;
+  /** When a retrying or parked channel is looked at again. */
+  nextAttemptAt?: Date | null;
+  /** The attempt that led here, recorded in the same statement (whether or not the move happens). */
+  attempt?: Attempt;
+}
+
+interface Move {
+  ref: ChannelRef;
+  to: ChannelStatus;
+  fields: StatusFields;
+}
+
+/**
+ * Moves the moves of one batch in one statement: each one's attempt line (when it has one),
+ * its channel's new status where the channel's present status allows the move, and a history row
+ * for each channel moved. Answers, per move, whether its channel moved.
+ */
+async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
+  // In one order whoever sends them, so two batches over the same channels lock them alike.
+  const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
+  const column = <T>(pick: (move: Move) => T) => moves.map(pick);
+  const input = unnestColumns(sql, "i", {
+    notification_id: ["text", column((m) => m.ref.notification_id)],
+    channel: ["text", column((m) => m.ref.channel)],
+    status: ["text", column((m) => m.to)],
+    movable: ["text", column((m) => statusesMovableTo(m.to).join(","))],
+    reason: ["text", column((m) => m.fields.reason ?? null)],
+    provider: ["text", column((m) => m.fields.provider ?? null)],
+    provider_id: ["text", column((m) => m.fields.providerId ?? null)],
+    attempts: ["int", column((m) => m.fields.attempts ?? null)],
+    next_attempt_at: ["timestamptz", column((m) => m.fields.nextAttemptAt?.toISOString() ?? null)],
+    tried_attempt: ["int", column((m) => m.fields.attempt?.attempt ?? null)],
+    tried_outcome: ["text", column((m) => m.fields.attempt?.outcome ?? null)],
+    tried_provider: ["text", column((m) => m.fields.attempt?.provider ?? null)],
+    tried_provider_id: ["text", column((m) => m.fields.attempt?.providerId ?? null)],
+    tried_error: ["text", column((m) => m.fields.attempt?.error ?? null)],
+  });
+  const rows = await sql<ChannelRef[]>`
+    with input as (
+      select * from ${input}
+    ), tried as (
+      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
+      select notification_id, channel, tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error
+      from input where tried_attempt is not null
+      on conflict do nothing
+    ), moved as (
+      update notification_channels c set
+        status = i.status,
+        reason = i.reason,
+        provider = coalesce(i.provider, c.provider),
+        provider_id = coalesce(i.provider_id, c.provider_id),
+        attempts = coalesce(i.attempts, c.attempts),
+        next_attempt_at = i.next_attempt_at,
+        updated_at = now()
+      from input i
+      where c.notification_id = i.notification_id and c.channel = i.channel
+        and c.status = any(string_to_array(i.movable, ','))
+      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
+    ), history as (
+      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
+      select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved
+    )
+    select notification_id, channel from moved`;
+  const moved = new Set(rows.map(refKey));
+  return asked.map((m) => moved.has(refKey(m.ref)));
+}
+
+const moveBatched = perIterationOf(moveMany, { writes: (m) => refKey(m.ref), ...GATHER });
+
+/**
+ * Moves a channel forward only (libs/core status.ts) and logs the transition with its time and
+ * reason in `channel_status_events`, in one statement: a refused move logs nothing. Answers
+ * whether the move happened. The moves of one event-loop iteration on one pool go in one
+ * statement (two moves of one channel still one after the other).
+ */
+export const moveStatus = (sql: Sql, ref: ChannelRef, to: ChannelStatus, fields: StatusFields): Promise<boolean> =>
+  moveBatched(sql, { ref, to, fields });
+
+export async function recordAttempt(sql: Sql, ref: ChannelRef, a: Attempt): Promise<void> {
+  await sql`
+    insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
+    values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.provider ?? null}, ${a.providerId}, ${a.error})
+    on conflict do nothing`;
+}
