@@ -44,6 +44,7 @@ export {
   readBroadcastProgress,
   resumeBroadcastExpansion,
 } from "./broadcasts.js";
+export { type DeliveryChannelRow, loadChannel } from "./delivery/channel.js";
 export {
   type ChannelState,
   type ReachProfile,
@@ -52,10 +53,10 @@ export {
   readStatusEvents,
   resetChannelForReplay,
   type StatusEvent,
-} from "./dead-letters.js";
-export { type DeliveryChannelRow, loadChannel } from "./delivery/channel.js";
+} from "./delivery/dead-letters.js";
 export { readDeliveryHistory } from "./delivery/history.js";
 export { storeInboxItem } from "./delivery/in-app.js";
+export { removePushSubscription } from "./delivery/push-subscriptions.js";
 export { type Attempt, moveStatus, recordAttempt } from "./delivery/status.js";
 export {
   findInboxTokenOwner,
@@ -94,7 +95,6 @@ export {
   writeContacts,
   writePreferences,
 } from "./preferences.js";
-export { removePushSubscription } from "./push-subscriptions.js";
 export {
   type AppliedReceipt,
   applyPendingReceipts,

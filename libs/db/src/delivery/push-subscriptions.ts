@@ -1,4 +1,4 @@
-import type { Sql } from "./pool.js";
+import type { Sql } from "../pool.js";
 
 /**
  * Removes a push subscription the push service reported gone (404/410: RFC 8030) from the
