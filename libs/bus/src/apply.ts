@@ -11,7 +11,7 @@ import {
 } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { nanos } from "@nats-io/transport-node";
-import type { Bus, BusConfig, TopologyMode } from "./index.js";
+import type { Bus, BusConfig, TopologyMode } from "./connection.js";
 import { type Role, requiredObjects } from "./nats-users.js";
 import {
   type ConsumerDef,

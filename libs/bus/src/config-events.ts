@@ -1,4 +1,4 @@
-import type { Bus } from "./index.js";
+import type { Bus } from "./connection.js";
 import { subjectName } from "./topology.js";
 
 /**

@@ -3,7 +3,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { backoffMs } from "@notify/core";
 import { extractHeaders, type Span, SpanKind, SpanStatusCode, tracingOn, withSpan } from "@notify/telemetry";
 import { ensureTopology } from "./apply.js";
-import type { Bus } from "./index.js";
+import type { Bus } from "./connection.js";
 import { createOrderWatch, ORDER_DOUBT_MS } from "./order-doubt.js";
 import { PoisonMessageError, setAsidePoison } from "./poison.js";
 

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { AckPolicy, DeliverPolicy, JetStreamApiError, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import { nanos } from "@nats-io/nats-core";
 import type { Channel, DeadLetter } from "@notify/core";
-import type { Bus } from "./index.js";
+import type { Bus } from "./connection.js";
 import { subjectName } from "./topology.js";
 
 /** A dead letter as stored: its stream sequence and time, and the message. */

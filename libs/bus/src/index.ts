@@ -1,20 +1,3 @@
-import {
-  type JetStreamClient,
-  type JetStreamManager,
-  type JsMsg,
-  jetstream,
-  jetstreamManager,
-} from "@nats-io/jetstream";
-import { type KV, Kvm } from "@nats-io/kv";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
-import type { Channel, Priority } from "@notify/core";
-import { DEFAULT_STREAM_SETTINGS, type StreamSettings } from "./apply.js";
-import { isStreamFull } from "./errors.js";
-import { jsonBytes } from "./nats-client.js";
-import { createPublisher } from "./publisher.js";
-import { inboxPrefix, type Role } from "./nats-users.js";
-import { bucketName, type Naming, streamName, subjectName } from "./topology.js";
-
 export {
   type AppliedRow,
   applyTopology,
@@ -32,6 +15,15 @@ export {
   onKeyChanged,
   onTemplateChanged,
 } from "./config-events.js";
+export {
+  type Bus,
+  type BusConfig,
+  connectBus,
+  type JsMsg,
+  type KV,
+  type NatsConnection,
+  type TopologyMode,
+} from "./connection.js";
 export { type ConsumerRunner, type Disposition, runConsumer } from "./consumer.js";
 export {
   getDeadLetter,
@@ -46,11 +38,11 @@ export { type ConsumerState, describeStreams, type StreamState } from "./inspect
 export { type Leases, startLeases } from "./leases.js";
 export { jsonBytes } from "./nats-client.js";
 export { composeNatsConfig, NATS_CONF_FILE } from "./nats-config.js";
+export { passwordVariable, ROLES, type Role } from "./nats-users.js";
 export { oldestOnSubject } from "./oldest.js";
 export { decodeJson, readPoisonMessages } from "./poison.js";
 export { PublishRejectedError, PublishTimeoutError } from "./publisher.js";
 export { answerRequests, type Reply, type Responder, requestReply } from "./requests.js";
-export { passwordVariable, ROLES, type Role } from "./nats-users.js";
 export { claimGuard, type GuardEntry, isClaimable, readGuard, settleGuard } from "./send-guard.js";
 export { bucketName, loadTopologyFile, streamName, subjectName, type Topology } from "./topology.js";
 export {
@@ -65,149 +57,3 @@ export {
   type WorkerReport,
   writeWorkerReport,
 } from "./worker-reports.js";
-export type { JsMsg, KV, NatsConnection };
-
-export interface BusConfig extends Naming {
-  servers: string;
-  /** Connection name shown by `nats server report connections`. */
-  name: string;
-  /**
-   * Who connects: replies arrive under the role's own inbox prefix (`_INBOX.<role>`), so a NATS
-   * user per role may subscribe to its own replies and no one else's.
-   */
-  role?: Role;
-  /** NATS user and password (a server with one user per role; see nats/README.md). */
-  user?: string;
-  password?: string;
-  /**
-   * "apply": create what the topology declares and is missing (one server, development);
-   * "verify": the role may not create anything (least-privilege users), so it waits until what
-   * it uses exists, applied by the setup job.
-   */
-  topology?: TopologyMode;
-  /** Publish acknowledgement timeout: how long ingest waits before answering 503. */
-  publishTimeoutMs?: number;
-  /** Wait for a first connection instead of failing when NATS is down at start. */
-  waitOnFirstConnect?: boolean;
-  /** Replicas and limits of the streams and buckets this process creates (applyTopology). */
-  streamSettings?: StreamSettings;
-}
-
-export type TopologyMode = "apply" | "verify";
-
-export interface Bus {
-  nc: NatsConnection;
-  js: JetStreamClient;
-  jsm: JetStreamManager;
-  naming: Naming;
-  streamSettings: StreamSettings;
-  role: Role | undefined;
-  topologyMode: TopologyMode;
-  /** False while the connection is down: publishers answer 503 at once instead of waiting. */
-  isConnected(): boolean;
-  subjects: {
-    lane(priority: Priority, partition: number): string;
-    work(channel: Channel, priority: Priority): string;
-    dlq(channel: Channel): string;
-    /**
-     * Core NATS (no stream): ingest asks the processor for the dead letters' page (opsDlqList),
-     * one letter (opsDlqShow) and a replay (opsReplay); ingest's own user reads no stream.
-     */
-    opsDlqList: string;
-    opsDlqShow: string;
-    opsReplay: string;
-  };
-  streams: { lane(priority: Priority): string; work: string; dlq: string };
-  kv(bucket: "notify_send_guard" | "notify_rate" | "notify_leases" | "notify_breakers" | "notify_workers"): Promise<KV>;
-  publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
-  /**
-   * Called for each publish a full stream refused (its limit reached, discard new): the work was
-   * not stored and its caller was told so. Apps count these in an alert metric.
-   */
-  onStreamFull(listener: (subject: string) => void): void;
-  close(): Promise<void>;
-}
-
-export async function connectBus(config: BusConfig): Promise<Bus> {
-  const nc = await connect({
-    servers: config.servers.split(",").map((s) => s.trim()),
-    name: config.name,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 500,
-    waitOnFirstConnect: config.waitOnFirstConnect ?? false,
-    timeout: 3000,
-    // No Error object (and its stack trace) made up front for every request and JetStream call in
-    // case it fails: a busy app makes thousands of calls a second. Errors still say what failed.
-    noAsyncTraces: true,
-    ...(config.role ? { inboxPrefix: inboxPrefix(config.role) } : {}),
-    ...(config.user ? { user: config.user, pass: config.password ?? "" } : {}),
-  });
-  let connected = true;
-  void (async () => {
-    for await (const status of nc.status()) {
-      if (status.type === "disconnect") connected = false;
-      if (status.type === "reconnect") connected = true;
-    }
-  })();
-  // A server without JetStream yet (a cluster still electing its leader) fails this: the
-  // connection must not outlive the failure, or its reconnect timers keep the process alive.
-  const jsm = await jetstreamManager(nc, { timeout: 5000 }).catch(async (error: unknown) => {
-    await nc.close().catch(() => {});
-    throw error;
-  });
-  const js = jetstream(nc, { timeout: config.publishTimeoutMs ?? 3000 });
-  const kvm = new Kvm(js);
-  const publisher = createPublisher(nc, config.publishTimeoutMs ?? 3000, config.role && inboxPrefix(config.role));
-  const buckets = new Map<string, Promise<KV>>();
-  const naming: Naming = { namespace: config.namespace, partitions: config.partitions };
-  const fullListeners: Array<(subject: string) => void> = [];
-  return {
-    nc,
-    js,
-    jsm,
-    naming,
-    streamSettings: config.streamSettings ?? DEFAULT_STREAM_SETTINGS,
-    role: config.role,
-    topologyMode: config.topology ?? "apply",
-    isConnected: () => connected && !nc.isClosed(),
-    subjects: {
-      lane: (priority, partition) => subjectName(naming, `notify.lane.${priority}.${partition}`),
-      work: (channel, priority) => subjectName(naming, `notify.work.${channel}.${priority}`),
-      dlq: (channel) => subjectName(naming, `notify.dlq.${channel}`),
-      opsDlqList: subjectName(naming, "notify.ops.dlq.list"),
-      opsDlqShow: subjectName(naming, "notify.ops.dlq.show"),
-      opsReplay: subjectName(naming, "notify.ops.replay"),
-    },
-    streams: {
-      lane: (priority) =>
-        streamName(naming, priority === "transactional" ? "NOTIFY_LANE_TRANSACTIONAL" : "NOTIFY_LANE_PROMOTIONAL"),
-      work: streamName(naming, "NOTIFY_WORK"),
-      dlq: streamName(naming, "NOTIFY_DLQ"),
-    },
-    kv(bucket) {
-      const name = bucketName(naming, bucket);
-      let kv = buckets.get(name);
-      if (!kv) {
-        kv = kvm.open(name);
-        buckets.set(name, kv);
-      }
-      return kv;
-    },
-    async publish(subject, payload, msgId) {
-      try {
-        return await publisher.publish(subject, jsonBytes(payload), msgId);
-      } catch (error) {
-        if (isStreamFull(error)) for (const listener of fullListeners) listener(subject);
-        throw error;
-      }
-    },
-    onStreamFull(listener) {
-      fullListeners.push(listener);
-    },
-    async close() {
-      publisher.close();
-      if (nc.isClosed()) return;
-      await nc.drain().catch(() => nc.close());
-    },
-  };
-}

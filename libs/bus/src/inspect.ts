@@ -1,5 +1,5 @@
 import { type ConsumerInfo, JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
-import type { Bus } from "./index.js";
+import type { Bus } from "./connection.js";
 import { loadTopologyFile, resolveTopology, type Topology } from "./topology.js";
 
 /** One consumer of a stream as an operator sees it: what waits, what is in hand, what came back. */

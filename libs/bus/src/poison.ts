@@ -1,8 +1,8 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import { headers } from "@nats-io/transport-node";
 import { extractHeaders, injectHeaders } from "@notify/telemetry";
+import type { Bus } from "./connection.js";
 import { readSubject, storedAt } from "./dead-letters.js";
-import type { Bus } from "./index.js";
 import { subjectName } from "./topology.js";
 
 /**

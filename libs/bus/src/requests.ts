@@ -1,5 +1,5 @@
 import type { ErrorCode, FieldError } from "@notify/core";
-import type { Bus } from "./index.js";
+import type { Bus } from "./connection.js";
 
 /**
  * Core NATS request-reply between the apps (no stream: a request nobody answers fails at once

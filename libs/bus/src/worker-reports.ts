@@ -1,6 +1,6 @@
 import type { KV } from "@nats-io/kv";
 import type { Channel, LaneBuckets } from "@notify/core";
-import type { Bus } from "./index.js";
+import type { Bus } from "./connection.js";
 import { jsonBytes } from "./nats-client.js";
 import { bucketName } from "./topology.js";
 

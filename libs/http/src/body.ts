@@ -1,7 +1,6 @@
-import { AppError, type FieldError } from "@notify/core";
+import { AppError } from "@notify/core";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import * as v from "valibot";
 
 /**
  * Refuses bodies over `maxBytes` with a 413 problem before they are read whole. A declared

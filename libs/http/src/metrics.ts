@@ -7,7 +7,7 @@ import {
   Histogram as PromHistogram,
   Registry,
 } from "prom-client";
-import type { AppEnv } from "./index.js";
+import type { AppEnv } from "./app.js";
 
 /**
  * Prometheus metrics through prom-client, behind a small interface the apps share. A registry
