@@ -95,15 +95,15 @@ export {
   writeContacts,
   writePreferences,
 } from "./preferences.js";
+export { purgeUnmatchedReceipts } from "./receipts/purge.js";
 export {
   type AppliedReceipt,
   applyPendingReceipts,
-  purgeUnmatchedReceipts,
   type Receipt,
   type RecordOptions,
   type RecordOutcome,
   recordReceipts,
-} from "./receipts.js";
+} from "./receipts/record.js";
 export {
   findUnroutedNotifications,
   findWaitingChannels,

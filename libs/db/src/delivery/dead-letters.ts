@@ -3,8 +3,9 @@ import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { channelStatusEvents, notificationChannels, userContacts, userPreferences } from "../schema/index.js";
 
-// Dead letters as the processor reads and replays them for the operator (@notify/ops): a
-// channel's state and history, the user's reach now, and the reset that sends it again.
+// Dead letters as the operator reads and replays them (@notify/ops, run by the processor's
+// responder and the CLI): a channel's state and history, the user's reach now, and the reset
+// that sends it again.
 
 /** A dead-lettered channel's state now: what a replay decides on. */
 export type ChannelState = RowPick<typeof notificationChannels, "notification_id" | "reason" | "attempts"> & {

@@ -4,8 +4,8 @@ import { freshDatabase } from "@notify/testing";
 import fc from "fast-check";
 import postgres from "postgres";
 import t from "tap";
-import { moveStatus } from "../src/delivery/status.js";
-import { applyPendingReceipts, type Receipt, recordReceipts } from "../src/index.js";
+import { moveStatus } from "../../src/delivery/status.js";
+import { applyPendingReceipts, type Receipt, recordReceipts } from "../../src/index.js";
 
 const { url, database } = await freshDatabase(t);
 const { sql } = database;
