@@ -6,14 +6,14 @@ import type { Session, SessionStore } from "./session.js";
 
 /** What the console is built from (ingest's createAdminApp passes it on). */
 export interface ConsoleOptions {
-  /** The public app (createApp's result): the console calls its /api/v1 routes in-process. */
+  /** The public app (ingest's createApp): the console calls its /api/v1 routes in-process. */
   api: PublicApi;
   /** The same failed-authentication budget per address as the API's: failed sign-ins spend it. */
   preauthThrottle: AttemptThrottle;
   /**
    * Whether a key is one the API can tell valid without a lookup (signed, or among the active
-   * keys held in memory; CachedKeyLookup.vouches): such a key is never held back by the budget,
-   * whatever others sent from the same address. Absent: every key is tried against the budget.
+   * keys held in memory; ingest passes its key lookup's): such a key is never held back by the
+   * budget, whatever others sent from the same address. Absent: every key is tried against it.
    */
   vouches?: (key: string) => boolean;
   /** A trace viewer's URL with {trace_id} in it (CONSOLE_TRACE_URL). */
