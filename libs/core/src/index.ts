@@ -1,5 +1,12 @@
-export * from "./api-keys.js";
-export * from "./audience.js";
+export { hashKey, keyDisplayPrefix, SCOPES, type Scope, scopesInclude } from "./api-keys.js";
+export {
+  MAX_MEMBER_LINE_BYTES,
+  MEMBER_BATCH,
+  MEMBER_FORMATS,
+  type MemberFormat,
+  memberBatches,
+  parseMemberLine,
+} from "./audience.js";
 export {
   CHANNEL_STATUSES,
   type ChannelStatus,
@@ -7,9 +14,19 @@ export {
   isFinal,
   statusesMovableTo,
 } from "./channel-status.js";
-export * from "./channels.js";
-export * from "./credentials.js";
-export * from "./cursor.js";
+export { CHANNELS, type Channel, isChannel, PRIORITIES, type Priority } from "./channels.js";
+export {
+  type CredentialKeys,
+  credentialKeys,
+  generateSignedKey,
+  type InboxTokenClaims,
+  isSignedInboxToken,
+  keyForm,
+  newDeploymentSecret,
+  signInboxToken,
+  verifyInboxToken,
+} from "./credentials.js";
+export { decodeCursor, encodeCursor, type KeysetPosition } from "./cursor.js";
 export {
   DEAD_LETTER_CLASSES,
   type DeadLetter,
@@ -17,9 +34,29 @@ export {
   type DeadLetterClass,
   type DeadLetterNotification,
 } from "./dead-letter.js";
-export * from "./dead-letter-reads.js";
-export * from "./dead-letter-replay.js";
-export * from "./deadline.js";
+export {
+  DeadLetterListRequest,
+  type DeadLetterPage,
+  type DeadLetterShown,
+  DeadLetterShowRequest,
+} from "./dead-letter-reads.js";
+export {
+  deadLetterFilters,
+  REPLAY_BATCH_LIMIT,
+  REPLAY_SCAN_LIMIT,
+  type ReplayAnswer,
+  ReplayMessage,
+  ReplayRequest,
+  RequestedBy,
+} from "./dead-letter-replay.js";
+export {
+  deadlineProblem,
+  type ExpiryReason,
+  isPastDeadline,
+  MAX_DEADLINE_SECONDS,
+  parseRfc3339,
+  secondsLeft,
+} from "./deadline.js";
 export {
   type AcceptedAddress,
   type AddressKind,
@@ -32,25 +69,61 @@ export {
   decideDelivery,
   type ProviderAnswer,
 } from "./delivery-policy.js";
-export * from "./errors.js";
-export * from "./fallback.js";
-export * from "./ids.js";
-export * from "./instant.js";
-export * from "./leaky-bucket.js";
-export * from "./locale.js";
-export * from "./maybe-promise.js";
-export * from "./network.js";
-export * from "./notification.js";
+export { AppError, ERROR_CODES, ERROR_TITLES, type ErrorCode, type FieldError, isAppError } from "./errors.js";
+export {
+  decideFallback,
+  FALLBACK_CONDITIONS,
+  type FallbackCondition,
+  FallbackStep,
+  fallbackProblems,
+} from "./fallback.js";
+export { isUuid, newId } from "./ids.js";
+export { instant } from "./instant.js";
+export { type BucketDecision, type BucketLimits, leak } from "./leaky-bucket.js";
+export { canonicalLocale, localeFallbackChain } from "./locale.js";
+export { andThen, type MaybePromise } from "./maybe-promise.js";
+export { isPrivateAddress, privateHostProblem } from "./network.js";
+export {
+  type ChannelResult,
+  LaneMessage,
+  NotificationRequest,
+  type NotificationView,
+  schemaProblem,
+  WorkItem,
+} from "./notification.js";
 export {
   NOTIFICATION_STATUS_DESCRIPTIONS,
   NOTIFICATION_STATUSES,
   type NotificationStatus,
   notificationStatus,
 } from "./notification-status.js";
-export * from "./partition.js";
-export * from "./policy.js";
-export * from "./preferences.js";
-export * from "./quiet-hours.js";
+export { partitionOf } from "./partition.js";
+export {
+  type ChannelDecision,
+  capDay,
+  countsTowardCap,
+  decideRouting,
+  type PolicyInput,
+  type PolicyPreferences,
+  type SuppressionReason,
+} from "./policy.js";
+export {
+  base64UrlBytes,
+  CATEGORY_PATTERN,
+  DEFAULT_PREFERENCES,
+  pushEndpointProblem,
+  sortChannels,
+  webPushKeyProblems,
+} from "./preferences.js";
+export {
+  firstInstantAt,
+  isTimeZone,
+  localDate,
+  parseClock,
+  type QuietHours,
+  quietWindowAt,
+  wallTime,
+} from "./quiet-hours.js";
 export { GUARD_STATES, type GuardState, type GuardValue, guardKey } from "./send-guard.js";
 export {
   checkTemplate,
@@ -67,7 +140,16 @@ export {
   TemplateSyntaxError,
   templateEngineOptions,
 } from "./template/index.js";
-export * from "./token-bucket.js";
-export * from "./traceparent.js";
-export * from "./validate.js";
-export * from "./with-deadline.js";
+export {
+  availableTokens,
+  type LaneBuckets,
+  type LaneCounts,
+  type LaneRates,
+  type RateLimit,
+  splitRate,
+  takeForLanes,
+  takeTokens,
+} from "./token-bucket.js";
+export { traceIdOf } from "./traceparent.js";
+export { validate } from "./validate.js";
+export { TIMED_OUT, withDeadline } from "./with-deadline.js";
