@@ -201,4 +201,3 @@ export async function startIngest(
     throw error;
   }
 }
-export { IngestConfig } from "./config.js";

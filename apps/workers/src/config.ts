@@ -29,7 +29,7 @@ const Env = v.object({
   ...common,
   /**
    * Per channel, the real provider, its local sandbox, or off (EMAIL_PROVIDER, SMS_PROVIDER,
-   * PUSH_PROVIDER and their credentials: libs/providers/src/channels.ts). A channel has a pool
+   * PUSH_PROVIDER and their credentials: libs/providers/src/config.ts). A channel has a pool
    * only when its provider is on; in-app always has one (the inbox is ours).
    */
   ...channelProviderEnv,
