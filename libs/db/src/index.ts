@@ -33,17 +33,10 @@ export {
   setAudienceMember,
 } from "./audiences.js";
 export { perIteration, unnestColumns } from "./batch.js";
-export {
-  type BroadcastProgress,
-  cancelBroadcastExpansion,
-  type ExpansionStep,
-  expandBroadcastBatch,
-  insertBroadcast,
-  listBroadcastProgress,
-  pauseBroadcastExpansion,
-  readBroadcastProgress,
-  resumeBroadcastExpansion,
-} from "./broadcasts.js";
+export { insertBroadcast } from "./broadcasts/accept.js";
+export { cancelBroadcastExpansion, pauseBroadcastExpansion, resumeBroadcastExpansion } from "./broadcasts/control.js";
+export { type ExpansionStep, expandBroadcastBatch } from "./broadcasts/expand.js";
+export { type BroadcastProgress, listBroadcastProgress, readBroadcastProgress } from "./broadcasts/progress.js";
 export { type DeliveryChannelRow, loadChannel } from "./delivery/channel.js";
 export {
   type ChannelState,

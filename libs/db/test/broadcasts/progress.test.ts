@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { freshDatabase } from "@notify/testing";
 import postgres from "postgres";
 import t from "tap";
-import { createDb, listBroadcastProgress, readBroadcastProgress } from "../src/index.js";
+import { createDb, listBroadcastProgress, readBroadcastProgress } from "../../src/index.js";
 
 // A broadcast's outcome counts read every recipient's channels (seconds for a million), so a
 // count is kept and made again once it is ten times as old as it took; one process counts a
