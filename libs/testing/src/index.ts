@@ -3,10 +3,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { bucketName, connectBus, loadTopologyFile, streamName } from "@notify/bus";
 import { createDb, type Database, MIGRATIONS_FOLDER, runMigrations } from "@notify/db";
 import postgres from "postgres";
-
-/** Postgres the tests use: a real server (CI: 127.0.0.1:5432, trust auth). */
-export const TEST_PG_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
-export const TEST_NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
+import { TEST_NATS_URL, TEST_PG_URL } from "./services.js";
 
 interface Teardown {
   teardown(fn: () => unknown): void;
@@ -190,5 +187,6 @@ export { startNatsWithUsers } from "./nats-users.js";
 export { OTLP_KIND, type ReceivedSpan, startOtlpReceiver } from "./otlp.js";
 export { proxiedDependencies, whileCut } from "./outage.js";
 export { freshAppRoles } from "./postgres-roles.js";
+export { TEST_NATS_URL, TEST_PG_URL } from "./services.js";
 export { startTestStack } from "./stack.js";
 export { startTcpProxy } from "./tcp-proxy.js";
