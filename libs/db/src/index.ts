@@ -52,22 +52,21 @@ export { storeInboxItem } from "./delivery/in-app.js";
 export { removePushSubscription } from "./delivery/push-subscriptions.js";
 export { type Attempt, moveStatus, recordAttempt } from "./delivery/status.js";
 export {
-  findInboxTokenOwner,
   INBOX_FILTERS,
-  type InboxOwner,
-  type InboxTokenRevocation,
   inboxItemsSince,
-  insertInboxToken,
-  insertInboxTokenRevocation,
   latestInboxItemId,
   listenForInboxItems,
   listInboxItems,
   listInboxItemsAfter,
+  setInboxItemState,
+} from "./inbox/items.js";
+export {
+  type InboxTokenRevocation,
+  insertInboxTokenRevocation,
   listInboxTokenRevocations,
   purgeExpiredInboxTokenRevocations,
-  purgeExpiredInboxTokens,
-  setInboxItemState,
-} from "./inbox.js";
+} from "./inbox/revocations.js";
+export { findInboxTokenOwner, type InboxOwner, insertInboxToken, purgeExpiredInboxTokens } from "./inbox/tokens.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export {
   type ChannelResultView,
