@@ -3,7 +3,7 @@ import { V7Generator } from "uuidv7";
 
 /**
  * The generator's random words come from a pool filled 1,024 words at a time: the library's
- * default buffer holds eight, so every other id paid a call into the system's RNG.
+ * default buffer holds eight, with which every other id would pay a call into the system's RNG.
  */
 class PooledRandom {
   readonly #pool = new Uint32Array(1024);

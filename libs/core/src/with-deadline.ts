@@ -7,9 +7,9 @@ export const TIMED_OUT = Symbol("timed out");
  * only fire on an idle socket, so a server that trickles bytes would otherwise hold a worker
  * forever.
  *
- * When this process was stalled (CPU starvation, a long GC, a blocked write), the timer and the
+ * When this process is stalled (CPU starvation, a long GC, a blocked write), the timer and the
  * answer both wait at once, and timers run before I/O in Node's loop: the deadline would win
- * over an answer that had arrived in time. So the timer lets the loop take in waiting I/O (two
+ * over an answer that arrived in time. So the timer lets the loop take in waiting I/O (two
  * turns: the response, then its end) before it calls the call late. A send that reached the
  * provider and was answered is then recorded as answered, not as an unknown outcome.
  */
