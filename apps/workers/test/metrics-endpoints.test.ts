@@ -20,9 +20,9 @@ const wakeups = (pid: number) =>
   Number(/^voluntary_ctxt_switches:\s+(\d+)$/m.exec(readFileSync(`/proc/${pid}/task/${pid}/status`, "utf8"))?.[1]);
 
 t.test("an idle app is not woken a hundred times a second", async (t) => {
-  // The event-loop lag series sampled every 10 ms (prom-client's default) woke every app 100
-  // times a second, ingest's outbox settler 50 more, each costing 0.1-0.2 ms of CPU on a small
-  // virtual machine. Idle, an app now wakes for its leases, heartbeats and polls: 10-30 times a second.
+  // Each wake-up costs CPU: prom-client's default event-loop lag sampling (every 10 ms) alone
+  // would wake every app 100 times a second. Idle, an app wakes only for its leases, heartbeats
+  // and polls, well under the bound.
   const SECONDS = 3;
   const pids = APPS.map((app) => [app, stack.apps.get(app)?.child.pid] as const);
   const before = pids.map(([, pid]) => wakeups(pid as number));

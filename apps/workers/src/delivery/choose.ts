@@ -21,7 +21,7 @@ function providerOrder(deps: Pick<DeliverDeps, "gate" | "failover" | "failoverAf
  * The provider for this attempt: the first in `providerOrder` whose breaker is not open and
  * whose rate for this lane is not spent for now (sends wait there for a token), else the
  * first whose breaker is not open (it waits for a token there). Null when every breaker is
- * open: the item parks. Without a failover provider this is the channel's own, as before.
+ * open: the item parks. Without a failover provider this is the channel's own.
  */
 export function chooseGate(
   deps: Pick<DeliverDeps, "gate" | "failover" | "failoverAfterAttempts">,
@@ -34,7 +34,8 @@ export function chooseGate(
 
 /**
  * The gate of the provider a guard names (the one its claim's send went to); the channel's own
- * for a guard written before guards named their provider, when it was the only one.
+ * for a guard that names none (one kept by a release without failover, whose sends all went
+ * to the channel's own provider).
  */
 export function gateNamed(deps: Pick<DeliverDeps, "gate" | "failover">, name: string | undefined): ProviderGate {
   return [deps.gate, ...(deps.failover ?? [])].find((gate) => gate.provider.name === name) ?? deps.gate;

@@ -67,7 +67,7 @@ const NOT_STORED = Symbol("the window is kept in memory only");
  * mollitia's count breaker, with its window in this process's memory only. mollitia reads a
  * module's window back through getState() before every call (the hook a shared store
  * overrides), checks each stored call and copies them all: work in proportion to the window on
- * every send (8 of its 11 µs per call at 50 calls, measured), to restore what is already here.
+ * every send, most of what a call through the breaker costs, to restore what is already here.
  * With no store, the read answers that nothing is stored, and mollitia goes on with the window
  * it holds (its answer to a store it cannot read). mollitia logs that answer as a warning
  * through a module's logger: give this module none, or every send logs one. This leans on how
@@ -82,8 +82,8 @@ class InMemoryCountBreaker extends SlidingCountBreaker {
 
 /**
  * A circuit breaker per provider over mollitia's window of the most recent calls
- * (its time-window breaker re-validates up to a thousand stored calls on every call, which cost
- * 7% of a busy worker's CPU). One per process, judging the provider by its own calls; what it
+ * (its time-window breaker re-validates up to a thousand stored calls on every call, a cost a
+ * busy worker feels). One per process, judging the provider by its own calls; what it
  * decides is shared with the other worker processes by shareBreakerState.
  */
 export function createBreaker(

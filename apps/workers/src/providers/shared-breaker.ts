@@ -23,7 +23,7 @@ export interface SharedBreaker {
  * other process reads the key every `pollMs` and takes a new decision over: an open one parks
  * its work too, without spending its own calls on a provider known to be down, and probes after
  * its own open period; a closed one lets its parked work through. A process that loses the bucket
- * keeps judging on its own calls, as before.
+ * keeps judging the provider by its own calls alone.
  */
 export function shareBreakerState(options: {
   kv: KV;
