@@ -2,7 +2,7 @@ import fc from "fast-check";
 import t from "tap";
 import { canonicalJson, requestHash } from "../src/notifications/canonical-json.js";
 
-// The text every stored request hash was computed from, as first written: the hashes of
+// A plain reference for the text every stored request hash is computed from: the hashes of
 // requests accepted before a deploy must match their retries after it.
 function reference(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(reference).join(",")}]`;

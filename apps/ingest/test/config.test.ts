@@ -27,7 +27,7 @@ t.test("the v1 sunset and deprecation dates are days the calendar has", async (t
     parseConfig(IngestConfig, { ...base, API_V1_SUNSET_AT: "2027-02-28T00:00:00Z" }).API_V1_SUNSET_AT?.toISOString(),
     "2027-02-28T00:00:00.000Z",
   );
-  // Read as 2027-03-02 before: the Sunset header and the day v1 answers 410 two days late.
+  // Refused, not read as 2027-03-02: that would send the Sunset header and answer 410 two days late.
   t.throws(() => parseConfig(IngestConfig, { ...base, API_V1_SUNSET_AT: "2027-02-30T00:00:00Z" }), ConfigError);
   t.throws(() => parseConfig(IngestConfig, { ...base, API_V1_DEPRECATED_AT: "2027-06-31T00:00:00Z" }), ConfigError);
 });

@@ -90,7 +90,7 @@ t.test("offset pages, newest first, with the filtered total", async (t) => {
     { channel: "fax" },
     { class: "lost" },
     { since: "x" },
-    // A day the calendar lacks was read as one of the next month.
+    // A day the calendar lacks is refused, not read as one of the next month.
     { since: "2026-02-30T00:00:00Z" },
     { until: "2026-04-31T00:00:00Z" },
   ]) {
