@@ -2,8 +2,8 @@ import { createRequire } from "node:module";
 import t from "tap";
 
 // plivo is loaded when a Plivo provider is made, not when the providers are imported: workers
-// (and the one-process service) without SMS never pay for it (over 10 MB and a tenth of a second
-// or more at start), and its change to axios's default agents does not reach them.
+// (and the one-process service) without SMS never pay its memory and start-up time, and its
+// change to axios's default agents does not reach them.
 const plivoMain = createRequire(import.meta.url).resolve("plivo");
 const loaded = () => Object.hasOwn(createRequire(import.meta.url).cache, plivoMain);
 

@@ -6,11 +6,11 @@ import t from "tap";
 import { createSendgridProvider } from "../src/index.js";
 import { SendgridHttpClient } from "../src/sendgrid/http-client.js";
 
-// The SendGrid provider's connections are its own. It once sent through axios, which other
-// packages share, and plivo replaces axios's default agents when it is loaded (20 idle sockets
-// kept, 100 at most): with more sends in flight than that, each send's connection was closed
-// after its answer and a new one opened, and sends beyond 100 queued inside the process. Loaded
-// here still, so that nothing another package does to shared HTTP state reaches the provider.
+// The SendGrid provider's connections are its own, not axios's, which other packages share:
+// plivo replaces axios's default agents when it is loaded (20 idle sockets kept, 100 at most),
+// and through those, with more sends in flight than that, each send's connection would close
+// after its answer and sends beyond 100 would queue inside the process. plivo is loaded here to
+// show that nothing another package does to shared HTTP state reaches the provider.
 await import("plivo");
 
 interface MailServer {
