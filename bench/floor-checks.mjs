@@ -12,11 +12,12 @@ import {
   schemaProblem,
   splitRate,
   templateEngineOptions,
+  validate,
   WorkItem,
 } from "@notify/core";
 import { loadChannel, readProfileRow } from "@notify/db";
 import { SAMPLE_TEMPLATE } from "@notify/devstack";
-import { validate } from "@notify/http";
+
 import { parseIdempotencyKey, prepareNotification } from "@notify/ingest/bench";
 import { createRateLimiter, SENDABLE } from "@notify/workers/bench";
 import { Eta } from "eta";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { AppError } from "@notify/core";
+import { AppError, validate } from "@notify/core";
 import { seedApiKey, seedTemplate } from "@notify/db";
-import { validate } from "@notify/http";
+
 import { settled } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";

@@ -71,6 +71,3 @@ function unstorablePath(value: unknown, path: string): string | undefined {
   }
   return undefined;
 }
-
-/** Validates input against a valibot schema: a 400 problem listing every invalid field (in core). */
-export { validate } from "@notify/core";

@@ -1,5 +1,5 @@
 export { type AppEnv, type AppOptions, newApp, noteAccess } from "./app.js";
-export { limitBody, readJson, validate } from "./body.js";
+export { limitBody, readJson } from "./body.js";
 export { clientAddress, type TrustedProxies, trustedProxies } from "./client-address.js";
 export { DEPENDENCY_RETRY_AFTER_SECONDS, retryLogLevel, toAppError, unavailableDependency } from "./dependency.js";
 export { createForgettableCache } from "./forgettable-cache.js";

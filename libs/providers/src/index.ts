@@ -5,7 +5,6 @@ export {
   createChannelProviders,
   createEmailFailoverProvider,
 } from "./config.js";
-export { withDeadline } from "./deadline.js";
 export { htmlToText } from "./email-text.js";
 export { createInAppProvider } from "./inapp/provider.js";
 export { createPlivoProvider, type PlivoConfig } from "./plivo/provider.js";

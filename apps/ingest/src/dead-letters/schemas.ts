@@ -31,12 +31,6 @@ export const DeadLetterPage = v.object({
   total_count: v.number(),
 });
 
-/**
- * Body of POST /api/v1/dead-letters/replay: libs/core's, which the processor (that runs the
- * replay) validates again.
- */
-export { ReplayRequest } from "@notify/core";
-
 export const ReplayAnswer = v.object({
   dry_run: v.boolean(),
   selected: v.pipe(

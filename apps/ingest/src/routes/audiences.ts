@@ -1,6 +1,6 @@
-import { AppError, MEMBER_BATCH, type MemberFormat, memberBatches, newId } from "@notify/core";
+import { AppError, MEMBER_BATCH, type MemberFormat, memberBatches, newId, validate } from "@notify/core";
 import { createAudience, getAudience, importAudienceMembers, listAudiences, setAudienceMember } from "@notify/db";
-import { limitBody, readJson, toAppError, validate } from "@notify/http";
+import { limitBody, readJson, toAppError } from "@notify/http";
 import type { Hono } from "hono";
 import {
   AudiencePage,

@@ -1,4 +1,6 @@
-import { limitBody, readJson, validate } from "@notify/http";
+// The replay body's schema is libs/core's, which the processor (that runs the replay) validates again.
+import { ReplayRequest, validate } from "@notify/core";
+import { limitBody, readJson } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";
@@ -10,7 +12,6 @@ import {
   DeadLetterSeq,
   ListDeadLettersQuery,
   ReplayAnswer,
-  ReplayRequest,
 } from "../dead-letters/schemas.js";
 import type { IngestDeps } from "../deps.js";
 import { contract } from "./contract.js";

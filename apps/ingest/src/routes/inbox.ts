@@ -1,5 +1,5 @@
 import { announceInboxTokensRevoked } from "@notify/bus";
-import { AppError, isUuid } from "@notify/core";
+import { AppError, isUuid, validate } from "@notify/core";
 import {
   type InboxTokenRevocation,
   insertInboxTokenRevocation,
@@ -9,7 +9,7 @@ import {
   loadCredentialKeys,
   setInboxItemState,
 } from "@notify/db";
-import { limitBody, readJson, validate } from "@notify/http";
+import { limitBody, readJson } from "@notify/http";
 import type { Context, Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import * as v from "valibot";

@@ -1,7 +1,7 @@
 import { announceKeyChanged } from "@notify/bus";
-import { AppError, SCOPES, type Scope } from "@notify/core";
+import { AppError, SCOPES, type Scope, validate } from "@notify/core";
 import { createKey, getKey, InactiveMinterError, type KeyManager, listKeys, revokeKey, rotateKey } from "@notify/db";
-import { limitBody, readJson, toAppError, validate } from "@notify/http";
+import { limitBody, readJson, toAppError } from "@notify/http";
 import type { Context, Hono } from "hono";
 import * as v from "valibot";
 import { hasScope, type Principal } from "../auth/api-keys.js";

@@ -7,8 +7,9 @@ import {
   NOTIFICATION_STATUSES,
   NotificationRequest,
   PRIORITIES,
+  validate,
 } from "@notify/core";
-import { jsonResponse, limitBody, readJson, validate } from "@notify/http";
+import { jsonResponse, limitBody, readJson } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";

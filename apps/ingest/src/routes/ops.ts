@@ -1,5 +1,6 @@
+import { validate } from "@notify/core";
 import { listContactChanges } from "@notify/db";
-import { toAppError, validate } from "@notify/http";
+import { toAppError } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";

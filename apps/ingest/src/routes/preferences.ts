@@ -1,4 +1,5 @@
-import { limitBody, readJson, validate } from "@notify/http";
+import { validate } from "@notify/core";
+import { limitBody, readJson } from "@notify/http";
 import type { Context, Hono } from "hono";
 import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";

@@ -1,5 +1,6 @@
 import { announceTemplateChanged } from "@notify/bus";
-import { limitBody, readJson, validate } from "@notify/http";
+import { validate } from "@notify/core";
+import { limitBody, readJson } from "@notify/http";
 import type { Hono } from "hono";
 import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";

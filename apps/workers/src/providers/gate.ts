@@ -1,7 +1,14 @@
 import type { KV } from "@notify/bus";
-import { type AddressResult, classifyAnswer, countsAgainstProvider, type RateLimit, splitRate } from "@notify/core";
+import {
+  type AddressResult,
+  classifyAnswer,
+  countsAgainstProvider,
+  type RateLimit,
+  splitRate,
+  withDeadline,
+} from "@notify/core";
 import type { Logger } from "@notify/log";
-import { type OutboundMessage, type Provider, type SendResult, withDeadline } from "@notify/providers";
+import type { OutboundMessage, Provider, SendResult } from "@notify/providers";
 import type { DeliveryMetrics } from "../metrics.js";
 import {
   type BreakerSettings,

@@ -1,7 +1,6 @@
 import { createRequire } from "node:module";
-import { secondsLeft } from "@notify/core";
+import { secondsLeft, TIMED_OUT, withDeadline } from "@notify/core";
 import type Plivo from "plivo";
-import { TIMED_OUT, withDeadline } from "../deadline.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";
 

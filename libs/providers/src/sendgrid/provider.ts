@@ -1,5 +1,5 @@
+import { TIMED_OUT, withDeadline } from "@notify/core";
 import { MailService } from "@sendgrid/mail";
-import { TIMED_OUT, withDeadline } from "../deadline.js";
 import { htmlToText } from "../email-text.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 import { transportFailure } from "../transport.js";

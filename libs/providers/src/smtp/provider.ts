@@ -1,8 +1,8 @@
 import { PassThrough, pipeline, type Readable } from "node:stream";
 import { rootCertificates } from "node:tls";
+import { TIMED_OUT, withDeadline } from "@notify/core";
 import nodemailer from "nodemailer";
 import type { SendMailOptions } from "nodemailer/lib/mailer";
-import { TIMED_OUT, withDeadline } from "../deadline.js";
 import { htmlToText } from "../email-text.js";
 import type { OutboundMessage, Provider, SendResult } from "../provider.js";
 

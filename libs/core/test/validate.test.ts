@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { AppError, type FieldError } from "@notify/core";
 import fc from "fast-check";
 import t from "tap";
 import * as v from "valibot";
-import { validate } from "../src/index.js";
+import { AppError, type FieldError } from "../src/errors.js";
+import { validate } from "../src/validate.js";
 
 const Schema = v.strictObject({ name: v.string("name must be a string"), size: v.optional(v.number()) });
 

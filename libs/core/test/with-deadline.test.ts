@@ -1,7 +1,6 @@
 import { spawn } from "node:child_process";
-import { withDeadline } from "@notify/providers";
 import t from "tap";
-import { TIMED_OUT } from "../src/deadline.js";
+import { TIMED_OUT, withDeadline } from "../src/with-deadline.js";
 
 // A child process that answers each line it reads at once: an answer from outside this
 // process, arriving whatever this process is doing.
