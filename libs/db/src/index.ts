@@ -99,14 +99,12 @@ export {
 export {
   findUnroutedNotifications,
   findWaitingChannels,
-  readSweepPosition,
-  saveSweepPosition,
   settleInAppFromInbox,
   touchWaitingChannel,
   type WaitingChannel,
-  withSweepLock,
-} from "./reconcile.js";
-export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch } from "./retention.js";
+} from "./reconciler/stalled.js";
+export { readSweepPosition, saveSweepPosition, withSweepLock } from "./reconciler/sweep.js";
+export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch } from "./retention/archive.js";
 export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./roles.js";
 export { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "./routing/channels.js";
 export { purgeCapCounts } from "./routing/daily-cap.js";

@@ -1,4 +1,4 @@
-import type { Database } from "./pool.js";
+import type { Database } from "../pool.js";
 
 /**
  * One archived notification, one NDJSON line: the row and everything that hangs off it, each

@@ -1,45 +1,12 @@
 import type { Channel, ChannelStatus } from "@notify/core";
-import { asLaneNotification, type LaneNotification, type LaneRow } from "./accept/lane-message.js";
-import type { Database } from "./pool.js";
-import type { RowPick } from "./rows.js";
-import type { notificationChannels } from "./schema/index.js";
+import { asLaneNotification, type LaneNotification, type LaneRow } from "../accept/lane-message.js";
+import type { Database } from "../pool.js";
+import type { RowPick } from "../rows.js";
+import type { notificationChannels } from "../schema/index.js";
 
-/**
- * Runs `work` only if no other process holds the lock `name` (a session advisory lock on one
- * reserved connection), so a periodic sweep runs once across the deployment however many
- * instances schedule it. Answers undefined when another holds it. A process that dies releases
- * it with its connection.
- */
-export async function withSweepLock<T>(
-  database: Database,
-  name: string,
-  work: () => Promise<T>,
-): Promise<T | undefined> {
-  const reserved = await database.sql.reserve();
-  try {
-    const [row] = await reserved<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtext(${name})) as locked`;
-    if (!row?.locked) return undefined;
-    try {
-      return await work();
-    } finally {
-      await reserved`select pg_advisory_unlock(hashtext(${name}))`;
-    }
-  } finally {
-    reserved.release();
-  }
-}
-
-/** Where the sweep `name` stands; `initial` when it never ran. */
-export async function readSweepPosition(database: Database, name: string, initial: string): Promise<string> {
-  const [row] = await database.sql<{ position: string }[]>`select position from sweep_positions where name = ${name}`;
-  return row?.position ?? initial;
-}
-
-export async function saveSweepPosition(database: Database, name: string, position: string): Promise<void> {
-  await database.sql`
-    insert into sweep_positions (name, position) values (${name}, ${position})
-    on conflict (name) do update set position = excluded.position, updated_at = now()`;
-}
+// What the reconciler looks for: work that stalled because a message was lost (a notification
+// accepted but never routed, a channel no worker picked up) or a worker died (an in-app item
+// stored, its channel left unsettled).
 
 /**
  * One chunk of the notification log from `from` on (ids are time-ordered UUIDv7 text) and
