@@ -28,9 +28,11 @@ export function backoffMs(
 }
 
 /**
- * One provider call's answer as the provider classified it (libs/providers' `SendResult` has
- * this shape): only the provider knows what its answers mean. `transient` may be retried (after
- * `retryAfterMs` when the provider said so); `permanent` never is.
+ * One provider call's answer as the provider classified it (libs/providers calls it SendResult):
+ * only the provider knows what its answers mean. `transient` may be retried (after
+ * `retryAfterMs` when the provider said so); `permanent` never is. A transient answer with
+ * neither `status` nor `notSent` (a timeout, a reset once the request was written) may have been
+ * accepted: its outcome is unknown.
  */
 export type ProviderAnswer =
   | { outcome: "accepted"; providerId: string }
@@ -38,12 +40,18 @@ export type ProviderAnswer =
       outcome: "transient";
       reason: string;
       retryAfterMs?: number;
-      /** The provider answered with this status: it refused the send, so retrying cannot duplicate it. */
+      /** The provider's HTTP status, when it answered: it refused the send, so retrying cannot duplicate it. */
       status?: number;
-      /** The request never reached the provider (refused, DNS, TLS): retrying cannot duplicate it. */
+      /** No answer, and the request never reached the provider (refused, DNS, TLS): a retry cannot duplicate it. */
       notSent?: true;
     }
-  | { outcome: "permanent"; reason: string; status?: number; addressGone?: boolean };
+  | {
+      outcome: "permanent";
+      reason: string;
+      status?: number;
+      /** The address itself is dead (a push subscription gone or unusable): remove it, never retry it. */
+      addressGone?: boolean;
+    };
 
 /**
  * What one provider call meant for its address.

@@ -1,4 +1,4 @@
-import type { Channel } from "@notify/core";
+import type { Channel, ProviderAnswer } from "@notify/core";
 
 /** A message ready for a provider: rendered, addressed, tagged for receipt matching. */
 export interface OutboundMessage {
@@ -18,29 +18,10 @@ export interface OutboundMessage {
 }
 
 /**
- * The outcome of one provider call, classified by the provider itself:
- * only it knows what its answers mean. `transient` may be retried (after `retryAfterMs` when the
- * provider said so); `permanent` never is. A transient result with neither `status` nor `notSent`
- * (a timeout, a reset once the request was written) may have been accepted: its outcome is unknown.
+ * The outcome of one provider call, classified by the provider itself: the delivery policy's
+ * ProviderAnswer (libs/core), which says what each outcome means for a retry.
  */
-export type SendResult =
-  | { outcome: "accepted"; providerId: string }
-  | {
-      outcome: "transient";
-      reason: string;
-      retryAfterMs?: number;
-      /** The provider's HTTP status, when it answered: it refused the send, so retrying cannot duplicate it. */
-      status?: number;
-      /** No answer, and the request never reached the provider (refused, DNS, TLS): a retry cannot duplicate it. */
-      notSent?: true;
-    }
-  | {
-      outcome: "permanent";
-      reason: string;
-      status?: number;
-      /** The address itself is dead (a push subscription gone or unusable): remove it, never retry it. */
-      addressGone?: boolean;
-    };
+export type SendResult = ProviderAnswer;
 
 export interface Provider {
   /** Stable provider name, e.g. "sendgrid"; stored with provider ids for receipt matching. */
