@@ -67,16 +67,15 @@ export {
   purgeExpiredInboxTokenRevocations,
 } from "./inbox/revocations.js";
 export { findInboxTokenOwner, type InboxOwner, insertInboxToken, purgeExpiredInboxTokens } from "./inbox/tokens.js";
-export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export {
   type ChannelResultView,
   listUserNotificationRecords,
   type NotificationRecord,
   readNotification,
-  readNotificationTimeline,
   searchNotificationRecords,
-  type TimelineEntry,
-} from "./notifications/read.js";
+} from "./lookup/records.js";
+export { readNotificationTimeline, type TimelineEntry } from "./lookup/timeline.js";
+export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export { createDb, type Database, type Sql } from "./pool.js";
 export {
   type ContactsRow,
