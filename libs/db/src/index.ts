@@ -5,33 +5,6 @@ export { findIdempotencyRecords, purgeExpiredIdempotencyKeys } from "./accept/id
 export { type AcceptedRow, acceptNotifications } from "./accept/notifications.js";
 export { deleteSettledOutboxRows, narrowOutboxRow, removeUnpublished, sweepPublishOutbox } from "./accept/outbox.js";
 export { readLatestTemplateParams } from "./accept/template-params.js";
-export {
-  type ApiKeyRecord,
-  createKey,
-  findActiveKeyByHash,
-  findActiveKeyById,
-  findKeyHash,
-  getKey,
-  InactiveMinterError,
-  type IssuedApiKey,
-  type KeyManager,
-  listActiveKeyHashes,
-  listKeys,
-  loadCredentialKeys,
-  type RotatedApiKey,
-  revokeKey,
-  rotateKey,
-  touchKeyLastUsed,
-} from "./api-keys.js";
-export {
-  type AudienceRecord,
-  createAudience,
-  getAudience,
-  type ImportResult,
-  importAudienceMembers,
-  listAudiences,
-  setAudienceMember,
-} from "./audiences.js";
 export { perIteration, unnestColumns } from "./batch.js";
 export { insertBroadcast } from "./broadcasts/accept.js";
 export { cancelBroadcastExpansion, pauseBroadcastExpansion, resumeBroadcastExpansion } from "./broadcasts/control.js";
@@ -51,6 +24,42 @@ export { readDeliveryHistory } from "./delivery/history.js";
 export { storeInboxItem } from "./delivery/in-app.js";
 export { removePushSubscription } from "./delivery/push-subscriptions.js";
 export { type Attempt, moveStatus, recordAttempt } from "./delivery/status.js";
+export {
+  type ApiKeyRecord,
+  createKey,
+  getKey,
+  InactiveMinterError,
+  type IssuedApiKey,
+  type KeyManager,
+  listKeys,
+  type RotatedApiKey,
+  revokeKey,
+  rotateKey,
+} from "./directory/api-keys.js";
+export {
+  type AudienceRecord,
+  createAudience,
+  getAudience,
+  type ImportResult,
+  importAudienceMembers,
+  listAudiences,
+  setAudienceMember,
+} from "./directory/audiences.js";
+export {
+  findActiveKeyByHash,
+  findActiveKeyById,
+  findKeyHash,
+  listActiveKeyHashes,
+  touchKeyLastUsed,
+} from "./directory/authentication.js";
+export { type ContactsRow, listContactChanges, readContacts, writeContacts } from "./directory/contacts.js";
+export { type PreferencesRow, readPreferences, writePreferences } from "./directory/preferences.js";
+export {
+  listTemplateSummaries,
+  readTemplateVersion,
+  type TemplateVersionRecord,
+  writeTemplateVersion,
+} from "./directory/templates.js";
 export {
   INBOX_FILTERS,
   inboxItemsSince,
@@ -75,17 +84,7 @@ export {
   searchNotificationRecords,
 } from "./lookup/records.js";
 export { readNotificationTimeline, type TimelineEntry } from "./lookup/timeline.js";
-export { MIGRATIONS_FOLDER, runMigrations } from "./migrate.js";
 export { createDb, type Database, type Sql } from "./pool.js";
-export {
-  type ContactsRow,
-  listContactChanges,
-  type PreferencesRow,
-  readContacts,
-  readPreferences,
-  writeContacts,
-  writePreferences,
-} from "./preferences.js";
 export { purgeUnmatchedReceipts } from "./receipts/purge.js";
 export {
   type AppliedReceipt,
@@ -104,7 +103,6 @@ export {
 } from "./reconciler/stalled.js";
 export { readSweepPosition, saveSweepPosition, withSweepLock } from "./reconciler/sweep.js";
 export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch } from "./retention/archive.js";
-export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./roles.js";
 export { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "./routing/channels.js";
 export { purgeCapCounts } from "./routing/daily-cap.js";
 export { listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "./routing/deferrals.js";
@@ -119,10 +117,7 @@ export {
 export { type ProfileRow, readProfileRow } from "./routing/profiles.js";
 export { readLatestTemplateVersion, readTemplateVersionForRender } from "./routing/templates.js";
 export type { DeviceToken } from "./schema/index.js";
-export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./seed.js";
-export {
-  listTemplateSummaries,
-  readTemplateVersion,
-  type TemplateVersionRecord,
-  writeTemplateVersion,
-} from "./templates.js";
+export { loadCredentialKeys } from "./setup/deployment-secrets.js";
+export { MIGRATIONS_FOLDER, runMigrations } from "./setup/migrate.js";
+export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./setup/roles.js";
+export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./setup/seed.js";

@@ -1,4 +1,4 @@
-import { runMigrations } from "./migrate.js";
+import { runMigrations } from "./setup/migrate.js";
 import {
   type AppRole,
   applyAppRoles,
@@ -7,11 +7,11 @@ import {
   type DbApp,
   dbPasswordVariable,
   dbRoleName,
-} from "./roles.js";
+} from "./setup/roles.js";
 
 // npm run db:migrate, and compose's migrate job: applies drizzle/ migrations to DATABASE_URL.
 // Given every app's role password (NOTIFY_<APP>_DB_PASSWORD), it then creates or updates the
-// apps' own roles (notify_<app>) with their privileges (roles.ts); given none, it leaves roles
+// apps' own roles (notify_<app>) with their privileges (setup/roles.ts); given none, it leaves roles
 // alone, as `npm start` and a database of one owner want.
 const url = process.env.DATABASE_URL;
 if (!url) {
@@ -37,6 +37,6 @@ process.stdout.write("migrations applied\n");
 if (given.length > 0) {
   const applied = await applyAppRoles(url, roles);
   process.stdout.write(`roles applied: ${DB_APPS.map(dbRoleName).join(", ")}\n`);
-  // Granted to no app until libs/db/src/roles.ts says who may use them.
-  for (const table of applied.undecided) process.stderr.write(`table ${table}: no app may use it (roles.ts)\n`);
+  // Granted to no app until libs/db/src/setup/roles.ts says who may use them.
+  for (const table of applied.undecided) process.stderr.write(`table ${table}: no app may use it (setup/roles.ts)\n`);
 }

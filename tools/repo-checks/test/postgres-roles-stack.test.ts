@@ -24,7 +24,7 @@ import {
 import t from "tap";
 
 // The whole service as compose runs it on Postgres: each app as its own role, made by the
-// migrate job's applyAppRoles (libs/db/src/roles.ts), the superuser only migrating and seeding.
+// migrate job's applyAppRoles (libs/db/src/setup/roles.ts), the superuser only migrating and seeding.
 // Every route family of the API, every channel, a fallback, a broadcast, a dead letter replayed,
 // quiet hours released, receipts early and late, the sweeps and purges, an archive: everything
 // works, and no app logged a statement Postgres refused. A few paths that need a NATS failure to
@@ -90,7 +90,7 @@ const as = (app: keyof typeof urls): Database => {
 };
 
 t.test("the roles were made for every table the schema has", async (t) => {
-  t.same(undecided, [], "no table is left to no app (libs/db/src/roles.ts TABLE_ACCESS)");
+  t.same(undecided, [], "no table is left to no app (libs/db/src/setup/roles.ts TABLE_ACCESS)");
 });
 
 t.test("keys, templates, preferences and contacts through the API", async (t) => {

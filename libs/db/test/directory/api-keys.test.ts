@@ -2,15 +2,13 @@ import { hashKey } from "@notify/core";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
 import {
-  createDb,
   createKey,
   findActiveKeyByHash,
   InactiveMinterError,
-  loadCredentialKeys,
   revokeKey,
   rotateKey,
   touchKeyLastUsed,
-} from "../src/index.js";
+} from "../../src/index.js";
 
 // The authentication lookup: a key authenticates until its revocation takes effect, by the
 // database clock, so a rotated key keeps working through its grace period and no longer.
@@ -109,19 +107,4 @@ t.test("a chain of any depth is revoked whole", async (t) => {
   const revoked = await revokeKey(database, root.id);
   t.equal(revoked?.cascaded.length, 80);
   t.equal(await findActiveKeyByHash(database, hashKey(last.key)), null);
-});
-
-t.test("processes starting at once on a fresh database all read the one secret", async (t) => {
-  const { url, database: fresh } = await freshDatabase(t);
-  // A pool each, as processes have: their first statements run at the same moment.
-  const pools = Array.from({ length: 8 }, () => createDb({ url, max: 1 }));
-  t.teardown(() => Promise.all(pools.map((pool) => pool.close())));
-  await Promise.all(pools.map((pool) => pool.ping()));
-  const keys = await Promise.all(pools.map((pool) => loadCredentialKeys(pool)));
-  t.ok(
-    keys.every((k) => k.apiKey.equals(keys[0]?.apiKey as Buffer)),
-    "one secret, however the inserts raced",
-  );
-  const [row] = await fresh.sql<{ n: number }[]>`select count(*)::int as n from deployment_secrets`;
-  t.equal(row?.n, 1);
 });

@@ -2,7 +2,14 @@ import { randomBytes } from "node:crypto";
 import { freshAppRoles, freshDatabase, seedNotification, TEST_PG_URL } from "@notify/testing";
 import postgres from "postgres";
 import t from "tap";
-import { applyAppRoles, DB_APPS, type DbApp, scramVerifier, TABLE_ACCESS, type TablePrivilege } from "../src/roles.js";
+import {
+  applyAppRoles,
+  DB_APPS,
+  type DbApp,
+  scramVerifier,
+  TABLE_ACCESS,
+  type TablePrivilege,
+} from "../../src/setup/roles.js";
 
 // The apps' own roles (roles.ts): what applyAppRoles makes of them on a real server, and that
 // a second run converges on TABLE_ACCESS whatever was granted by hand meanwhile.
@@ -41,7 +48,7 @@ const as = (app: DbApp) => {
 };
 
 t.test("every table of the schema has a decision, and every decision a table", async (t) => {
-  t.same(made.undecided, [], "a table the migrations add is listed in TABLE_ACCESS (libs/db/src/roles.ts)");
+  t.same(made.undecided, [], "a table the migrations add is listed in TABLE_ACCESS (libs/db/src/setup/roles.ts)");
   t.same(made.absent, [], "a table TABLE_ACCESS lists is in the schema");
 });
 

@@ -1,4 +1,4 @@
-import type { Database } from "./pool.js";
+import type { Database } from "../pool.js";
 
 export interface AudienceRecord {
   id: string;

@@ -1,6 +1,6 @@
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { listContactChanges, writeContacts } from "../src/index.js";
+import { listContactChanges, writeContacts } from "../../src/index.js";
 
 // Every change of a user's addresses is recorded with the key that made it, whatever writes run
 // beside it: a write that puts back the address another write just replaced is a change too.

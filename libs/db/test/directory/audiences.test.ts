@@ -8,7 +8,7 @@ import {
   insertBroadcast,
   listAudiences,
   setAudienceMember,
-} from "../src/index.js";
+} from "../../src/index.js";
 
 // An audience's member count is kept on its row (counting millions of members took seconds on
 // every broadcast and every read): whatever writes its members, by whichever path, the kept count

@@ -5,7 +5,7 @@ import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 
 /** The drizzle-kit output folder at the repository root. */
-export const MIGRATIONS_FOLDER = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "drizzle");
+export const MIGRATIONS_FOLDER = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..", "drizzle");
 
 /** Applies pending migrations; safe to run concurrently from several processes (advisory lock). */
 export async function runMigrations(url: string): Promise<void> {

@@ -1,16 +1,6 @@
-import {
-  type CredentialKeys,
-  credentialKeys,
-  generateSignedKey,
-  hashKey,
-  keyDisplayPrefix,
-  newDeploymentSecret,
-  newId,
-  type Scope,
-} from "@notify/core";
-import type { Database, Sql } from "./pool.js";
-import type { RowPick } from "./rows.js";
-import type { apiKeys } from "./schema/index.js";
+import { generateSignedKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
+import type { Database, Sql } from "../pool.js";
+import { loadCredentialKeys } from "../setup/deployment-secrets.js";
 
 /**
  * Issuing, listing, rotating and revoking API keys: the verbs shared by the admin API and the
@@ -18,36 +8,6 @@ import type { apiKeys } from "./schema/index.js";
  * Only the SHA-256 of a key is stored; the plaintext exists in the answer to create and rotate.
  * Every key minted carries a MAC under the deployment's secret (libs/core credentials.ts).
  */
-
-const secrets = new WeakMap<Database, Promise<CredentialKeys>>();
-
-/**
- * The MAC keys of this deployment's credentials, from the `credentials` secret in
- * deployment_secrets, created by whichever process needs it first (every process then reads the
- * same one). Read once per pool; a failed read is retried by the next call.
- */
-export function loadCredentialKeys(database: Database): Promise<CredentialKeys> {
-  let loading = secrets.get(database);
-  if (loading === undefined) {
-    loading = (async () => {
-      const read = () => database.sql<{ secret: string }[]>`
-        select secret from deployment_secrets where name = 'credentials'`;
-      let [row] = await read();
-      if (row === undefined) {
-        // Two processes may start at once: the one whose insert loses reads the winner's in a
-        // statement of its own (one statement's snapshot would not see it).
-        await database.sql`insert into deployment_secrets (name, secret) values ('credentials', ${newDeploymentSecret()})
-          on conflict (name) do nothing`;
-        [row] = await read();
-      }
-      if (row === undefined) throw new Error("the deployment's credentials secret could not be read");
-      return credentialKeys(row.secret);
-    })();
-    loading.catch(() => secrets.delete(database));
-    secrets.set(database, loading);
-  }
-  return loading;
-}
 
 /** `grace`: replaced by a rotation, the key still authenticates until `revoked_at`. */
 export type ApiKeyStatus = "active" | "grace" | "revoked";
@@ -287,55 +247,4 @@ export async function revokeKey(
     for (const row of more) cascaded.add(row.id);
   }
   return { ...toRecord(root), cascaded: [...cascaded] };
-}
-
-// Authentication: the lookup behind every API request.
-
-/** An API key that authenticates now: never revoked, or in a rotation grace period. */
-export type ActiveApiKey = Omit<
-  RowPick<typeof apiKeys, "id" | "client_id" | "scopes" | "revoked_at" | "rate_limit_burst" | "rate_limit_per_second">,
-  "scopes"
-> & { scopes: Scope[] };
-
-/** The key with this SHA-256, if it authenticates now (by the database clock); null otherwise. */
-export async function findActiveKeyByHash(database: Database, keyHash: string): Promise<ActiveApiKey | null> {
-  const [row] = await database.sql<ActiveApiKey[]>`
-    select id, client_id, scopes, revoked_at, rate_limit_burst, rate_limit_per_second from api_keys
-    where key_hash = ${keyHash} and (revoked_at is null or revoked_at > now())`;
-  return row ?? null;
-}
-
-/** A key that authenticates now, by id: what a token minted by it needs to know of it. */
-export async function findActiveKeyById(database: Database, id: string): Promise<ActiveApiKey | null> {
-  const [row] = await database.sql<ActiveApiKey[]>`
-    select id, client_id, scopes, revoked_at, rate_limit_burst, rate_limit_per_second from api_keys
-    where id = ${id} and (revoked_at is null or revoked_at > now())`;
-  return row ?? null;
-}
-
-/**
- * Every key that authenticates now: its id, the SHA-256 of the key and when a grace period
- * ends. What each ingest instance holds in memory to tell a valid key from a random one
- * without a lookup (a few dozen bytes a key).
- */
-export async function listActiveKeyHashes(
-  database: Database,
-): Promise<{ id: string; key_hash: string; revoked_at: Date | null }[]> {
-  return database.sql<{ id: string; key_hash: string; revoked_at: Date | null }[]>`
-    select id, key_hash, revoked_at from api_keys where revoked_at is null or revoked_at > now()`;
-}
-
-/** The SHA-256 of one key and whether it authenticates now; null when no key has this id. */
-export async function findKeyHash(
-  database: Database,
-  id: string,
-): Promise<{ key_hash: string; active: boolean; revoked_at: Date | null } | null> {
-  const [row] = await database.sql<{ key_hash: string; active: boolean; revoked_at: Date | null }[]>`
-    select key_hash, revoked_at, (revoked_at is null or revoked_at > now()) as active from api_keys where id = ${id}`;
-  return row ?? null;
-}
-
-/** Records that the key was used now (last_used_at tells operators which keys are unused). */
-export async function touchKeyLastUsed(database: Database, keyId: string): Promise<void> {
-  await database.sql`update api_keys set last_used_at = now() where id = ${keyId}`;
 }

@@ -1,7 +1,7 @@
 import type { Channel } from "@notify/core";
-import type { Database, Sql } from "./pool.js";
-import type { RowPick } from "./rows.js";
-import type { templates, templateVariants, templateVersions } from "./schema/index.js";
+import type { Database, Sql } from "../pool.js";
+import type { RowPick } from "../rows.js";
+import type { templates, templateVariants, templateVersions } from "../schema/index.js";
 
 // Templates and their immutable versions: the ingest API's reads and writes.
 

@@ -7,7 +7,7 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import t from "tap";
-import { MIGRATIONS_FOLDER } from "../src/migrate.js";
+import { MIGRATIONS_FOLDER } from "../../src/setup/migrate.js";
 
 // Migration 0006 replaces notifications.published_at with publish_outbox: rows the previous
 // version left unpublished must end up in the outbox (in batches of at most 500), published

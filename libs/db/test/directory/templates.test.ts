@@ -1,12 +1,12 @@
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
+import type { TemplateContent } from "../../src/directory/templates.js";
 import {
   listTemplateSummaries,
   readLatestTemplateParams,
   readTemplateVersion,
   writeTemplateVersion,
-} from "../src/index.js";
-import type { TemplateContent } from "../src/templates.js";
+} from "../../src/index.js";
 
 // Template versions are immutable: a write adds a version unless the caller finds the latest
 // equal, and concurrent writers get consecutive versions.

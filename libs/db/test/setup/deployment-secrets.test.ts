@@ -1,0 +1,21 @@
+import { freshDatabase } from "@notify/testing";
+import t from "tap";
+import { createDb } from "../../src/pool.js";
+import { loadCredentialKeys } from "../../src/setup/deployment-secrets.js";
+
+// The deployment's credentials secret is made by whichever process needs it first, once.
+
+t.test("processes starting at once on a fresh database all read the one secret", async (t) => {
+  const { url, database: fresh } = await freshDatabase(t);
+  // A pool each, as processes have: their first statements run at the same moment.
+  const pools = Array.from({ length: 8 }, () => createDb({ url, max: 1 }));
+  t.teardown(() => Promise.all(pools.map((pool) => pool.close())));
+  await Promise.all(pools.map((pool) => pool.ping()));
+  const keys = await Promise.all(pools.map((pool) => loadCredentialKeys(pool)));
+  t.ok(
+    keys.every((k) => k.apiKey.equals(keys[0]?.apiKey as Buffer)),
+    "one secret, however the inserts raced",
+  );
+  const [row] = await fresh.sql<{ n: number }[]>`select count(*)::int as n from deployment_secrets`;
+  t.equal(row?.n, 1);
+});
