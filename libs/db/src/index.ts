@@ -1,5 +1,6 @@
-// What @notify/db promises to the apps, @notify/ops, @notify/cli, @notify/testing, @notify/devstack
-// and the benches: every name they import, by name. A module's other exports are its own folder's.
+// What @notify/db promises: every name the apps, @notify/ops, @notify/cli, @notify/testing,
+// @notify/devstack and the benches import, by name, from the module of the stage that owns it
+// (README.md). A name used only inside this package, or by its tests, is imported from its module.
 
 export { findIdempotencyRecords, purgeExpiredIdempotencyKeys } from "./accept/idempotency.js";
 export { type AcceptedRow, acceptNotifications } from "./accept/notifications.js";
