@@ -22,7 +22,8 @@ export async function findAudience(database: Database, id: string): Promise<Audi
 
 /**
  * Streams a file of members into an audience: one batch in memory, all or nothing (libs/db
- * audiences.ts). `onRead` hears the running count of members read. Null for an unknown audience.
+ * directory/audiences.ts). `onRead` hears the running count of members read. Null for an unknown
+ * audience.
  */
 export async function importMembersFromFile(
   database: Database,
