@@ -9,9 +9,8 @@ import type { Sql } from "./pool.js";
  * not `unnest($1::text[], ...)`. PostgreSQL plans a prepared statement for its parameters'
  * values (a custom plan) until a plan for any values (the generic plan) looks no dearer; given
  * the array itself it counts the batch's rows, a few under a steady load, while the generic plan
- * assumes ten, so it planned again on every run, and planning these statements costs more than
- * running them (routing: 1.1 ms against 0.8 on a loaded machine; a channel read twice the
- * server's CPU). Behind a subquery the length is unknown to both plans, the generic one is kept
+ * assumes ten, so it would plan again on every run, and planning these statements costs more than
+ * running them. Behind a subquery the length is unknown to both plans, the generic one is kept
  * after the first five runs, and each run costs an initplan of a few microseconds.
  * `unnestColumns` writes that form; the batched statements take their columns through it.
  */
@@ -90,11 +89,11 @@ export const OVERLAP_MS = 2;
 
 /**
  * For the statements every email passes through (the worker's channel read and status move,
- * routing and its profile read): under load a statement's fixed cost is most of its cost, and
- * sending the second batch for whoever arrived just after the first left made batches of five
- * where waiting a moment for the slot made seven to nine (measured: the worker's PostgreSQL CPU
- * per send fell by about an eighth). When idle a call still goes at once; a statement held up
- * (a lock) delays the calls behind it by OVERLAP_MS at most, then the other slot serves.
+ * routing and its profile read): under load a statement's fixed cost is most of its cost, so a
+ * second batch waits a moment for company rather than going for whoever arrived just after the
+ * first left: fewer, larger statements cost PostgreSQL less per send. When idle a call still goes
+ * at once; a statement held up (a lock) delays the calls behind it by OVERLAP_MS at most, then
+ * the other slot serves.
  */
 export const GATHER = { overlapAt: 16 } as const;
 
@@ -130,10 +129,10 @@ export function rounds(names: readonly string[]): number[][] {
  * Gathers the calls made during one event-loop iteration into one call of `run` in its check
  * phase: a busy app starts many handlers per iteration (each pulled message, each provider
  * answer), and one statement for all of them costs PostgreSQL and the connection far less than
- * one each (a primary-key read: about 110 µs of CPU alone, 15 µs in a batch). While `inFlight`
- * batches run, the next keeps gathering, across iterations, until one ends (with `overlapAt`
- * set and others still in flight: until enough calls wait or `overlapMs` passes). Nothing is cached:
- * every call reads afresh. `run` answers one value per key, in the keys' order; when it fails,
+ * one each (a primary-key read costs several times more CPU alone than in a batch). While
+ * `inFlight` batches run, the next keeps gathering, across iterations, until one ends (with
+ * `overlapAt` set and others still in flight: until enough calls wait or `overlapMs` passes).
+ * Nothing is cached: every call reads afresh. `run` answers one value per key, in the keys' order; when it fails,
  * every call of that statement fails with its error (writes: see `BatchOptions`).
  */
 export function perIteration<K, V>(
