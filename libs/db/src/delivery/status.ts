@@ -90,9 +90,9 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
 const moveBatched = perIterationOf(moveMany, { writes: (m) => refKey(m.ref), ...GATHER });
 
 /**
- * Moves a channel forward only (libs/core status.ts) and logs the transition with its time and
- * reason in `channel_status_events`, in one statement: a refused move logs nothing. Answers
- * whether the move happened. The moves of one event-loop iteration on one pool go in one
+ * Moves a channel forward only (libs/core channel-status.ts) and logs the transition with its
+ * time and reason in `channel_status_events`, in one statement: a refused move logs nothing.
+ * Answers whether the move happened. The moves of one event-loop iteration on one pool go in one
  * statement (two moves of one channel still one after the other).
  */
 export const moveStatus = (sql: Sql, ref: ChannelRef, to: ChannelStatus, fields: StatusFields): Promise<boolean> =>
