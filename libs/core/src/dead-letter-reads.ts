@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import type { Channel } from "./channels.js";
-import { deadLetterFilters } from "./dead-letter-replay.js";
 import type { DeadLetter, DeadLetterClass } from "./dead-letter.js";
+import { deadLetterFilters } from "./dead-letter-replay.js";
 
 /** The largest page of dead letters the processor reads for one request (the API's page size cap). */
 export const DEAD_LETTER_PAGE_SIZE_MAX = 200;

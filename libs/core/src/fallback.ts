@@ -1,7 +1,7 @@
 import * as v from "valibot";
+import type { ChannelStatus } from "./channel-status.js";
 import { CHANNELS, type Channel } from "./channels.js";
 import type { FieldError } from "./errors.js";
-import type { ChannelStatus } from "./channel-status.js";
 
 /**
  * Channel fallback: a notification names its channel and, in order, where to go next when that

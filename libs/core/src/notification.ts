@@ -1,9 +1,9 @@
 import * as v from "valibot";
+import type { ChannelStatus } from "./channel-status.js";
 import { CHANNELS, type Channel, PRIORITIES, type Priority } from "./channels.js";
 import { parseRfc3339 } from "./deadline.js";
 import { FallbackChain } from "./fallback.js";
 import type { NotificationStatus } from "./notification-status.js";
-import type { ChannelStatus } from "./channel-status.js";
 
 const id = (what: string) =>
   v.pipe(

@@ -1,6 +1,6 @@
-import { htmlToText } from "../src/email-text.js";
 import fc from "fast-check";
 import t from "tap";
+import { htmlToText } from "../src/email-text.js";
 
 t.test("a table's rows are lines of their own and its cells stay apart", async (t) => {
   const receipt =
