@@ -1,14 +1,15 @@
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { ROOT } from "@notify/devstack";
 import t from "tap";
 
 // The repository's rooms, checked on every run: SQL lives in libs/db, NATS calls in libs/bus;
-// imports run one way (apps → libs; nothing → an app, the CLI, or the dev-only packages, but
-// apps/standalone starts the four apps through their entry points and bench/ reaches an app
-// through its ./bench entry point); and every package says what it offers: its package.json
-// names each entry point (no "./*"), its index exports by name (no `export *`), and nothing
-// imports a file of another package that is not one of those entry points.
+// production code imports only packages on a lower floor (LAYERS), and nothing imports an app,
+// the CLI or the dev-only packages but apps/standalone (the apps' "." entry points), bench/ (an
+// app's ./bench entry point), tools/ and tests; and every package says what it offers: its
+// package.json names each entry point (no "./*"), each names a file that is there, its index
+// exports by name (no `export *`), and nothing imports a file of another package that is not
+// one of those entry points.
 
 interface Source {
   file: string;
@@ -23,9 +24,31 @@ interface Manifest {
   deps: Set<string>;
   /** The subpaths of its `exports` ("." and named entry points such as "./bench"). */
   entries: string[];
+  /** The source file of each entry point (its "@notify/source" condition). */
+  targets: string[];
 }
 
 const DEV_ONLY = new Set(["libs/devstack", "libs/testing"]);
+
+/**
+ * The floors of the house, lowest first: production code imports only packages on a lower floor,
+ * never one beside it or above it. Tests may use any package's entry points but an app's or the
+ * CLI's; the dev-only packages and tools/ stand outside the floors.
+ */
+export const LAYERS: ReadonlyArray<readonly string[]> = [
+  ["libs/core", "libs/config", "libs/telemetry"],
+  ["libs/log"],
+  ["libs/db", "libs/bus", "libs/providers"],
+  ["libs/http", "libs/ops"],
+  ["libs/console", "libs/cli"],
+  ["apps/ingest", "apps/processor", "apps/workers", "apps/receipts"],
+  ["apps/standalone"],
+];
+
+const floorOf = (pkg: string): number | undefined => {
+  const floor = LAYERS.findIndex((floor) => floor.includes(pkg));
+  return floor === -1 ? undefined : floor;
+};
 /** Folders of the repository that are not workspaces but hold code: they may use any package's entry points. */
 const LOOSE = ["bench", "scripts"];
 
@@ -78,6 +101,10 @@ function manifests(): Map<string, Manifest> {
         ...Object.keys(manifest.peerDependencies ?? {}),
       ]),
       entries: Object.keys(manifest.exports ?? {}),
+      targets: Object.values(manifest.exports ?? {}).flatMap((entry) => {
+        const source = (entry as Record<string, unknown>)["@notify/source"];
+        return typeof source === "string" ? [source] : [];
+      }),
     });
   }
   return out;
@@ -151,9 +178,21 @@ export function importProblems(all: Source[], packages: Map<string, Manifest>): 
       if (DEV_ONLY.has(target) && !source.test && !DEV_ONLY.has(source.pkg) && !source.pkg.startsWith("tools/")) {
         wrong.push(`${where}: production code imports the dev-only ${name}`);
       }
+      const from = floorOf(source.pkg);
+      const to = floorOf(target);
+      if (!source.test && from !== undefined && to !== undefined && to >= from) {
+        wrong.push(`${where}: ${source.pkg} imports ${name}, which is not on a lower floor`);
+      }
     }
   }
   return wrong;
+}
+
+/** Each entry point whose source file is not there. */
+export function missingEntryPoints(root: string, packages: Map<string, { entries: string[]; targets: string[] }>) {
+  return [...packages].flatMap(([pkg, m]) =>
+    m.targets.filter((target) => !existsSync(join(root, pkg, target))).map((target) => `${pkg}: ${target}`),
+  );
 }
 
 /** Each manifest whose exports hold a pattern ("./*") instead of named entry points. */
@@ -193,6 +232,12 @@ t.test("every package names its entry points and exports by name", async (t) => 
   for (const [pkg, m] of packages) {
     if (!m.entries.includes(".") && !pkg.startsWith("tools/")) t.fail(`${pkg} has no "." entry point`);
   }
+  t.same(missingEntryPoints(ROOT, packages), [], "every entry point names a file that is there");
+  const floored = LAYERS.flat();
+  const unplaced = [...packages.keys()].filter(
+    (pkg) => !floored.includes(pkg) && !DEV_ONLY.has(pkg) && !pkg.startsWith("tools/"),
+  );
+  t.same(unplaced, [], "every package stands on a floor (LAYERS)");
 });
 
 t.test("the checks find what they look for", async (t) => {
@@ -210,10 +255,13 @@ t.test("the checks find what they look for", async (t) => {
 
   const fake = (pkg: string, file: string, text: string, test = false): Source => ({ pkg, file, text, test });
   const pkgs = new Map<string, Manifest>([
-    ["libs/a", { name: "@notify/a", deps: new Set(["@notify/b", "@notify/app"]), entries: ["."] }],
-    ["libs/b", { name: "@notify/b", deps: new Set(), entries: [".", "./extra"] }],
-    ["apps/app", { name: "@notify/app", deps: new Set(), entries: [".", "./bench"] }],
-    ["apps/standalone", { name: "@notify/standalone", deps: new Set(["@notify/app"]), entries: ["."] }],
+    ["libs/a", { name: "@notify/a", deps: new Set(["@notify/b", "@notify/app"]), entries: ["."], targets: [] }],
+    ["libs/b", { name: "@notify/b", deps: new Set(), entries: [".", "./extra"], targets: [] }],
+    ["apps/app", { name: "@notify/app", deps: new Set(), entries: [".", "./bench"], targets: [] }],
+    ["apps/standalone", { name: "@notify/standalone", deps: new Set(["@notify/app"]), entries: ["."], targets: [] }],
+    ["libs/core", { name: "@notify/core", deps: new Set(["@notify/db"]), entries: ["."], targets: [] }],
+    ["libs/db", { name: "@notify/db", deps: new Set(["@notify/core", "@notify/bus"]), entries: ["."], targets: [] }],
+    ["libs/bus", { name: "@notify/bus", deps: new Set(), entries: ["."], targets: [] }],
   ]);
   const problems = (text: string, pkg = "libs/a", file = `${pkg}/src/x.ts`) =>
     importProblems([fake(pkg, file, text)], pkgs);
@@ -231,6 +279,18 @@ t.test("the checks find what they look for", async (t) => {
   t.same(problems('import { f } from "@notify/app/bench";', "bench", "bench/x.mjs"), [], "a bench's own door");
   t.match(problems('import { f } from "@notify/app/start";', "bench", "bench/x.mjs"), [/not an entry point/]);
   t.same(problems('// import { x } from "@notify/b/deep";'), [], "comments are not imports");
+  t.same(problems('import { x } from "@notify/core";', "libs/db"), [], "down a floor");
+  t.match(problems('import { x } from "@notify/db";', "libs/core"), [/not on a lower floor/], "up a floor");
+  t.match(problems('import { x } from "@notify/bus";', "libs/db"), [/not on a lower floor/], "beside");
+  t.same(
+    importProblems([fake("libs/core", "libs/core/test/x.test.ts", 'import { x } from "@notify/db";', true)], pkgs),
+    [],
+    "a test may use a package above its own",
+  );
+  t.same(missingEntryPoints(ROOT, new Map([["libs/core", { entries: ["."], targets: ["./src/index.ts"] }]])), []);
+  t.same(missingEntryPoints(ROOT, new Map([["libs/core", { entries: ["."], targets: ["./src/gone.ts"] }]])), [
+    "libs/core: ./src/gone.ts",
+  ]);
   t.same(exportPatternProblems(new Map([["libs/z", { name: "@notify/z", deps: new Set(), entries: [".", "./*"] }]])), [
     'libs/z/package.json: exports "./*"',
   ]);
