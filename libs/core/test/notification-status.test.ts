@@ -56,8 +56,8 @@ t.test("order and repeats of the channels do not matter", async (t) => {
 });
 
 t.test("an outcome, once shown, is only changed by a bounce", async (t) => {
-  // Channels move only as status.ts allows; completed, partially_failed, failed and suppressed
-  // are claimed only when no channel can still move except to bounced.
+  // Channels move only as channel-status.ts allows; completed, partially_failed, failed and
+  // suppressed are claimed only when no channel can still move except to bounced.
   const outcomes: NotificationStatus[] = ["completed", "partially_failed", "failed", "suppressed"];
   fc.assert(
     fc.property(channels, fc.nat(), status, (list, index, to) => {

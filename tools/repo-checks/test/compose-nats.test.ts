@@ -19,8 +19,9 @@ import { parse } from "yaml";
 
 // The compose check: compose.yaml runs NATS with nats/nats.conf and gives every app its own user,
 // and the real server, run with that file, lets each user do what its app needs and nothing more.
-// NEEDS below is written by hand from what each app does, not derived from libs/bus/src/roles.ts
-// (which generates the file): a grant added there that an app does not need fails here.
+// NEEDS below is written by hand from what each app does, not derived from
+// libs/bus/src/nats-users.ts (which generates the file): a grant added there that an app does not
+// need fails here.
 
 interface Service {
   command?: string[];

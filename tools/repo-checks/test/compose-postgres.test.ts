@@ -10,7 +10,7 @@ import { parse } from "yaml";
 
 // compose.yaml on Postgres: the superuser is the migrate job's alone, every app connects as the
 // role of its own that the job makes (libs/db/src/setup/roles.ts; what each role may do is checked by
-// libs/db/test/roles.test.ts and, with the whole service running on the roles,
+// libs/db/test/setup/roles.test.ts and, with the whole service running on the roles,
 // postgres-roles-stack.test.ts), and every password comes from .env, which .env.example lists.
 
 interface Service {
