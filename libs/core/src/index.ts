@@ -106,7 +106,7 @@ export {
   type PolicyInput,
   type PolicyPreferences,
   type SuppressionReason,
-} from "./policy.js";
+} from "./preference-policy.js";
 export {
   base64UrlBytes,
   CATEGORY_PATTERN,
