@@ -6,8 +6,8 @@ import { createRateLimiter } from "../src/auth/rate-limit.js";
 import { createTemplateLookup } from "../src/notifications/templates.js";
 
 // Every POST asks for its key, its bucket and its template. Answered from memory, each is a
-// plain value, not a promise: a promise and its microtask per lookup would be a measurable share
-// of ingest's CPU per request (bench:ingest). A miss still goes to Postgres and is a promise.
+// plain value, not a promise: a promise and its microtask per lookup would be paid on every
+// request of ingest's hot path. A miss still goes to Postgres and is a promise.
 const { database } = await freshDatabase(t);
 await seedTemplate(database, {
   id: "welcome",

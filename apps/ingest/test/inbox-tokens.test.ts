@@ -9,8 +9,8 @@ import { createInboxRevocations } from "../src/inbox/revocations.js";
 import { countingDatabase, ingestApp, otherConnection } from "./support.js";
 
 // Inbox tokens at the edge: a signed token is decided without a lookup, so no flood of bad ones
-// from an address (behind NAT, someone else's) refuses a valid one; opaque tokens of the format
-// before keep working until they expire, looked up against the address's budget; revocations
+// from an address (behind NAT, someone else's) refuses a valid one; opaque tokens without a
+// signature work until they expire, looked up against the address's budget; revocations
 // take effect at once on every instance, and what they hold is bounded (ids no working token can
 // have are not stored, a token's is kept until its latest expiry, a user's is one row, a client's
 // are capped); each token and user has a rate limit.
@@ -38,7 +38,7 @@ const list = (app: App, token: string, address?: string) =>
 /** The signed form with a MAC of random bytes: what a forger can make. */
 const forged = () =>
   `ntu_${Buffer.from(JSON.stringify([1, newId(), "victim", "shop", "key_x", 0, 9_999_999_999])).toString("base64url")}.${randomBytes(32).toString("base64url")}`;
-/** The opaque form of the tokens before signed ones: only a lookup can tell. */
+/** An opaque token, without a signature: only a lookup can tell. */
 const opaque = () => `ntu_${randomBytes(32).toString("base64url")}`;
 
 t.test("2,000 random and forged tokens from one address, then a valid one from it: 200 within 100 ms", async (t) => {

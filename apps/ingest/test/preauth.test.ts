@@ -112,7 +112,7 @@ t.test("the socket's address is the one throttled, not X-Forwarded-For", async (
   t.equal((await get("198.51.100.3")).status, 429, "a new X-Forwarded-For each time changes nothing");
 });
 
-/** A key of the format before keys carried a MAC, stored directly as an old deployment has it. */
+/** An unsigned key (no MAC), stored directly as a deployment holding one has it. */
 async function unsignedKey(clientId: string, scopes: string[]): Promise<{ id: string; key: string }> {
   const key = `ntf_${randomBytes(32).toString("base64url")}`;
   const id = randomUUID();

@@ -71,13 +71,13 @@ const cancelUnanswered = function cancelUnanswered(this: Answerable, err?: Error
 /**
  * UTF-8 from Buffer's pool instead of a TextEncoder. The client encodes every command line, every
  * header block and every string payload through one shared TextEncoder, whose `encode` makes a
- * new ArrayBuffer each time: at a few hundred bytes, several times the cost of `Buffer.from`,
- * which cuts small strings from a shared slab, and the garbage collector then has one backing
- * store per encode to free (fan-out encodes one message per recipient). The
- * bytes are the same, a lone surrogate included (U+FFFD either way); a Buffer is a Uint8Array,
- * and the TCP transport (the only one the bus connects with) copies or writes what it is given,
- * never writing into it or reading its `.buffer`. (nats.js's WebSocket transport sends a frame's
- * `.buffer`, which for a pooled Buffer is its whole slab: it must not be used in this process.)
+ * new ArrayBuffer each time, where `Buffer.from` cuts small strings from a shared slab: a
+ * TextEncoder leaves the garbage collector one backing store per encode to free, and fan-out
+ * encodes one message per recipient. The bytes are the same, a lone surrogate included (U+FFFD
+ * either way); a Buffer is a Uint8Array, and the TCP transport (the only one the bus connects
+ * with) copies or writes what it is given, never writing into it or reading its `.buffer`.
+ * (nats.js's WebSocket transport sends a frame's `.buffer`, which for a pooled Buffer is its
+ * whole slab: it must not be used in this process.)
  */
 const utf8 = (input = ""): Uint8Array => Buffer.from(`${input}`, "utf8");
 

@@ -3,9 +3,9 @@ import { eventually, freshBus } from "@notify/testing";
 import t from "tap";
 
 // An idle process is not woken by the bus: the publisher's ack sweep ticks only while acks are
-// awaited and a consumer's heartbeat only while it holds messages (each wake-up costs a process
-// CPU, and ticking four times a second for nothing adds up). The intervals
-// the publisher and the consumer runner start are followed through setInterval/clearInterval.
+// awaited and a consumer's heartbeat only while it holds messages, as each wake-up costs a
+// process CPU. The intervals the publisher and the consumer runner start are followed through
+// setInterval/clearInterval.
 const live = new Set<ReturnType<typeof setInterval>>();
 const { setInterval: realSet, clearInterval: realClear } = globalThis;
 globalThis.setInterval = ((...args: Parameters<typeof setInterval>) => {

@@ -31,7 +31,7 @@ export const scopesInclude = (held: readonly Scope[], wanted: Scope): boolean =>
 /** Recognisable prefix: secret scanners and people can tell a notify key at a glance. */
 export const KEY_PREFIX = "ntf_";
 
-/** Only this hash is stored. One-shot: a Hash object per request costs three times as much. */
+/** Only this hash is stored. One-shot `hash()`: it runs per request, and a Hash object costs more. */
 export const hashKey = (key: string) => hash("sha256", key, "hex");
 
 /** 32 random bytes in base64url: 43 characters after the prefix, 47 in all. */

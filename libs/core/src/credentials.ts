@@ -47,8 +47,8 @@ export function generateSignedKey(keys: CredentialKeys): string {
 
 /**
  * What a presented API key's form says: `signed` (its MAC is this deployment's), `forged` (it
- * has the signed form and a MAC that is not), or `unsigned` (a key of the format before MACs, or
- * anything else: only a lookup can tell).
+ * has the signed form and a MAC that is not), or `unsigned` (a key without a MAC, `ntf_` and
+ * random bytes only, or anything else: only a lookup can tell).
  */
 export type KeyForm = "signed" | "forged" | "unsigned";
 
@@ -93,7 +93,7 @@ export function signInboxToken(keys: CredentialKeys, claims: InboxTokenClaims): 
 
 /**
  * The claims of a token this deployment signed; null for anything else (a forged, truncated
- * or foreign token, or one of the format before signed tokens: `isSignedInboxToken` tells which).
+ * or foreign token, or an opaque one without a signature: `isSignedInboxToken` tells which).
  * Expiry and revocation are the caller's to check.
  */
 export function verifyInboxToken(keys: CredentialKeys, token: string): InboxTokenClaims | null {

@@ -29,7 +29,7 @@ export interface DeadLetterNotification {
 export interface DeadLetterAttempt {
   attempt: number;
   outcome: string;
-  /** The provider called; absent or null on attempts recorded before it was kept. */
+  /** The provider called; absent or null when the attempt's row names none. */
   provider?: string | null;
   provider_id: string | null;
   error: string | null;

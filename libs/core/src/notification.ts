@@ -56,7 +56,7 @@ export const LaneMessage = v.object({
   user_id: v.pipe(v.string(), v.nonEmpty()),
   category: v.string(),
   template_id: v.string(),
-  /** Template version current at ingest (absent on messages from before it was recorded). */
+  /** Template version current at ingest; a message without one renders the latest. */
   template_version: v.optional(v.pipe(v.number(), v.integer())),
   priority: v.picklist(PRIORITIES),
   channels: v.nullable(v.array(v.picklist(CHANNELS))),

@@ -129,11 +129,12 @@ export function rounds(names: readonly string[]): number[][] {
  * Gathers the calls made during one event-loop iteration into one call of `run` in its check
  * phase: a busy app starts many handlers per iteration (each pulled message, each provider
  * answer), and one statement for all of them costs PostgreSQL and the connection far less than
- * one each (a primary-key read costs several times more CPU alone than in a batch). While
+ * one each (a statement's parse, plan and round trip are paid once per batch, not per key). While
  * `inFlight` batches run, the next keeps gathering, across iterations, until one ends (with
  * `overlapAt` set and others still in flight: until enough calls wait or `overlapMs` passes).
- * Nothing is cached: every call reads afresh. `run` answers one value per key, in the keys' order; when it fails,
- * every call of that statement fails with its error (writes: see `BatchOptions`).
+ * Nothing is cached: every call reads afresh. `run` answers one value per key, in the keys'
+ * order; when it fails, every call of that statement fails with its error (writes: see
+ * `BatchOptions`).
  */
 export function perIteration<K, V>(
   run: (keys: readonly K[]) => Promise<V[]>,

@@ -20,12 +20,11 @@ export interface AppProcess {
 const KEPT_LINES = 40;
 
 /**
- * Node.js options of every app process. The four apps allocate about 280 KB per email, nearly all
- * of it garbage within the email's handling (parsed messages, the HTTP clients' objects,
- * statements), and V8 collects its young generation each time a semi-space (16 MB by default)
- * fills: at saturation, several times a second in each app. Semi-spaces of 32 MB halve the
- * collections and take about a quarter off their time, for up to 32 MB more memory per process
- * under load. The image sets the same in NODE_OPTIONS.
+ * Node.js options of every app process. Nearly all that the apps allocate for a message is
+ * garbage once it is handled (parsed messages, the HTTP clients' objects, statements), and V8
+ * collects its young generation each time a semi-space (16 MB by default) fills, several times a
+ * second in each app under load. Larger semi-spaces mean fewer collections and less time in them,
+ * for up to 32 MB more memory per process under load. The image sets the same in NODE_OPTIONS.
  */
 export const APP_NODE_OPTIONS: readonly string[] = ["--max-semi-space-size=32"];
 

@@ -134,10 +134,9 @@ export class MetricsRegistry {
 
 /**
  * How often the event loop's delay is sampled, in ms. prom-client's default (10) wakes an idle
- * process 100 times a second, and a wake-up is not free: about 0.1-0.2 ms of CPU each on a small
- * virtual machine, 10-20 ms a second per app doing nothing. Sampled ten times a second, a
- * sustained lag still shows in the percentiles; a single stall shorter than this may fall between
- * two samples (the max series then misses it).
+ * process a hundred times a second, and every wake-up costs CPU in an app that has nothing to do.
+ * Sampled ten times a second, a sustained lag still shows in the percentiles; a single stall
+ * shorter than this may fall between two samples (the max series then misses it).
  */
 const EVENT_LOOP_SAMPLE_MS = 100;
 

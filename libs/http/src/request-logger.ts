@@ -9,9 +9,9 @@ export type RequestLogger = Record<Level, LogFn> & { child(bindings: Bindings): 
 
 /**
  * A per-request logger that builds its pino child only when something is logged at an
- * enabled level. Most requests log nothing below the configured level, and a pino child per
- * request (two with authentication) costs several percent of ingest's CPU; so does a set of
- * closures per request, hence one small object with its methods on the prototype.
+ * enabled level. Most requests log nothing below the configured level, so a pino child per
+ * request (two with authentication) would be work thrown away on ingest's hot path; so would a
+ * set of closures per request, hence one small object with its methods on the prototype.
  */
 class LazyLogger implements RequestLogger {
   #child: Logger | undefined;

@@ -201,8 +201,8 @@ const refuseProblems = (config: ChannelProvidersConfig): void => {
 
 /**
  * One provider per enabled channel, built once at start from a validated config (in_app when
- * given a store). Each provider's SDK is loaded only when its channel is on: the Plivo and Web
- * Push SDKs alone hold about 25 MB of a process that does not use them.
+ * given a store). Each provider's SDK is loaded only when its channel is on, so a process does
+ * not hold the memory of an SDK (Plivo's and Web Push's are large) that it never calls.
  */
 export async function createChannelProviders(
   config: ChannelProvidersConfig,

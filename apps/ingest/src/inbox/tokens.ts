@@ -63,7 +63,7 @@ export interface InboxCredential {
   owner: InboxOwner;
   /** What the token's rate limit and stream cap count by: its id, or an opaque token's hash. */
   tokenKey: string;
-  /** Null for an opaque token (the format before signed tokens), which has none. */
+  /** Null for an opaque token (no signature, no claims), which has none. */
   tokenId: string | null;
   keyId: string;
   issuedMs: number;
@@ -76,7 +76,7 @@ export interface InboxEnv extends AuthEnv {
 
 const CHALLENGE = 'InboxToken realm="notify-inbox"';
 
-/** An opaque token as they were minted: `ntu_` + 32 random bytes, base64url. Only these are looked up. */
+/** An opaque token: `ntu_` + 32 random bytes, base64url, no signature. Only these are looked up. */
 const OPAQUE_TOKEN = /^ntu_[A-Za-z0-9_-]{43}$/;
 
 const invalidToken = (detail: string) =>
@@ -141,7 +141,7 @@ export interface InboxAuthDeps {
  * memory and whether its minting key is active (from the key cache). A forged or malformed one
  * spends one of the source address's pre-auth attempts and is refused at once; a valid one never
  * looks at the budget, so others' failures from the same address never refuse it. Only an
- * opaque token (the format before signed tokens) is looked up in Postgres: its attempt is
+ * opaque token (no signature) is looked up in Postgres: its attempt is
  * reserved before the lookup (429 when the address has none left) and given back if it is valid.
  *
  * Then the token's and its user's leaky buckets (429 with Retry-After and the RateLimit headers).

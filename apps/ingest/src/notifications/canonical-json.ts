@@ -25,6 +25,6 @@ export function canonicalJson(value: unknown): string {
 
 /**
  * SHA-256 of the canonical body: tells a replay from an Idempotency-Key reused with another body.
- * One-shot, as it runs for every request: a Hash object costs several times as much.
+ * One-shot `hash()`, as it runs for every request and a Hash object costs more.
  */
 export const requestHash = (request: unknown): string => hash("sha256", canonicalJson(request), "hex");

@@ -14,8 +14,8 @@ import { LRUCache } from "lru-cache";
 
 /**
  * Why a channel could not be rendered: shown as the reason of its `failed` status.
- * `template_invalid`: the stored variant is outside the template subset (written before it was
- * enforced, or straight into the database); it is refused, never compiled or run.
+ * `template_invalid`: the stored variant is outside the template subset (a row the API did not
+ * check, such as one written straight into the database); it is refused, never compiled or run.
  */
 export type RenderFailure =
   | "unknown_template"
@@ -30,7 +30,7 @@ export type RenderOutcome =
 
 export interface RenderRequest {
   templateId: string;
-  /** The version pinned at ingest; absent on older messages, which render the latest. */
+  /** The version pinned at ingest; a message without one renders the latest. */
   version: number | null | undefined;
   channel: Channel;
   locale: string | null;
@@ -62,7 +62,7 @@ const variantKey = (channel: Channel, locale: string) => `${channel} ${locale.to
  * Renders stored eta templates with the user's locale. Each variant is compiled once, on first
  * use, and kept, as versions never change; renderString would recompile on every call. The
  * engine's settings check every stored subject and body against the template subset again
- * (rows written before it was enforced may be unsafe): a refused one fails its channel with
+ * (a row the API did not check may be unsafe): a refused one fails its channel with
  * `template_invalid` and is never run, and what compiles is generated from the parsed tags.
  * Data is checked against the version's declared parameters first.
  */

@@ -1,7 +1,7 @@
 import type { Database } from "../pool.js";
 
-// The inbox's tokens of the format before signed ones (libs/core credentials.ts): stored as
-// their SHA-256, looked up, and purged once expired.
+// The inbox's opaque tokens, which carry no signature (the API mints signed ones, libs/core
+// credentials.ts): stored as their SHA-256, looked up, and purged once expired.
 
 /**
  * Whose inbox a token opens: one user's items from one client (the client whose key minted the
@@ -14,8 +14,8 @@ export interface InboxOwner {
 
 /**
  * Stores an opaque token's SHA-256 for the user, minted by `keyId` of `clientId`, valid until
- * `expiresAt`: the format before signed tokens (libs/core credentials.ts), which the API no
- * longer mints; such tokens work until they expire.
+ * `expiresAt`. The API mints signed tokens instead (libs/core credentials.ts); an opaque token
+ * works until it expires.
  */
 export async function insertInboxToken(
   database: Database,

@@ -73,9 +73,9 @@ export const broadcasts = pgTable(
  *
  * `broadcast_id` has no foreign key: only the expander writes these rows, a batch at a time,
  * in the transaction that holds its broadcast's row FOR UPDATE, so the broadcast exists by
- * construction, while the key's check cost Postgres one trigger query per recipient (a third
- * of the expansion's insert time; migration 0009). Broadcasts are never deleted; whoever
- * deletes one by hand deletes its recipient rows too.
+ * construction, while a key's check would cost Postgres one trigger query per recipient, a large
+ * share of the expansion's insert time. Broadcasts are never deleted; whoever deletes one by hand
+ * deletes its recipient rows too.
  */
 export const broadcastRecipients = pgTable(
   "broadcast_recipients",

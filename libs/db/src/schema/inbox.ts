@@ -41,8 +41,9 @@ export const inboxItems = pgTable(
 );
 
 /**
- * Opaque per-user inbox tokens, of the format before signed tokens (libs/core credentials.ts):
- * no longer minted, each works until it expires, looked up by its SHA-256 (all that is kept).
+ * Opaque per-user inbox tokens: `ntu_` and random bytes, without the signature of the tokens the
+ * API mints (libs/core credentials.ts). Each works until it expires, looked up by its SHA-256
+ * (all that is kept).
  */
 export const inboxTokens = pgTable(
   "inbox_tokens",
@@ -52,7 +53,7 @@ export const inboxTokens = pgTable(
     clientId: text("client_id").notNull(),
     /**
      * The API key that minted it: the token works only while that key does (revoked, or past a
-     * rotation's grace, ends it). Null for tokens minted before it was recorded: they no longer work.
+     * rotation's grace, ends it). A token whose key is null names no key and does not work.
      */
     keyId: text("key_id"),
     expiresAt: timestamp("expires_at", { withTimezone: true, mode: "date" }).notNull(),

@@ -143,7 +143,7 @@ export const deliveryAttempts = pgTable(
     channel: text("channel").notNull(),
     attempt: integer("attempt").notNull(),
     outcome: text("outcome").notNull(),
-    /** The provider called (email may fail over from one to the next); null on rows from before it was kept. */
+    /** The provider called (email may fail over from one to the next); null when a row names none. */
     provider: text("provider"),
     providerId: text("provider_id"),
     error: text("error"),

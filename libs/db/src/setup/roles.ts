@@ -70,8 +70,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: revoking signed inbox tokens (one, or a user's: an upsert moving it forward), reading
   // the revocations in force, purging those whose tokens have all expired.
   inbox_token_revocations: { ingest: [S, I, U, D] },
-  // ingest: checking opaque inbox tokens (the format before signed ones, no longer minted),
-  // deleting a user's when all are revoked, purging expired ones.
+  // ingest: checking opaque inbox tokens (`ntu_` and random bytes, no signature: the API mints
+  // signed ones, and an opaque token a user holds works until it expires), deleting a user's when
+  // all are revoked, purging expired ones.
   inbox_tokens: { ingest: [S, D] },
   // ingest: reads (timelines, lists, dead letters); processor: routing, releases, fallbacks,
   // replays, sweeps; workers: the channel read and status moves; receipts: binding and moving.
