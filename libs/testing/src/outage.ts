@@ -1,11 +1,9 @@
 import { type Bus, connectBus } from "@notify/bus";
 import { createDb, type Database } from "@notify/db";
-import { eventually, TEST_NATS_URL } from "./index.js";
+import { eventually } from "./eventually.js";
+import { TEST_NATS_URL } from "./services.js";
 import { startTcpProxy, type TcpProxy } from "./tcp-proxy.js";
-
-interface Teardown {
-  teardown(fn: () => unknown): void;
-}
+import type { Teardown } from "./teardown.js";
 
 /**
  * A database and a bus of one test file reached through TCP proxies, so the file can cut either

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { type AppRole, applyAppRoles, DB_APPS, type DbApp } from "@notify/db";
 import postgres from "postgres";
-import { TEST_PG_URL } from "./index.js";
+import { TEST_PG_URL } from "./services.js";
 
 export interface AppRoles {
   roles: Record<DbApp, AppRole>;

@@ -1,8 +1,10 @@
 import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { StackOptions } from "@notify/devstack";
-import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "./index.js";
+import { freePort, type StackOptions } from "@notify/devstack";
+import { freshNamespace } from "./bus.js";
+import { freshDatabase } from "./database.js";
+import { TEST_NATS_URL } from "./services.js";
 
 interface TestContext {
   teardown(fn: () => unknown): void;

@@ -1,0 +1,80 @@
+import { createHash, randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { createDb, type Database, MIGRATIONS_FOLDER, runMigrations } from "@notify/db";
+import postgres from "postgres";
+import { TEST_PG_URL } from "./services.js";
+import type { Teardown } from "./teardown.js";
+
+const withDatabase = (url: string, name: string) => {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+};
+
+/** Name of the migrated template database: changes whenever a migration changes. */
+function templateName(): string {
+  const hash = createHash("sha256");
+  for (const file of readdirSync(MIGRATIONS_FOLDER)
+    .filter((f) => f.endsWith(".sql"))
+    .sort()) {
+    hash.update(file).update(readFileSync(`${MIGRATIONS_FOLDER}/${file}`));
+  }
+  return `notify_tpl_${hash.digest("hex").slice(0, 16)}`;
+}
+
+/**
+ * A fresh, migrated database for one test file: CREATE DATABASE ... TEMPLATE of a database
+ * migrated once per migration set, so files run in parallel without sharing rows. Dropped on
+ * teardown.
+ */
+export async function freshDatabase(t: Teardown): Promise<{ url: string; database: Database }> {
+  const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
+  const template = templateName();
+  const name = `notify_t_${randomBytes(6).toString("hex")}`;
+  try {
+    await admin`select pg_advisory_lock(7266002)`;
+    const [exists] = await admin`select 1 from pg_database where datname = ${template}`;
+    if (!exists) {
+      await admin.unsafe(`create database ${template}`);
+      await runMigrations(withDatabase(TEST_PG_URL, template));
+    }
+    await admin.unsafe(`create database ${name} template ${template}`);
+  } finally {
+    await admin`select pg_advisory_unlock(7266002)`.catch(() => {});
+    await admin.end();
+  }
+  const url = withDatabase(TEST_PG_URL, name);
+  const database = createDb({ url, max: 4 });
+  t.teardown(async () => {
+    await database.close();
+    const drop = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
+    await drop.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+    await drop.end();
+  });
+  return { url, database };
+}
+
+/**
+ * A pool of its own on `url` that counts the statements it sends, for tests of what goes in one
+ * statement, and shows each to `onStatement` (its text and parameters, as sent). Counting starts
+ * after its first statement (which also reads the server's types).
+ */
+export async function countingDatabase(
+  t: Teardown,
+  url: string,
+  onStatement?: (query: string, parameters: readonly unknown[]) => void,
+): Promise<Database & { statements(): number }> {
+  let count = 0;
+  const sql = postgres(url, {
+    max: 4,
+    onnotice: () => {},
+    debug: (_connection, query, parameters) => {
+      count++;
+      onStatement?.(query, parameters);
+    },
+  });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  await sql`select 1`;
+  count = 0;
+  return { sql, close: () => sql.end(), ping: async () => true, statements: () => count };
+}
