@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { APPS, spawnApp, startStack, waitReady } from "@notify/devstack";
-import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
+import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import { startHello } from "./lib.mjs";
 
 const idleSeconds = Number(process.env.BENCH_IDLE_SECONDS ?? 5);
@@ -20,7 +20,7 @@ const namespace = freshNamespace(t);
 const prep = await startStack({
   dataDir: mkdtempSync(join(tmpdir(), "notify-bench-")),
   databaseUrl: url,
-  natsUrl: "nats://127.0.0.1:4222",
+  natsUrl: TEST_NATS_URL,
   namespace,
   basePort: 0,
   ports: { sandbox: await freePort() },
@@ -45,7 +45,7 @@ for (const app of APPS) {
   const proc = spawnApp(app, {
     ADMIN_PORT: String(readyPort),
     DATABASE_URL: url,
-    NATS_URL: "nats://127.0.0.1:4222",
+    NATS_URL: TEST_NATS_URL,
     NATS_NAMESPACE: namespace,
     PORT: String(port),
     HOST: "127.0.0.1",
@@ -75,7 +75,7 @@ for (const app of APPS) {
   const proc = spawnApp("standalone", {
     ...Object.fromEntries(Object.entries(ports).map(([name, port]) => [name, String(port)])),
     DATABASE_URL: url,
-    NATS_URL: "nats://127.0.0.1:4222",
+    NATS_URL: TEST_NATS_URL,
     NATS_NAMESPACE: namespace,
     HOST: "127.0.0.1",
     LOG_LEVEL: "warn",
