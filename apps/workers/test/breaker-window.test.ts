@@ -1,4 +1,4 @@
-import type { SendResult } from "@notify/providers";
+import type { ProviderAnswer } from "@notify/core";
 import fc from "fast-check";
 import t, { type Test } from "tap";
 import { type BreakerSettings, createBreaker, REJECTED } from "../src/providers/breaker.js";
@@ -8,9 +8,9 @@ import { type BreakerSettings, createBreaker, REJECTED } from "../src/providers/
 // last calls (the window: BREAKER_WINDOW_CALLS, or the minimum when that is larger) failed, or
 // as large a share was slow. Once open, calls are turned away without reaching the provider.
 
-const ACCEPTED: SendResult = { outcome: "accepted", providerId: "p" };
-const TRANSIENT: SendResult = { outcome: "transient", reason: "sendgrid 503", status: 503 };
-const countsAsFailure = (result: SendResult) => result.outcome === "transient";
+const ACCEPTED: ProviderAnswer = { outcome: "accepted", providerId: "p" };
+const TRANSIENT: ProviderAnswer = { outcome: "transient", reason: "sendgrid 503", status: 503 };
+const countsAsFailure = (result: ProviderAnswer) => result.outcome === "transient";
 
 /** The documented rule: the index of the call after which the breaker is open, or -1. */
 function opensAfter(outcomes: readonly boolean[], settings: BreakerSettings): number {

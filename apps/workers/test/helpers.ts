@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { Kvm } from "@nats-io/kv";
 import { type Bus, bucketName, type KV } from "@notify/bus";
-import type { Channel, DeadLetter, Priority, WorkItem } from "@notify/core";
+import type { Channel, DeadLetter, Priority, ProviderAnswer, WorkItem } from "@notify/core";
 import type { Database } from "@notify/db";
 import { createMetrics, type MetricsRegistry } from "@notify/http";
-import type { OutboundMessage, Provider, SendResult } from "@notify/providers";
+import type { OutboundMessage, Provider } from "@notify/providers";
 import { captureLogger, freshBus, freshDatabase } from "@notify/testing";
 import type { DeliverDeps } from "../src/delivery/deliver.js";
 import { createUnusedClaims } from "../src/delivery/unused-claims.js";
@@ -218,7 +218,7 @@ export function fakeProvider(options: { name: string; channel: Channel; url: str
   return {
     name: options.name,
     channel: options.channel,
-    async send(message: OutboundMessage): Promise<SendResult> {
+    async send(message: OutboundMessage): Promise<ProviderAnswer> {
       let response: Response;
       try {
         response = await fetch(`${options.url}/messages`, {

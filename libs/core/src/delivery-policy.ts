@@ -28,7 +28,7 @@ export function backoffMs(
 }
 
 /**
- * One provider call's answer as the provider classified it (libs/providers calls it SendResult):
+ * One provider call's answer as the provider classified it (every Provider's `send` answers one):
  * only the provider knows what its answers mean. `transient` may be retried (after
  * `retryAfterMs` when the provider said so); `permanent` never is. A transient answer with
  * neither `status` nor `notSent` (a timeout, a reset once the request was written) may have been

@@ -9,7 +9,7 @@ export { htmlToText } from "./email-text.js";
 export { createInAppProvider } from "./inapp/provider.js";
 export { createPlivoProvider, type PlivoConfig } from "./plivo/provider.js";
 export { formParams, plivoSignatureV2, plivoSignatureV3, verifyPlivoSignature } from "./plivo/signature.js";
-export type { OutboundMessage, Provider, SendResult } from "./provider.js";
+export type { OutboundMessage, Provider } from "./provider.js";
 export {
   SENDGRID_SIGNATURE_HEADER,
   SENDGRID_TIMESTAMP_HEADER,

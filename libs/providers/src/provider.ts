@@ -17,12 +17,6 @@ export interface OutboundMessage {
   deliverBy?: string | null;
 }
 
-/**
- * The outcome of one provider call, classified by the provider itself: the delivery policy's
- * ProviderAnswer (libs/core), which says what each outcome means for a retry.
- */
-export type SendResult = ProviderAnswer;
-
 export interface Provider {
   /** Stable provider name, e.g. "sendgrid"; stored with provider ids for receipt matching. */
   readonly name: string;
@@ -32,7 +26,8 @@ export interface Provider {
    * item per notification): a send whose outcome is unknown is made again instead of unsettled.
    */
   readonly idempotent?: boolean;
-  send(message: OutboundMessage): Promise<SendResult>;
+  /** One call, its outcome classified by the provider itself (libs/core's delivery policy says what each means). */
+  send(message: OutboundMessage): Promise<ProviderAnswer>;
   /**
    * Releases what the provider keeps open between sends (the SMTP provider's pooled
    * connections), so a stopping process is not held up by idle sockets; providers that keep

@@ -1,4 +1,4 @@
-import type { SendResult } from "./provider.js";
+import type { ProviderAnswer } from "@notify/core";
 
 /**
  * Errors that happen before a request can reach the provider: the name does not resolve, the
@@ -55,7 +55,7 @@ export function transportFailure(
   code: string | undefined,
   detail: string,
   written?: boolean,
-): SendResult {
+): ProviderAnswer {
   const reason = `${provider} unreachable: ${code ?? detail}`;
   const notSent = written === undefined ? neverSent(code) : !written;
   return notSent ? { outcome: "transient", reason, notSent: true } : { outcome: "transient", reason };

@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import type { ProviderAnswer } from "@notify/core";
 import fc from "fast-check";
 import { type ParsedMail, simpleParser } from "mailparser";
 import { SMTPServer, type SMTPServerSession } from "smtp-server";
 import t, { type Test } from "tap";
-import type { OutboundMessage, Provider, SendResult } from "../src/provider.js";
+import type { OutboundMessage, Provider } from "../src/provider.js";
 import { createSmtpProvider, type SmtpConfig } from "../src/smtp/provider.js";
 
 // A bare smtp-server stands in for the relay (the SMTP sandbox lives in @notify/devstack, which
@@ -251,7 +252,7 @@ t.test("the password never appears in a reason, whatever the relay echoes", asyn
           requireTls: false,
         });
         try {
-          const result: SendResult = await smtp.send(message());
+          const result: ProviderAnswer = await smtp.send(message());
           if (result.outcome === "accepted") return false;
           return (
             !result.reason.includes(password) &&

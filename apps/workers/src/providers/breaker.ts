@@ -1,4 +1,4 @@
-import type { SendResult } from "@notify/providers";
+import type { ProviderAnswer } from "@notify/core";
 import { BreakerError, BreakerState, Circuit, type SerializableRecord, SlidingCountBreaker } from "mollitia";
 
 export interface BreakerSettings {
@@ -40,9 +40,9 @@ export interface ProviderBreaker {
    * failures; permanent ones (a bad address) say nothing about the provider's health.
    */
   run(
-    call: () => Promise<SendResult>,
-    countsAsFailure: (result: SendResult) => boolean,
-  ): Promise<SendResult | typeof REJECTED>;
+    call: () => Promise<ProviderAnswer>,
+    countsAsFailure: (result: ProviderAnswer) => boolean,
+  ): Promise<ProviderAnswer | typeof REJECTED>;
   snapshot(): BreakerSnapshot;
   /**
    * Takes a state another worker process reached (shared through notify_breakers): opened, it
@@ -55,7 +55,7 @@ export interface ProviderBreaker {
 
 /** Carries a failed result through mollitia, which only counts rejections as failures. */
 class CountedFailure extends Error {
-  constructor(readonly result: SendResult) {
+  constructor(readonly result: ProviderAnswer) {
     super("provider call failed");
   }
 }
@@ -110,7 +110,7 @@ export function createBreaker(
   const circuit = new Circuit({
     name: `provider:${provider}`,
     options: { modules: [module] },
-    func: (call: () => Promise<SendResult>) => call(),
+    func: (call: () => Promise<ProviderAnswer>) => call(),
   });
   const openUntil = () => module.stateTimestamp + settings.openMs;
 
@@ -120,7 +120,7 @@ export function createBreaker(
     retryInMs: () => (module.state === BreakerState.OPENED ? Math.max(0, openUntil() - Date.now()) : 0),
     async run(call, countsAsFailure) {
       try {
-        return await circuit.execute<SendResult>(async () => {
+        return await circuit.execute<ProviderAnswer>(async () => {
           const result = await call();
           if (countsAsFailure(result)) throw new CountedFailure(result);
           return result;

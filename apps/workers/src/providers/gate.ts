@@ -3,12 +3,13 @@ import {
   type AddressResult,
   classifyAnswer,
   countsAgainstProvider,
+  type ProviderAnswer,
   type RateLimit,
   splitRate,
   withDeadline,
 } from "@notify/core";
 import type { Logger } from "@notify/log";
-import type { OutboundMessage, Provider, SendResult } from "@notify/providers";
+import type { OutboundMessage, Provider } from "@notify/providers";
 import type { DeliveryMetrics } from "../metrics.js";
 import {
   type BreakerSettings,
@@ -41,14 +42,14 @@ export function createGate(
   },
 ): ProviderGate {
   const { breaker, limiter, metrics } = options;
-  const call = async (message: OutboundMessage): Promise<SendResult> => {
+  const call = async (message: OutboundMessage): Promise<ProviderAnswer> => {
     try {
       // Bounds a call whatever the provider does: one with no deadline of its own must not hold
       // a pool slot and a send guard forever.
       return await withDeadline(provider.send(message), options.deadlineMs, {
         outcome: "transient",
         reason: `${provider.name} gave no answer within ${options.deadlineMs} ms`,
-      } as SendResult);
+      } as ProviderAnswer);
     } catch (error) {
       // A provider that throws instead of classifying: the request may have left, so the
       // outcome is unknown, like a timeout.

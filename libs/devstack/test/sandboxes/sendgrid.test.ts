@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createSendgridProvider, type OutboundMessage, type SendgridConfig, type SendResult } from "@notify/providers";
+import type { ProviderAnswer } from "@notify/core";
+import { createSendgridProvider, type OutboundMessage, type SendgridConfig } from "@notify/providers";
 import fc from "fast-check";
 import t from "tap";
 import { createSendgridSandbox, type SandboxFault, type SandboxMail, startSendgridSandbox } from "../../src/index.js";
@@ -96,7 +97,7 @@ t.test("classifies SendGrid failures", async (t) => {
   const cases: {
     name: string;
     fault: SandboxFault;
-    expected: { outcome: SendResult["outcome"] } & Record<string, unknown>;
+    expected: { outcome: ProviderAnswer["outcome"] } & Record<string, unknown>;
   }[] = [
     {
       name: "429 with Retry-After",

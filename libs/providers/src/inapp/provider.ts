@@ -1,4 +1,5 @@
-import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import type { ProviderAnswer } from "@notify/core";
+import type { OutboundMessage, Provider } from "../provider.js";
 
 export interface InAppConfig {
   /**
@@ -13,7 +14,7 @@ export interface InAppConfig {
  * inbox, from where open streams push it and a reconnecting client resumes.
  */
 export function createInAppProvider(config: InAppConfig): Provider {
-  const send = async (message: OutboundMessage): Promise<SendResult> => {
+  const send = async (message: OutboundMessage): Promise<ProviderAnswer> => {
     try {
       const id = await config.store(message);
       return { outcome: "accepted", providerId: `inbox:${id}` };

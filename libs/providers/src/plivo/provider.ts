@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
-import { secondsLeft, TIMED_OUT, withDeadline } from "@notify/core";
+import { type ProviderAnswer, secondsLeft, TIMED_OUT, withDeadline } from "@notify/core";
 import type Plivo from "plivo";
-import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import type { OutboundMessage, Provider } from "../provider.js";
 import { transportFailure } from "../transport.js";
 
 export interface PlivoConfig {
@@ -28,7 +28,7 @@ const E164 = /^\+[1-9]\d{6,14}$/;
 // when no answer came at all.
 const STATUS_IN_MESSAGE = /status code (\d{3})/;
 
-function classify(error: unknown, timedOut: SendResult): SendResult {
+function classify(error: unknown, timedOut: ProviderAnswer): ProviderAnswer {
   if (typeof error === "string") {
     if (/timeout|ECONNABORTED|ETIMEDOUT/.test(error)) return timedOut;
     const code = /\b((?:E[A-Z_]{3,}|ERR_[A-Z_]+|[A-Z_]*CERT[A-Z_]*))\b/.exec(error)?.[1];
@@ -58,7 +58,7 @@ export function createPlivoProvider(config: PlivoConfig): Provider {
     url: `${config.baseUrl.replace(/\/+$/, "")}/v1/Account/${config.authId}`,
     timeout: config.timeoutMs,
   });
-  const timedOut: SendResult = { outcome: "transient", reason: `plivo timed out after ${config.timeoutMs} ms` };
+  const timedOut: ProviderAnswer = { outcome: "transient", reason: `plivo timed out after ${config.timeoutMs} ms` };
 
   const reportUrl = (notificationId: string): string | undefined => {
     if (config.reportUrl === undefined) return undefined;
@@ -67,7 +67,7 @@ export function createPlivoProvider(config: PlivoConfig): Provider {
     return url.toString();
   };
 
-  const send = async (message: OutboundMessage): Promise<SendResult> => {
+  const send = async (message: OutboundMessage): Promise<ProviderAnswer> => {
     if (!E164.test(message.to)) return { outcome: "permanent", reason: "plivo: the phone number is not E.164" };
     const url = reportUrl(message.notificationId);
     try {

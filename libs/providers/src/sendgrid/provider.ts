@@ -1,7 +1,7 @@
-import { TIMED_OUT, withDeadline } from "@notify/core";
+import { type ProviderAnswer, TIMED_OUT, withDeadline } from "@notify/core";
 import { MailService } from "@sendgrid/mail";
 import { htmlToText } from "../email-text.js";
-import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import type { OutboundMessage, Provider } from "../provider.js";
 import { transportFailure } from "../transport.js";
 import { SendgridHttpClient, SendgridResponseError, SendgridTransportError } from "./http-client.js";
 
@@ -50,7 +50,7 @@ function redirectTarget(location: unknown): string {
  * base URL) means the request was redirected, not processed: sending again reaches the same
  * redirect, and it is never followed.
  */
-function classifyResponse({ code: status, response }: SendgridResponseError): SendResult {
+function classifyResponse({ code: status, response }: SendgridResponseError): ProviderAnswer {
   if (status >= 300 && status < 400) {
     const to = redirectTarget(response.headers.location);
     return {
@@ -86,15 +86,15 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
   const mail = new MailService();
   mail.setClient(client);
   const from = config.fromName === undefined ? config.from : { email: config.from, name: config.fromName };
-  const timedOut: SendResult = { outcome: "transient", reason: `sendgrid timed out after ${config.timeoutMs} ms` };
+  const timedOut: ProviderAnswer = { outcome: "transient", reason: `sendgrid timed out after ${config.timeoutMs} ms` };
 
   // Reasons end up in status rows and logs; a proxy echoing request headers must not leak the key.
-  const redact = (result: SendResult): SendResult =>
+  const redact = (result: ProviderAnswer): ProviderAnswer =>
     result.outcome === "accepted" || config.apiKey === ""
       ? result
       : { ...result, reason: result.reason.replaceAll(config.apiKey, "[redacted]") };
 
-  const send = async (message: OutboundMessage): Promise<SendResult> => {
+  const send = async (message: OutboundMessage): Promise<ProviderAnswer> => {
     if (message.subject === null) return { outcome: "permanent", reason: "an email needs a subject" };
     const text = htmlToText(message.body);
     try {

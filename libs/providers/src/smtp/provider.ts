@@ -1,10 +1,10 @@
 import { PassThrough, pipeline, type Readable } from "node:stream";
 import { rootCertificates } from "node:tls";
-import { TIMED_OUT, withDeadline } from "@notify/core";
+import { type ProviderAnswer, TIMED_OUT, withDeadline } from "@notify/core";
 import nodemailer from "nodemailer";
 import type { SendMailOptions } from "nodemailer/lib/mailer";
 import { htmlToText } from "../email-text.js";
-import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import type { OutboundMessage, Provider } from "../provider.js";
 
 export interface SmtpConfig {
   /**
@@ -111,7 +111,7 @@ const watchRead =
   };
 
 /** A reply code refused the send: the relay holds nothing of it. */
-function classifyReply(error: SmtpError, status: number): SendResult {
+function classifyReply(error: SmtpError, status: number): ProviderAnswer {
   const command = error.command === undefined || error.command === "CONN" ? "" : ` at ${error.command}`;
   const reply = (error.response ?? error.message).replace(/\s+/g, " ").slice(0, 200);
   const reason = `smtp ${status}${command}: ${reply}`;
@@ -126,7 +126,7 @@ function classifyReply(error: SmtpError, status: number): SendResult {
  * else broke the session (refused, DNS, TLS, a drop, a timeout): `notSent` when the relay never
  * had the whole message, an unknown outcome once it had (it may have queued it, its reply lost).
  */
-function classify(error: SmtpError, progress: Progress): SendResult {
+function classify(error: SmtpError, progress: Progress): ProviderAnswer {
   const status = error.responseCode;
   if (error.code !== undefined && AUTH_FAILURES.has(error.code)) {
     if (status !== undefined && status >= 400 && status < 500) return classifyReply(error, status);
@@ -204,7 +204,7 @@ export function createSmtpProvider(config: SmtpConfig): Provider {
 
   // Reasons end up in status rows and logs; a relay echoing what it was sent must not leak the password.
   const secrets = secretForms(relay);
-  const redact = (result: SendResult): SendResult =>
+  const redact = (result: ProviderAnswer): ProviderAnswer =>
     result.outcome === "accepted" || secrets.length === 0
       ? result
       : {
@@ -212,7 +212,7 @@ export function createSmtpProvider(config: SmtpConfig): Provider {
           reason: secrets.reduce((reason, secret) => reason.replaceAll(secret, "[redacted]"), result.reason),
         };
 
-  const send = async (message: OutboundMessage): Promise<SendResult> => {
+  const send = async (message: OutboundMessage): Promise<ProviderAnswer> => {
     if (message.subject === null) return { outcome: "permanent", reason: "an email needs a subject" };
     if (!SINGLE_ADDRESS.test(message.to)) return { outcome: "permanent", reason: "smtp: not a single email address" };
     // Derived from the notification: a resend after an unknown outcome carries the same

@@ -2,9 +2,9 @@ import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { Agent, request } from "node:https";
 import { urlToHttpOptions } from "node:url";
-import { secondsLeft, TIMED_OUT } from "@notify/core";
+import { type ProviderAnswer, secondsLeft, TIMED_OUT } from "@notify/core";
 import webpush, { type RequestDetails } from "web-push";
-import type { OutboundMessage, Provider, SendResult } from "../provider.js";
+import type { OutboundMessage, Provider } from "../provider.js";
 import { transportFailure } from "../transport.js";
 import { type EndpointPolicy, endpointRefusal, guardedLookup } from "./ssrf.js";
 
@@ -147,7 +147,7 @@ const retryAfterMs = (value: string | undefined): { retryAfterMs?: number } => {
 };
 
 /** 404/410 gone (remove it), 413 too large and other 4xx final; 429 and 5xx retry. */
-function classify(answer: PushAnswer): SendResult {
+function classify(answer: PushAnswer): ProviderAnswer {
   const { status } = answer;
   if (status === 404 || status === 410) {
     return { outcome: "permanent", reason: `webpush ${status}: subscription gone`, status, addressGone: true };
@@ -177,9 +177,9 @@ export function createWebPushProvider(config: WebPushConfig): Provider {
     lookup: guardedLookup(policy) as never,
     ...(config.ca === undefined ? {} : { ca: config.ca }),
   });
-  const timedOut: SendResult = { outcome: "transient", reason: `webpush timed out after ${config.timeoutMs} ms` };
+  const timedOut: ProviderAnswer = { outcome: "transient", reason: `webpush timed out after ${config.timeoutMs} ms` };
 
-  const send = async (message: OutboundMessage): Promise<SendResult> => {
+  const send = async (message: OutboundMessage): Promise<ProviderAnswer> => {
     const subscription = parseSubscription(message.to);
     if (subscription === undefined)
       return { outcome: "permanent", reason: "webpush: not a push subscription", addressGone: true };
