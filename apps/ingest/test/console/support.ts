@@ -2,14 +2,13 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import type { ConsoleOptions, PublicApi } from "@notify/console";
+import { mountConsole } from "@notify/console";
 import { createAdminApp, listen } from "@notify/http";
 import { captureLogger, eventually, freePort, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
-import type { PublicApi } from "../src/api.js";
-import type { ConsoleOptions } from "../src/context.js";
-import { mountConsole } from "../src/mount.js";
 
-const root = fileURLToPath(new URL("../../..", import.meta.url));
+const root = fileURLToPath(new URL("../../../..", import.meta.url));
 
 /**
  * Ingest as its own process, from source, on `on`'s database and NATS namespace, with `settings`

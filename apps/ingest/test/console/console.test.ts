@@ -1,13 +1,12 @@
 import { randomUUID } from "node:crypto";
+import type { ConsoleOptions } from "@notify/console";
+import { mountConsole, SECURITY_HEADERS } from "@notify/console";
 import type { DeadLetter } from "@notify/core";
 import { moveStatus, seedApiKey, seedTemplate } from "@notify/db";
 import { createAdminApp, createAttemptThrottle, toAppError } from "@notify/http";
 import { startDeadLetterResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, settled } from "@notify/testing";
 import t from "tap";
-import type { ConsoleOptions } from "../src/context.js";
-import { mountConsole } from "../src/mount.js";
-import { SECURITY_HEADERS } from "../src/security.js";
 import { apiAt, consoleApp, startIngest } from "./support.js";
 
 // The operator console driven over HTTP as a browser would (cookies, forms, redirects by hand),
