@@ -143,7 +143,7 @@ t.test("2,000 random keys from one address, then valid keys from it answer at on
   await new Promise((resolve) => setTimeout(resolve, 50)); // the late key's announcement is applied
   for (const [name, key] of [
     ["a signed key", signed],
-    ["an unsigned key of the format before", legacy.key],
+    ["an unsigned key held since start", legacy.key],
     ["an unsigned key announced after start", late.key],
   ] as const) {
     const started = performance.now();

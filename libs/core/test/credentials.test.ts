@@ -36,7 +36,7 @@ t.test("a string that is not a key of the signed form is unsigned, never signed"
     fc.property(fc.string({ maxLength: 120 }), (key) => keyForm(keys, key) !== "signed"),
     { numRuns: 2000 },
   );
-  t.equal(keyForm(keys, `ntf_${"a".repeat(43)}`), "unsigned", "a key of the format before MACs");
+  t.equal(keyForm(keys, `ntf_${"a".repeat(43)}`), "unsigned", "a key without a MAC");
   t.equal(keyForm(keys, `ntf_${"a".repeat(43)}.${"b".repeat(22)}`), "forged");
 });
 

@@ -11,7 +11,7 @@ export interface ArchiveRecord {
   channels: Record<string, unknown>[];
   status_events: Record<string, unknown>[];
   attempts: Record<string, unknown>[];
-  /** The channel fallback chain (absent from records archived before it was kept). */
+  /** The channel fallback chain (absent from a record archived without one). */
   fallbacks?: Record<string, unknown>[];
 }
 

@@ -13,8 +13,7 @@ export const inboxItems = pgTable(
     userId: text("user_id").notNull(),
     /**
      * The client whose notification it is: a user's inbox token, minted by one client, sees only
-     * that client's items. Null only for items stored before it was recorded whose notification
-     * was already gone: no token sees those.
+     * that client's items. An item whose client is null is seen by no token.
      */
     clientId: text("client_id"),
     /** One item per notification: a redelivered work item finds its first one. */

@@ -82,7 +82,7 @@ export const notificationChannels = pgTable(
     /**
      * The routing decision, kept as it was made while `status` and `reason` move on: when,
      * what (pending to send, suppressed, deferred, expired) and why (an opt-out, quiet hours, the
-     * daily cap). Null on channels routed before it was recorded.
+     * daily cap). Null on a channel with no routing decision recorded.
      */
     routedAt: timestamp("routed_at", { withTimezone: true, mode: "date" }).defaultNow(),
     routedStatus: text("routed_status"),
