@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import { dayExists } from "./deadline.js";
+import { dayExists } from "./deliver-by.js";
 
 const EARLIEST = new Date("0001-01-01T00:00:00.000Z").getTime();
 const LATEST = new Date("9999-12-31T23:59:59.998Z").getTime();

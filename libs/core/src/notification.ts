@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import type { ChannelStatus } from "./channel-status.js";
 import { CHANNELS, type Channel, PRIORITIES, type Priority } from "./channels.js";
-import { parseRfc3339 } from "./deadline.js";
+import { parseRfc3339 } from "./deliver-by.js";
 import { FallbackChain } from "./fallback.js";
 import type { NotificationStatus } from "./notification-status.js";
 

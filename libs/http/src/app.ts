@@ -4,7 +4,7 @@ import type { Logger } from "@notify/log";
 import { tracingOn } from "@notify/telemetry";
 import { type Context, Hono } from "hono";
 import type { TrustedProxies } from "./client-address.js";
-import { toAppError } from "./dependency.js";
+import { toAppError } from "./dependency-errors.js";
 import { applyPromisedHeaders, promiseHeaders } from "./headers.js";
 import type { MetricsRegistry } from "./metrics.js";
 import { requestMetrics } from "./metrics.js";

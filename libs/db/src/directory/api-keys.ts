@@ -1,6 +1,6 @@
 import { generateSignedKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
 import type { Database, Sql } from "../pool.js";
-import { loadCredentialKeys } from "../setup/deployment-secrets.js";
+import { loadCredentialKeys } from "./deployment-secrets.js";
 
 /**
  * Issuing, listing, rotating and revoking API keys: the verbs shared by the admin API and the
