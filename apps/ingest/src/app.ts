@@ -22,8 +22,6 @@ import { mountPreferences } from "./routes/preferences.js";
 import { mountTemplates } from "./routes/templates.js";
 import { mountUsers } from "./routes/users.js";
 
-export type { IngestDeps } from "./deps.js";
-
 const API = "/api/v1";
 
 /**

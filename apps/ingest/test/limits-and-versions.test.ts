@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { seedApiKey, seedTemplate } from "@notify/db";
 import t from "tap";
-import { createApp, type IngestDeps } from "../src/app.js";
+import { createApp } from "../src/app.js";
 import { createRateLimiter } from "../src/auth/rate-limit.js";
+import type { IngestDeps } from "../src/deps.js";
 import { ingestApp } from "./support.js";
 
 const { deps: base, database } = await ingestApp(t);

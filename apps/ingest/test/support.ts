@@ -5,8 +5,9 @@ import { toAppError } from "@notify/http";
 import { startDeadLetterResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
-import { createAdminApp, createApp, type IngestDeps } from "../src/app.js";
+import { createAdminApp, createApp } from "../src/app.js";
 import { createKeyLookup } from "../src/auth/api-keys.js";
+import type { IngestDeps } from "../src/deps.js";
 import { createIngestor } from "../src/notifications/create.js";
 import { createTemplateLookup } from "../src/notifications/templates.js";
 

@@ -10,9 +10,6 @@ import { type CreateInput, prepareNotification } from "./prepare.js";
 import { createSettler } from "./settler.js";
 import type { TemplateInfo } from "./templates.js";
 
-export type { CreateResult } from "./idempotency.js";
-export type { CreateInput } from "./prepare.js";
-
 export interface CreateDeps {
   database: Database;
   bus: Bus;

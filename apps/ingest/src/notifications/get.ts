@@ -9,7 +9,6 @@ import {
 } from "@notify/db";
 import { toAppError } from "@notify/http";
 
-export type { ChannelResultView };
 export interface NotificationStatusView extends Omit<NotificationView, "channels"> {
   deliver_by: string | null;
   channels: Partial<Record<Channel, ChannelResultView>>;

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
+import { isPrivateAddress } from "@notify/core";
 import {
   createWebPushProvider,
   endpointRefusal,
   hostAllowed,
-  isPrivateAddress,
   type OutboundMessage,
   pushTopic,
   type WebPushConfig,

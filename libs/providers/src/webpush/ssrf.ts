@@ -24,9 +24,6 @@ export const DEFAULT_PUSH_HOSTS = [
   "*.push.apple.com",
 ];
 
-/** Whether an address is loopback, private, link-local, multicast or otherwise not public (libs/core). */
-export { isPrivateAddress };
-
 export const hostAllowed = (host: string, allowed: string[]): boolean => {
   const name = host.toLowerCase().replace(/^\[|\]$/g, "");
   return allowed.some((pattern) => {
