@@ -9,6 +9,7 @@ import {
   LaneMessage,
   leak,
   NotificationRequest,
+  SENDABLE,
   schemaProblem,
   splitRate,
   templateEngineOptions,
@@ -19,7 +20,7 @@ import { loadChannel, readProfileRow } from "@notify/db";
 import { SAMPLE_TEMPLATE } from "@notify/devstack";
 
 import { parseIdempotencyKey, prepareNotification } from "@notify/ingest/bench";
-import { createRateLimiter, SENDABLE } from "@notify/workers/bench";
+import { createRateLimiter } from "@notify/workers/bench";
 import { Eta } from "eta";
 
 /** The template every bench sends: the sample `npm start` seeds, its email variant. */

@@ -1,4 +1,3 @@
 // The pieces of the workers that bench/ measures against its floors, named here so that a bench
 // never reaches into the app's files.
-export { SENDABLE } from "./delivery/status.js";
 export { createRateLimiter } from "./providers/rate-limiter.js";

@@ -1,5 +1,5 @@
 import { common, int, port, text } from "@notify/config";
-import type { RateLimit } from "@notify/core";
+import { DEFAULT_FAILOVER_AFTER_ATTEMPTS, type RateLimit } from "@notify/core";
 import { channelProviderEnv, checkChannelProviders } from "@notify/providers";
 import * as v from "valibot";
 
@@ -48,7 +48,7 @@ const Env = v.object({
    * the next ones go to the failover provider (whose breaker being open, or whose rate being
    * spent, sends the email there at once).
    */
-  FAILOVER_AFTER_ATTEMPTS: int(2, 1, 50),
+  FAILOVER_AFTER_ATTEMPTS: int(DEFAULT_FAILOVER_AFTER_ATTEMPTS, 1, 50),
   /** Backoff base and cap for transient failures (exponential, equal jitter: at least half the ceiling). */
   RETRY_BASE_MS: int(1000, 10, 600_000),
   /** Longest wait between two attempts of a transient failure. */

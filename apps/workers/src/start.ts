@@ -143,6 +143,7 @@ export async function startWorkers(
       claimTtlMs: deadlineMs + 5000,
       worker: `${hostname()}:${process.pid}`,
       unusedClaims: createUnusedClaims(),
+      random: Math.random,
       concurrency: { transactional: config.TRANSACTIONAL_CONCURRENCY, promotional: config.PROMOTIONAL_CONCURRENCY },
     });
     consuming = true;

@@ -88,6 +88,7 @@ export async function harness(t: Tap): Promise<Harness> {
         claimTtlMs: 10_000,
         worker: "test:1",
         unusedClaims: createUnusedClaims(),
+        random: Math.random,
         ...overrides,
       };
     },

@@ -57,7 +57,8 @@ export interface ConsumerRunner {
 export const ORDERED_RETRY_MS = 60_000;
 
 /** Backoff for handler crashes: exponential with jitter, capped, never a bare nak. */
-export const crashBackoffMs = (deliveryCount: number) => backoffMs(Math.min(deliveryCount, 10) + 1, 250, 30_000);
+export const crashBackoffMs = (deliveryCount: number) =>
+  backoffMs(Math.min(deliveryCount, 10) + 1, 250, 30_000, 0, Math.random);
 
 /**
  * Pulls from a durable consumer and settles every message through `handle`, at most

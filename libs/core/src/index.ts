@@ -56,18 +56,33 @@ export {
   MAX_DEADLINE_SECONDS,
   parseRfc3339,
   secondsLeft,
-} from "./deadline.js";
+} from "./deliver-by.js";
 export {
   type AcceptedAddress,
   type AddressKind,
   type AddressResult,
+  type AttemptCount,
   type AttemptInput,
   backoffMs,
   classifyAnswer,
+  countAttempt,
   countsAgainstProvider,
+  DEFAULT_FAILOVER_AFTER_ATTEMPTS,
+  type DeadlineDecision,
   type DeliveryDecision,
+  decideAtDeadline,
   decideDelivery,
+  decideProvider,
+  decideResume,
   type ProviderAnswer,
+  type ProviderDecision,
+  type ProviderInput,
+  type ProviderView,
+  parkDelayMs,
+  type ResumeDecision,
+  type ResumeInput,
+  runAttempts,
+  SENDABLE,
 } from "./delivery-policy.js";
 export { AppError, ERROR_CODES, ERROR_TITLES, type ErrorCode, type FieldError, isAppError } from "./errors.js";
 export {

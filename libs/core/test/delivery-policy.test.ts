@@ -1,15 +1,31 @@
 import fc from "fast-check";
 import t from "tap";
+import { statusesMovableTo } from "../src/channel-status.js";
+import { DEAD_LETTER_CLASSES } from "../src/dead-letter.js";
 import {
   type AddressResult,
   type AttemptInput,
   backoffMs,
+  chooseProvider,
   classifyAnswer,
+  countAttempt,
   countsAgainstProvider,
+  DEFAULT_FAILOVER_AFTER_ATTEMPTS,
   type DeliveryDecision,
+  decideAtDeadline,
   decideDelivery,
+  decideProvider,
+  decideResume,
   type ProviderAnswer,
+  type ProviderInput,
+  type ProviderView,
+  parkDelayMs,
+  providerOrder,
+  type ResumeInput,
+  runAttempts,
+  SENDABLE,
 } from "../src/delivery-policy.js";
+import { GUARD_STATES, type GuardValue } from "../src/send-guard.js";
 
 t.test("backoff waits half its exponential, capped ceiling and up to all of it, never below Retry-After", async (t) => {
   fc.assert(
@@ -176,10 +192,26 @@ t.test("decideDelivery: the next state from one attempt's results", async (t) =>
     { action: "retry", settled: ["k8", "k1"] },
     "earlier settled addresses stay settled, once each",
   );
-  t.match(
+  t.same(
     decideDelivery({ ...base, attemptsUsed: 1, deliverByMs: 75, results: [{ key: "k0", result: r("transient") }] }),
-    { action: "expire", settled: [], accepted: [] },
+    { action: "expire", reason: "deadline_before_next_attempt", settled: [] },
     "a retry that would come at the deadline expires instead",
+  );
+  t.same(
+    decideDelivery({
+      ...base,
+      attemptsUsed: 1,
+      deliverByMs: 75,
+      earlierAccepted: [{ key: "k9", provider_id: "earlier" }],
+      results: [{ key: "k0", result: r("transient") }],
+    }),
+    {
+      action: "delivered_at_deadline",
+      providerId: "earlier",
+      accepted: [{ key: "k9", provider_id: "earlier" }],
+      reason: "1 address(es) accepted before the deliver-by deadline; the others were not sent",
+    },
+    "delivered instead when an address accepted in time",
   );
   t.match(
     decideDelivery({ ...base, attemptsUsed: 1, deliverByMs: 76, results: [{ key: "k0", result: r("transient") }] }),
@@ -241,7 +273,11 @@ t.test("every input has a decision, and a wait is a finite, non-negative delay",
         case "park":
           return decision.delayMs === input.parkMs;
         case "expire":
-          return input.deliverByMs !== null;
+          return (
+            input.deliverByMs !== null && !anyAccepted(input) && decision.reason === "deadline_before_next_attempt"
+          );
+        case "delivered_at_deadline":
+          return input.deliverByMs !== null && anyAccepted(input);
         case "dead_letter":
           return decision.class === "permanent" || decision.class === "retries_exhausted";
         case "unsettled":
@@ -280,7 +316,8 @@ t.test("the attempt cap ends in a dead letter, never another attempt", async (t)
       const decision = decideDelivery(input);
       const attempted = input.results.some(({ result }) => result.kind !== "skipped");
       if (input.attemptsUsed < input.maxAttempts || !attempted) return true;
-      if (decision.action === "retry" || decision.action === "park" || decision.action === "expire") return false;
+      // Nor does the deadline end it: no wait was left to reach it.
+      if (WAITS.has(decision.action) || decision.action === "delivered_at_deadline") return false;
       // Transient failures alone, nothing accepted and nothing unknown: retries exhausted.
       const only = [...kinds(input)].every((kind) => kind === "transient" || kind === "skipped");
       if (only && kinds(input).has("transient") && !anyAccepted(input)) {
@@ -346,4 +383,291 @@ t.test("addresses settled for good are never called again; a wait never reaches 
     { numRuns: 2000 },
   );
   t.pass("settled stays settled");
+});
+
+t.test("the deadline ends a run: delivered when some address accepted in time, else expired", async (t) => {
+  const accepted = fc.array(fc.record({ key: fc.string({ maxLength: 4 }), provider_id: fc.string({ maxLength: 4 }) }), {
+    maxLength: 3,
+  });
+  const why = fc.constantFrom("deadline_passed" as const, "deadline_before_next_attempt" as const);
+  fc.assert(
+    fc.property(why, accepted, fc.array(fc.string({ maxLength: 4 }), { maxLength: 3 }), (reason, acc, settled) => {
+      const decision = decideAtDeadline(reason, acc, settled);
+      if (acc.length === 0)
+        return decision.action === "expire" && decision.reason === reason && decision.settled.join() === settled.join();
+      return (
+        decision.action === "delivered_at_deadline" &&
+        decision.providerId === acc[0]?.provider_id &&
+        decision.accepted.length === acc.length
+      );
+    }),
+  );
+  // Through decideDelivery: a wait that would reach the deadline ends the run the same way.
+  fc.assert(
+    fc.property(attemptInput, (input) => {
+      const decision = decideDelivery(input);
+      if (decision.action !== "expire" && decision.action !== "delivered_at_deadline") return true;
+      return (decision.action === "delivered_at_deadline") === anyAccepted(input);
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass("one decision carries both endings");
+});
+
+t.test("statuses a worker may send from are those that may still wait", async (t) => {
+  t.same([...SENDABLE].sort(), statusesMovableTo("parked").sort(), "pending, deferred, retrying, parked");
+  t.same(statusesMovableTo("retrying").sort(), statusesMovableTo("parked").sort());
+  t.notOk(SENDABLE.includes("unsettled"), "an unknown outcome is never sent from");
+});
+
+t.test("an attempt counts only when it called the provider; a replay starts a fresh budget", async (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(addressResult, { maxLength: 5 }),
+      fc.integer({ min: 0, max: 60 }),
+      fc.integer({ min: 0, max: 30 }),
+      (results, recorded, beforeReplay) => {
+        const claimed = recorded + 1;
+        const keyed = results.map((result, i) => ({ key: `k${i}`, result }));
+        const count = countAttempt({ results: keyed, claimed, recorded, attemptsBeforeReplay: beforeReplay });
+        const called = results.some((result) => result.kind !== "skipped");
+        return (
+          count.attempted === called &&
+          count.attempt === (called ? claimed : recorded) &&
+          count.attemptsUsed === runAttempts(count.attempt, beforeReplay) &&
+          count.attemptsUsed === count.attempt - beforeReplay
+        );
+      },
+    ),
+  );
+  // What the breaker kept from going out spends nothing: never a retry or a dead letter for it.
+  fc.assert(
+    fc.property(attemptInput, (input) => {
+      const skippedOnly = input.results.length > 0 && input.results.every(({ result }) => result.kind === "skipped");
+      if (!skippedOnly) return true;
+      const action = decideDelivery(input).action;
+      return action === "park" || action === "expire" || action === "delivered_at_deadline";
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass("counted");
+});
+
+// A channel's providers, its own first, as the workers see them at one attempt.
+const providerView: fc.Arbitrary<ProviderView> = fc
+  .record({
+    name: fc.constantFrom("sendgrid", "smtp", "sandbox"),
+    breakerOpen: fc.boolean(),
+    breakerRetryInMs: fc.integer({ min: 0, max: 60_000 }),
+    rateSpent: fc.boolean(),
+  })
+  .map((view) => (view.breakerOpen ? view : { ...view, breakerRetryInMs: 0 }));
+const providerInput: fc.Arbitrary<ProviderInput> = fc
+  .record({
+    providers: fc.array(providerView, { minLength: 1, maxLength: 4 }),
+    attemptsUsed: fc.integer({ min: 0, max: 60 }),
+    failoverAfterAttempts: fc.option(fc.integer({ min: 1, max: 50 }), { nil: undefined }),
+    pastDeadline: fc.boolean(),
+    draw: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+  })
+  .map(({ draw, ...rest }) => ({ ...rest, random: () => draw }));
+
+t.test("failover order: the channel's own first, moving on after its attempts, every provider once", async (t) => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 5 }),
+      fc.integer({ min: 0, max: 60 }),
+      fc.integer({ min: 1, max: 50 }),
+      (count, used, per) => {
+        const order = providerOrder(count, used, per);
+        const start = Math.min(Math.floor(used / per), count - 1);
+        const rest = order.slice(1);
+        return (
+          order.length === count &&
+          new Set(order).size === count &&
+          order[0] === start &&
+          rest.every((i, n) => n === 0 || i > (rest[n - 1] as number)) &&
+          (used >= per || order[0] === 0) &&
+          (providerOrder(count, used + 1, per)[0] as number) >= start
+        );
+      },
+    ),
+  );
+  t.same(providerOrder(1, 40), [0], "without failover, always the channel's own");
+  t.same(providerOrder(2, DEFAULT_FAILOVER_AFTER_ATTEMPTS - 1), [0, 1], "its own until its attempts are used");
+  t.same(providerOrder(2, DEFAULT_FAILOVER_AFTER_ATTEMPTS), [1, 0], "then the next");
+});
+
+t.test("choice of provider: never one whose breaker is open while another's is not", async (t) => {
+  fc.assert(
+    fc.property(providerInput, (input) => {
+      const { providers } = input;
+      const decision = decideProvider(input);
+      const closed = providers.filter((p) => !p.breakerOpen);
+      if (decision.action === "park") {
+        // Every breaker open and the deadline still ahead: held until the first may let a probe through.
+        const soonest = Math.min(...providers.map((p) => p.breakerRetryInMs));
+        return (
+          closed.length === 0 &&
+          !input.pastDeadline &&
+          decision.delayMs >= soonest + 1000 &&
+          decision.delayMs < soonest + 2000 &&
+          providers.every((p) => decision.reason.includes(p.name))
+        );
+      }
+      const chosen = providers[decision.provider];
+      if (chosen === undefined) return false;
+      if (closed.length === 0) return input.pastDeadline && decision.provider === 0;
+      // A usable provider with a token to spare is preferred to one whose rate is spent.
+      const fresh = closed.some((p) => !p.rateSpent);
+      return !chosen.breakerOpen && (!fresh || !chosen.rateSpent);
+    }),
+    { numRuns: 2000 },
+  );
+  fc.assert(
+    fc.property(providerInput, (input) => {
+      // The first of the failover order that is usable, with a token when one has it.
+      const order = providerOrder(input.providers.length, input.attemptsUsed, input.failoverAfterAttempts);
+      const usable = order.filter((i) => !(input.providers[i] as ProviderView).breakerOpen);
+      const model = usable.find((i) => !(input.providers[i] as ProviderView).rateSpent) ?? usable[0] ?? null;
+      return chooseProvider(input.providers, input.attemptsUsed, input.failoverAfterAttempts) === model;
+    }),
+  );
+  t.equal(
+    parkDelayMs([5000, 2000], () => 0.5),
+    3500,
+    "the soonest probe, one second, half of another",
+  );
+  t.same(
+    decideProvider({
+      providers: [{ name: "sendgrid", breakerOpen: true, breakerRetryInMs: 4000, rateSpent: false }],
+      attemptsUsed: 0,
+      pastDeadline: false,
+      random: () => 0,
+    }),
+    { action: "park", reason: "sendgrid circuit breaker is open", delayMs: 5000 },
+  );
+  t.match(
+    decideProvider({
+      providers: [
+        { name: "sendgrid", breakerOpen: true, breakerRetryInMs: 4000, rateSpent: false },
+        { name: "smtp", breakerOpen: true, breakerRetryInMs: 9000, rateSpent: false },
+      ],
+      attemptsUsed: 0,
+      pastDeadline: false,
+      random: () => 0,
+    }),
+    { action: "park", reason: "sendgrid and smtp circuit breakers are open" },
+  );
+});
+
+// Every guard a redelivery may find, any age, at an idempotent provider or not.
+const guardValue: fc.Arbitrary<GuardValue> = fc.record(
+  {
+    state: fc.constantFrom(...GUARD_STATES),
+    at: fc.integer({ min: 0, max: 4_000_000_000_000 }),
+    attempt: fc.integer({ min: 0, max: 60 }),
+    worker: fc.string({ maxLength: 8 }),
+    provider: fc.constantFrom("sendgrid", "smtp", "inapp"),
+    provider_id: fc.string({ maxLength: 8 }),
+    class: fc.constantFrom(...DEAD_LETTER_CLASSES),
+    reason: fc.oneof(
+      fc.constantFrom("deadline_passed", "deadline_before_next_attempt", "deadline_before_quiet_hours_end"),
+      fc.string({ maxLength: 12 }),
+    ),
+  },
+  { requiredKeys: ["state", "at", "attempt"] },
+);
+const resumeInput: fc.Arbitrary<ResumeInput> = fc
+  .record({
+    guard: guardValue,
+    idempotent: fc.boolean(),
+    claimTtlMs: fc.integer({ min: 1, max: 600_000 }),
+    age: fc.integer({ min: -1000, max: 1_300_000 }),
+    draw: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+  })
+  .map(({ guard, age, draw, ...rest }) => ({ ...rest, guard, now: guard.at + age, random: () => draw }));
+
+t.test("a guard found held: every state has its decision", async (t) => {
+  fc.assert(
+    fc.property(resumeInput, (input) => {
+      const { guard } = input;
+      const decision = decideResume(input);
+      switch (guard.state) {
+        case "sent":
+          return decision.action === "delivered" && decision.providerId === (guard.provider_id ?? null);
+        case "expired":
+          return (
+            decision.action === "expired" &&
+            decision.reason ===
+              (guard.reason === "deadline_before_next_attempt" ? "deadline_before_next_attempt" : "deadline_passed")
+          );
+        case "dead":
+          return (
+            decision.action === "dead_letter" &&
+            decision.class === (guard.class ?? "permanent") &&
+            decision.reason === (guard.reason ?? "dead-lettered")
+          );
+        case "unknown":
+          return decision.action === (input.idempotent ? "send_again" : "unsettled");
+        default: {
+          const age = input.now - guard.at;
+          if (age < input.claimTtlMs) {
+            const left = input.claimTtlMs - age;
+            return decision.action === "wait" && decision.delayMs >= left && decision.delayMs < left + 1000;
+          }
+          return decision.action === (input.idempotent ? "send_again" : "abandoned");
+        }
+      }
+    }),
+    { numRuns: 2000 },
+  );
+  t.pass("total");
+});
+
+t.test("a guard found held never leads to a second send of an unknown outcome", async (t) => {
+  fc.assert(
+    fc.property(resumeInput, (input) => {
+      const decision = decideResume(input);
+      if (decision.action !== "send_again") return true;
+      // Only a provider that ignores a repeated send is asked again, the rule classifyAnswer follows
+      // for an answer that never came, and only once the claim's worker cannot still be sending.
+      const asksAgain =
+        classifyAnswer({ outcome: "transient", reason: "no answer" }, input.idempotent).kind !== "unknown";
+      const settledState =
+        input.guard.state === "sent" || input.guard.state === "dead" || input.guard.state === "expired";
+      const live = input.guard.state !== "unknown" && input.now - input.guard.at < input.claimTtlMs;
+      return input.idempotent && asksAgain && !settledState && !live;
+    }),
+    { numRuns: 2000 },
+  );
+  fc.assert(
+    fc.property(resumeInput, (input) => decideResume({ ...input, idempotent: false }).action !== "send_again"),
+    { numRuns: 2000 },
+  );
+  t.same(
+    decideResume({
+      guard: { state: "sending", at: 0, attempt: 2, worker: "w:1" },
+      idempotent: false,
+      claimTtlMs: 1000,
+      now: 1000,
+      random: () => 0,
+    }),
+    {
+      action: "abandoned",
+      reason: "worker w:1 stopped after the provider call began; the provider may have accepted",
+    },
+    "a claim past its lifetime is unsettled, never resent",
+  );
+  t.same(
+    decideResume({
+      guard: { state: "sending", at: 0, attempt: 2 },
+      idempotent: true,
+      claimTtlMs: 1000,
+      now: 400,
+      random: () => 0.5,
+    }),
+    { action: "wait", delayMs: 1100 },
+    "a live claim is waited for, even at a provider that ignores a repeated send",
+  );
 });

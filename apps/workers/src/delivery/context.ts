@@ -34,6 +34,8 @@ export interface DeliverDeps {
   worker: string;
   /** This process's claims whose write may have landed though its answer was lost. */
   unusedClaims: UnusedClaims;
+  /** Every random draw of a delivery, in [0, 1): the policy's jitter and the look-again delays. */
+  random: () => number;
 }
 
 /** One work item in hand: what each step of its delivery (send, park, resume, settle) reads. */
@@ -50,11 +52,8 @@ export interface Context {
   waitedMs: number;
 }
 
-export const jitter = (ms: number) => Math.floor(Math.random() * ms);
-
-/** Until the first of these breakers may let a call through again, plus a little. */
-export const parkDelay = (...gates: ProviderGate[]) =>
-  Math.min(...gates.map((gate) => gate.breaker.retryInMs())) + 1000 + jitter(1000);
+/** A draw below `ms`, which spreads the look-again of items that met the same obstacle. */
+export const jitter = (deps: Pick<DeliverDeps, "random">, ms: number) => Math.floor(deps.random() * ms);
 
 /** The one log line and outcome count of a handled item (a wide event). */
 export function done(

@@ -1,5 +1,5 @@
 import { claimGuard, type Disposition, type GuardEntry, isClaimable, readGuard } from "@notify/bus";
-import { guardKey, isPastDeadline, type WorkItem } from "@notify/core";
+import { guardKey, isPastDeadline, runAttempts, SENDABLE, type WorkItem } from "@notify/core";
 import { loadChannel } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { LimiterClosed } from "../providers/rate-limiter.js";
@@ -10,7 +10,6 @@ import { expire } from "./expire.js";
 import { park } from "./park.js";
 import { resume } from "./resume.js";
 import { send } from "./send.js";
-import { SENDABLE } from "./status.js";
 
 export type { DeliverDeps } from "./context.js";
 
@@ -55,9 +54,9 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
     for (let tries = 0; tries < 2; tries++) {
       // Past its deadline nothing is sent; what the guard says (it may have been sent) is read first.
       const late = isPastDeadline(item.deliver_by, Date.now());
-      const gate = chooseGate(deps, item.priority, row.attempts - row.attempts_before_replay);
-      if (!late && gate === null) return await park(ctx);
-      ctx.gate = gate ?? deps.gate;
+      const choice = chooseGate(deps, item.priority, runAttempts(row.attempts, row.attempts_before_replay), late);
+      if (choice.action === "park") return await park(ctx, choice);
+      ctx.gate = choice.gate;
       // A first attempt almost always finds no guard: claim it straight away (a create, which
       // fails if one exists after all), saving a read on the hot path.
       const first = !late && tries === 0 && row.attempts === 0 && row.status === "pending";
@@ -87,7 +86,7 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
       });
       if (claim) return await send(ctx, claim, addresses);
     }
-    return { retryInMs: 1000 + jitter(1000) };
+    return { retryInMs: 1000 + jitter(deps, 1000) };
   } catch (error) {
     // Shutting down while waiting for a token: nothing was sent; another worker takes it.
     if (error instanceof LimiterClosed) return { retryInMs: 0 };

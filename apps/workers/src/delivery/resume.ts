@@ -1,5 +1,5 @@
 import { claimGuard, type Disposition, type GuardEntry } from "@notify/bus";
-import type { ExpiryReason, GuardValue } from "@notify/core";
+import { decideResume, type GuardValue } from "@notify/core";
 import { moveStatus, recordAttempt } from "@notify/db";
 import { addressesOf } from "./addresses.js";
 import { gateNamed } from "./choose.js";
@@ -8,47 +8,43 @@ import { expired } from "./expire.js";
 import { send } from "./send.js";
 import { deadLetter, unsettle } from "./settle.js";
 
-/** Someone holds or held the claim: finish what it says, never send again. */
+/** Someone holds or held the claim: finish what the policy reads from it (`decideResume`). */
 export async function resume(ctx: Context, seen: GuardEntry): Promise<Disposition> {
   const { deps, item } = ctx;
   const guard = seen.value;
   // What follows is about the send the guard records: its provider's, not this attempt's choice.
   ctx.gate = gateNamed(deps, guard.provider);
-  switch (guard.state) {
-    case "sent":
-      // The provider accepted but the status write was lost: reconcile from the guard.
+  const decision = decideResume({
+    guard,
+    idempotent: ctx.gate.provider.idempotent === true,
+    claimTtlMs: deps.claimTtlMs,
+    now: Date.now(),
+    random: deps.random,
+  });
+  switch (decision.action) {
+    case "delivered":
       await moveStatus(deps.sql, item, "delivered", {
         provider: ctx.gate.provider.name,
-        providerId: guard.provider_id ?? null,
+        providerId: decision.providerId,
         attempts: guard.attempt,
       });
       return done(ctx, "delivered", { reconciled: true, provider_id: guard.provider_id }, { ack: true });
     case "expired":
-      return await expired(ctx, expiryReason(guard.reason), guard.attempt);
-    case "dead":
-      await deadLetter(ctx, guard.class ?? "permanent", guard.reason ?? "dead-lettered", guard.attempt);
+      return await expired(ctx, decision.reason, guard.attempt);
+    case "dead_letter":
+      await deadLetter(ctx, decision.class, decision.reason, guard.attempt);
       return done(ctx, "failed", { reconciled: true, reason: guard.reason }, { ack: true });
-    case "unknown":
-      // A provider that ignores a repeated send (the in-app inbox) is simply asked again.
-      if (ctx.gate.provider.idempotent) return await retake(ctx, seen);
-      await unsettle(ctx, guard.reason ?? "outcome unknown", guard.attempt);
+    case "unsettled":
+      await unsettle(ctx, decision.reason, guard.attempt);
       return done(ctx, "unsettled", { reconciled: true, reason: guard.reason }, { ack: true });
-    default: {
-      const age = Date.now() - guard.at;
-      // A live claim: its worker is still talking to the provider. Look again once it must be done.
-      if (age < deps.claimTtlMs) {
-        return done(
-          ctx,
-          "skipped",
-          { claim_worker: guard.worker },
-          { retryInMs: deps.claimTtlMs - age + jitter(1000) },
-        );
-      }
-      // A provider that ignores a repeated send (the in-app inbox) is simply asked again.
-      if (ctx.gate.provider.idempotent) return await retake(ctx, seen);
-      const reason = `worker ${guard.worker ?? "?"} stopped after the provider call began; the provider may have accepted`;
+    case "wait":
+      return done(ctx, "skipped", { claim_worker: guard.worker }, { retryInMs: decision.delayMs });
+    case "send_again":
+      return await retake(ctx, seen);
+    case "abandoned": {
+      const { reason } = decision;
       const unknown: GuardValue = { ...guard, state: "unknown", at: Date.now(), reason };
-      if (!(await claimGuard(deps.guard, ctx.key, seen, unknown))) return { retryInMs: 1000 + jitter(1000) };
+      if (!(await claimGuard(deps.guard, ctx.key, seen, unknown))) return { retryInMs: 1000 + jitter(deps, 1000) };
       await recordAttempt(deps.sql, item, {
         attempt: guard.attempt,
         outcome: "unknown",
@@ -71,7 +67,7 @@ async function retake(ctx: Context, seen: GuardEntry): Promise<Disposition> {
     at: Date.now(),
     worker: deps.worker,
   });
-  if (!claim) return { retryInMs: 1000 + jitter(1000) };
+  if (!claim) return { retryInMs: 1000 + jitter(deps, 1000) };
   const settled = new Set([...(seen.value.settled ?? []), ...(seen.value.accepted ?? []).map((a) => a.key)]);
   return send(
     ctx,
@@ -79,6 +75,3 @@ async function retake(ctx: Context, seen: GuardEntry): Promise<Disposition> {
     addressesOf(item).filter((a) => !settled.has(a.key)),
   );
 }
-
-const expiryReason = (reason: string | undefined): ExpiryReason =>
-  reason === "deadline_before_next_attempt" ? reason : "deadline_passed";

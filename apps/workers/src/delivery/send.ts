@@ -1,10 +1,10 @@
 import { type Disposition, type GuardEntry, settleGuard } from "@notify/bus";
-import { type AddressResult, type ChannelStatus, decideDelivery } from "@notify/core";
+import { type AddressResult, type ChannelStatus, countAttempt, decideDelivery, parkDelayMs } from "@notify/core";
 import { moveStatus, recordAttempt, removePushSubscription } from "@notify/db";
 import type { OutboundMessage } from "@notify/providers";
 import { SpanKind, SpanStatusCode, tracingOn, withSpan } from "@notify/telemetry";
 import type { Address } from "./addresses.js";
-import { type Context, done, parkDelay } from "./context.js";
+import { type Context, done } from "./context.js";
 import { endAtDeadline } from "./expire.js";
 import { deadLetter, unsettle } from "./settle.js";
 
@@ -29,19 +29,24 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
   );
   await removeGoneSubscriptions(ctx, results);
 
-  const attempted = results.some(({ result }) => result.kind !== "skipped");
-  const attempt = attempted ? claim.value.attempt : row.attempts;
+  const { attempted, attempt, attemptsUsed } = countAttempt({
+    results,
+    claimed: claim.value.attempt,
+    recorded: row.attempts,
+    attemptsBeforeReplay: row.attempts_before_replay,
+  });
   const decision = decideDelivery({
     results,
     earlierAccepted: claim.value.accepted ?? [],
     earlierSettled: claim.value.settled ?? [],
-    attemptsUsed: attempt - row.attempts_before_replay,
+    attemptsUsed,
     maxAttempts: deps.maxAttempts,
     retryBaseMs: deps.retryBaseMs,
     retryMaxMs: deps.retryMaxMs,
-    parkMs: parkDelay(gate),
+    parkMs: parkDelayMs([gate.breaker.retryInMs()], deps.random),
     deliverByMs: item.deliver_by ? Date.parse(item.deliver_by) : null,
     now: Date.now(),
+    random: deps.random,
   });
   const provider = gate.provider.name;
   const base = { attempt, worker: deps.worker, at: Date.now(), provider };
@@ -83,11 +88,10 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
         { ack: true },
       );
     }
-    case "expire": {
-      // The next attempt would come too late: nothing more is sent, and the channel expires now.
-      const { accepted, settled } = decision;
-      return endAtDeadline(ctx, { attempt, accepted, settled }, attempted ? tried : undefined);
-    }
+    case "expire":
+    case "delivered_at_deadline":
+      // The next attempt would come too late: nothing more is sent, and the run ends now.
+      return endAtDeadline(ctx, decision, attempt, attempted ? tried : undefined);
     case "retry":
     case "park": {
       // A definite refusal (or no call at all): the next attempt may claim the guard and send.
