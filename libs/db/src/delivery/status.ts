@@ -1,6 +1,7 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import { type ChannelRef, refKey } from "../channel-ref.js";
+import { lockChannels } from "../lock-order.js";
 import type { Sql } from "../pool.js";
 
 // A channel's status moves and provider attempts, as its worker writes them.
@@ -38,7 +39,8 @@ interface Move {
  * for each channel moved. Answers, per move, whether its channel moved.
  */
 async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
-  // In one order whoever sends them, so two batches over the same channels lock them alike.
+  // In key order: the attempt lines go in in this order, so two batches over the same channels
+  // insert them alike (the channel rows are locked in key order by the statement itself).
   const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
   const column = <T>(pick: (move: Move) => T) => moves.map(pick);
   const input = unnestColumns(sql, "i", {
@@ -65,6 +67,15 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
       select notification_id, channel, tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error
       from input where tried_attempt is not null
       on conflict do nothing
+    ), locked as materialized (
+      ${lockChannels(
+        sql,
+        sql`
+        select c.notification_id, c.channel, i.status, i.movable, i.reason, i.provider, i.provider_id, i.attempts,
+          i.next_attempt_at
+        from input i join notification_channels c using (notification_id, channel)
+        where c.status = any(string_to_array(i.movable, ','))`,
+      )}
     ), moved as (
       update notification_channels c set
         status = i.status,
@@ -74,7 +85,7 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
         attempts = coalesce(i.attempts, c.attempts),
         next_attempt_at = i.next_attempt_at,
         updated_at = now()
-      from input i
+      from locked i
       where c.notification_id = i.notification_id and c.channel = i.channel
         and c.status = any(string_to_array(i.movable, ','))
       returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at

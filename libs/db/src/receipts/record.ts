@@ -1,6 +1,7 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import type { TransactionSql } from "postgres";
 import { unnestColumns } from "../batch.js";
+import { lockChannels } from "../lock-order.js";
 import type { Sql } from "../pool.js";
 
 /**
@@ -132,9 +133,10 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
     });
   }
   if (rows.length === 0) return outcome;
-  // One order for every batch (key entries, then channel rows locked in it): two posts holding
-  // the same events (a provider's retry of a post still being stored) wait for each other
-  // instead of deadlocking. A deadlock still met (a worker's write between them) costs a retry.
+  // The lock order of every writer (lock-order.ts): the events' key entries in key order, so two
+  // posts holding the same events (a provider's retry of a post still being stored) wait for
+  // each other, then the channel rows, all in key order before any is moved. A deadlock still
+  // met (with a delete of the notification by retention) costs a retry.
   const stored = await retryDeadlock(
     () => sql<{ event_id: string; provider: string; applied: boolean; round: number }[]>`
     with input as (
@@ -150,11 +152,20 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
     ),
+    locked as materialized (
+      ${lockChannels(
+        sql,
+        sql`
+        select c.notification_id, c.channel, i.status, i.reason, i.movable
+        from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
+        join notification_channels c on c.provider = s.provider and c.provider_id = s.provider_id
+        where s.applied and i.status <> ${NO_STATUS} and c.status = any(i.movable)`,
+      )}
+    ),
     moved as (
-      update notification_channels c set status = i.status, reason = i.reason, updated_at = now()
-      from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
-      where s.applied and i.status <> ${NO_STATUS}
-        and c.provider = s.provider and c.provider_id = s.provider_id and c.status = any(i.movable)
+      update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
+      from locked l
+      where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
       returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
     ),
     history as (
@@ -259,10 +270,21 @@ async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry:
         where r.provider = i.provider and r.event_id = i.event_id and r.applied_at is null
         returning r.provider, r.event_id, r.provider_id
       ),
+      -- Sorted, so every receipt is marked before any channel row is locked (lock-order.ts).
+      locked as materialized (
+        ${lockChannels(
+          sql,
+          sql`
+          select c.notification_id, c.channel, i.status, i.reason, i.movable
+          from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
+          join notification_channels c on c.provider = m.provider and c.provider_id = m.provider_id
+          where c.status = any(i.movable)`,
+        )}
+      ),
       moved as (
-        update notification_channels c set status = i.status, reason = i.reason, updated_at = now()
-        from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
-        where c.provider = m.provider and c.provider_id = m.provider_id and c.status = any(i.movable)
+        update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
+        from locked l
+        where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
         returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
       ),
       history as (
@@ -298,21 +320,26 @@ async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: 
     bindAt.set(message, index);
     binds.push({ provider: r.provider, provider_id: r.provider_id, notification_id, channel });
   });
-  // Sorted, so that concurrent binds usually lock their channel rows in one order (the plan
-  // decides): a deadlock still met costs the webhook a retry, the sweep its tick.
-  const order = (b: (typeof binds)[number]) => keyOf(b.notification_id, b.channel);
-  binds.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
   const bind = () =>
     sql<{ provider: string; provider_id: string }[]>`
     with input as (
       select * from jsonb_to_recordset(${sql.json(binds as never)})
         as i(provider text, provider_id text, notification_id text, channel text)
+    ),
+    locked as materialized (
+      ${lockChannels(
+        sql,
+        sql`
+        select c.notification_id, c.channel, i.provider, i.provider_id
+        from input i join notification_channels c on c.notification_id = i.notification_id and c.channel = i.channel
+        where c.provider_id is null
+          -- The channels by their key, as a scan condition: joined only, they would be hashed whole.
+          and c.notification_id = any(${binds.map((b) => b.notification_id)}::text[])`,
+      )}
     )
     update notification_channels c set provider = i.provider, provider_id = i.provider_id
-    from input i left join lateral (${sendOf(sql)}) k on true
+    from locked i left join lateral (${sendOf(sql)}) k on true
     where c.notification_id = i.notification_id and c.channel = i.channel and c.provider_id is null and k.found is null
-      -- The channels by their key, as a scan condition: joined only, they would be hashed whole.
-      and c.notification_id = any(${binds.map((b) => b.notification_id)}::text[])
     returning i.provider, i.provider_id`;
   const bound = new Set(
     (binds.length === 0 ? [] : retry ? await retryDeadlock(bind) : await bind()).map((b) =>
@@ -365,6 +392,21 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
       limit ${limit}
       for update of r skip locked`;
     if (due.length === 0) return 0;
+    // The channels it may bind or move, all locked in key order before it writes any: it writes
+    // them in several statements, each of which would otherwise add its own rows in its own
+    // order while holding the rows of the one before (lock-order.ts).
+    const refs = due.filter((d) => d.notification_id !== null && d.channel !== null);
+    await tx`
+      with candidates as (
+        select c.notification_id, c.channel
+        from unnest(${due.map((d) => d.provider)}::text[], ${due.map((d) => d.provider_id)}::text[]) as k(provider, provider_id)
+        join notification_channels c on c.provider = k.provider and c.provider_id = k.provider_id
+        union
+        select notification_id, channel
+        from unnest(${refs.map((d) => d.notification_id) as string[]}::text[], ${refs.map((d) => d.channel) as string[]}::text[])
+          as r(notification_id, channel)
+      )
+      ${lockChannels(tx, tx`select c.notification_id from candidates t join notification_channels c using (notification_id, channel)`)}`;
     // Their rounds are counted by bindAndApply, over those it may apply.
     const rows: BatchRow[] = due.map((d) => ({
       provider: d.provider,

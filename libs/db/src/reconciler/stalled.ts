@@ -1,5 +1,6 @@
 import type { Channel, ChannelStatus } from "@notify/core";
 import { asLaneNotification, type LaneNotification, type LaneRow } from "../accept/lane-message.js";
+import { lockChannels } from "../lock-order.js";
 import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels } from "../schema/index.js";
@@ -109,12 +110,20 @@ export async function settleInAppFromInbox(database: Database, before: Date, lim
       from notification_channels c join inbox_items i on i.notification_id = c.notification_id
       where c.channel = 'in_app' and c.status = 'unsettled' and c.updated_at < ${before}
       order by c.updated_at limit ${limit}
+    ), locked as materialized (
+      ${lockChannels(
+        database.sql,
+        database.sql`
+        select c.notification_id, found.item_id
+        from found join notification_channels c on c.notification_id = found.notification_id and c.channel = 'in_app'
+        where c.status = 'unsettled'`,
+      )}
     ), moved as (
       update notification_channels c set
         status = 'delivered', reason = 'settled from the inbox', provider = 'inapp',
-        provider_id = 'inbox:' || found.item_id, updated_at = now()
-      from found
-      where c.notification_id = found.notification_id and c.channel = 'in_app' and c.status = 'unsettled'
+        provider_id = 'inbox:' || locked.item_id, updated_at = now()
+      from locked
+      where c.notification_id = locked.notification_id and c.channel = 'in_app' and c.status = 'unsettled'
       returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
     )
     insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)

@@ -80,6 +80,8 @@ export async function releaseDeferrals<T>(
         await tx<{ notification_id: string; channel: Channel }[]>`
           select notification_id, channel from notification_channels
           where notification_id = any(${[...locked]}) and status = 'deferred'
+          -- In key order, as every writer locks channel rows (lock-order.ts).
+          order by notification_id, channel
           for update`
       ).map((r) => `${r.notification_id} ${r.channel}`),
     );

@@ -96,6 +96,13 @@ export async function takeFallbackStep(
       where notification_id = ${id} and next_step = ${take.step} and done_at is null
       returning notification_id`;
     if (moved.length === 0) return false;
+    // The timer before the channel: a notification's own rows before its channel rows (lock-order.ts).
+    if (next.status === "deferred" && next.nextAttemptAt !== null) {
+      await tx`
+        insert into deferred_notifications (notification_id, user_id, due_at)
+        values (${id}, ${take.userId}, ${next.nextAttemptAt})
+        on conflict (notification_id) do update set due_at = least(deferred_notifications.due_at, excluded.due_at)`;
+    }
     await tx`
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
       values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt}, ${next.status}, ${next.reason})
@@ -105,12 +112,6 @@ export async function takeFallbackStep(
       await tx`
         insert into channel_status_events (notification_id, channel, status, reason, attempt)
         values (${id}, ${next.channel}, ${next.status}, ${next.reason}, 0)`;
-    }
-    if (next.status === "deferred" && next.nextAttemptAt !== null) {
-      await tx`
-        insert into deferred_notifications (notification_id, user_id, due_at)
-        values (${id}, ${take.userId}, ${next.nextAttemptAt})
-        on conflict (notification_id) do update set due_at = least(deferred_notifications.due_at, excluded.due_at)`;
     }
     return true;
   });

@@ -251,7 +251,7 @@ t.test("receipts that arrive before their sends are recorded are bound and appli
     from unnest(${ids}::text[]) id`;
   statements.length = 0;
   t.equal(await applyPendingReceipts(counted), 100, "all applied");
-  t.ok(statements.length <= 5, `begin, select, bind, apply, commit (${statements.length} statements)`);
+  t.ok(statements.length <= 6, `begin, select, lock, bind, apply, commit (${statements.length} statements)`);
   const swept =
     await sql`select 1 from notification_channels where notification_id = any(${ids}) and status = 'delivered'`;
   t.equal(swept.length, 100);

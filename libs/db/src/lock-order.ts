@@ -1,0 +1,40 @@
+import type { PendingQuery, Row, TransactionSql } from "postgres";
+import type { Sql } from "./pool.js";
+
+/*
+ * The order in which writers lock a notification's rows, so that none of them waits for
+ * another while holding what that one waits for (a deadlock: PostgreSQL cancels one of the
+ * two statements). The workers' status moves, receipts, routing, the fallback steps, the
+ * deferral release and the reconciler all follow it:
+ *
+ * 1. The rows that say what a writer is about, before any channel row: receipts (new ones
+ *    inserted in (provider, event_id) order, pending ones claimed SKIP LOCKED, then marked
+ *    applied), deferral timers (claimed SKIP LOCKED, or set by a fallback step), a fallback
+ *    chain's row (one per transaction, by compare-and-set).
+ * 2. Channel rows (notification_channels), in (notification_id, channel) order, all those a
+ *    statement writes locked before it writes any (`lockChannels`). The order a plan meets rows
+ *    in is the planner's: a hash join meets them in the table's physical order, which every
+ *    update that moves a row to another page changes, so a statement that updated them
+ *    straight from its input, however sorted, would lock them in an order of its own. A
+ *    transaction that writes channel rows in several statements locks all of them in its first.
+ *    A channel row a transaction inserts is seen by no other writer before the commit: only
+ *    another insert of the same row waits for it.
+ * 3. What is written after the channel rows and never held by a writer that then waits for one:
+ *    attempt lines and history rows (their foreign-key checks take KEY SHARE on the
+ *    notification's row, which only a delete of the notification conflicts with), the daily cap's
+ *    counters.
+ *
+ * Retention's delete of old notifications goes the other way (the notification's row, then its
+ * channel rows by cascade): a writer at a notification older than the retention window may
+ * still meet it, and the deadlock cancels one of the two, which a retry repeats.
+ */
+
+/**
+ * `rows`, a select from `notification_channels c` (joined with whatever names the rows), in
+ * (notification_id, channel) order with each channel row locked as an UPDATE locks it: a
+ * statement's channel rows, all locked in one order before any is written. Materialize it (a
+ * `materialized` CTE) and update only the rows it answers. A row whose select condition no
+ * longer holds once its lock is granted (another writer moved it meanwhile) is left out.
+ */
+export const lockChannels = (sql: Sql | TransactionSql, rows: PendingQuery<Row[]>): PendingQuery<Row[]> =>
+  sql`${rows} order by c.notification_id, c.channel for no key update of c`;
