@@ -1,6 +1,6 @@
 export { formatLine } from "./banner.js";
 export { type ClusterStack, startClusterStack } from "./cluster.js";
-export { findNatsServer, type LocalNats, startLocalNats } from "./nats-server.js";
+export { findNatsServer, type LocalNats, natsInstallHelp, startLocalNats } from "./nats-server.js";
 export { APPS, type AppName, ROOT } from "./paths.js";
 export { isProcessOf, processAlive, readPidFile } from "./pids.js";
 export { type RunningPostgres, startEmbeddedPostgres } from "./postgres.js";

@@ -35,10 +35,24 @@ export function findNatsServer(explicit?: string): string | null {
   return null;
 }
 
-export const NATS_INSTALL_HELP =
-  "No nats-server was found, and NATS_URL is not set. Install one (Debian/Ubuntu: `sudo apt-get install nats-server`; " +
-  "macOS: `brew install nats-server`; or `go install github.com/nats-io/nats-server/v2@latest`), " +
-  "or set NATS_SERVER_BIN to the binary, or point NATS_URL at a running server with JetStream enabled (`nats-server -js`).";
+/**
+ * What to do when no nats-server is found, for the stack (NATS_URL unset) or for the tests
+ * (TEST_NATS_URL names no NATS that serves them): install one, or point the variable at a
+ * running server.
+ */
+export function natsInstallHelp(variable: "NATS_URL" | "TEST_NATS_URL" = "NATS_URL"): string {
+  const situation =
+    variable === "NATS_URL"
+      ? "NATS_URL is not set"
+      : "no NATS with JetStream answers at TEST_NATS_URL (or its default)";
+  return (
+    `No nats-server was found, and ${situation}. Install one (Debian/Ubuntu: \`sudo apt-get install nats-server\`; ` +
+    "macOS: `brew install nats-server`; or `go install github.com/nats-io/nats-server/v2@latest`), " +
+    `or set NATS_SERVER_BIN to the binary, or point ${variable} at a running server with JetStream enabled (\`nats-server -js\`).`
+  );
+}
+
+export const NATS_INSTALL_HELP = natsInstallHelp();
 
 export interface LocalNats {
   url: string;
