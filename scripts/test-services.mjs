@@ -1,66 +1,40 @@
 #!/usr/bin/env node
 // tap's "before" script (package.json "tap".before). The test files use the PostgreSQL of
 // TEST_DATABASE_URL and the NATS of TEST_NATS_URL (by default trust auth on 127.0.0.1:5432 and
-// NATS on 127.0.0.1:4222). When one of them does not answer, as on a machine with only Node.js
-// and nats-server, this starts one of its own for the run, as `npm start` does: the embedded
-// PostgreSQL and a nats-server from PATH or NATS_SERVER_BIN with JetStream, their data in a
-// temporary folder. A supervisor process keeps them and stops them at the end of the run
-// (scripts/test-services-stop.mjs, tap's "after"), or as soon as the tap runner is gone (a run
-// that fails early or is interrupted). The test files find them in the run's state file
-// (libs/testing/src/services.ts), named by the runner's pid: the parent of every test process.
-// With both configured servers answering, nothing is started and nothing is written.
+// NATS on 127.0.0.1:4222). When one of them does not serve the tests (nothing answers, the server
+// refuses the tests' user, NATS has no JetStream), as on a machine with only Node.js and
+// nats-server, the run gets one of its own, as `npm start` does: the embedded PostgreSQL and a
+// nats-server from PATH or NATS_SERVER_BIN with JetStream, their data in a temporary folder. A
+// supervisor process keeps them: it starts them when the first test file that needs them asks
+// (libs/testing/src/services.ts), so a run of files that need none starts none, and stops them at
+// the end of the run (scripts/test-services-stop.mjs, tap's "after"), or as soon as the tap
+// runner is gone (a run that fails early or is interrupted). The test files find them in the
+// run's state file (libs/testing/src/test-services.ts), named by the runner's pid: the parent of
+// every test process. With both configured servers serving, nothing is started and nothing is
+// written. A supervisor that was killed leaves its state file and perhaps its servers: the next
+// run stops those and removes both.
 // tap records coverage of its before and after scripts even with "disable-coverage": the
 // "coverage-report" and "allow-incomplete-coverage" settings keep that out of the run's report
 // and its exit status.
 import { fork } from "node:child_process";
-import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { connect } from "node:net";
+import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-
-const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
-const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
-
-/** The run's state file; libs/testing/src/services.ts reads the same path. */
-export const stateFile = (runner) => join(tmpdir(), `notify-test-run-${runner}.json`);
-
-/** Whether something accepts TCP connections at host:port. */
-const answers = (host, port) =>
-  new Promise((resolve) => {
-    const socket = connect({ host, port });
-    const done = (ok) => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(1000, () => done(false));
-    socket.once("connect", () => done(true));
-    socket.once("error", () => done(false));
-  });
-
-/** The first host:port of a server URL (NATS takes a comma-separated list). */
-const address = (url, defaultPort) => {
-  const u = new URL(url.split(",")[0].trim());
-  return { host: u.hostname.replace(/^\[|\]$/g, ""), port: Number(u.port || defaultPort) };
-};
-
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return error.code === "EPERM";
-  }
-};
-
-/** The supervisor of `runner`'s run, if this script started one (scripts/test-services-stop.mjs). */
-export const supervisorOf = (runner) => {
-  try {
-    return JSON.parse(readFileSync(stateFile(runner), "utf8")).supervisor;
-  } catch {
-    return undefined;
-  }
-};
+import {
+  configuredDatabaseUrl,
+  configuredNatsUrl,
+  natsProblem,
+  postgresProblem,
+  processStart,
+  RUN_DIR_PREFIX,
+  removeRunState,
+  serverAddress,
+  staleRunStates,
+  stillRunning,
+  writeRunState,
+} from "@notify/testing/test-services";
 
 if (resolve(process.argv[1] ?? "") === fileURLToPath(import.meta.url)) {
   if (process.argv[2] === "--supervise") await supervise(JSON.parse(process.argv[3]));
@@ -68,26 +42,40 @@ if (resolve(process.argv[1] ?? "") === fileURLToPath(import.meta.url)) {
 }
 
 async function before() {
+  await clearStale();
   const runner = process.ppid;
-  const file = stateFile(runner);
-  rmSync(file, { force: true });
-  const databaseUrl = process.env.TEST_DATABASE_URL || DEFAULT_DATABASE_URL;
-  const natsUrl = process.env.TEST_NATS_URL || DEFAULT_NATS_URL;
-  const [pgAnswers, natsAnswers] = await Promise.all([
-    answers(...Object.values(address(databaseUrl, 5432))),
-    answers(...Object.values(address(natsUrl, 4222))),
-  ]);
-  if (pgAnswers && natsAnswers) return;
+  const databaseUrl = configuredDatabaseUrl();
+  const natsUrl = configuredNatsUrl();
+  const [pgProblem, natsTrouble] = await Promise.all([postgresProblem(databaseUrl), natsProblem(natsUrl)]);
+  if (pgProblem === null && natsTrouble === null) return;
 
-  const where = (url, port) => Object.values(address(url, port)).join(":");
-  const missing = [
-    ...(pgAnswers ? [] : [`PostgreSQL at ${where(databaseUrl, 5432)}`]),
-    ...(natsAnswers ? [] : [`NATS at ${where(natsUrl, 4222)}`]),
+  const whose = (variable) => (process.env[variable] ? variable : `the default of ${variable}`);
+  const unserved = [
+    ...(pgProblem === null
+      ? []
+      : [`the PostgreSQL at ${serverAddress(databaseUrl, 5432)} (${whose("TEST_DATABASE_URL")}): ${pgProblem}`]),
+    ...(natsTrouble === null
+      ? []
+      : [`the NATS at ${serverAddress(natsUrl, 4222)} (${whose("TEST_NATS_URL")}): ${natsTrouble}`]),
   ];
-  console.error(`test services: no ${missing.join(" and no ")}; the run starts its own`);
-  const dir = mkdtempSync(join(tmpdir(), "notify-test-services-"));
+  for (const line of unserved) console.error(`test services: not usable for the tests, ${line}`);
+  if (natsTrouble !== null) {
+    const { findNatsServer, natsInstallHelp } = await import("@notify/devstack");
+    if (findNatsServer(process.env.NATS_SERVER_BIN) === null) {
+      console.error(`test services: ${natsInstallHelp("TEST_NATS_URL")}`);
+      process.exit(1);
+    }
+  }
+  console.error("test services: the run starts its own instead, once the first test file that needs them loads");
+  const dir = mkdtempSync(join(tmpdir(), RUN_DIR_PREFIX));
   const log = openSync(join(dir, "supervisor.log"), "a");
-  const request = { runner, dir, postgres: !pgAnswers, nats: !natsAnswers };
+  const request = {
+    runner,
+    runnerStart: processStart(runner),
+    dir,
+    postgres: pgProblem !== null,
+    nats: natsTrouble !== null,
+  };
   const child = fork(process.argv[1], ["--supervise", JSON.stringify(request)], {
     detached: true,
     // tsx and the @notify/source condition, without tap's own loaders.
@@ -99,7 +87,7 @@ async function before() {
     child.once("exit", (code) => resolve({ error: `its supervisor exited (${code}); see ${dir}/supervisor.log` }));
   });
   if (outcome.error) {
-    console.error(`test services: could not start them: ${outcome.error}`);
+    console.error(`test services: could not start the run's own servers: ${outcome.error}`);
     console.error("test services: or set TEST_DATABASE_URL and TEST_NATS_URL to servers of your own");
     process.exit(1);
   }
@@ -108,14 +96,83 @@ async function before() {
 }
 
 /**
- * Starts what is missing, writes the state file, and stops everything when told to (SIGTERM) or
- * when the runner is gone. In a process group of its own, so that a Ctrl-C meant for the run
- * reaches it only through the runner's going.
+ * The state files of runs whose supervisor was killed, this run's included when tap's "after"
+ * calls it: the servers they name are stopped (when their command line still names the run's
+ * folder, so a reused pid is left alone), their folders and the files removed.
  */
-async function supervise({ runner, dir, postgres: wantPostgres, nats: wantNats }) {
-  const file = stateFile(runner);
+export async function clearStale() {
+  const stale = staleRunStates();
+  if (stale.length === 0) return;
+  const { isProcessOf } = await import("@notify/devstack");
+  for (const { file, state, dir } of stale) {
+    if (dir !== null) {
+      const orphans = [
+        {
+          program: "postgres",
+          pid: state.postgresPid ?? pidIn(join(dir, "postgres", "postmaster.pid")),
+          signal: "SIGINT",
+        },
+        {
+          program: "nats-server",
+          pid: state.natsPid ?? pidIn(join(dir, "nats", "nats-server.pid")),
+          signal: "SIGTERM",
+        },
+      ].filter(({ program, pid }) => pid !== null && isProcessOf(pid, program, dir));
+      for (const { program, pid } of orphans)
+        console.error(`test services: stopping ${program} (pid ${pid}) of a killed run`);
+      await Promise.all(orphans.map(({ pid, signal }) => stopProcess(pid, signal)));
+      rmSync(dir, { recursive: true, force: true });
+    }
+    rmSync(file, { force: true });
+  }
+}
+
+/** The pid on the first line of a pid file, or null. */
+function pidIn(file) {
+  try {
+    const pid = Number(readFileSync(file, "utf8").split("\n")[0]);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Sends `signal`, and SIGKILL if the process is still there after 30 s. */
+async function stopProcess(pid, signal) {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    return;
+  }
+  for (let waited = 0; stillRunning(pid, null); waited += 100) {
+    if (waited >= 30_000) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+      return;
+    }
+    await sleep(100);
+  }
+}
+
+/**
+ * Writes the state file and waits: starts what is missing when a test file asks (SIGUSR2), and
+ * stops everything when told to (SIGTERM) or when the runner is gone. In a process group of its
+ * own, so that a Ctrl-C meant for the run reaches it only through the runner's going.
+ */
+async function supervise({ runner, runnerStart, dir, postgres: wantPostgres, nats: wantNats }) {
+  const state = {
+    runner,
+    runnerStart,
+    supervisor: process.pid,
+    supervisorStart: processStart(process.pid),
+    dir,
+    wants: { postgres: wantPostgres, nats: wantNats },
+    status: "idle",
+  };
   let postgres;
   let nats;
+  let asked = false;
   let stopping;
   let failed = false;
   const stop = (code) => {
@@ -135,45 +192,65 @@ async function supervise({ runner, dir, postgres: wantPostgres, nats: wantNats }
         process.kill(nats.pid, "SIGTERM");
       } catch {}
     }
-    rmSync(file, { force: true });
+    removeRunState(runner, process.pid);
     for (const data of failed ? ["postgres", "postgres-password", "nats"] : [""])
       rmSync(join(dir, data), { recursive: true, force: true });
   });
   process.on("SIGTERM", () => void stop(0));
   process.on("SIGINT", () => void stop(0));
+  process.on("SIGUSR2", () => {
+    if (asked) return;
+    asked = true;
+    void start();
+  });
   setInterval(() => {
-    if (!alive(runner)) void stop(0);
+    if (!stillRunning(runner, runnerStart)) void stop(0);
   }, 500);
 
-  try {
-    const { freePort, startEmbeddedPostgres, startLocalNats } = await import("@notify/devstack");
-    const state = { supervisor: process.pid };
-    if (wantPostgres) {
-      // startEmbeddedPostgres sets max_connections to 200: two test files at once (tap's "jobs"),
-      // each with at most a whole stack of four apps at their default pool sizes and its own pools.
-      postgres = await startEmbeddedPostgres({
-        dataDir: dir,
-        port: await freePort(),
-        onLog: (line) => console.log(`[postgres] ${line}`),
-      });
-      state.databaseUrl = postgres.url;
+  async function start() {
+    state.status = "starting";
+    writeRunState(state);
+    try {
+      const { freePort, startEmbeddedPostgres, startLocalNats } = await import("@notify/devstack");
+      if (wantPostgres) {
+        // startEmbeddedPostgres sets max_connections to 200: two test files at once (tap's "jobs"),
+        // each with at most a whole stack of four apps at their default pool sizes and its own pools.
+        postgres = await startEmbeddedPostgres({
+          dataDir: dir,
+          port: await freePort(),
+          onLog: (line) => console.log(`[postgres] ${line}`),
+        });
+        state.databaseUrl = postgres.url;
+        state.postgresPid = pidIn(join(dir, "postgres", "postmaster.pid")) ?? undefined;
+        writeRunState(state);
+      }
+      if (wantNats) {
+        nats = await startLocalNats({
+          dataDir: dir,
+          port: await freePort(),
+          logFile: join(dir, "nats-server.log"),
+          ...(process.env.NATS_SERVER_BIN ? { binary: process.env.NATS_SERVER_BIN } : {}),
+        });
+        state.natsUrl = nats.url;
+        state.natsPid = nats.pid;
+      }
+      state.status = "ready";
+      writeRunState(state);
+    } catch (error) {
+      failed = true;
+      const message = error instanceof Error ? error.message : String(error);
+      console.log(message);
+      // What did start stops; the supervisor stays, so that each test file that asks is told why.
+      await nats?.stop().catch(() => {});
+      await postgres?.stop().catch(() => {});
+      nats = undefined;
+      postgres = undefined;
+      state.status = "failed";
+      state.error = `could not start the run's own servers: ${message} (logs in ${dir}; or set TEST_DATABASE_URL and TEST_NATS_URL to servers of your own)`;
+      writeRunState(state);
     }
-    if (wantNats) {
-      nats = await startLocalNats({
-        dataDir: dir,
-        port: await freePort(),
-        logFile: join(dir, "nats-server.log"),
-        ...(process.env.NATS_SERVER_BIN ? { binary: process.env.NATS_SERVER_BIN } : {}),
-      });
-      state.natsUrl = nats.url;
-    }
-    writeFileSync(file, `${JSON.stringify(state)}\n`, { mode: 0o600 });
-    process.send?.({ ready: true });
-  } catch (error) {
-    failed = true;
-    const message = error instanceof Error ? error.message : String(error);
-    console.log(message);
-    process.send?.({ error: `${message} (logs in ${dir})` });
-    await stop(1);
   }
+
+  writeRunState(state);
+  process.send?.({ ready: true });
 }
