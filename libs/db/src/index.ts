@@ -54,6 +54,7 @@ export {
   touchKeyLastUsed,
 } from "./directory/authentication.js";
 export { type ContactsRow, listContactChanges, readContacts, writeContacts } from "./directory/contacts.js";
+export { loadCredentialKeys } from "./directory/deployment-secrets.js";
 export { type PreferencesRow, readPreferences, writePreferences } from "./directory/preferences.js";
 export {
   listTemplateSummaries,
@@ -118,7 +119,6 @@ export {
 export { type ProfileRow, readProfileRow } from "./routing/profiles.js";
 export { readLatestTemplateVersion, readTemplateVersionForRender } from "./routing/templates.js";
 export type { DeviceToken } from "./schema/index.js";
-export { loadCredentialKeys } from "./directory/deployment-secrets.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./setup/migrate.js";
 export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./setup/roles.js";
 export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./setup/seed.js";

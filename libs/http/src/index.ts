@@ -1,7 +1,12 @@
 export { type AppEnv, type AppOptions, newApp, noteAccess } from "./app.js";
 export { limitBody, readJson } from "./body.js";
 export { clientAddress, type TrustedProxies, trustedProxies } from "./client-address.js";
-export { DEPENDENCY_RETRY_AFTER_SECONDS, retryLogLevel, toAppError, unavailableDependency } from "./dependency-errors.js";
+export {
+  DEPENDENCY_RETRY_AFTER_SECONDS,
+  retryLogLevel,
+  toAppError,
+  unavailableDependency,
+} from "./dependency-errors.js";
 export { createForgettableCache } from "./forgettable-cache.js";
 export { jsonResponse, promiseHeaders, responseHeaders } from "./headers.js";
 export { createAdminApp, type HealthChecks, mountHealth, mountLiveness } from "./health.js";

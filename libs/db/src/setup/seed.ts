@@ -1,7 +1,7 @@
 import { generateSignedKey, hashKey, keyDisplayPrefix, newId, type Scope } from "@notify/core";
+import { loadCredentialKeys } from "../directory/deployment-secrets.js";
 import type { Database } from "../pool.js";
 import type { DeviceToken } from "../schema/users.js";
-import { loadCredentialKeys } from "../directory/deployment-secrets.js";
 
 export interface TemplateSeed {
   id: string;

@@ -1,7 +1,7 @@
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { createDb } from "../../src/pool.js";
 import { loadCredentialKeys } from "../../src/directory/deployment-secrets.js";
+import { createDb } from "../../src/pool.js";
 
 // The deployment's credentials secret is made by whichever process needs it first, once.
 
