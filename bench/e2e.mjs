@@ -14,29 +14,40 @@
 // four-process floors' stage doing its durable work, bare and with its checks. What every process spends idle is read before each service's and floor's
 // phases (the least of three readings) and taken off them. docs/capacity.md's sizing comes
 // from here.
-//   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000),
-//   BENCH_FLOOD (3000), BENCH_CONCURRENCY (48), BENCH_USERS (2000), BENCH_PARTITIONS (16: the
-//   service's LANE_PARTITIONS); BENCH_CPU_PROF_DIR=<dir>
+// The service runs as shipped (LOG_LEVEL info, its failover and limits) with one exception it
+// names in its output: the providers' limits and the per-key rate limit are lifted, since the
+// pipeline is measured, not a contract. Nothing is analysed: the database is as an operator's is,
+// fresh (BENCH_DB_STATE=fresh, the default) or with a history of a million notifications
+// (BENCH_DB_STATE=history, bench/lib.mjs), for the service and the floors alike. Each phase also
+// counts the apps' "deadlock detected" and "will retry" log lines.
+//   BENCH_EMAILS (6000), BENCH_RATE (150), BENCH_RATE_SECONDS (20), BENCH_MIXED (2000: the phase
+//   with all four channels, reported per notification beside email only), BENCH_FLOOD (3000),
+//   BENCH_SENDERS (48 concurrent senders; BENCH_CONCURRENCY is the same), BENCH_USERS (2000),
+//   BENCH_CONTACTS_VIA_API=1 (the users get their contacts and push subscription through the
+//   public API, one PUT each, instead of SQL), BENCH_CHANNELS (email, or mixed: the fixed-rate
+//   and saturation phases send email, SMS, push and in-app per notification too, and the
+//   email-only floors are not run), BENCH_PARTITIONS (16: the service's LANE_PARTITIONS).
+//   An operator's probe: BENCH_USERS=1000 BENCH_CONTACTS_VIA_API=1 BENCH_SENDERS=64
+//   BENCH_EMAILS=8000 npm run bench:e2e. BENCH_CPU_PROF_DIR=<dir>
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
 //   bench/profile-top.mjs; BENCH_ALLOC_PROF=1 with it, their allocation profiles too;
 //   BENCH_NODE_OPTIONS adds Node.js options to every app and floor (a profiler's, docs/benchmarks.md#profiles).
 import { fork, spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startStack } from "@notify/devstack";
-import { freePort, freshDatabase, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
+import { freePort, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
 import postgres from "postgres";
 import {
+  benchDatabase,
   benchNodeOptions,
   cpuBetween,
-  cpuFigure,
   cpuTicks,
+  dbState,
   floorExecArgv,
   profileEnv,
-  rateFigure,
-  seedHistory,
   summarize,
   syscallCounts,
   syscallsBetween,
@@ -47,8 +58,15 @@ const RATE = Number(process.env.BENCH_RATE ?? 150);
 const RATE_SECONDS = Number(process.env.BENCH_RATE_SECONDS ?? 20);
 const MIXED = Number(process.env.BENCH_MIXED ?? 2000);
 const FLOOD = Number(process.env.BENCH_FLOOD ?? 3000);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 48);
+const CONCURRENCY = Number(process.env.BENCH_SENDERS ?? process.env.BENCH_CONCURRENCY ?? 48);
 const USERS = Number(process.env.BENCH_USERS ?? 2000);
+const CONTACTS_VIA_API = process.env.BENCH_CONTACTS_VIA_API === "1";
+const CHANNELS = process.env.BENCH_CHANNELS ?? "email";
+if (!["email", "mixed"].includes(CHANNELS)) throw new Error(`BENCH_CHANNELS must be email or mixed: ${CHANNELS}`);
+const ALL_CHANNELS = ["email", "sms", "push", "in_app"];
+/** The channels of the fixed-rate and saturation phases. */
+const PHASE_CHANNELS = CHANNELS === "mixed" ? ALL_CHANNELS : ["email"];
+const DB_STATE = dbState();
 /** Lane partitions of the service (LANE_PARTITIONS; the floor has one). */
 const PARTITIONS = Number(process.env.BENCH_PARTITIONS ?? 16);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -143,11 +161,96 @@ const pct = (sorted, p) =>
   sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
 /**
- * The service on its own database and namespace, its history seeded: the four apps each in its
+ * The apps' log lines that say a transaction hit a deadlock, and that a delivery (or a receipt,
+ * a route) failed and is retried, counted by app as the apps write them: a phase reports how
+ * many it caused.
+ */
+const logCounts = { deadlocks: {}, retries: {} };
+const countLine = (source, line) => {
+  if (line.includes("deadlock detected")) logCounts.deadlocks[source] = (logCounts.deadlocks[source] ?? 0) + 1;
+  if (line.includes("will retry")) logCounts.retries[source] = (logCounts.retries[source] ?? 0) + 1;
+};
+const logSample = () => ({ deadlocks: { ...logCounts.deadlocks }, retries: { ...logCounts.retries } });
+const logsSince = (before) => ({
+  deadlocks: countsSince(before.deadlocks, logCounts.deadlocks),
+  retries: countsSince(before.retries, logCounts.retries),
+});
+const countsSince = (before, after) =>
+  Object.fromEntries(
+    Object.entries(after)
+      .map(([k, n]) => [k, n - (before[k] ?? 0)])
+      .filter(([, n]) => n > 0),
+  );
+const sum = (counts) => Object.values(counts).reduce((a, b) => a + b, 0);
+
+/**
+ * The users' contacts (email, phone) and a push subscription at the stack's push sandbox, as SQL
+ * rows or (BENCH_CONTACTS_VIA_API=1) through the public API as an operator's integration gives
+ * them, CONCURRENCY requests at a time.
+ */
+async function giveContacts(stack, sql) {
+  const subscription = await pushSubscription(stack);
+  if (!CONTACTS_VIA_API) {
+    await sql`insert into user_contacts ${sql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
+      on conflict (user_id) do nothing`;
+    await sql`insert into user_preferences (user_id, device_tokens)
+      select u, ${sql.json([subscription])} from unnest(${users}::text[]) u
+      on conflict (user_id) do update set device_tokens = excluded.device_tokens`;
+    return;
+  }
+  const put = async (path, body) => {
+    const res = await fetch(`${stack.baseUrl}${path}`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${stack.apiKey}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (res.status !== 200) throw new Error(`PUT ${path}: ${res.status} ${await res.text()}`);
+  };
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < users.length) {
+        const u = users[next++];
+        await put(`/api/v1/users/${u}/contacts`, { email: `${u}@example.com`, phone: "+14155550199" });
+        await put(`/api/v1/users/${u}/preferences`, { device_tokens: [subscription] });
+      }
+    }),
+  );
+}
+
+/** A browser's push subscription, made at the stack's push sandbox (which keeps its keys). */
+async function pushSubscription(stack) {
+  const { request } = await import("node:https");
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${stack.sandboxes.push}/sandbox/subscriptions`,
+      { method: "POST", ca: readFileSync(stack.pushCaFile) },
+      (res) => {
+        let body = "";
+        res.on("data", (chunk) => {
+          body += chunk;
+        });
+        res.on("end", () => {
+          try {
+            const { id: _id, ...subscription } = JSON.parse(body);
+            resolve(subscription);
+          } catch (error) {
+            reject(error);
+          }
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/**
+ * The service on its own database (in the run's state) and namespace: the four apps each in its
  * own process, or (`oneProcess`) all four in one (apps/standalone).
  */
 async function startService(oneProcess) {
-  const { url: databaseUrl } = await freshDatabase(t);
+  const { url: databaseUrl } = await benchDatabase(t);
   const stack = await startStack({
     dataDir: mkdtempSync(join(tmpdir(), "notify-bench-e2e-")),
     databaseUrl,
@@ -155,8 +258,8 @@ async function startService(oneProcess) {
     namespace: freshNamespace(t),
     basePort: 0,
     ports: { sandbox: await freePort(), plivoSandbox: await freePort(), pushSandbox: await freePort() },
-    logLevel: "warn",
     seed: true,
+    onLine: countLine,
     oneProcess,
     partitions: PARTITIONS,
     nodeOptions: benchNodeOptions(),
@@ -172,9 +275,7 @@ async function startService(oneProcess) {
   let stopped;
   const stop = () => (stopped ??= Promise.all([stack.stop(), sql.end()]));
   teardowns.push(stop);
-  await sql`insert into user_contacts ${sql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
-    on conflict (user_id) do nothing`;
-  await seedHistory(sql);
+  await giveContacts(stack, sql);
   return { stack, sql, stop };
 }
 const users = Array.from({ length: USERS }, (_, i) => `bench-user-${i}`);
@@ -209,22 +310,25 @@ const post = (priority, channels) => {
 };
 
 /**
- * Waits until every notification of the phase (`ids`) is routed and past waiting, and no receipt
- * arrived for 2 s. The poll itself must cost Postgres next to nothing, as the floor's does: the
- * waiting channels are counted on their partial index (the statuses written out, so the plan
- * can use it), the phase's notifications without channel rows by primary key, and the receipts
- * (only the bench's own, no history is seeded there) once a second.
+ * Waits until every notification of the phase (`ids`) is routed and past waiting, and no status
+ * moved and no receipt waited for 2 s. The poll itself must cost Postgres next to nothing in
+ * either database state, as the floor's does: the waiting channels and the unapplied receipts
+ * are counted on their partial indexes (the statuses written out, so the plan can use them), the
+ * last status event read off its primary key, and the phase's notifications without channel
+ * rows looked up by primary key.
  */
 async function settled(ids) {
-  let receipts = -1;
+  let moved = "";
   let quietSince = Date.now();
   for (;;) {
     const [c] = await sql`
       select (select count(*)::int from notification_channels
                 where status in ('pending', 'deferred', 'retrying', 'parked')) as waiting,
-             (select count(*)::int from provider_receipts where applied_at is not null) as receipts`;
-    if (c.receipts !== receipts) {
-      receipts = c.receipts;
+             (select max(id)::text from channel_status_events) as last_event,
+             (select count(*)::int from provider_receipts where applied_at is null) as unapplied`;
+    const receipts = `${c.last_event}/${c.unapplied}`;
+    if (receipts !== moved) {
+      moved = receipts;
       quietSince = Date.now();
     }
     // The phase's notifications are looked up only once nothing waits: most polls stop before.
@@ -251,6 +355,7 @@ async function outcome(ids) {
 }
 
 async function phase(name, send) {
+  const logs = logSample();
   const before = sample();
   const started = Date.now();
   const ids = await send();
@@ -259,7 +364,15 @@ async function phase(name, send) {
   const cpu = withoutIdle(spent.cpu, (Date.now() - started) / 1000, idle);
   const o = await outcome(ids);
   // The settle wait's idle 2 s are counted too (as they are in production): a small overstatement.
-  return { name, accepted: ids.length, wall: (Date.now() - started) / 1000, cpu, calls: spent.calls, ...o };
+  return {
+    name,
+    accepted: ids.length,
+    wall: (Date.now() - started) / 1000,
+    cpu,
+    calls: spent.calls,
+    logs: logsSince(logs),
+    ...o,
+  };
 }
 
 const saturate = (count, priority, channels) => async () => {
@@ -284,22 +397,22 @@ const steady = (rate, seconds, priority, channels) => async () => {
 };
 
 async function warmUp(label) {
-  // Warm-up: connections, compiled templates, JIT. Then statistics, as a running database has
-  // them: on tables still empty at the first statements, Postgres keeps generic plans that scan.
+  // Warm-up: connections, compiled templates, JIT; the same 500 emails as each floor's. The
+  // statistics stay as autovacuum has them, as on an operator's database.
   idle = null;
   await phase("warm-up", saturate(500, "transactional", ["email"]));
-  await sql`analyze`;
   // What every process spends idle is taken off each phase, so a phase shows what its
   // notifications cost.
   idle = await measureIdle(label);
 }
 await warmUp("the four apps");
 const results = [];
-results.push(await phase(`email at ${RATE}/s`, steady(RATE, RATE_SECONDS, "transactional", ["email"])));
-results.push(await phase("email at saturation", saturate(EMAILS, "transactional", ["email"])));
-results.push(
-  await phase("email+sms+in_app at saturation", saturate(MIXED, "transactional", ["email", "sms", "in_app"])),
-);
+const PACED = `${PHASE_CHANNELS.join("+")} at ${RATE}/s`;
+const SATURATION = `${PHASE_CHANNELS.join("+")} at saturation`;
+const MIXED_PHASE = `${ALL_CHANNELS.join("+")} at saturation`;
+results.push(await phase(PACED, steady(RATE, RATE_SECONDS, "transactional", PHASE_CHANNELS)));
+results.push(await phase(SATURATION, saturate(EMAILS, "transactional", PHASE_CHANNELS)));
+if (CHANNELS === "email") results.push(await phase(MIXED_PHASE, saturate(MIXED, "transactional", ALL_CHANNELS)));
 let transactional = [];
 results.push(
   await phase("promotional flood + transactional at 10/s", async () => {
@@ -331,9 +444,67 @@ await stopService();
 ({ stack, sql, stop: stopService } = await startService(true));
 await warmUp("the four apps in one process");
 const single = [];
-single.push(await phase(`email at ${RATE}/s`, steady(RATE, RATE_SECONDS, "transactional", ["email"])));
-single.push(await phase("email at saturation", saturate(EMAILS, "transactional", ["email"])));
+single.push(await phase(PACED, steady(RATE, RATE_SECONDS, "transactional", PHASE_CHANNELS)));
+single.push(await phase(SATURATION, saturate(EMAILS, "transactional", PHASE_CHANNELS)));
 await stopService();
+
+const fmtCounts = (counts) =>
+  Object.keys(counts).length === 0
+    ? ""
+    : ` (${Object.entries(counts)
+        .map(([app, n]) => `${app} ${n}`)
+        .join(", ")})`;
+const line = (r) => {
+  const service = r.cpu ? SERVICE.reduce((sum, g) => sum + (r.cpu[g] ?? 0), 0) / r.delivered : Number.NaN;
+  return [
+    `${r.name}: ${r.accepted} accepted, ${r.delivered} channel deliveries in ${r.seconds.toFixed(1)} s = ${(r.delivered / r.seconds).toFixed(0)} delivered/s`,
+    `  202 -> delivered: p50 ${pct(r.latencies, 0.5).toFixed(0)} ms, p99 ${pct(r.latencies, 0.99).toFixed(0)} ms`,
+    r.cpu
+      ? `  CPU per delivery (µs): ${Object.entries(r.cpu)
+          .filter(([, us]) => us > 0)
+          .sort((a, b) => b[1] - a[1])
+          .map(([g, us]) => `${g} ${(us / r.delivered).toFixed(0)}`)
+          .join(", ")}\n  service processes (apps, nats-server, postgres): ${service.toFixed(0)} µs per delivery`
+      : "  (no /proc: CPU not measured)",
+    callsLine(r.calls, r.delivered, (g) => g !== "load generator"),
+    r.logs
+      ? `  deadlocks: ${sum(r.logs.deadlocks)}${fmtCounts(r.logs.deadlocks)}; "will retry" lines: ${sum(r.logs.retries)}${fmtCounts(r.logs.retries)}`
+      : null,
+  ]
+    .filter((l) => l !== null)
+    .join("\n");
+};
+console.log(
+  `\ndatabase: ${DB_STATE}; the service as shipped (LOG_LEVEL info), except what the bench lifts: the providers' rate limits (PROVIDER_RATE_LIMITS) and the per-key rate limit (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST)`,
+);
+console.log(
+  `users ${USERS} (contacts ${CONTACTS_VIA_API ? "through the API" : "seeded in SQL"}), ${CONCURRENCY} concurrent senders, channels ${PHASE_CHANNELS.join("+")}`,
+);
+for (const r of results) console.log(line(r));
+const serviceUs = (cpu) => (cpu ? SERVICE.reduce((sum, g) => sum + (cpu[g] ?? 0), 0) : Number.NaN);
+// The mixed phase per notification, beside email only at saturation: what a notification with
+// every channel costs against one with email alone.
+const mixed = results.find((r) => r.name === MIXED_PHASE);
+const emailOnly = results.find((r) => r.name === "email at saturation");
+if (mixed && emailOnly)
+  console.log(
+    `per notification: ${ALL_CHANNELS.join("+")} ${(serviceUs(mixed.cpu) / mixed.accepted).toFixed(0)} µs CPU (${(mixed.delivered / mixed.accepted).toFixed(2)} channel deliveries each, ${(mixed.accepted / mixed.seconds).toFixed(0)} notifications/s), email only ${(serviceUs(emailOnly.cpu) / emailOnly.accepted).toFixed(0)} µs CPU (${(emailOnly.accepted / emailOnly.seconds).toFixed(0)} notifications/s)`,
+  );
+console.log(
+  `transactional while the promotional flood ran: p50 ${pct(tx.latencies, 0.5).toFixed(0)} ms, p99 ${pct(tx.latencies, 0.99).toFixed(0)} ms (${tx.delivered} delivered)`,
+);
+console.log(
+  `Postgres: ${(kept.bytes / kept.n / 1024).toFixed(1)} KiB per notification (${kept.n} notifications, every table and index)`,
+);
+for (const r of single) console.log(line({ ...r, name: `the four apps in one process (apps/standalone), ${r.name}` }));
+const deadlocks = [...results, ...single].reduce((n, r) => n + sum(r.logs.deadlocks), 0);
+console.log(`deadlocks in all phases: ${deadlocks} (target 0)`);
+if (CHANNELS === "mixed") {
+  // The floors send email only: there is nothing to compare a mixed run with.
+  console.log("BENCH_CHANNELS=mixed: the email-only floors are not run");
+  for (const fn of teardowns.reverse()) await fn();
+  process.exit(0);
+}
 
 // The floor: the same email saturation on bench/floor-pipeline.mjs, with its own database,
 // namespace and SendGrid sandbox (posting its signed events to the floor). First in one process,
@@ -356,7 +527,7 @@ const FLOOR_KEY = "floor-bench-key";
  * `split`; with `checks`, each stage also does what it must besides the durable work.
  */
 async function startFloor(split, checks) {
-  const db = await freshDatabase(t);
+  const db = await benchDatabase(t);
   const namespace = freshNamespace(t);
   const port = await freePort();
   const receiptPort = split.length > 1 ? await freePort() : port;
@@ -414,18 +585,30 @@ async function startFloor(split, checks) {
   teardowns.push(stop);
   return { port, sql: floorSql, stop, checks };
 }
-/** Until every floor email is delivered and both of its events are stored. */
-async function floorSettled(floorSql, count) {
+/**
+ * Until every floor email of the phase is delivered and both of its events are stored. The
+ * poll costs Postgres as little in a database with history as in a fresh one: the delivered
+ * events are counted among those after the phase's first (`fromEvent`, on the primary key),
+ * and the phase's receipts (by the channels' provider ids) only once all are delivered.
+ */
+async function floorSettled(floorSql, ids, fromEvent) {
   for (;;) {
     const [c] = await floorSql`
-      select (select count(*)::int from channel_status_events where status = 'delivered') as delivered,
-             (select count(*)::int from provider_receipts) as receipts`;
-    if (c.delivered >= count && c.receipts >= 2 * count) return;
+      select count(*)::int as delivered from channel_status_events where id > ${fromEvent} and status = 'delivered'`;
+    if (c.delivered >= ids.length) {
+      const [r] = await floorSql`
+        select count(*)::int as receipts from notification_channels c
+        join provider_receipts r on r.provider = 'sendgrid' and r.provider_id = c.provider_id
+        where c.notification_id = any(${ids}::text[]) and c.channel = 'email'`;
+      if (r.receipts >= 2 * ids.length) return;
+    }
     await sleep(500);
   }
 }
 /** Posts `count` notifications to a floor, as fast as CONCURRENCY allows or at `rate` a second. */
 const floorPhase = async (floor, count, rate) => {
+  const [{ last }] = await floor.sql`select coalesce(max(id), 0)::text as last from channel_status_events`;
+  const ids = [];
   const before = sample();
   const started = Date.now();
   // Every floor gets what the service gets, and stores the same row.
@@ -442,7 +625,7 @@ const floorPhase = async (floor, count, rate) => {
     let left = count;
     await Promise.all(
       Array.from({ length: CONCURRENCY }, async () => {
-        while (left-- > 0) await postOne(left);
+        while (left-- > 0) ids.push(await postOne(left));
       }),
     );
   } else {
@@ -452,9 +635,9 @@ const floorPhase = async (floor, count, rate) => {
       if (due > Date.now()) await sleep(due - Date.now());
       pending.push(postOne(i));
     }
-    await Promise.all(pending);
+    ids.push(...(await Promise.all(pending)));
   }
-  await floorSettled(floor.sql, count);
+  await floorSettled(floor.sql, ids, last);
   const seconds = (Date.now() - started) / 1000;
   const spent = since(before);
   const cpu = withFloorTotal(withoutIdle(spent.cpu, seconds, floor.idle));
@@ -465,19 +648,16 @@ const floorPhase = async (floor, count, rate) => {
   return { cpu, calls, seconds, delivered: count };
 };
 /**
- * A floor's runs after its own warm-up, on a history like the service's: email at the fixed rate,
- * then at saturation, as the service's phases run. Its processes' idle CPU is taken off, as the apps' is.
+ * A floor's runs after the same warm-up as the service's (500 emails), on a database in the same
+ * state: email at the fixed rate, then at saturation, as the service's phases run. Its processes'
+ * idle CPU is taken off, as the apps' is.
  */
 async function runFloor(label, split, checks = false) {
   const floor = await startFloor(split, checks);
   floor.idle = null;
-  await seedHistory(floor.sql);
   await floorPhase(floor, 500);
-  await floor.sql`truncate channel_status_events, provider_receipts`;
-  await floor.sql`analyze`;
   floor.idle = await measureIdle(label);
   const paced = await floorPhase(floor, RATE * RATE_SECONDS, RATE);
-  await floor.sql`truncate channel_status_events, provider_receipts`;
   const run = await floorPhase(floor, EMAILS);
   await floor.stop();
   return { ...run, paced };
@@ -490,34 +670,7 @@ const checkedSplitRun = await runFloor(
   ["accept", "route", "deliver", "receipt"],
   true,
 );
-const line = (r) => {
-  const service = r.cpu ? SERVICE.reduce((sum, g) => sum + (r.cpu[g] ?? 0), 0) / r.delivered : Number.NaN;
-  return [
-    `${r.name}: ${r.accepted} accepted, ${r.delivered} channel deliveries in ${r.seconds.toFixed(1)} s = ${(r.delivered / r.seconds).toFixed(0)} delivered/s`,
-    `  202 -> delivered: p50 ${pct(r.latencies, 0.5).toFixed(0)} ms, p99 ${pct(r.latencies, 0.99).toFixed(0)} ms`,
-    r.cpu
-      ? `  CPU per delivery (µs): ${Object.entries(r.cpu)
-          .filter(([, us]) => us > 0)
-          .sort((a, b) => b[1] - a[1])
-          .map(([g, us]) => `${g} ${(us / r.delivered).toFixed(0)}`)
-          .join(", ")}\n  service processes (apps, nats-server, postgres): ${service.toFixed(0)} µs per delivery`
-      : "  (no /proc: CPU not measured)",
-    callsLine(r.calls, r.delivered, (g) => g !== "load generator"),
-  ]
-    .filter((l) => l !== null)
-    .join("\n");
-};
-console.log("");
-for (const r of results) console.log(line(r));
-console.log(
-  `transactional while the promotional flood ran: p50 ${pct(tx.latencies, 0.5).toFixed(0)} ms, p99 ${pct(tx.latencies, 0.99).toFixed(0)} ms (${tx.delivered} delivered)`,
-);
-console.log(
-  `Postgres: ${(kept.bytes / kept.n / 1024).toFixed(1)} KiB per notification (${kept.n} notifications, every table and index)`,
-);
-for (const r of single) console.log(line({ ...r, name: `the four apps in one process (apps/standalone), ${r.name}` }));
-const saturation = results.find((r) => r.name === "email at saturation");
-const serviceUs = (cpu) => (cpu ? SERVICE.reduce((sum, g) => sum + (cpu[g] ?? 0), 0) : Number.NaN);
+const saturation = results.find((r) => r.name === SATURATION);
 const FLOOR_SERVICE = ["floor", "nats-server", "postgres"];
 const floorCpuUs = (run) =>
   run.cpu ? FLOOR_SERVICE.reduce((sum, g) => sum + (run.cpu[g] ?? 0), 0) / run.delivered : Number.NaN;
@@ -526,11 +679,11 @@ const splitUs = floorCpuUs(splitRun);
 const checkedUs = floorCpuUs(checkedRun);
 const checkedSplitUs = floorCpuUs(checkedSplitRun);
 const notifyUs = serviceUs(saturation.cpu) / saturation.delivered;
-const singleSaturation = single.find((r) => r.name === "email at saturation");
+const singleSaturation = single.find((r) => r.name === SATURATION);
 const singleUs = serviceUs(singleSaturation.cpu) / singleSaturation.delivered;
-const singlePaced = single.find((r) => r.name === `email at ${RATE}/s`);
+const singlePaced = single.find((r) => r.name === PACED);
 const singlePacedUs = serviceUs(singlePaced.cpu) / singlePaced.delivered;
-const paced = results.find((r) => r.name === `email at ${RATE}/s`);
+const paced = results.find((r) => r.name === PACED);
 const pacedUs = serviceUs(paced.cpu) / paced.delivered;
 const floorCpuLine = (run) =>
   Object.entries(run.cpu)
@@ -612,23 +765,32 @@ console.log(
 
 summarize({
   what: "whole pipeline, one email to receipt",
-  notify: `${cpuFigure(notifyUs)}, ${rateFigure(saturation.delivered / saturation.seconds)}`,
-  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)} (with the checks: ${cpuFigure(checkedUs)}, ${rateFigure(EMAILS / checkedRun.seconds)})`,
+  notify: { cpuUs: notifyUs, rate: saturation.delivered / saturation.seconds },
+  floor: { cpuUs: floorUs, rate: EMAILS / floorRun.seconds },
+  extra: { "floor with the checks": { cpuUs: checkedUs, rate: EMAILS / checkedRun.seconds } },
   ratio: floorUs / notifyUs,
   command: "npm run bench:e2e",
 });
 summarize({
   what: "whole pipeline, against the same floor run as four processes",
-  notify: `${cpuFigure(notifyUs)}, ${rateFigure(saturation.delivered / saturation.seconds)}`,
-  floor: `${cpuFigure(splitUs)}, ${rateFigure(EMAILS / splitRun.seconds)} (with the checks: ${cpuFigure(checkedSplitUs)}, ${rateFigure(EMAILS / checkedSplitRun.seconds)})`,
+  notify: { cpuUs: notifyUs, rate: saturation.delivered / saturation.seconds },
+  floor: { cpuUs: splitUs, rate: EMAILS / splitRun.seconds },
+  extra: { "floor with the checks": { cpuUs: checkedSplitUs, rate: EMAILS / checkedSplitRun.seconds } },
   ratio: splitUs / notifyUs,
   command: "npm run bench:e2e",
 });
-
+summarize({
+  what: `whole pipeline at ${RATE}/s, against the four-process floor`,
+  notify: { cpuUs: pacedUs, rate: paced.delivered / paced.seconds },
+  floor: { cpuUs: floorCpuUs(splitRun.paced), rate: splitRun.paced.delivered / splitRun.paced.seconds },
+  ratio: floorCpuUs(splitRun.paced) / pacedUs,
+  command: "npm run bench:e2e",
+});
 summarize({
   what: "whole pipeline, the four apps in one process (apps/standalone)",
-  notify: `${cpuFigure(singleUs)}, ${rateFigure(singleSaturation.delivered / singleSaturation.seconds)}`,
-  floor: `${cpuFigure(floorUs)}, ${rateFigure(EMAILS / floorRun.seconds)} (with the checks: ${cpuFigure(checkedUs)}, ${rateFigure(EMAILS / checkedRun.seconds)})`,
+  notify: { cpuUs: singleUs, rate: singleSaturation.delivered / singleSaturation.seconds },
+  floor: { cpuUs: floorUs, rate: EMAILS / floorRun.seconds },
+  extra: { "floor with the checks": { cpuUs: checkedUs, rate: EMAILS / checkedRun.seconds } },
   ratio: floorUs / singleUs,
   command: "npm run bench:e2e",
 });

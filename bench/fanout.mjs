@@ -8,11 +8,12 @@
 // memory is sampled every 100 ms, and the heap left after a collection is compared with the one
 // before, for a small and the full audience: neither may grow with the audience. The ratio to
 // the floor (CPU per recipient) is printed last. BENCH_BATCH (2000, the processor's
-// BROADCAST_BATCH_SIZE), BENCH_PUBLISHING (the batches publishing at once; the expander's default).
+// BROADCAST_BATCH_SIZE), BENCH_PUBLISHING (the batches publishing at once; the expander's default),
+// BENCH_DB_STATE (fresh, or a copy of the history template, bench/lib.mjs; never analysed).
 const { connectBus, applyTopology } = await import("@notify/bus");
-const { captureLogger, freshDatabase, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
+const { captureLogger, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 const { expandBroadcasts } = await import("@notify/processor/bench");
-const { cpuBetween, cpuFigure, cpuTicks, rateFigure, summarize } = await import("./lib.mjs");
+const { benchDatabase, cpuBetween, cpuTicks, dbState, summarize } = await import("./lib.mjs");
 const { floorExpand } = await import("./floor-fanout.mjs");
 const { setFlagsFromString } = await import("node:v8");
 const { runInNewContext } = await import("node:vm");
@@ -32,7 +33,7 @@ const PUBLISHING = process.env.BENCH_PUBLISHING === undefined ? undefined : Numb
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
 
-const { database } = await freshDatabase(t);
+const { database } = await benchDatabase(t);
 const namespace = freshNamespace(t);
 const bus = await connectBus({ servers: TEST_NATS_URL, name: "bench-fanout", namespace, partitions: 16 });
 teardowns.push(() => bus.close());
@@ -138,10 +139,11 @@ try {
   console.log(`rate against the same messages published alone: ${(full.rate / baseline.rate).toFixed(2)}`);
   const ratio = total(minimal.cpu) / total(full.cpu);
   console.log(`ratio (floor / expand, CPU per recipient): ${ratio.toFixed(3)}`);
+  console.log(`database: ${dbState()}`);
   summarize({
     what: `fan-out, one recipient of a ${MEMBERS.toLocaleString("en").replaceAll(",", " ")}-member audience`,
-    notify: `${cpuFigure(total(full.cpu) / MEMBERS)}, ${rateFigure(full.rate)}`,
-    floor: `${cpuFigure(total(minimal.cpu) / MEMBERS)}, ${rateFigure(minimal.rate)}`,
+    notify: { cpuUs: total(full.cpu) / MEMBERS, rate: full.rate },
+    floor: { cpuUs: total(minimal.cpu) / MEMBERS, rate: minimal.rate },
     ratio,
     command: "npm run bench:fanout",
   });

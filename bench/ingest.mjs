@@ -13,21 +13,25 @@
 // elsewhere falls on all of them), BENCH_SETTLE_MS (1000: a turn's CPU is counted until this long
 // after its load ends); BENCH_CPU_PROF_DIR=<dir> writes ingest's and the floors' V8 CPU profiles;
 // BENCH_NODE_OPTIONS adds Node.js options to ingest and the floors (a profiler's, docs/benchmarks.md#profiles).
+// Ingest runs as shipped (LOG_LEVEL info: an access line per request) but for the per-key rate
+// limit, which it lifts (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST). Ingest and the floors each
+// write to a database of their own in the run's state (BENCH_DB_STATE: fresh, or a copy of the
+// history template, bench/lib.mjs; never analysed).
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { applyTopology, connectBus } from "@notify/bus";
 import { startStack } from "@notify/devstack";
-import { freePort, freshDatabase, freshNamespace } from "@notify/testing";
+import { freePort, freshNamespace } from "@notify/testing";
 import {
+  benchDatabase,
   benchNodeOptions,
-  cpuFigure,
   cpuMeter,
+  dbState,
   fmt,
   fmtCpu,
   load,
   profileEnv,
-  rateFigure,
   startFloor,
   startHello,
   summarize,
@@ -39,7 +43,7 @@ const natsUrl = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222";
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
 
-const { url } = await freshDatabase(t);
+const { url } = await benchDatabase(t);
 const namespace = freshNamespace(t);
 const ingestPort = await freePort();
 const stack = await startStack({
@@ -51,7 +55,6 @@ const stack = await startStack({
   ports: { ingest: ingestPort, sandbox: await freePort() },
   // Ingest alone: the processor and workers would compete for the same cores.
   apps: ["ingest"],
-  logLevel: "warn",
   seed: true,
   nodeOptions: benchNodeOptions(),
   // The benchmark measures ingest, not the inbound rate limit.
@@ -62,7 +65,7 @@ const hello = await startHello(helloPort);
 
 // Each floor writes to its own database and namespace, with the same schema and topology.
 async function floorServer(env) {
-  const floorDb = await freshDatabase(t);
+  const floorDb = await benchDatabase(t);
   const floorNamespace = freshNamespace(t);
   const topologyBus = await connectBus({
     servers: natsUrl,
@@ -216,10 +219,14 @@ try {
   console.log(
     `ratio (CPU per request, minimal durable with the checks / ingest): ${ratio(i, k)} pooled, ${median(perRound("checked")).toFixed(2)} median of the rounds`,
   );
+  console.log(
+    `database: ${dbState()}; ingest as shipped (LOG_LEVEL info) but for the per-key rate limit, lifted (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST)`,
+  );
   summarize({
     what: `ingest, one accepted request (${connections} connections)`,
-    notify: `${cpuFigure(service(i))}, ${rateFigure(i.result.rps)}`,
-    floor: `${cpuFigure(service(f))}, ${rateFigure(f.result.rps)} (with the checks: ${cpuFigure(service(k))})`,
+    notify: { cpuUs: service(i), rate: i.result.rps },
+    floor: { cpuUs: service(f), rate: f.result.rps },
+    extra: { "floor with the checks": { cpuUs: service(k) } },
     ratio: service(f) / service(i),
     command: `BENCH_CONNECTIONS=${connections} npm run bench:ingest`,
   });

@@ -1,8 +1,11 @@
 import { execSync, fork } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { createHash, randomBytes, randomUUID } from "node:crypto";
 import { appendFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
+import { createDb, MIGRATIONS_FOLDER } from "@notify/db";
 import { APP_NODE_OPTIONS } from "@notify/devstack";
+import { freshDatabase, TEST_PG_URL } from "@notify/testing";
 import autocannon from "autocannon";
+import postgres from "postgres";
 
 /** Runs autocannon and returns req/s and latency percentiles (ms). */
 export async function load({ url, body, headers, connections, seconds, uniqueKeys }) {
@@ -76,11 +79,15 @@ export const profileEnv = () =>
 
 /**
  * One row of the table of docs/benchmarks.md (bench/table.mjs), appended as a JSON line to
- * $BENCH_SUMMARY when it is set: what was measured, notify's figure, its floor's, the ratio
- * (floor / notify in CPU per unit of work) and the command that reproduces it.
+ * $BENCH_SUMMARY when it is set: what was measured, the command that reproduces it, notify's
+ * figures and its floor's measured in the same run (`{ cpuUs, rate }`: µs of CPU and units of
+ * work a second), the ratio (floor / notify in CPU per unit of work), and any other reference of
+ * the same run in `extra` (by name, `{ cpuUs?, rate? }`). The database state is added here.
+ * bench/table.mjs takes the medians over its runs.
  */
 export function summarize(row) {
-  if (process.env.BENCH_SUMMARY) appendFileSync(process.env.BENCH_SUMMARY, `${JSON.stringify(row)}\n`);
+  if (process.env.BENCH_SUMMARY)
+    appendFileSync(process.env.BENCH_SUMMARY, `${JSON.stringify({ ...row, state: dbState() })}\n`);
 }
 
 /** A figure as that table prints it: µs below a millisecond, ms above, thousands spaced. */
@@ -214,25 +221,146 @@ export const fmtCpu = (cpu, requests) =>
         .join(", ") +
       ` (total ${(Object.values(cpu).reduce((a, b) => a + b, 0) / Math.max(1, requests)).toFixed(0)} µs/request)`;
 
+/** The database states a bench runs in (BENCH_DB_STATE): an operator's first day, and a year on. */
+export const DB_STATES = ["fresh", "history"];
+
 /**
- * A history like a running service's, written straight into `sql`'s database and analysed:
- * `notifications` earlier email notifications (delivered two days ago, with their provider ids)
- * to `users` users with contacts. On near-empty tables PostgreSQL plans sequential scans and hash
- * joins that a database in service never runs (and keeps them as cached generic plans while the
- * tables grow under the bench), so a bench measured there says little about steady state.
+ * The database state this run measures, from BENCH_DB_STATE: `fresh` (the default: a migrated
+ * database with nothing in it and no statistics, as an operator starts) or `history` (a copy of
+ * the history template, see historyDatabase). bench/table.mjs runs each bench in both.
  */
-export async function seedHistory(sql, { notifications = 20_000, users = 20_000 } = {}) {
-  await sql`insert into user_contacts (user_id, email)
-    select 'history-' || i, 'history-' || i || '@example.com' from generate_series(1, ${users}::int) i
+export function dbState() {
+  const state = process.env.BENCH_DB_STATE ?? "fresh";
+  if (!DB_STATES.includes(state)) throw new Error(`BENCH_DB_STATE must be one of ${DB_STATES.join(", ")}: ${state}`);
+  return state;
+}
+
+/** Notifications in the history template (BENCH_HISTORY_NOTIFICATIONS, at least a million by default). */
+const HISTORY_NOTIFICATIONS = Number(process.env.BENCH_HISTORY_NOTIFICATIONS ?? 1_000_000);
+const HISTORY_TEMPLATE = "notify_bench_history";
+/** Bumped whenever seedHistory writes something else, so a cached template is rebuilt. */
+const HISTORY_VERSION = 1;
+
+const withDatabase = (url, name) => {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+};
+
+/** What the history template is built from: the migrations, the seed and its size. */
+function historyKey() {
+  const hash = createHash("sha256");
+  for (const file of readdirSync(MIGRATIONS_FOLDER)
+    .filter((f) => f.endsWith(".sql"))
+    .sort()) {
+    hash.update(file).update(readFileSync(`${MIGRATIONS_FOLDER}/${file}`));
+  }
+  return `${hash.digest("hex").slice(0, 16)}:${HISTORY_VERSION}:${HISTORY_NOTIFICATIONS}`;
+}
+
+/**
+ * The template database notify_bench_history, built once and kept: a migrated database with
+ * seedHistory's rows. Its comment names what it was built from (historyKey); a template built
+ * from other migrations or another size is dropped and built again. Nothing analyses it: the
+ * statistics it has are what autovacuum gathered meanwhile, as on an operator's server.
+ */
+async function historyTemplate() {
+  const key = historyKey();
+  const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
+  try {
+    await admin`select pg_advisory_lock(7266052)`;
+    const [found] = await admin`
+      select shobj_description(oid, 'pg_database') as key from pg_database where datname = ${HISTORY_TEMPLATE}`;
+    if (found?.key === key) return HISTORY_TEMPLATE;
+    if (found) await admin.unsafe(`drop database ${HISTORY_TEMPLATE} with (force)`);
+    console.error(`building ${HISTORY_TEMPLATE} (${HISTORY_NOTIFICATIONS} notifications; kept for later runs)...`);
+    // A fresh migrated database that outlives this run, seeded, then renamed into place.
+    const { url, database } = await freshDatabase({ teardown: () => {} });
+    await database.close();
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    await seedHistory(sql, { notifications: HISTORY_NOTIFICATIONS });
+    await sql.end();
+    const name = new URL(url).pathname.slice(1);
+    await admin.unsafe(`alter database ${name} rename to ${HISTORY_TEMPLATE}`);
+    await admin.unsafe(`comment on database ${HISTORY_TEMPLATE} is '${key}'`);
+    return HISTORY_TEMPLATE;
+  } finally {
+    await admin`select pg_advisory_unlock(7266052)`.catch(() => {});
+    await admin.end();
+  }
+}
+
+/**
+ * A database of its own for one bench's service or floor, in `state` (BENCH_DB_STATE by
+ * default): `fresh` is freshDatabase's; `history` is a copy of the history template
+ * (CREATE DATABASE ... TEMPLATE), built on first use. Dropped on teardown, as freshDatabase's.
+ */
+export async function benchDatabase(t, state = dbState()) {
+  if (state === "fresh") return freshDatabase(t);
+  const template = await historyTemplate();
+  const name = `notify_t_${randomBytes(6).toString("hex")}`;
+  const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`create database ${name} template ${template}`);
+  } finally {
+    await admin.end();
+  }
+  const url = withDatabase(TEST_PG_URL, name);
+  const database = createDb({ url, max: 4 });
+  t.teardown(async () => {
+    await database.close();
+    const drop = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
+    await drop.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+    await drop.end();
+  });
+  return { url, database };
+}
+
+/**
+ * A history like a year of a running service's, written server-side into `sql`'s database:
+ * `notifications` notifications over the last 30 days to `users` users with contacts, each with
+ * an email channel (every fifth an SMS channel too), delivered, with their status history
+ * (pending, sent, delivered), their attempt and their provider receipts (SendGrid's processed
+ * and delivered, Plivo's delivered). Not analysed: that is autovacuum's to do, as in service.
+ */
+export async function seedHistory(
+  sql,
+  { notifications = HISTORY_NOTIFICATIONS, users = Math.max(1, Math.floor(notifications / 10)) } = {},
+) {
+  const n = notifications;
+  await sql`insert into user_contacts (user_id, email, phone)
+    select 'history-' || i, 'history-' || i || '@example.com', '+1415555' || lpad((i % 10000)::text, 4, '0')
+    from generate_series(1, ${users}::int) i
     on conflict do nothing`;
   await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key,
       request_hash, partition, created_at)
-    select 'history-' || i, 'history', 'history-' || (i % ${users}::int), 'account', 'welcome', 'transactional', '{}',
-      'history-' || i, 'h', 0, now() - interval '2 days'
-    from generate_series(1, ${notifications}::int) i`;
+    select 'history-' || i, 'history', 'history-' || (i % ${users}::int + 1), 'account', 'welcome',
+      case when i % 5 = 4 then 'promotional' else 'transactional' end, jsonb_build_object('name', 'Ada ' || i),
+      'history-' || i, md5(i::text), i % 16, now() - interval '30 days' * (${n}::int - i) / ${n}::int - interval '1 hour'
+    from generate_series(1, ${n}::int) i`;
+  // Every notification's channels: (i, channel, provider, provider id).
+  const channels = sql`select i, c.channel, c.provider, c.channel || '-history-' || i as provider_id,
+      now() - interval '30 days' * (${n}::int - i) / ${n}::int - interval '1 hour' as at
+    from generate_series(1, ${n}::int) i
+    cross join (values ('email', 'sendgrid'), ('sms', 'plivo')) as c(channel, provider)
+    where c.channel = 'email' or i % 5 = 0`;
   await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts,
-      updated_at, routed_status)
-    select 'history-' || i, 'email', 'delivered', 'sendgrid', 'history-' || i, 1, now() - interval '2 days', 'pending'
-    from generate_series(1, ${notifications}::int) i`;
-  await sql`analyze`;
+      updated_at, routed_at, routed_status)
+    select 'history-' || i, channel, 'delivered', provider, provider_id, 1, at + interval '2 seconds', at, 'pending'
+    from (${channels}) c`;
+  await sql`insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, at)
+    select 'history-' || i, channel, 1, 'sent', provider, provider_id, at + interval '1 second' from (${channels}) c`;
+  await sql`insert into channel_status_events (notification_id, channel, status, attempt, provider_id, at)
+    select 'history-' || i, channel, s.status, s.attempt, case when s.attempt = 0 then null else provider_id end,
+      at + s.after
+    from (${channels}) c
+    cross join (values ('pending', 0, interval '0'), ('sent', 1, interval '1 second'), ('delivered', 1, interval '2 seconds'))
+      as s(status, attempt, after)
+    order by i, channel, s.after`;
+  await sql`insert into provider_receipts (provider, event_id, provider_id, status, payload, received_at, applied_at)
+    select provider, provider_id || '-' || r.status, provider_id, r.status,
+      jsonb_build_object('event', r.status, 'message_id', provider_id), at + r.after, at + r.after
+    from (${channels}) c
+    cross join (values ('processed', interval '1 second'), ('delivered', interval '2 seconds')) as r(status, after)
+    where c.channel = 'email' or r.status = 'delivered'`;
 }

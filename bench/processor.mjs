@@ -1,14 +1,16 @@
 // node bench/processor.mjs: the CPU apps/processor spends per routed notification, against the
 // least a router has to do (bench/floor-processor.mjs: the same profile read, channel insert,
 // acknowledged work publish and ack per notification, and nothing else) measured in the same
-// run. Each gets a fresh database, holding a history of delivered notifications, and a fresh
-// NATS namespace, preloaded as ingest leaves its work: transactional email notifications of
+// run. Each gets a database of its own in the run's state (BENCH_DB_STATE: fresh, or a copy of
+// the history template, bench/lib.mjs; never analysed) and a fresh NATS namespace, preloaded as
+// ingest leaves its work: transactional email notifications of
 // 'welcome' for users with contacts, stored by ingest's own group-commit statement (keys
 // claimed, outbox settled) and published to their lane partitions. Then the process starts and
 // drains the backlog; once the first BENCH_WARM are acknowledged (connections, JIT, template and
 // preference caches warm), the window opens and runs until the lane is empty: wall time and the
 // CPU of the process, postgres and nats-server (and of this one, polling), from /proc.
-//   BENCH_NOTIFICATIONS (20000, after BENCH_WARM 2000), BENCH_USERS (2000), BENCH_HISTORY (50000);
+// Both run as shipped (LOG_LEVEL info, the processor's default partitions and concurrency).
+//   BENCH_NOTIFICATIONS (20000, after BENCH_WARM 2000), BENCH_USERS (2000), BENCH_DB_STATE;
 //   BENCH_CPU_PROF_DIR=<dir> writes the processor's and the floor's V8 CPU profiles there (bench/cpu-profile.mjs),
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the processor's numbers);
 //   BENCH_NODE_OPTIONS adds Node.js options to the processor and the floor (docs/benchmarks.md#profiles).
@@ -18,13 +20,12 @@ import { applyTopology, connectBus } from "@notify/bus";
 import { newId, partitionOf } from "@notify/core";
 import { acceptNotifications, seedTemplate } from "@notify/db";
 import { SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
-import { freePort, freshDatabase, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { benchNodeOptions, cpuFigure, cpuMeter, floorExecArgv, profileEnv, rateFigure, summarize } from "./lib.mjs";
+import { freePort, freshNamespace, TEST_NATS_URL } from "@notify/testing";
+import { benchDatabase, benchNodeOptions, cpuMeter, dbState, floorExecArgv, profileEnv, summarize } from "./lib.mjs";
 
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? 20000);
 const WARM = Number(process.env.BENCH_WARM ?? 2000);
 const USERS = Number(process.env.BENCH_USERS ?? 2000);
-const HISTORY = Number(process.env.BENCH_HISTORY ?? 50000);
 // The processor's defaults (LANE_PARTITIONS, PARTITION_CONCURRENCY), given to both.
 const PARTITIONS = 16;
 const CONCURRENCY = 16;
@@ -62,25 +63,13 @@ const requests = Array.from({ length: WARM + NOTIFICATIONS }, (_, n) => {
   };
 });
 
-/** A fresh database and namespace holding the backlog as ingest leaves it, lane messages published. */
+/** A database in the run's state and a fresh namespace holding the backlog as ingest leaves it, lane messages published. */
 async function preload() {
-  const { url, database } = await freshDatabase(t);
+  const { url, database } = await benchDatabase(t);
   const namespace = freshNamespace(t);
   const { sql } = database;
   await seedTemplate(database, SAMPLE_TEMPLATE);
   await sql`insert into user_contacts ${sql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}`;
-  // A running service's history, delivered two days ago (ids of time 0: out of the reconciler's
-  // look-back). On empty tables the routing insert's cached plan is a sequential scan, kept while
-  // the connection lives, and each insert would read the whole table.
-  await sql`
-    insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
-      requested_channels, data, dedup_key, request_hash, partition, created_at)
-    select id, 'bench', 'bench-user-' || n % ${USERS}, 'account', 'welcome', 1, 'transactional', '{email}',
-      jsonb_build_object('name', '#' || n), id, md5(id), 0, now() - interval '2 days'
-    from generate_series(1, ${HISTORY}) n, lateral (select '00000000-0000-7000-8000-' || lpad(n::text, 12, '0') as id) i`;
-  await sql`
-    insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts, updated_at)
-    select id, 'email', 'delivered', 'sendgrid', md5(id), 1, created_at from notifications`;
   const bus = await connectBus({ servers: TEST_NATS_URL, name: "notify-bench", namespace, partitions: PARTITIONS });
   teardowns.push(() => bus.close());
   await applyTopology(bus);
@@ -111,8 +100,6 @@ async function preload() {
   }
   // What ingest's settler does once the publishes are acknowledged.
   await sql`delete from publish_outbox`;
-  // Both start from tables with fresh statistics, and no autovacuum of the preload in the window.
-  await sql`vacuum analyze`;
   return { url, namespace, sql, bus };
 }
 
@@ -229,10 +216,11 @@ console.log(`\nratio (processor / floor notifications/s): ${(rate(app) / rate(mi
 console.log(
   `ratio (floor CPU per notification / processor CPU per notification): ${(service(min) / service(app)).toFixed(3)} (${service(min).toFixed(1)} / ${service(app).toFixed(1)} µs, app + postgres + nats-server)`,
 );
+console.log(`database: ${dbState()}; the processor as shipped (LOG_LEVEL info)`);
 summarize({
   what: "processor, one routed notification",
-  notify: `${cpuFigure(service(app))}, ${rateFigure(rate(app))}`,
-  floor: `${cpuFigure(service(min))}, ${rateFigure(rate(min))}`,
+  notify: { cpuUs: service(app), rate: rate(app) },
+  floor: { cpuUs: service(min), rate: rate(min) },
   ratio: service(min) / service(app),
   command: "npm run bench:processor",
 });
