@@ -1,6 +1,6 @@
 // npm run bench:e2e: the whole pipeline on this machine (the four apps, nats-server, PostgreSQL
 // and the provider sandboxes), driven over HTTP: email only at a fixed rate and at saturation,
-// three channels at saturation, and transactional notifications while a promotional flood
+// all four channels at saturation, and transactional notifications while a promotional flood
 // runs. For each phase: delivered/s, 202 -> delivered latency (p50, p99), and the CPU each
 // process spent per delivered notification, read from /proc, until the last provider receipt
 // was applied. Then email at the fixed rate and at saturation again with the four apps in one
