@@ -1,4 +1,3 @@
-import { newId } from "@notify/core";
 import { countingDatabase, freshDatabase } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
@@ -14,6 +13,7 @@ import {
   removeUnpublished,
   sweepPublishOutbox,
 } from "../../src/index.js";
+import { acceptedRow } from "../support.js";
 
 // The group commit's statement and the outbox around it, against a real Postgres: the key is
 // claimed once per window, a compensating delete never races the recovery sweep, and the sweep
@@ -21,23 +21,7 @@ import {
 const { database, url } = await freshDatabase(t);
 const { sql } = database;
 
-const row = (clientId: string, key: string, over: Partial<AcceptedRow> = {}): AcceptedRow => ({
-  id: newId(),
-  client_id: clientId,
-  key,
-  request_hash: `hash-${key}`,
-  user_id: "u1",
-  category: "security",
-  template_id: "welcome",
-  template_version: 1,
-  priority: "transactional",
-  channels: null,
-  data: { name: "Ada" },
-  partition: 0,
-  deliver_by: null,
-  fallback: null,
-  ...over,
-});
+const row = acceptedRow;
 
 const outboxIds = async (id: string) =>
   (await sql<{ notification_ids: string[] }[]>`select notification_ids from publish_outbox where id = ${id}::bigint`)[0]

@@ -1,23 +1,14 @@
-import { randomUUID } from "node:crypto";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
 import { moveStatus } from "../../src/delivery/status.js";
+import { channelRowOf, insertNotification } from "../support.js";
 
 const { database } = await freshDatabase(t);
 const { sql } = database;
 
-async function notification(userId = "u1"): Promise<string> {
-  const id = randomUUID();
-  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
-    values (${id}, 'c', ${userId}, 'promo', 'welcome', 'promotional', ${sql.json({})}, ${id}, 'h', 0, ${new Date()})`;
-  return id;
-}
+const notification = (userId?: string) => insertNotification(sql, userId);
 
-const channelRow = async (id: string, channel = "email") =>
-  (
-    await sql<{ status: string; reason: string | null }[]>`
-    select status, reason from notification_channels where notification_id = ${id} and channel = ${channel}`
-  )[0];
+const channelRow = (id: string, channel?: string) => channelRowOf(sql, id, channel);
 
 const events = async (id: string) =>
   (

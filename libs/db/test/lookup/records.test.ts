@@ -1,31 +1,15 @@
-import { newId } from "@notify/core";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { type AcceptedRow, acceptNotifications } from "../../src/accept/notifications.js";
+import { acceptNotifications } from "../../src/accept/notifications.js";
 import { listUserNotificationRecords, readNotification } from "../../src/lookup/records.js";
+import { acceptedRow } from "../support.js";
 
 // Notifications read back with their channels, only by their own client, and a user's list
 // keyset-paged at the database's precision.
 const { database } = await freshDatabase(t);
 const { sql } = database;
 
-const row = (clientId: string, key: string, over: Partial<AcceptedRow> = {}): AcceptedRow => ({
-  id: newId(),
-  client_id: clientId,
-  key,
-  request_hash: `hash-${key}`,
-  user_id: "u1",
-  category: "security",
-  template_id: "welcome",
-  template_version: 1,
-  priority: "transactional",
-  channels: null,
-  data: { name: "Ada" },
-  partition: 0,
-  deliver_by: null,
-  fallback: null,
-  ...over,
-});
+const row = acceptedRow;
 
 t.test("a notification reads with its channels, only for its own client", async (t) => {
   const n = row("c5", "r1");
