@@ -1,7 +1,7 @@
 import { execSync, fork } from "node:child_process";
-import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { appendFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
-import { createDb, MIGRATIONS_FOLDER } from "@notify/db";
+import { MIGRATIONS_FOLDER } from "@notify/db";
 import { APP_NODE_OPTIONS } from "@notify/devstack";
 import { freshDatabase, TEST_PG_URL } from "@notify/testing";
 import autocannon from "autocannon";
@@ -241,7 +241,7 @@ const HISTORY_TEMPLATE = "notify_bench_history";
 /** Bumped whenever seedHistory writes something else, so a cached template is rebuilt. */
 const HISTORY_VERSION = 1;
 
-const withDatabase = (url, name) => {
+const _withDatabase = (url, name) => {
   const u = new URL(url);
   u.pathname = `/${name}`;
   return u.toString();
@@ -297,23 +297,7 @@ async function historyTemplate() {
  */
 export async function benchDatabase(t, state = dbState()) {
   if (state === "fresh") return freshDatabase(t);
-  const template = await historyTemplate();
-  const name = `notify_t_${randomBytes(6).toString("hex")}`;
-  const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
-  try {
-    await admin.unsafe(`create database ${name} template ${template}`);
-  } finally {
-    await admin.end();
-  }
-  const url = withDatabase(TEST_PG_URL, name);
-  const database = createDb({ url, max: 4 });
-  t.teardown(async () => {
-    await database.close();
-    const drop = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
-    await drop.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
-    await drop.end();
-  });
-  return { url, database };
+  return freshDatabase(t, { template: await historyTemplate() });
 }
 
 /**

@@ -24,16 +24,20 @@ function templateName(): string {
 
 /**
  * A fresh, migrated database for one test file: CREATE DATABASE ... TEMPLATE of a database
- * migrated once per migration set, so files run in parallel without sharing rows. Dropped on
- * teardown.
+ * migrated once per migration set, so files run in parallel without sharing rows; with
+ * `template`, a copy of that database instead (a bench's seeded history). Dropped on teardown.
  */
-export async function freshDatabase(t: Teardown): Promise<{ url: string; database: Database }> {
+export async function freshDatabase(
+  t: Teardown,
+  options: { template?: string } = {},
+): Promise<{ url: string; database: Database }> {
   const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
-  const template = templateName();
+  const template = options.template ?? templateName();
   const name = `notify_t_${randomBytes(6).toString("hex")}`;
   try {
     await admin`select pg_advisory_lock(7266002)`;
     const [exists] = await admin`select 1 from pg_database where datname = ${template}`;
+    if (!exists && options.template !== undefined) throw new Error(`no template database ${template}`);
     if (!exists) {
       await admin.unsafe(`create database ${template}`);
       await runMigrations(withDatabase(TEST_PG_URL, template));
