@@ -60,7 +60,7 @@ async function before() {
   ];
   for (const line of unserved) console.error(`test services: not usable for the tests, ${line}`);
   if (natsTrouble !== null) {
-    const { findNatsServer, natsInstallHelp } = await import("@notify/devstack");
+    const { findNatsServer, natsInstallHelp } = await import("@notify/devstack/local");
     if (findNatsServer(process.env.NATS_SERVER_BIN) === null) {
       console.error(`test services: ${natsInstallHelp("TEST_NATS_URL")}`);
       process.exit(1);
@@ -103,7 +103,7 @@ async function before() {
 export async function clearStale() {
   const stale = staleRunStates();
   if (stale.length === 0) return;
-  const { isProcessOf } = await import("@notify/devstack");
+  const { isProcessOf } = await import("@notify/devstack/local");
   for (const { file, state, dir } of stale) {
     if (dir !== null) {
       const orphans = [
@@ -211,7 +211,7 @@ async function supervise({ runner, runnerStart, dir, postgres: wantPostgres, nat
     state.status = "starting";
     writeRunState(state);
     try {
-      const { freePort, startEmbeddedPostgres, startLocalNats } = await import("@notify/devstack");
+      const { freePort, startEmbeddedPostgres, startLocalNats } = await import("@notify/devstack/local");
       if (wantPostgres) {
         // startEmbeddedPostgres sets max_connections to 200: two test files at once (tap's "jobs"),
         // each with at most a whole stack of four apps at their default pool sizes and its own pools.

@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
-import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/devstack";
+import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/devstack/local";
 import postgres from "postgres";
 
 // The embedded default as a user runs it (`npm start` in a shell), for the tests and the soak

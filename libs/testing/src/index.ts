@@ -1,5 +1,5 @@
 /** A free TCP port on loopback. */
-export { freePort } from "@notify/devstack";
+export { freePort } from "@notify/devstack/local";
 export { deleteNamespace, freshBus, freshNamespace, streamCount } from "./bus.js";
 export { countingDatabase, freshDatabase } from "./database.js";
 export { deadLetterOf } from "./dead-letters.js";

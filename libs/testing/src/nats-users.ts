@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NATS_CONF_FILE, passwordVariable, ROLES, type Role } from "@notify/bus";
-import { freePort, startLocalNats } from "@notify/devstack";
+import { freePort, startLocalNats } from "@notify/devstack/local";
 
 export interface NatsWithUsers {
   url: string;

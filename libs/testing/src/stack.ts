@@ -1,7 +1,8 @@
 import { createWriteStream, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, type StackOptions } from "@notify/devstack";
+import type { StackOptions } from "@notify/devstack";
+import { freePort } from "@notify/devstack/local";
 import { freshNamespace } from "./bus.js";
 import { freshDatabase } from "./database.js";
 import { TEST_NATS_URL } from "./services.js";
