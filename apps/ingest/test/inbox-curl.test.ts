@@ -6,7 +6,7 @@ import { seedApiKey, storeInboxItem } from "@notify/db";
 import { listen } from "@notify/http";
 import { eventually, seedNotification } from "@notify/testing";
 import t from "tap";
-import { ingestApp } from "./support.js";
+import { ingestApp, type SseEvent, sseEvents } from "./support.js";
 
 // docs/inbox.md as a newcomer meets it: its curl commands, run by curl itself through a shell
 // against the app on a real socket, and the answers to the wrong credential on either side.
@@ -37,13 +37,6 @@ const env = (token = "") => ({ ...process.env, NOTIFY_KEY: apiKey, INBOX_TOKEN: 
 const run = async (command: string | undefined, token?: string) =>
   (await promisify(execFile)("sh", ["-c", local(command)], { env: env(token) })).stdout;
 
-interface SseEvent {
-  event?: string;
-  id?: string;
-  data?: string;
-  comment?: string;
-}
-
 /** `curl -N` as a child process, its output split into SSE blocks as they arrive. */
 function curlStream(command: string | undefined, token: string, t: { teardown(fn: () => unknown): void }) {
   const child: ChildProcess = spawn("sh", ["-c", `exec ${local(command)}`], { env: env(token) });
@@ -52,19 +45,7 @@ function curlStream(command: string | undefined, token: string, t: { teardown(fn
   child.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
     text += chunk;
   });
-  const events = (): SseEvent[] =>
-    text
-      .split("\n\n")
-      .slice(0, -1)
-      .map((block) => {
-        const event: SseEvent = {};
-        for (const line of block.split("\n")) {
-          if (line.startsWith(":")) event.comment = line.slice(1).trim();
-          const match = /^(event|id|data): ?(.*)$/.exec(line);
-          if (match) event[match[1] as "event" | "id" | "data"] = match[2];
-        }
-        return event;
-      });
+  const events = (): SseEvent[] => sseEvents(text);
   const waitFor = (what: string, found: (events: SseEvent[]) => boolean) =>
     eventually(async () => (found(events()) ? events() : undefined), 10_000, what);
   return { events, waitFor };

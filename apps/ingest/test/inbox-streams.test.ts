@@ -4,7 +4,7 @@ import { loadCredentialKeys, seedApiKey, storeInboxItem } from "@notify/db";
 import { eventually, seedNotification } from "@notify/testing";
 import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
-import { countingDatabase, ingestApp } from "./support.js";
+import { countingDatabase, ingestApp, type SseEvent, sseEvents } from "./support.js";
 
 // Inbox streams: each re-checks its credential while open (it ends at the token's expiry, when
 // its key is revoked, when it or the user's tokens are revoked), open streams are capped per
@@ -30,12 +30,6 @@ async function mint(app: App, userId: string, key = inboxKey) {
   return (await res.json()) as { token: string; token_id: string };
 }
 
-interface SseEvent {
-  event?: string;
-  data?: string;
-  comment?: string;
-}
-
 /** Opens a stream in-process and reads it as it arrives; `close` is the client going away. */
 async function openStream(app: App, token: string) {
   const res = await app.request("/api/v1/inbox/stream", { headers: { "x-inbox-token": token } });
@@ -52,19 +46,7 @@ async function openStream(app: App, token: string) {
     }
     finished = true;
   })();
-  const events = (): SseEvent[] =>
-    text
-      .split("\n\n")
-      .slice(0, -1)
-      .map((block) => {
-        const event: SseEvent = {};
-        for (const line of block.split("\n")) {
-          if (line.startsWith(":")) event.comment = line.slice(1).trim();
-          const match = /^(event|data): ?(.*)$/.exec(line);
-          if (match) event[match[1] as "event" | "data"] = match[2];
-        }
-        return event;
-      });
+  const events = (): SseEvent[] => sseEvents(text);
   const stream = {
     res,
     status: 200,

@@ -86,3 +86,26 @@ export function countingDatabase(database: Database) {
   });
   return { counter, database: { ...database, sql } as Database };
 }
+
+/** One server-sent event as a client reads it: its fields, or the text of a comment line. */
+export interface SseEvent {
+  event?: string;
+  id?: string;
+  data?: string;
+  comment?: string;
+}
+
+/** The complete events in a stream's text so far (an event ends at a blank line). */
+export const sseEvents = (text: string): SseEvent[] =>
+  text
+    .split("\n\n")
+    .slice(0, -1)
+    .map((block) => {
+      const event: SseEvent = {};
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) event.comment = line.slice(1).trim();
+        const match = /^(event|id|data): ?(.*)$/.exec(line);
+        if (match) event[match[1] as "event" | "id" | "data"] = match[2];
+      }
+      return event;
+    });
