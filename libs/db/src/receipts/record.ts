@@ -5,6 +5,23 @@ import { lockChannels } from "../lock-order.js";
 import type { Sql } from "../pool.js";
 
 /**
+ * The `moved` and `history` steps of a receipts statement: each channel row in its `locked` step
+ * (notification_id, channel, status, reason, movable) moves forward if its status is still
+ * movable, and each move is logged in the channel's status history.
+ */
+const moveLockedChannels = (sql: Sql | TransactionSql) => sql`
+  moved as (
+    update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
+    from locked l
+    where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
+    returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
+  ),
+  history as (
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
+    select notification_id, channel, status, reason, attempts, provider_id from moved
+  )`;
+
+/**
  * One provider event, mapped to what it means for a channel: `status` is the channel status it
  * moves to, or null for events that settle nothing (sent, opened, deferred and the like; kept
  * for the record only). A `payload` carrying `notification_id` and `channel` (SendGrid's
@@ -162,16 +179,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
         where s.applied and i.status <> ${NO_STATUS} and c.status = any(i.movable)`,
       )}
     ),
-    moved as (
-      update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
-      from locked l
-      where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
-      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
-    ),
-    history as (
-      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
-      select notification_id, channel, status, reason, attempts, provider_id from moved
-    )
+    ${moveLockedChannels(sql)}
     select s.provider, s.event_id, s.applied, i.round from stored s
     join input i on i.provider = s.provider and i.event_id = s.event_id`,
   );
@@ -281,16 +289,7 @@ async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry:
           where c.status = any(i.movable)`,
         )}
       ),
-      moved as (
-        update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
-        from locked l
-        where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
-        returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
-      ),
-      history as (
-        insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
-        select notification_id, channel, status, reason, attempts, provider_id from moved
-      )
+      ${moveLockedChannels(sql)}
       select provider, event_id from marked`;
     for (const m of retry ? await retryDeadlock(run) : await run()) applied.add(keyOf(m.provider, m.event_id));
   }
