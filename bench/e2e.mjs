@@ -47,6 +47,8 @@ import {
   cpuTicks,
   dbState,
   floorExecArgv,
+  pgWork,
+  pgWorkLines,
   profileEnv,
   summarize,
   syscallCounts,
@@ -276,16 +278,16 @@ async function startService(oneProcess) {
   const stop = () => (stopped ??= Promise.all([stack.stop(), sql.end()]));
   teardowns.push(stop);
   await giveContacts(stack, sql);
-  return { stack, sql, stop };
+  return { stack, sql, stop, pg: await pgWork(sql) };
 }
 const users = Array.from({ length: USERS }, (_, i) => `bench-user-${i}`);
-let { stack, sql, stop: stopService } = await startService(false);
+let { stack, sql, stop: stopService, pg } = await startService(false);
 /** Every table's and index's bytes, and the notifications, to size what the bench's own take. */
 const storage = async () => {
-  const [size] = await sql`
+  const [size] = await sql`/* bench */
     select sum(pg_total_relation_size(c.oid))::bigint as bytes from pg_class c
     join pg_namespace s on s.oid = c.relnamespace where s.nspname = 'public' and c.relkind = 'r'`;
-  const [count] = await sql`select count(*)::int as n from notifications`;
+  const [count] = await sql`/* bench */ select count(*)::int as n from notifications`;
   return { bytes: Number(size.bytes), n: count.n };
 };
 const seeded = await storage();
@@ -321,7 +323,7 @@ async function settled(ids) {
   let moved = "";
   let quietSince = Date.now();
   for (;;) {
-    const [c] = await sql`
+    const [c] = await sql`/* bench */
       select (select count(*)::int from notification_channels
                 where status in ('pending', 'deferred', 'retrying', 'parked')) as waiting,
              (select max(id)::text from channel_status_events) as last_event,
@@ -333,7 +335,7 @@ async function settled(ids) {
     }
     // The phase's notifications are looked up only once nothing waits: most polls stop before.
     if (c.waiting === 0 && Date.now() - quietSince > 2000) {
-      const [r] = await sql`
+      const [r] = await sql`/* bench */
         select count(*)::int as unrouted from unnest(${ids}::text[]) as i(id)
         where not exists (select 1 from notification_channels c where c.notification_id = i.id)`;
       if (r.unrouted === 0) return;
@@ -344,7 +346,7 @@ async function settled(ids) {
 
 /** What a phase's notifications became: delivered channels, latencies, the span. */
 async function outcome(ids) {
-  const rows = await sql`
+  const rows = await sql`/* bench */
     select extract(epoch from n.created_at) * 1000 as accepted, extract(epoch from e.at) * 1000 as delivered
     from notifications n join channel_status_events e on e.notification_id = n.id and e.status = 'delivered'
     where n.id = any(${ids})`;
@@ -356,11 +358,13 @@ async function outcome(ids) {
 
 async function phase(name, send) {
   const logs = logSample();
+  const pgBefore = await pg.read();
   const before = sample();
   const started = Date.now();
   const ids = await send();
   await settled(ids);
   const spent = since(before);
+  const pgSpent = await pg.between(pgBefore, await pg.read());
   const cpu = withoutIdle(spent.cpu, (Date.now() - started) / 1000, idle);
   const o = await outcome(ids);
   // The settle wait's idle 2 s are counted too (as they are in production): a small overstatement.
@@ -371,6 +375,7 @@ async function phase(name, send) {
     cpu,
     calls: spent.calls,
     logs: logsSince(logs),
+    pg: pgSpent,
     ...o,
   };
 }
@@ -441,7 +446,7 @@ const kept = { bytes: stored.bytes - seeded.bytes, n: stored.n - seeded.n };
 // The same email at the fixed rate and at saturation with the four apps in one process
 // (apps/standalone), on a database and namespace of its own.
 await stopService();
-({ stack, sql, stop: stopService } = await startService(true));
+({ stack, sql, stop: stopService, pg } = await startService(true));
 await warmUp("the four apps in one process");
 const single = [];
 single.push(await phase(PACED, steady(RATE, RATE_SECONDS, "transactional", PHASE_CHANNELS)));
@@ -470,6 +475,7 @@ const line = (r) => {
     r.logs
       ? `  deadlocks: ${sum(r.logs.deadlocks)}${fmtCounts(r.logs.deadlocks)}; "will retry" lines: ${sum(r.logs.retries)}${fmtCounts(r.logs.retries)}`
       : null,
+    ...pgWorkLines(r.pg, r.delivered),
   ]
     .filter((l) => l !== null)
     .join("\n");

@@ -348,3 +348,87 @@ export async function seedHistory(
     cross join (values ('processed', interval '1 second'), ('delivered', interval '2 seconds')) as r(status, after)
     where c.channel = 'email' or r.status = 'delivered'`;
 }
+
+/**
+ * PostgreSQL's work on one database between two readings: the statements pg_stat_statements
+ * counted there (calls, execution time, rows, WAL bytes, blocks dirtied), the rows written to
+ * its tables (pg_stat_user_tables) and the WAL written by the whole server. `read()` answers a
+ * reading; `between(a, b)` what happened in between. pg_stat_statements must be preloaded
+ * (shared_preload_libraries): without it the statements are left out and `available` is false.
+ * Statements whose text carries `/* bench *\/` (the bench's own polls) are left out.
+ */
+export async function pgWork(sql) {
+  let available = true;
+  try {
+    await sql`create extension if not exists pg_stat_statements`;
+    await sql`select 1 from pg_stat_statements limit 1`;
+  } catch {
+    available = false;
+  }
+  const read = async () => {
+    const statements = available
+      ? await sql`/* bench */ select queryid::text as id, query, calls::float8 as calls,
+            total_exec_time::float8 as ms, rows::float8 as rows, wal_bytes::float8 as wal,
+            shared_blks_dirtied::float8 as dirtied
+          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())`
+      : [];
+    const [tables] = await sql`/* bench */ select
+        coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::float8 as written,
+        coalesce(sum(n_tup_hot_upd), 0)::float8 as hot, pg_current_wal_lsn()::text as lsn
+      from pg_stat_user_tables`;
+    return { statements: statements.filter((s) => !s.query.includes("/* bench */")), tables };
+  };
+  const between = async (a, b) => {
+    const before = new Map(a.statements.map((s) => [s.id, s]));
+    const statements = b.statements
+      .map((s) => {
+        const p = before.get(s.id);
+        return {
+          query: s.query,
+          calls: s.calls - (p?.calls ?? 0),
+          ms: s.ms - (p?.ms ?? 0),
+          rows: s.rows - (p?.rows ?? 0),
+          wal: s.wal - (p?.wal ?? 0),
+          dirtied: s.dirtied - (p?.dirtied ?? 0),
+        };
+      })
+      .filter((s) => s.calls > 0)
+      .sort((x, y) => y.ms - x.ms);
+    const [wal] =
+      await sql`/* bench */ select pg_wal_lsn_diff(${b.tables.lsn}::pg_lsn, ${a.tables.lsn}::pg_lsn)::float8 as bytes`;
+    return {
+      available,
+      statements,
+      rowsWritten: b.tables.written - a.tables.written,
+      hotUpdates: b.tables.hot - a.tables.hot,
+      walBytes: wal.bytes,
+    };
+  };
+  return { available, read, between };
+}
+
+/** The first words of a statement's text, on one line: enough to tell which one it is. */
+const statementLabel = (query) => {
+  const text = query.replace(/\s+/g, " ").trim();
+  const table = /\b(?:insert into|update|delete from|from)\s+([a-z_]+)/i.exec(
+    text.replace(/^with .*?\) (select|insert|update|delete)/i, "$1"),
+  )?.[1];
+  return `${text.slice(0, 70)}${text.length > 70 ? "…" : ""}${table ? ` [${table}]` : ""}`;
+};
+
+/** `pgWork`'s figures per delivered notification, and the costliest statements, as lines. */
+export function pgWorkLines(work, per, top = 8) {
+  if (work === null) return [];
+  const calls = work.statements.reduce((n, s) => n + s.calls, 0);
+  const ms = work.statements.reduce((n, s) => n + s.ms, 0);
+  const lines = [
+    `  PostgreSQL per delivery: ${work.available ? `${(calls / per).toFixed(1)} statements, ${((ms * 1000) / per).toFixed(0)} µs executing, ` : ""}${(work.rowsWritten / per).toFixed(1)} rows written (${work.rowsWritten > 0 ? ((100 * work.hotUpdates) / work.rowsWritten).toFixed(0) : 0}% HOT updates), ${(work.walBytes / per).toFixed(0)} WAL bytes`,
+  ];
+  if (!work.available) return [...lines, "  (pg_stat_statements not preloaded: statements not counted)"];
+  for (const s of work.statements.slice(0, top)) {
+    lines.push(
+      `    ${(s.calls / per).toFixed(2)} calls, ${s.calls > 0 ? (s.ms / s.calls).toFixed(2) : 0} ms each, ${((s.ms * 1000) / per).toFixed(0)} µs/${(s.wal / per).toFixed(0)} WAL B per delivery: ${statementLabel(s.query)}`,
+    );
+  }
+  return lines;
+}

@@ -8,7 +8,7 @@ import type { Sql } from "./pool.js";
  * deferral release and the reconciler all follow it:
  *
  * 1. The rows that say what a writer is about, before any channel row: receipts (new ones
- *    inserted in (provider, event_id) order, pending ones claimed SKIP LOCKED, then marked
+ *    inserted in (event_id, provider) order, pending ones claimed SKIP LOCKED, then marked
  *    applied), deferral timers (claimed SKIP LOCKED, or set by a fallback step), a fallback
  *    chain's row (one per transaction, by compare-and-set).
  * 2. Channel rows (notification_channels), in (notification_id, channel) order, all those a

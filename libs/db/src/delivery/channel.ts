@@ -23,8 +23,14 @@ export const loadChannel: (sql: Sql, ref: ChannelRef) => Promise<DeliveryChannel
       channel: ["text", refs.map((r) => r.channel)],
     });
     const rows = await sql<Array<DeliveryChannelRow & ChannelRef>>`
-      select c.notification_id, c.channel, c.status, c.attempts, c.attempts_before_replay
-      from ${keys} join notification_channels c using (notification_id, channel)`;
+      select k.notification_id, k.channel, c.status, c.attempts, c.attempts_before_replay
+      from ${keys} cross join lateral (
+        select c.status, c.attempts, c.attempts_before_replay from notification_channels c
+        where c.notification_id = k.notification_id and c.channel = k.channel
+        -- A lookup by key per channel, kept as it is (offset 0): joined, a plan made while the
+        -- table was nearly empty would hash the whole table on every read as it grows.
+        offset 0
+      ) c`;
     const found = new Map(
       rows.map(({ status, attempts, attempts_before_replay, ...ref }) => [
         refKey(ref),

@@ -95,6 +95,23 @@ const sendOf = (sql: Sql | TransactionSql) =>
   sql`select true as found from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id limit 1`;
 
 /**
+ * The channel row `c` of each row of `outer` (which has `provider` and `provider_id`), found
+ * laterally by its provider id and then joined by its key. Joined by the provider id directly, a
+ * plan made while the table was nearly empty (a prepared statement's generic plan on a fresh
+ * database) may look the channel up by its provider alone and read every send of that provider
+ * per receipt. A lateral subquery the planner may not merge into the join (`offset 0`) has only
+ * the two columns of one index to look up by.
+ */
+const channelOf = (sql: Sql | TransactionSql, outer: string) => sql`
+  cross join lateral (
+    select f.notification_id, f.channel from notification_channels f
+    where f.provider = ${sql.unsafe(outer)}.provider and f.provider_id = ${sql.unsafe(outer)}.provider_id
+    -- Kept a subquery of its own (not merged into the join), so both columns are its index condition.
+    offset 0
+  ) f
+  join notification_channels c on c.notification_id = f.notification_id and c.channel = f.channel`;
+
+/**
  * Numbers receipts by round as they come: the n-th status-moving event of one message is in round
  * n, an event that moves nothing in round 1.
  */
@@ -165,7 +182,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
         case when i.round = 1 and k.found then now() end
       from input i
       left join lateral (${sendOf(sql)}) k on true
-      order by i.provider, i.event_id
+      order by i.event_id, i.provider
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
     ),
@@ -175,7 +192,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
         sql`
         select c.notification_id, c.channel, i.status, i.reason, i.movable
         from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
-        join notification_channels c on c.provider = s.provider and c.provider_id = s.provider_id
+        ${channelOf(sql, "s")}
         where s.applied and i.status <> ${NO_STATUS} and c.status = any(i.movable)`,
       )}
     ),
@@ -223,7 +240,7 @@ async function appliedWithTraces(sql: Sql, rows: BatchRow[]): Promise<AppliedRec
   >`
     select c.provider, c.provider_id, c.notification_id, c.channel, n.trace_parent
     from ${keys}
-    join notification_channels c on c.provider = k.provider and c.provider_id = k.provider_id
+    ${channelOf(sql, "k")}
     join notifications n on n.id = c.notification_id`;
   const byMessage = new Map(found.map((f) => [keyOf(f.provider, f.provider_id), f]));
   return rows.flatMap((r) => {
@@ -285,7 +302,7 @@ async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry:
           sql`
           select c.notification_id, c.channel, i.status, i.reason, i.movable
           from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
-          join notification_channels c on c.provider = m.provider and c.provider_id = m.provider_id
+          ${channelOf(sql, "m")}
           where c.status = any(i.movable)`,
         )}
       ),
@@ -383,10 +400,13 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
       select r.provider, r.event_id, r.provider_id, r.status, r.reason,
         r.payload->>'notification_id' as notification_id, r.payload->>'channel' as channel
       from provider_receipts r
+      -- Each channel looked up by its key per receipt (\`offset 0\`: a subquery the planner keeps
+      -- as it is), never the whole table hashed: a plan made while the table was nearly empty
+      -- would otherwise keep hashing it as it grows.
       where r.applied_at is null and (
-        exists (select 1 from notification_channels c where c.provider = r.provider and c.provider_id = r.provider_id)
+        exists (select 1 from notification_channels c where c.provider = r.provider and c.provider_id = r.provider_id offset 0)
         or exists (select 1 from notification_channels c where c.notification_id = r.payload->>'notification_id'
-          and c.channel = r.payload->>'channel' and c.provider_id is null))
+          and c.channel = r.payload->>'channel' and c.provider_id is null offset 0))
       order by r.received_at, r.event_id
       limit ${limit}
       for update of r skip locked`;
@@ -399,7 +419,7 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
       with candidates as (
         select c.notification_id, c.channel
         from unnest(${due.map((d) => d.provider)}::text[], ${due.map((d) => d.provider_id)}::text[]) as k(provider, provider_id)
-        join notification_channels c on c.provider = k.provider and c.provider_id = k.provider_id
+        ${channelOf(tx, "k")}
         union
         select notification_id, channel
         from unnest(${refs.map((d) => d.notification_id) as string[]}::text[], ${refs.map((d) => d.channel) as string[]}::text[])
