@@ -800,6 +800,31 @@ summarize({
   ratio: floorUs / singleUs,
   command: "npm run bench:e2e",
 });
+// PostgreSQL's own CPU per email against the four-process floor's, at saturation and at the rate.
+const pgUs = (run) => (run.cpu ? (run.cpu.postgres ?? 0) / run.delivered : Number.NaN);
+summarize({
+  what: "PostgreSQL's CPU per email, against the four-process floor's",
+  notify: { cpuUs: pgUs(saturation) },
+  floor: { cpuUs: pgUs(splitRun) },
+  ratio: pgUs(splitRun) / pgUs(saturation),
+  command: "npm run bench:e2e",
+});
+summarize({
+  what: `PostgreSQL's CPU per email at ${RATE}/s, against the four-process floor's`,
+  notify: { cpuUs: pgUs(paced) },
+  floor: { cpuUs: pgUs(splitRun.paced) },
+  ratio: pgUs(splitRun.paced) / pgUs(paced),
+  command: "npm run bench:e2e",
+});
+// All four channels per notification, beside email only (no floor sends them).
+if (mixed)
+  summarize({
+    what: `${ALL_CHANNELS.join("+")} per notification, against email only`,
+    notify: { cpuUs: serviceUs(mixed.cpu) / mixed.accepted, rate: mixed.accepted / mixed.seconds },
+    floor: { cpuUs: notifyUs, rate: saturation.accepted / saturation.seconds },
+    ratio: notifyUs / (serviceUs(mixed.cpu) / mixed.accepted),
+    command: "npm run bench:e2e",
+  });
 
 for (const fn of teardowns.reverse()) await fn();
 process.exit(0);
