@@ -367,10 +367,11 @@ export async function pgWork(sql) {
   }
   const read = async () => {
     const statements = available
-      ? await sql`/* bench */ select queryid::text as id, query, calls::float8 as calls,
-            total_exec_time::float8 as ms, rows::float8 as rows, wal_bytes::float8 as wal,
-            shared_blks_dirtied::float8 as dirtied
-          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())`
+      ? await sql`/* bench */ select queryid::text as id, min(query) as query, sum(calls)::float8 as calls,
+            sum(total_exec_time)::float8 as ms, sum(rows)::float8 as rows, sum(wal_bytes)::float8 as wal,
+            sum(shared_blks_dirtied)::float8 as dirtied
+          from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
+          group by queryid`
       : [];
     const [tables] = await sql`/* bench */ select
         coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::float8 as written,
@@ -418,7 +419,7 @@ const statementLabel = (query) => {
 
 /** `pgWork`'s figures per delivered notification, and the costliest statements, as lines. */
 export function pgWorkLines(work, per, top = 8) {
-  if (work === null) return [];
+  if (work == null) return [];
   const calls = work.statements.reduce((n, s) => n + s.calls, 0);
   const ms = work.statements.reduce((n, s) => n + s.ms, 0);
   const lines = [

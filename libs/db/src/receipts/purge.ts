@@ -15,7 +15,7 @@ export async function purgeUnmatchedReceipts(
     using (
       select provider, event_id from provider_receipts
       where applied_at is null and received_at < now() - make_interval(hours => ${options.olderThanHours})
-      order by received_at
+      order by received_at, event_id
       limit ${options.limit ?? 1000}
       for update skip locked
     ) due

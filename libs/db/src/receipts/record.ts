@@ -109,7 +109,10 @@ const channelOf = (sql: Sql | TransactionSql, outer: string) => sql`
     -- Kept a subquery of its own (not merged into the join), so both columns are its index condition.
     offset 0
   ) f
-  join notification_channels c on c.notification_id = f.notification_id and c.channel = f.channel`;
+  -- The provider id again on \`c\`: a statement that waits for a row's lock checks its conditions
+  -- on \`c\` again against the row's newest version (another send's id may have replaced it).
+  join notification_channels c on c.notification_id = f.notification_id and c.channel = f.channel
+    and c.provider = ${sql.unsafe(outer)}.provider and c.provider_id = ${sql.unsafe(outer)}.provider_id`;
 
 /**
  * Numbers receipts by round as they come: the n-th status-moving event of one message is in round

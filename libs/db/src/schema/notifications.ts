@@ -94,7 +94,7 @@ export const notificationChannels = pgTable(
     // had rows (a prepared statement's generic plan on a fresh database) may look a key up by
     // its leading column alone, and a leading provider name would then read every send of that
     // provider per receipt.
-    index("notification_channels_provider_idx").on(t.providerId, t.provider),
+    index("notification_channels_provider_id_idx").on(t.providerId, t.provider),
     // The reconciler's view: channels waiting to be sent, and in-app sends left unsettled.
     index("notification_channels_waiting_idx")
       .on(t.updatedAt)
@@ -173,12 +173,12 @@ export const providerReceipts = pgTable(
     appliedAt: timestamp("applied_at", { withTimezone: true, mode: "date" }),
   },
   (t) => [
-    // The event id first (see notification_channels_provider_idx).
+    // The event id first (see notification_channels_provider_id_idx).
     primaryKey({ columns: [t.eventId, t.provider] }),
     // The receipts waiting for their send, oldest first: what the pending sweep and the purge read.
-    index("provider_receipts_unapplied_idx").on(t.receivedAt, t.eventId).where(sql`${t.appliedAt} is null`),
+    index("provider_receipts_waiting_idx").on(t.receivedAt, t.eventId).where(sql`${t.appliedAt} is null`),
     // A channel's receipts, applied or not: whether a delivery was confirmed (channel fallback).
-    index("provider_receipts_provider_id_idx").on(t.providerId, t.provider),
+    index("provider_receipts_message_idx").on(t.providerId, t.provider),
   ],
 );
 

@@ -15,7 +15,7 @@ const { sql } = database;
 const generic = postgres(url, {
   max: 1,
   onnotice: () => {},
-  connection: { plan_cache_mode: "force_generic_plan", "auto_explain.log_min_duration": "0" } as never,
+  connection: { plan_cache_mode: "force_generic_plan" },
 });
 t.teardown(() => generic.end());
 const db = generic as unknown as typeof sql;
