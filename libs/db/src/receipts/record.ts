@@ -111,8 +111,9 @@ const channelOf = (sql: Sql | TransactionSql, outer: string) => sql`
   ) f
   -- The provider id again on \`c\`: a statement that waits for a row's lock checks its conditions
   -- on \`c\` again against the row's newest version (another send's id may have replaced it).
+  -- As IS NOT DISTINCT FROM, which no index answers, so the row is still found by its key.
   join notification_channels c on c.notification_id = f.notification_id and c.channel = f.channel
-    and c.provider = ${sql.unsafe(outer)}.provider and c.provider_id = ${sql.unsafe(outer)}.provider_id`;
+    and (c.provider, c.provider_id) is not distinct from (${sql.unsafe(outer)}.provider, ${sql.unsafe(outer)}.provider_id)`;
 
 /**
  * Numbers receipts by round as they come: the n-th status-moving event of one message is in round
