@@ -101,7 +101,10 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
     ), planned as (
       select * from ${channels}
     ), routed as (
-      select distinct notification_id as id from notification_channels where notification_id in (select id from input)
+      -- Looked up by key per notification (\`offset 0\`: a subquery the planner keeps as it is):
+      -- as a semi-join, a plan without statistics hashes the batch and reads every channel row.
+      select n.id from input n
+      where exists (select 1 from notification_channels c where c.notification_id = n.id offset 0)
     ), waiting as (
       ${previousUnrouted(sql, sql`select id, user_id, client_id, priority from input where order_mode is not null`)}
     ), inserted as (
