@@ -2,7 +2,8 @@
 // channels and lanes, quiet hours, provider faults and slow providers) while each app is SIGKILLed
 // several times, nats-server is restarted once and PostgreSQL crashes once; then what every
 // provider sandbox received is checked against the database: lost, duplicated, unsettled, and
-// the time from the last fault until every notification was terminal.
+// the time from the last fault until every notification was terminal; and what a client's webhook
+// endpoint on the stack's receiver heard (every event owed, signed, none for another client).
 //   CHAOS_NOTIFICATIONS (20000), CHAOS_KILLS per app (3), CHAOS_USERS (40), CHAOS_CONCURRENCY (32),
 //   CHAOS_KEEP=1 keeps the data folder
 import { formatChaosReport, runChaos } from "@notify/testing/chaos";
@@ -21,5 +22,13 @@ const report = await runChaos({
 });
 console.log(`\n${formatChaosReport(report)}`);
 const tally = Object.values(report.channels);
-const bad = report.missing + report.notTerminal + tally.reduce((n, t) => n + t.lost + t.duplicates + t.waiting, 0) > 0;
+const hooks = report.webhooks;
+const bad =
+  report.missing +
+    report.notTerminal +
+    tally.reduce((n, t) => n + t.lost + t.duplicates + t.waiting, 0) +
+    hooks.missing +
+    hooks.unsigned +
+    hooks.otherClient >
+  0;
 process.exit(bad ? 1 : 0);

@@ -21,6 +21,7 @@ import { mountOps } from "./routes/ops.js";
 import { mountPreferences } from "./routes/preferences.js";
 import { mountTemplates } from "./routes/templates.js";
 import { mountUsers } from "./routes/users.js";
+import { mountWebhooks } from "./routes/webhooks.js";
 
 const API = "/api/v1";
 
@@ -81,6 +82,7 @@ export function createApp(given: IngestDeps) {
   mountDeadLetters(v1, deps);
   mountAudiences(v1, deps);
   mountBroadcasts(v1, deps);
+  mountWebhooks(v1, deps);
   mountOps(v1, deps);
   mountDocs(v1, () => app);
   app.route(API, v1);

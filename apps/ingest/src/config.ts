@@ -60,8 +60,9 @@ export const IngestConfig = v.pipe(
      */
     INGEST_QUEUE_LIMIT: int(10_000, 1, 1_000_000),
     /**
-     * production, or development: push subscriptions may then point at loopback and private
-     * hosts (the local push sandbox). `npm start` sets development; never set it on a server.
+     * production, or development: push subscriptions and webhook endpoints may then point at
+     * loopback and private hosts (the local sandboxes), webhook endpoints over plain http too.
+     * `npm start` sets development; never set it on a server.
      */
     NOTIFY_PROFILE: v.optional(
       v.picklist(["production", "development"], "must be production or development"),

@@ -37,6 +37,8 @@ export interface IngestDeps {
   trustedProxies?: TrustedProxies;
   /** Push subscriptions may point at loopback and private hosts (NOTIFY_PROFILE=development). */
   allowPrivatePushEndpoints?: boolean;
+  /** Webhook endpoints may be plain http on loopback and private hosts (NOTIFY_PROFILE=development). */
+  webhookAllowPrivateNetworks?: boolean;
   /** Deprecation lifecycle of /api/v1 (default: current, no headers). */
   lifecycle?: VersionLifecycle;
   /** How long a dead-letter replay waits for the processor that runs it (default 30 s). */

@@ -110,6 +110,7 @@ export async function startIngest(
       preauthThrottle,
       ...(proxies === undefined ? {} : { trustedProxies: proxies }),
       allowPrivatePushEndpoints: config.NOTIFY_PROFILE === "development",
+      webhookAllowPrivateNetworks: config.NOTIFY_PROFILE === "development",
       lifecycle: {
         deprecatedAt: config.API_V1_DEPRECATED_AT,
         sunsetAt: config.API_V1_SUNSET_AT,

@@ -44,6 +44,11 @@ export const ProcessorConfig = v.object({
   DEFERRED_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /** How often channel fallback chains are looked at: the latest a fallback is taken after its condition holds. */
   FALLBACK_POLL_INTERVAL_MS: int(1000, 50, 60_000),
+  /**
+   * How often the webhook dispatcher looks for deliveries due (a first attempt or a retry) and
+   * notifications completed: the most an event waits before its first post.
+   */
+  WEBHOOK_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /** How often the broadcast expander looks for broadcasts to expand when it has none. */
   BROADCAST_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /**

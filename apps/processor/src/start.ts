@@ -25,6 +25,7 @@ import { laneBacklogCollector, orderHoldCounter, poisonCounter, reconcilerCounte
 import { type LeasedPartitions, SINGLETON, startLeasedPartitions } from "./partitions.js";
 import { startReconciler } from "./reconciler/reconciler.js";
 import { startRetention } from "./retention/job.js";
+import { startWebhookDispatcher } from "./webhooks/dispatcher.js";
 
 /**
  * Starts processor from its settings in `env` (this process's environment when it runs alone): its
@@ -150,6 +151,11 @@ export async function startProcessor(
       },
     );
     opened.add(reconciler, (job) => job.stop());
+    const webhooks = startWebhookDispatcher(
+      { database, bus, log },
+      { intervalMs: config.WEBHOOK_POLL_INTERVAL_MS, leader },
+    );
+    opened.add(webhooks, (job) => job.stop());
     // Every instance answers the operator's dead-letter reads and replays (ingest asks; one
     // instance takes each): ingest's own NATS user reads no stream.
     const deadLetters = startDeadLetterResponder({
@@ -175,6 +181,7 @@ export async function startProcessor(
           expander.stop(),
           retention.stop(),
           reconciler.stop(),
+          webhooks.stop(),
         ]);
         await bus.close();
         await Promise.all([database.close(), transactionalDatabase.close()]);

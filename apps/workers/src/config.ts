@@ -1,5 +1,10 @@
 import { common, int, port, text } from "@notify/config";
-import { DEFAULT_FAILOVER_AFTER_ATTEMPTS, type RateLimit } from "@notify/core";
+import {
+  DEFAULT_FAILOVER_AFTER_ATTEMPTS,
+  DEFAULT_WEBHOOK_RETRY_SCHEDULE_SECONDS,
+  parseRetrySchedule,
+  type RateLimit,
+} from "@notify/core";
 import { channelProviderEnv, checkChannelProviders } from "@notify/providers";
 import * as v from "valibot";
 
@@ -59,6 +64,42 @@ const Env = v.object({
    * well above the providers' normal latency.
    */
   PROVIDER_TIMEOUT_MS: int(10_000, 100, 120_000),
+  /** Posts to webhook endpoints in flight in this process, all endpoints together. */
+  WEBHOOK_CONCURRENCY: int(64, 1, 1024),
+  /** Posts in flight in this process to one endpoint: a slow endpoint never holds more. */
+  WEBHOOK_ENDPOINT_CONCURRENCY: int(4, 1, 256),
+  /** A post to a webhook endpoint unanswered after this long is a failed attempt, retried. */
+  WEBHOOK_TIMEOUT_MS: int(10_000, 100, 60_000),
+  /**
+   * Seconds to wait after each failed attempt before the next (comma-separated); once every
+   * entry is spent the delivery is dead. About three days by default.
+   */
+  WEBHOOK_RETRY_SCHEDULE: v.pipe(
+    v.optional(v.string(), DEFAULT_WEBHOOK_RETRY_SCHEDULE_SECONDS.join(",")),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      try {
+        return parseRetrySchedule(dataset.value);
+      } catch (error) {
+        addIssue({ message: (error as Error).message });
+        return NEVER;
+      }
+    }),
+  ),
+  /** An endpoint that failed every attempt for this many hours is disabled (its client is told). */
+  WEBHOOK_DISABLE_AFTER_HOURS: v.pipe(
+    v.optional(v.string(), "120"),
+    v.transform(Number),
+    v.number("must be a number"),
+    v.minValue(0.0001),
+  ),
+  /**
+   * production, or development: webhook endpoints may then be plain http on loopback and
+   * private hosts (the local receiver). `npm start` sets development; never set it on a server.
+   */
+  NOTIFY_PROFILE: v.optional(
+    v.picklist(["production", "development"], "must be production or development"),
+    "production",
+  ),
   /**
    * Contractual send rate per provider, shared by every worker process (token buckets in NATS
    * KV). Providers not listed get PROVIDER_RATE_DEFAULT per second.

@@ -14,6 +14,7 @@ import { createUnusedClaims } from "./delivery/unused-claims.js";
 import { createDeliveryMetrics } from "./metrics.js";
 import { closeGates, createGates } from "./providers/gate.js";
 import { startWorkerReports } from "./providers/report.js";
+import { createWebhookMetrics, startWebhookSender } from "./webhooks/sender.js";
 
 /**
  * Starts workers from its settings in `env` (this process's environment when it runs alone): its
@@ -120,7 +121,7 @@ export async function startWorkers(
         postgres_transactional: () => databases.transactional.ping(),
         nats: () => bus.isConnected(),
         // Not ready until the pools pull (reading `delivery` before then throws: a failed check).
-        consumers: () => delivery.healthy(),
+        consumers: () => delivery.healthy() && webhooks.healthy(),
       },
       isStopping: () => stopping,
     });
@@ -158,6 +159,26 @@ export async function startWorkers(
       log,
     });
     opened.add(reporter, (r) => r.stop());
+    // Outbound webhooks: a pool of their own, so posts to a slow endpoint never queue behind sends.
+    const webhookDatabase = createDb({
+      url: config.DATABASE_URL,
+      max: 4,
+      applicationName: "notify-workers-webhooks",
+      statementTimeoutMs: config.DB_STATEMENT_TIMEOUT_MS,
+    });
+    opened.add(webhookDatabase, (d) => d.close());
+    const webhooks = await startWebhookSender(
+      { bus, database: webhookDatabase, log, metrics: createWebhookMetrics(registry) },
+      {
+        concurrency: config.WEBHOOK_CONCURRENCY,
+        perEndpoint: config.WEBHOOK_ENDPOINT_CONCURRENCY,
+        timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+        schedule: config.WEBHOOK_RETRY_SCHEDULE,
+        disableAfterMs: config.WEBHOOK_DISABLE_AFTER_HOURS * 3_600_000,
+        allowPrivateNetworks: config.NOTIFY_PROFILE === "development",
+      },
+    );
+    opened.add(webhooks, (w) => w.stop());
     log.info(
       {
         port: server.port,
@@ -172,10 +193,10 @@ export async function startWorkers(
       shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_SECONDS * 1000,
       async stop() {
         stopping = true;
-        await delivery.stop();
+        await Promise.all([delivery.stop(), webhooks.stop()]);
         await reporter.stop();
         await bus.close();
-        await Promise.all([databases.transactional.close(), databases.promotional.close()]);
+        await Promise.all([databases.transactional.close(), databases.promotional.close(), webhookDatabase.close()]);
         await server.close();
         await telemetry?.shutdown();
       },

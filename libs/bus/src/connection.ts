@@ -66,8 +66,10 @@ export interface Bus {
     opsDlqList: string;
     opsDlqShow: string;
     opsReplay: string;
+    /** One attempt of an outbound webhook delivery, for a sender (stream NOTIFY_WEBHOOKS). */
+    webhooks: string;
   };
-  streams: { lane(priority: Priority): string; work: string; dlq: string };
+  streams: { lane(priority: Priority): string; work: string; dlq: string; webhooks: string };
   kv(bucket: "notify_send_guard" | "notify_rate" | "notify_leases" | "notify_breakers" | "notify_workers"): Promise<KV>;
   publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
   /**
@@ -127,12 +129,14 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
       opsDlqList: subjectName(naming, "notify.ops.dlq.list"),
       opsDlqShow: subjectName(naming, "notify.ops.dlq.show"),
       opsReplay: subjectName(naming, "notify.ops.replay"),
+      webhooks: subjectName(naming, "notify.webhooks.deliver"),
     },
     streams: {
       lane: (priority) =>
         streamName(naming, priority === "transactional" ? "NOTIFY_LANE_TRANSACTIONAL" : "NOTIFY_LANE_PROMOTIONAL"),
       work: streamName(naming, "NOTIFY_WORK"),
       dlq: streamName(naming, "NOTIFY_DLQ"),
+      webhooks: streamName(naming, "NOTIFY_WEBHOOKS"),
     },
     kv(bucket) {
       const name = bucketName(naming, bucket);

@@ -74,10 +74,11 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   processor: {
     ...none,
     purpose:
-      "pulls the lanes, publishes work items and broadcast recipients, hears template changes; its reconciler looks up the oldest stored message of a subject; answers ingest's dead-letter reads and replays (notify.ops.dlq.list, notify.ops.dlq.show, notify.ops.replay: reads dead letters, checks and resets the send guard, republishes work items)",
+      "pulls the lanes, publishes work items, broadcast recipients and outbound webhook attempts, hears template changes; its reconciler looks up the oldest stored message of a subject; answers ingest's dead-letter reads and replays (notify.ops.dlq.list, notify.ops.dlq.show, notify.ops.replay: reads dead letters, checks and resets the send guard, republishes work items)",
     publishes: [
       ["NOTIFY_WORK", "notify.work.*.*"],
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
+      ["NOTIFY_WEBHOOKS", "notify.webhooks.deliver"],
     ],
     pulls: LANES,
     browses: ["NOTIFY_DLQ"],
@@ -89,9 +90,9 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   workers: {
     ...none,
     purpose:
-      "pulls work items, claims the send guard, shares the providers' token buckets and breaker decisions, publishes dead letters, reports its providers to notify_workers",
+      "pulls work items and outbound webhook attempts, claims the send guard, shares the providers' token buckets and breaker decisions, publishes dead letters, reports its providers to notify_workers",
     publishes: [["NOTIFY_DLQ", "notify.dlq.*"]],
-    pulls: ["NOTIFY_WORK"],
+    pulls: ["NOTIFY_WORK", "NOTIFY_WEBHOOKS"],
     kv: ["notify_send_guard", "notify_rate", "notify_breakers", "notify_workers"],
   },
   receipts: {

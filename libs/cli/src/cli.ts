@@ -5,9 +5,10 @@ import { type CliDeps, type CommandGroup, type Io, UsageError } from "./command.
 import { dlq } from "./dlq.js";
 import { keys } from "./keys.js";
 import { retention } from "./retention.js";
+import { webhooks } from "./webhooks.js";
 
 /** New groups (dlq, audiences, retention, ...) are added here. */
-const GROUPS: CommandGroup[] = [keys, dlq, audiences, broadcasts, retention];
+const GROUPS: CommandGroup[] = [keys, dlq, audiences, broadcasts, retention, webhooks];
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
 

@@ -11,6 +11,7 @@ const NAV = [
   ["/console/providers", "Providers"],
   ["/console/dead-letters", "Dead letters"],
   ["/console/broadcasts", "Broadcasts"],
+  ["/console/webhooks", "Webhooks"],
 ] as const;
 
 export interface PageOptions {

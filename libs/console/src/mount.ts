@@ -21,6 +21,7 @@ import { overviewPage } from "./pages/overview.js";
 import { providersPage } from "./pages/providers.js";
 import { searchPage } from "./pages/search.js";
 import { streamsPage } from "./pages/streams.js";
+import { webhooksPage } from "./pages/webhooks.js";
 import { crossOrigin, SAFE_METHODS, securityHeaders } from "./security.js";
 import { createSessionStore, csrfMatches, sessionCookie } from "./session.js";
 import { CONSOLE_CSS, CONSOLE_ICON } from "./style.js";
@@ -117,6 +118,7 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
   ui.get("/dead-letters/replayed", replayedPage);
   ui.get("/dead-letters/:seq", deadLetterPage);
   ui.get("/broadcasts", broadcastsPage);
+  ui.get("/webhooks", webhooksPage);
   ui.post("/broadcasts/:id/pause", (c) => broadcastAction(c, "pause"));
   ui.post("/broadcasts/:id/resume", (c) => broadcastAction(c, "resume"));
   ui.post("/broadcasts/:id/cancel", (c) => broadcastAction(c, "cancel"));

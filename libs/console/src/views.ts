@@ -127,3 +127,19 @@ export interface Page<T> {
   page_size?: number;
   total_count?: number;
 }
+
+/** One client's webhook endpoint with its figures (GET /api/v1/ops/webhook-endpoints). */
+export interface WebhookEndpointView {
+  id: string;
+  client_id?: string;
+  url?: string;
+  status?: string;
+  disabled_reason?: string | null;
+  disabled_at?: string | null;
+  failing_since?: string | null;
+  figures?: {
+    backlog?: number;
+    dead?: number;
+    last_hour?: { attempts?: number; failed?: number; latency_ms_p50?: number | null; latency_ms_p95?: number | null };
+  };
+}

@@ -9,7 +9,17 @@ import { hash, randomBytes } from "node:crypto";
  * the deployment's: every client's keys and notifications, template writes, dead letters and
  * replays, the console; no client key holds it unless an operator grants it.
  */
-export const SCOPES = ["ingest", "read", "preferences", "contacts", "inbox", "broadcast", "admin", "operator"] as const;
+export const SCOPES = [
+  "ingest",
+  "read",
+  "preferences",
+  "contacts",
+  "inbox",
+  "broadcast",
+  "webhooks",
+  "admin",
+  "operator",
+] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** The scopes each scope includes besides itself. */
@@ -20,8 +30,9 @@ const INCLUDES: Record<Scope, readonly Scope[]> = {
   contacts: [],
   inbox: [],
   broadcast: [],
-  admin: ["ingest", "read", "preferences", "contacts", "inbox", "broadcast"],
-  operator: ["ingest", "read", "preferences", "contacts", "inbox", "broadcast", "admin"],
+  webhooks: [],
+  admin: ["ingest", "read", "preferences", "contacts", "inbox", "broadcast", "webhooks"],
+  operator: ["ingest", "read", "preferences", "contacts", "inbox", "broadcast", "webhooks", "admin"],
 };
 
 /** Whether a key holding `held` may do what `wanted` allows. */

@@ -167,4 +167,21 @@ export {
 } from "./token-bucket.js";
 export { traceIdOf } from "./traceparent.js";
 export { validate } from "./validate.js";
+export {
+  DEFAULT_WEBHOOK_RETRY_SCHEDULE_SECONDS,
+  decideWebhookAttempt,
+  newWebhookEndpointId,
+  newWebhookSecret,
+  parseRetrySchedule,
+  shouldDisableEndpoint,
+  WEBHOOK_EVENT_DESCRIPTIONS,
+  WEBHOOK_EVENT_TYPES,
+  type WebhookAnswer,
+  type WebhookDecision,
+  type WebhookEnvelope,
+  type WebhookEventType,
+  webhookEnvelope,
+  webhookMessageId,
+  webhookUrlProblem,
+} from "./webhooks.js";
 export { TIMED_OUT, withDeadline } from "./with-deadline.js";

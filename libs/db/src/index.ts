@@ -122,3 +122,35 @@ export type { DeviceToken } from "./schema/index.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./setup/migrate.js";
 export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./setup/roles.js";
 export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./setup/seed.js";
+export { checkCompletions, type DueDelivery, dispatchDue } from "./webhooks/dispatch.js";
+export {
+  createEndpoint,
+  deleteEndpoint,
+  type EndpointChange,
+  type EndpointInput,
+  getEndpoint,
+  type IssuedWebhookEndpoint,
+  listEndpoints,
+  rotateEndpointSecret,
+  updateEndpoint,
+  type WebhookEndpointRecord,
+} from "./webhooks/endpoints.js";
+export {
+  type DeadDeliveryView,
+  type EndpointFigures,
+  listDeadDeliveries,
+  listWebhookAttempts,
+  purgeWebhookHistory,
+  type ReplaySelection,
+  readEndpointFigures,
+  replayWebhookEvents,
+  sendWebhookPing,
+  type WebhookAttemptView,
+} from "./webhooks/operations.js";
+export {
+  type AttemptRecord,
+  type ClaimedDelivery,
+  claimDelivery,
+  deferDelivery,
+  recordWebhookAttempt,
+} from "./webhooks/send.js";

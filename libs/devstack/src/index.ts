@@ -17,6 +17,13 @@ export {
   startSendgridSandbox,
 } from "./sandboxes/sendgrid.js";
 export { startSmtpSandbox } from "./sandboxes/smtp.js";
+export {
+  createWebhookReceiver,
+  type ReceivedWebhook,
+  type RunningWebhookReceiver,
+  startWebhookReceiver,
+  WebhookReceiverFault,
+} from "./sandboxes/webhooks.js";
 export { type PushJournalEntry, startPushSandbox } from "./sandboxes/webpush.js";
 export {
   SAMPLE_NOTIFICATION,

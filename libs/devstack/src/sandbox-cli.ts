@@ -5,14 +5,15 @@ import type { SandboxTls } from "./sandboxes/certificates.js";
 import { startPlivoSandbox } from "./sandboxes/plivo.js";
 import { startSendgridSandbox } from "./sandboxes/sendgrid.js";
 import { startSmtpSandbox } from "./sandboxes/smtp.js";
+import { startWebhookReceiver } from "./sandboxes/webhooks.js";
 import { startPushSandbox } from "./sandboxes/webpush.js";
 
 // The provider sandboxes in a process of their own: compose's `sandbox` service, and `npm start`'s
 // (apart from the stack's own process, so their answers never wait behind its log printing).
-// SendGrid always; Plivo, Web Push and SMTP when their ports are set. With SANDBOX_JOURNAL_DIR,
+// SendGrid always; Plivo, Web Push, SMTP and the webhook receiver when their ports are set. With SANDBOX_JOURNAL_DIR,
 // what they receive, their push subscriptions and their unanswered receipts survive a restart.
 // Started with an IPC channel (npm start), it reports { ready: { sendgrid, plivo, push, smtp,
-// smtpRelay } } (smtp: the SMTP sandbox's HTTP routes; smtpRelay: its SMTP address) and exits
+// smtpRelay, webhooks } } (smtp: the SMTP sandbox's HTTP routes; smtpRelay: its SMTP address) and exits
 // when its parent goes.
 const env = process.env;
 const host = env.HOST ?? "0.0.0.0";
@@ -74,6 +75,15 @@ if (env.SMTP_SANDBOX_PORT) {
   closers.push(() => smtp.close());
   ready.smtp = smtp.url;
   ready.smtpRelay = relay;
+}
+
+if (env.WEBHOOK_SANDBOX_PORT) {
+  const receiver = await startWebhookReceiver({ port: Number(env.WEBHOOK_SANDBOX_PORT), host });
+  process.stdout.write(
+    `Webhook receiver listening at ${receiver.url}/hooks/<name> (what it received: ${receiver.url}/sandbox/received)\n`,
+  );
+  closers.push(() => receiver.close());
+  ready.webhooks = receiver.url;
 }
 
 const stop = () => void Promise.all(closers.map((close) => close())).then(() => process.exit(0));

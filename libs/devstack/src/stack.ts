@@ -46,7 +46,7 @@ export interface StackOptions {
   /**
    * Port of ingest; the others follow (processor +1, workers +2, receipts +3, the SendGrid
    * sandbox +10, the Plivo sandbox +11, the push sandbox +12, the SMTP sandbox +13 and its
-   * HTTP control routes +14). 0: every port is picked free on first start and kept for the
+   * HTTP control routes +14, the webhook receiver +15). 0: every port is picked free on first start and kept for the
    * next ones.
    */
   basePort: number;
@@ -78,7 +78,7 @@ export interface StackOptions {
   seed?: boolean;
 }
 
-type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox" | "smtpSandbox" | "smtpSandboxHttp";
+type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox" | "smtpSandbox" | "smtpSandboxHttp" | "webhookSandbox";
 /** The operator's ports of the apps with a public one (health, readiness, metrics). */
 type AdminName = "ingestAdmin" | "receiptsAdmin";
 const ADMIN_OF: Partial<Record<AppName, AdminName>> = { ingest: "ingestAdmin", receipts: "receiptsAdmin" };
@@ -117,7 +117,7 @@ export interface Stack {
    * Every provider sandbox; each lists what it received under /sandbox/messages. `smtp` is
    * the SMTP sandbox's HTTP control origin (the relay email fails over to).
    */
-  sandboxes: { sendgrid: string; plivo: string; push: string; smtp: string };
+  sandboxes: { sendgrid: string; plivo: string; push: string; smtp: string; webhooks: string };
   /** Per channel: the real provider (named) or "sandbox". */
   providers: Record<ProviderChannel, string>;
   /** The PEM file of the push sandbox's CA (`curl --cacert`). */
@@ -268,7 +268,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     const receiptsUrl = `http://127.0.0.1:${ports.receipts}`;
     const sandboxes = await startSandboxes(options.dataDir, ports, receiptsUrl, onLine);
     cleanups.push(() => sandboxes.stop());
-    const { sendgrid, plivo, push, smtp, vapid, caFile } = sandboxes;
+    const { sendgrid, plivo, push, smtp, webhooks, vapid, caFile } = sandboxes;
     // The sample user's browser: subscribed once; the sandbox's journal keeps it across restarts.
     if (options.seed && real.push === null && !state.sampleSubscription?.startsWith(`${push.url}/`)) {
       const { id: _id, ...subscription } = await pushSubscribe(push.url, caFile);
@@ -366,13 +366,14 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       PUSH_SANDBOX_URL: push.url,
       PUSH_SANDBOX_CA: caFile,
       SMTP_SANDBOX_URL: smtp.url,
+      WEBHOOK_SANDBOX_URL: webhooks.url,
     });
     cleanups.unshift(async () => removeStackEnv(options.dataDir));
     return {
       baseUrl,
       adminUrl: `http://127.0.0.1:${ports.ingestAdmin}`,
       sandboxUrl: sendgrid.url,
-      sandboxes: { sendgrid: sendgrid.url, plivo: plivo.url, push: push.url, smtp: smtp.url },
+      sandboxes: { sendgrid: sendgrid.url, plivo: plivo.url, push: push.url, smtp: smtp.url, webhooks: webhooks.url },
       providers: {
         email: real.email ?? "sandbox",
         sms: real.sms ?? "sandbox",
@@ -391,6 +392,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         pushSandbox: push.port,
         smtpSandbox: smtp.smtpPort,
         smtpSandboxHttp: smtp.port,
+        webhookSandbox: webhooks.port,
       },
       appEnv: common,
       async restartApp(name, signal = "SIGTERM") {
@@ -419,6 +421,8 @@ interface Sandboxes {
   push: { url: string; port: number };
   /** The HTTP control routes (url, port) and the SMTP port. */
   smtp: { url: string; port: number; smtpPort: number };
+  /** The webhook receiver: endpoints at /hooks/{name}. */
+  webhooks: { url: string; port: number };
   vapid: { publicKey: string; privateKey: string };
   caFile: string;
   stop(): Promise<void>;
@@ -476,6 +480,7 @@ async function startSandboxes(
       SMTP_SANDBOX_USER: SANDBOX_SMTP.user,
       SMTP_SANDBOX_PASSWORD: SANDBOX_SMTP.password,
       SANDBOX_JOURNAL_DIR: dir,
+      WEBHOOK_SANDBOX_PORT: String(ports.webhookSandbox),
     },
   });
   const at = (url: string | undefined) => ({ url: url as string, port: Number(new URL(url as string).port) });
@@ -484,6 +489,7 @@ async function startSandboxes(
     plivo: at(ready.plivo),
     push: at(ready.push),
     smtp: { ...at(ready.smtp), smtpPort: at(ready.smtpRelay).port },
+    webhooks: at(ready.webhooks),
     vapid,
     caFile,
     stop: () => stopChild(child, exited, () => child.kill("SIGTERM"), 10_000),
@@ -545,6 +551,7 @@ export async function choosePorts(
     pushSandbox: 12,
     smtpSandbox: 13,
     smtpSandboxHttp: 14,
+    webhookSandbox: 15,
     ingestAdmin: 100,
     receiptsAdmin: 103,
   };

@@ -111,6 +111,39 @@ t.test("the printed curl delivers on all four channels; each sandbox shows what 
   t.match(await inbox.text(), id, "the inbox lists the notification");
 });
 
+t.test("the banner's webhook commands register the receiver, which then verifies every post", async (t) => {
+  // The three lines the banner prints, run by a shell as a newcomer pastes them.
+  const lines = banner.split("\n");
+  const from = lines.findIndex((line) => line.trim().startsWith("SECRET=$(curl"));
+  t.ok(from > 0, "the banner prints the webhook commands");
+  const script = lines
+    .slice(from, from + 3)
+    .map((line) => line.trim())
+    .join("\n");
+  t.match(script, `${env.WEBHOOK_SANDBOX_URL}/sandbox/received`);
+  const { stdout } = await run("bash", ["-c", script], { cwd: ROOT, env: { PATH: process.env.PATH ?? "" } });
+  t.same(JSON.parse(stdout), [], "nothing received yet");
+  const id = await postNotification(env.NOTIFY_BASE_URL as string, key, SAMPLE_NOTIFICATION);
+  const posts = await eventually(
+    async () => {
+      const list = (await (await fetch(`${env.WEBHOOK_SANDBOX_URL}/sandbox/received?name=dev`)).json()) as Array<{
+        type: string;
+        verified: boolean;
+        body: { data: { notification_id: string } };
+      }>;
+      const mine = list.filter((p) => p.body.data.notification_id === id);
+      return mine.some((p) => p.type === "notification.completed") ? mine : undefined;
+    },
+    30_000,
+    "the notification's webhook events",
+  );
+  t.ok(
+    posts.every((p) => p.verified),
+    "every post verified with the secret the banner's commands gave it",
+  );
+  t.ok(posts.filter((p) => p.type === "channel.delivered").length >= 4, "a delivered event per channel");
+});
+
 t.test("the notify CLI works next to npm start with no environment at all", async (t) => {
   const cli = join(ROOT, "node_modules", ".bin", "notify");
   const { stdout } = await run(cli, ["keys", "list"], {
@@ -120,6 +153,11 @@ t.test("the notify CLI works next to npm start with no environment at all", asyn
   t.match(stdout, "development key");
   const dlq = await run(cli, ["dlq", "list"], { cwd: ROOT, env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir } });
   t.match(dlq.stdout, /no dead letters|SEQ/);
+  const hooks = await run(cli, ["webhooks", "list"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", DATA_DIR: dataDir },
+  });
+  t.match(hooks.stdout, /no webhook endpoints|\/hooks\/dev/);
 });
 
 t.test("a second npm start on a folder in use refuses with a clear message", async (t) => {

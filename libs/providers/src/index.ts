@@ -28,4 +28,4 @@ export {
   pushTopic,
   type WebPushConfig,
 } from "./webpush/provider.js";
-export { endpointRefusal, hostAllowed } from "./webpush/ssrf.js";
+export { endpointRefusal, guardedLookup, hostAllowed } from "./webpush/ssrf.js";

@@ -56,6 +56,23 @@ export interface ChannelTally {
   waiting: number;
 }
 
+/** What a client's webhook endpoint heard of the run (the development stack's receiver). */
+export interface WebhookTally {
+  /** Events owed: every accepted notification's acceptance and each channel's outcome. */
+  expected: number;
+  /** Of those, received and verified at least once. */
+  received: number;
+  missing: number;
+  /** Posts of an event already received (allowed: at least once; webhook-id tells them apart). */
+  duplicates: number;
+  /** Posts whose signature did not verify. */
+  unsigned: number;
+  /** Posts to another client's endpoint (it has no notification in the run). */
+  otherClient: number;
+  /** Posts received after the last fault. */
+  afterLastFault: number;
+}
+
 export interface ChaosReport {
   options: Required<Omit<ChaosOptions, "dataDir" | "onProgress">>;
   accepted: number;
@@ -76,6 +93,7 @@ export interface ChaosReport {
   recoverySeconds: number | null;
   /** Lines of the reconciler saying it drove stalled work on. */
   reconcilerLines: string[];
+  webhooks: WebhookTally;
   logFile: string;
 }
 
@@ -203,6 +221,41 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
         await sleep(200);
       }
     };
+
+    // The client's webhook endpoint on the stack's receiver, and another client's that must hear
+    // nothing: every acceptance and channel outcome must reach the first, signed.
+    const hooks = running.sandboxes.webhooks;
+    const WEBHOOK_TYPES = [
+      "notification.accepted",
+      "channel.delivered",
+      "channel.failed",
+      "channel.bounced",
+      "channel.suppressed",
+      "channel.unsettled",
+      "channel.expired",
+    ];
+    const registerHook = async (key: string, name: string) => {
+      const response = await fetch(`${base}/api/v1/webhook-endpoints`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ url: `${hooks}/hooks/${name}`, event_types: WEBHOOK_TYPES }),
+      });
+      if (response.status !== 201)
+        throw new Error(`POST /webhook-endpoints: ${response.status} ${await response.text()}`);
+      const { secret } = (await response.json()) as { secret: string };
+      await fetch(`${hooks}/sandbox/secrets/${name}`, {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ secrets: [secret] }),
+      });
+    };
+    await registerHook(apiKey, "chaos");
+    const otherKey = await fetch(`${base}/api/v1/keys`, {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ name: "another client", client_id: "chaos-other", scopes: ["webhooks"] }),
+    }).then(async (r) => ((await r.json()) as { key: string }).key);
+    await registerHook(otherKey, "other");
 
     // Users with an address, a phone and a push subscription; some inside quiet hours that end
     // a minute or two from now (promotional work for them is deferred, then released).
@@ -403,6 +456,16 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
           } else tally.waiting++;
         }
       }
+      // Webhook posts follow the statuses by a second or so; a post cut by a kill is sent again.
+      for (let waited = 0; waited < 60_000; waited += 1000) {
+        const [owed] = await db<{ n: number }[]>`
+          select count(*)::int as n from webhook_deliveries where status in ('waiting', 'queued')`.catch(() => [
+          { n: 1 },
+        ]);
+        if (owed?.n === 0) break;
+        await sleep(1000);
+      }
+      const webhooks = await tallyWebhooks(db, hooks, ids, lastFault);
       return {
         options: {
           notifications: options.notifications,
@@ -426,6 +489,7 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
         sendSeconds,
         recoverySeconds,
         reconcilerLines,
+        webhooks,
         logFile,
       };
     } finally {
@@ -466,6 +530,63 @@ async function countOpen(db: postgres.Sql, ids: readonly string[]): Promise<numb
   return row?.open ?? ids.length;
 }
 
+/**
+ * What the client's endpoint was owed against what the receiver verified: for every accepted
+ * notification its acceptance and each channel's outcome (from the database, after the run), by
+ * (notification, type, channel); posts to the other client's endpoint count against it.
+ */
+async function tallyWebhooks(
+  db: postgres.Sql,
+  hooks: string,
+  ids: readonly string[],
+  lastFault: number,
+): Promise<WebhookTally> {
+  const owed = await db<{ key: string }[]>`
+    select n.id || ':notification.accepted:' as key from notifications n where n.id = any(${ids as string[]})
+    union all
+    select c.notification_id || ':channel.' || c.status || ':' || c.channel from notification_channels c
+    where c.notification_id = any(${ids as string[]})
+      and c.status in ('delivered', 'failed', 'bounced', 'suppressed', 'unsettled', 'expired')`;
+  // A channel that bounced was delivered first: both events are owed.
+  const bounced = await db<{ key: string }[]>`
+    select c.notification_id || ':channel.delivered:' || c.channel as key from notification_channels c
+    where c.notification_id = any(${ids as string[]}) and c.status = 'bounced'`;
+  const expected = new Set([...owed, ...bounced].map((r) => r.key));
+  type Post = { name: string; webhook_id: string | null; verified: boolean; received_at: string; body: unknown };
+  const posts = (await (await fetch(`${hooks}/sandbox/received?compact=1`)).json()) as Post[];
+  const seen = new Set<string>();
+  const webhookIds = new Set<string>();
+  let duplicates = 0;
+  let unsigned = 0;
+  let otherClient = 0;
+  let afterLastFault = 0;
+  for (const post of posts) {
+    if (post.name === "other") otherClient++;
+    if (post.name !== "chaos") continue;
+    if (!post.verified) {
+      unsigned++;
+      continue;
+    }
+    if (Date.parse(post.received_at) > lastFault) afterLastFault++;
+    if (post.webhook_id !== null && webhookIds.has(post.webhook_id)) duplicates++;
+    if (post.webhook_id !== null) webhookIds.add(post.webhook_id);
+    const body = post.body as { type?: string; data?: { notification_id?: string; channel?: string } };
+    seen.add(
+      `${body.data?.notification_id}:${body.type}:${body.type === "notification.accepted" ? "" : body.data?.channel}`,
+    );
+  }
+  const received = [...expected].filter((key) => seen.has(key)).length;
+  return {
+    expected: expected.size,
+    received,
+    missing: expected.size - received,
+    duplicates,
+    unsigned,
+    otherClient,
+    afterLastFault,
+  };
+}
+
 /** The report as a person reads it: what was done, and one table of what came of it. */
 export function formatChaosReport(report: ChaosReport): string {
   const o = report.options;
@@ -486,6 +607,10 @@ export function formatChaosReport(report: ChaosReport): string {
           `| ${channel} | ${t.expected} | ${t.delivered} | ${t.failed + t.bounced} | ${t.suppressed} | ${t.unsettledReceived + t.unsettledNotReceived} (${t.unsettledReceived} / ${t.unsettledNotReceived}) | ${t.lost} | ${t.duplicates} | ${t.waiting} |`,
       ),
     `| all | ${total("expected")} | ${total("delivered")} | ${total("failed") + total("bounced")} | ${total("suppressed")} | ${total("unsettledReceived") + total("unsettledNotReceived")} (${total("unsettledReceived")} / ${total("unsettledNotReceived")}) | ${total("lost")} | ${total("duplicates")} | ${total("waiting")} |`,
+    "",
+    "| webhook events | expected | received | missing | duplicates | unsigned | to another client | received after the last fault |",
+    "| -------------- | -------- | -------- | ------- | ---------- | -------- | ----------------- | ----------------------------- |",
+    `| client endpoint | ${report.webhooks.expected} | ${report.webhooks.received} | ${report.webhooks.missing} | ${report.webhooks.duplicates} | ${report.webhooks.unsigned} | ${report.webhooks.otherClient} | ${report.webhooks.afterLastFault} |`,
     "",
     report.recoverySeconds === null
       ? `NOT all terminal ${(o.settleMs / 1000).toFixed(0)} s after the last fault: ${report.notTerminal} open`

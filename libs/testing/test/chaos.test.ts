@@ -6,7 +6,8 @@ import { formatChaosReport, runChaos } from "../src/chaos.js";
 // lanes while each app is SIGKILLed, nats-server restarts, PostgreSQL crashes and every provider
 // has an outage and a slow spell. Then: nothing lost, nothing sent twice, every notification
 // terminal within 60 s of the last fault with no operator, and what ends unsettled is bounded by
-// the sends in flight when the workers were killed.
+// the sends in flight when the workers were killed; and the client's webhook endpoint heard every
+// notification's acceptance and every channel's outcome, signed, and another client's nothing.
 t.test(
   "under kills, restarts and provider outages nothing is lost, nothing is sent twice, nothing stays stuck",
   async (t) => {
@@ -35,6 +36,11 @@ t.test(
     }
     // At-most-once's floor: a send in flight when its worker was killed may have reached the
     // provider, so it is never repeated; one kill of the workers holds at most the pools' slots.
+    // The client's webhook endpoint heard every acceptance and outcome, signed; the other none.
+    t.ok(report.webhooks.expected > report.accepted, "webhook events were owed");
+    t.equal(report.webhooks.missing, 0, "every owed webhook event reached the client's endpoint");
+    t.equal(report.webhooks.unsigned, 0, "every webhook post verified");
+    t.equal(report.webhooks.otherClient, 0, "another client's endpoint heard nothing");
     const unsettled = tallies.reduce((n, [, c]) => n + c.unsettledReceived + c.unsettledNotReceived, 0);
     t.ok(unsettled <= 4 * (32 + 16), `unsettled (${unsettled}) bounded by the sends one kill can cut`);
   },

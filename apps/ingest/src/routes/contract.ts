@@ -5,6 +5,7 @@ import type { Env, Hono, MiddlewareHandler } from "hono";
 import { describeRoute, generateSpecs, resolver } from "hono-openapi";
 import * as v from "valibot";
 import { requireScope } from "../auth/middleware.js";
+import { webhookOperations } from "./webhook-events.js";
 
 type Json = Record<string, unknown>;
 type Schema = v.GenericSchema;
@@ -226,6 +227,8 @@ export async function openApiDocument<E extends Env>(
           "Self-hosted notification service: POST notifications, read their per-channel status, manage preferences, templates and API keys. Every error is application/problem+json (RFC 9457).",
       },
       ...(options.serverUrl ? { servers: [{ url: options.serverUrl }] } : {}),
+      // What the service posts to a client's webhook endpoints (OpenAPI 3.1's webhooks).
+      webhooks: webhookOperations() as never,
       components: {
         schemas: { Problem: problemSchema() } as never,
         securitySchemes: {

@@ -555,6 +555,27 @@ t.test("the other pages answer for a signed-in operator", async (t) => {
   }
 });
 
+t.test("webhooks: every client's endpoints, their figures, and an alert for one the service disabled", async (t) => {
+  const cookie = await signIn();
+  const empty = await (await get("/console/webhooks", cookie)).text();
+  t.match(empty, 'data-testid="webhooks-empty"');
+  const created = await api.request("/api/v1/webhook-endpoints", {
+    method: "POST",
+    headers: { "x-api-key": shopAdmin, "content-type": "application/json" },
+    body: JSON.stringify({ url: "https://hooks.example.com/<b>shop</b>" }),
+  });
+  t.equal(created.status, 201);
+  const { id } = (await created.json()) as { id: string };
+  await database.sql`update webhook_endpoints set status = 'disabled', disabled_reason = 'failing',
+    disabled_at = now(), failing_since = now() - interval '6 days' where id = ${id}`;
+  const page = await (await get("/console/webhooks", cookie)).text();
+  t.match(page, `data-testid="webhook-${id}"`);
+  t.match(page, 'data-testid="webhooks-disabled"', "the disabled endpoint is called out");
+  t.match(page, "every attempt failed for too long");
+  t.notMatch(page, "<b>shop</b>", "the URL is shown escaped");
+  t.notMatch(page, "whsec_", "never a secret");
+});
+
 t.test("an API error is a readable message: a 503 says the dependency is unavailable", async (t) => {
   // The rendering only: an API that answers every call as an outage would.
   const outage = createAdminApp(captureLogger("console").log, {}, () => false);

@@ -1,4 +1,4 @@
-import type { Database } from "@notify/db";
+import { type Database, purgeWebhookHistory } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { archiveAll } from "@notify/ops";
 import { every, type Leader } from "../periodic.js";
@@ -10,7 +10,8 @@ export interface RetentionJob {
 
 /**
  * The scheduled side of retention: every `intervalMs` it archives what is past the window,
- * in short transactions (libs/ops retention.ts), the same work `notify retention run` does.
+ * in short transactions (libs/ops retention.ts), the same work `notify retention run` does, and
+ * forgets the outbound webhook history of the same age.
  */
 export function startRetention(
   deps: { database: Database; log: Logger },
@@ -23,6 +24,14 @@ export function startRetention(
     async () => {
       const archived = await archiveAll(deps.database, { dir: options.dir, days: options.days });
       if (archived > 0) deps.log.info({ archived, dir: options.dir }, "archived notifications past retention");
+      // Outbound webhook events, deliveries and attempts are kept as long as the notifications.
+      let purged = 0;
+      for (;;) {
+        const batch = await purgeWebhookHistory(deps.database, options.days);
+        purged += batch;
+        if (batch === 0) break;
+      }
+      if (purged > 0) deps.log.info({ purged }, "forgot webhook events past retention");
     },
     options.leader,
   );

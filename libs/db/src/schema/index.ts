@@ -30,3 +30,10 @@ export {
   userContacts,
   userPreferences,
 } from "./users.js";
+export {
+  webhookAttempts,
+  webhookCompletionChecks,
+  webhookDeliveries,
+  webhookEndpoints,
+  webhookEvents,
+} from "./webhooks.js";

@@ -99,6 +99,16 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // address; workers: a push subscription the push service says is gone.
   user_contacts: { ingest: [S, I, U], processor: [S] },
   user_preferences: { ingest: [S, I, U], processor: [S], workers: [S, U] },
+  // Outbound webhooks. The triggers that write events (drizzle/0019_webhooks.sql) run as the
+  // caller: every app whose statements change a channel, a notification, a fallback, an inbox
+  // item or a broadcast reads the endpoints and writes events, deliveries and completion checks.
+  // ingest: the endpoints API, replays and pings, figures; processor: the dispatcher (completion
+  // checks, due deliveries), retention's purge; workers: the senders' claims and outcomes.
+  webhook_attempts: { ingest: [S], processor: [S, D], workers: [S, I] },
+  webhook_completion_checks: { processor: [S, I, U, D], workers: [I], receipts: [I] },
+  webhook_deliveries: { ingest: [S, I, U], processor: [S, I, U, D], workers: [S, I, U], receipts: [I] },
+  webhook_endpoints: { ingest: [S, I, U, D], processor: [S], workers: [S, U], receipts: [S] },
+  webhook_events: { ingest: [S, I], processor: [S, I, D], workers: [S, I], receipts: [I] },
 };
 
 export interface AppRole {

@@ -1,0 +1,198 @@
+import { seedApiKey } from "@notify/db";
+import t, { type Test } from "tap";
+import { ingestApp } from "./support.js";
+
+// The webhook endpoints API through app.request(), on a real Postgres database: who may use it,
+// what a URL may be (no private address: SSRF), what each client sees (its own only), secrets
+// shown once and rotated, and bad input answered with a problem that leaves nothing behind.
+const { app, database } = await ingestApp(t, { maxBodyBytes: 8192 });
+const shopAdmin = await seedApiKey(database, { clientId: "shop", name: "shop admin", scopes: ["admin"] });
+const shopHooks = await seedApiKey(database, { clientId: "shop", name: "shop hooks", scopes: ["webhooks"] });
+const shopIngest = await seedApiKey(database, { clientId: "shop", name: "shop ingest", scopes: ["ingest", "read"] });
+const blogAdmin = await seedApiKey(database, { clientId: "blog", name: "blog admin", scopes: ["admin"] });
+
+const call = (method: string, path: string, key: string, body?: unknown) =>
+  app.request(`/api/v1${path}`, {
+    method,
+    headers: { "x-api-key": key, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+
+async function expectProblem(t: Test, response: Response, status: number, code: string) {
+  t.equal(response.status, status, `status ${status}`);
+  t.equal(response.headers.get("content-type"), "application/problem+json");
+  const body = (await response.json()) as { code: string; detail?: string };
+  t.match(body, { status, code });
+  return body;
+}
+
+const count = async () => Number((await database.sql`select count(*) from webhook_endpoints`)[0]?.count);
+
+t.test("the webhooks scope (or admin) is needed", async (t) => {
+  await expectProblem(t, await call("GET", "/webhook-endpoints", shopIngest), 403, "insufficient_scope");
+  t.equal((await call("GET", "/webhook-endpoints", shopHooks)).status, 200);
+  t.equal((await call("GET", "/webhook-endpoints", shopAdmin)).status, 200);
+});
+
+t.test("a URL must be https on a public host", async (t) => {
+  const refused = [
+    "http://hooks.example.com/x",
+    "https://127.0.0.1/x",
+    "https://10.1.2.3/x",
+    "https://169.254.169.254/latest/meta-data",
+    "https://[::1]/x",
+    "https://[::ffff:127.0.0.1]/x",
+    "https://localhost/x",
+    "https://hooks.internal/x",
+    "https://intranet/x",
+    "https://user:pass@hooks.example.com/x",
+    "ftp://hooks.example.com/x",
+    "not a url",
+  ];
+  const before = await count();
+  for (const url of refused) {
+    const body = await expectProblem(
+      t,
+      await call("POST", "/webhook-endpoints", shopHooks, { url }),
+      400,
+      "validation_failed",
+    );
+    t.ok(body.detail, `${url}: ${body.detail}`);
+  }
+  t.equal(await count(), before, "nothing stored");
+  await expectProblem(
+    t,
+    await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/x", event_types: ["nope"] }),
+    400,
+    "validation_failed",
+  );
+  await expectProblem(
+    t,
+    await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/x", extra: 1 }),
+    400,
+    "validation_failed",
+  );
+  t.equal(await count(), before, "nothing stored");
+});
+
+t.test("an endpoint's secret is shown once; the client sees only its own endpoints", async (t) => {
+  const created = await call("POST", "/webhook-endpoints", shopHooks, {
+    url: "https://hooks.example.com/notify",
+    event_types: ["channel.delivered", "channel.bounced"],
+    description: "delivery reports",
+  });
+  t.equal(created.status, 201);
+  t.equal(created.headers.get("cache-control"), "no-store");
+  const endpoint = (await created.json()) as { id: string; secret: string; event_types: string[] };
+  t.match(endpoint.secret, /^whsec_/);
+  t.same(endpoint.event_types, ["channel.delivered", "channel.bounced"]);
+  t.equal(created.headers.get("location"), `/api/v1/webhook-endpoints/${endpoint.id}`);
+
+  const listed = (await (await call("GET", "/webhook-endpoints", shopHooks)).json()) as {
+    data: Array<Record<string, unknown>>;
+  };
+  const mine = listed.data.find((e) => e.id === endpoint.id);
+  t.ok(mine);
+  t.notOk("secret" in (mine ?? {}), "a listing never shows a secret");
+  const read = await call("GET", `/webhook-endpoints/${endpoint.id}`, shopHooks);
+  t.equal(read.status, 200);
+  const shown = (await read.json()) as Record<string, unknown>;
+  t.notOk("secret" in shown);
+  t.match(shown, { figures: { backlog: 0, dead: 0, last_hour: { attempts: 0 } } });
+
+  // Another client: not listed, and every route on it is a 404.
+  const theirs = (await (await call("GET", "/webhook-endpoints", blogAdmin)).json()) as { data: unknown[] };
+  t.same(theirs.data, []);
+  for (const [method, path, body] of [
+    ["GET", `/webhook-endpoints/${endpoint.id}`],
+    ["PATCH", `/webhook-endpoints/${endpoint.id}`, { description: "mine now" }],
+    ["DELETE", `/webhook-endpoints/${endpoint.id}`],
+    ["POST", `/webhook-endpoints/${endpoint.id}/rotate-secret`, {}],
+    ["GET", `/webhook-endpoints/${endpoint.id}/attempts`],
+    ["GET", `/webhook-endpoints/${endpoint.id}/dead-letters`],
+    ["POST", `/webhook-endpoints/${endpoint.id}/replay`, { since: new Date(Date.now() - 3_600_000).toISOString() }],
+    ["POST", `/webhook-endpoints/${endpoint.id}/test`],
+  ] as Array<[string, string, unknown?]>) {
+    await expectProblem(t, await call(method, path, blogAdmin, body), 404, "not_found");
+  }
+  const [row] = await database.sql`select description from webhook_endpoints where id = ${endpoint.id}`;
+  t.equal(row?.description, "delivery reports", "untouched by the other client");
+});
+
+t.test("rotation gives a new secret; the old one signs until its grace ends", async (t) => {
+  const created = (await (
+    await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/rotate" })
+  ).json()) as { id: string; secret: string };
+  const rotated = await call("POST", `/webhook-endpoints/${created.id}/rotate-secret`, shopHooks, {
+    grace_seconds: 3600,
+  });
+  t.equal(rotated.status, 200);
+  const body = (await rotated.json()) as { secret: string; previous_secret_expires_at: string };
+  t.not(body.secret, created.secret);
+  const expires = Date.parse(body.previous_secret_expires_at) - Date.now();
+  t.ok(expires > 3500_000 && expires <= 3600_000, "the grace is an hour");
+  const [row] = await database.sql`select secret, previous_secret from webhook_endpoints where id = ${created.id}`;
+  t.equal(row?.secret, body.secret);
+  t.equal(row?.previous_secret, created.secret);
+  await expectProblem(
+    t,
+    await call("POST", `/webhook-endpoints/${created.id}/rotate-secret`, shopHooks, { grace_seconds: 30 * 86_400 }),
+    400,
+    "validation_failed",
+  );
+});
+
+t.test("an endpoint is changed, disabled, enabled and deleted", async (t) => {
+  const created = (await (
+    await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/change" })
+  ).json()) as { id: string };
+  const path = `/webhook-endpoints/${created.id}`;
+  await expectProblem(
+    t,
+    await call("PATCH", path, shopHooks, { url: "https://192.168.1.1/x" }),
+    400,
+    "validation_failed",
+  );
+  const disabled = await call("PATCH", path, shopHooks, { enabled: false, event_types: ["inbox.read"] });
+  t.equal(disabled.status, 200);
+  t.match(await disabled.json(), { status: "disabled", disabled_reason: "by_client", event_types: ["inbox.read"] });
+  await database.sql`update webhook_endpoints set failing_since = now() where id = ${created.id}`;
+  const enabled = await call("PATCH", path, shopHooks, { enabled: true, event_types: null });
+  t.match(await enabled.json(), { status: "enabled", disabled_reason: null, failing_since: null, event_types: null });
+  t.equal((await call("DELETE", path, shopHooks)).status, 204);
+  await expectProblem(t, await call("GET", path, shopHooks), 404, "not_found");
+});
+
+t.test("a replay names a range or events, not both", async (t) => {
+  const created = (await (
+    await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/replay" })
+  ).json()) as { id: string };
+  const path = `/webhook-endpoints/${created.id}/replay`;
+  for (const body of [
+    {},
+    { since: "2026-01-01T00:00:00Z", event_ids: ["evt_1"] },
+    { until: "2026-01-01T00:00:00Z" },
+    { event_ids: ["1"] },
+    { since: "yesterday" },
+    { since: "2026-01-01T00:00:00Z", until: "2025-01-01T00:00:00Z" },
+    { since: "2020-01-01T00:00:00Z", until: "2026-01-01T00:00:00Z" },
+  ]) {
+    await expectProblem(t, await call("POST", path, shopHooks, body), 400, "validation_failed");
+  }
+  const replayed = await call("POST", path, shopHooks, { event_ids: ["evt_99999"] });
+  t.equal(replayed.status, 202);
+  t.same(await replayed.json(), { replayed: 0 }, "no such event of this client");
+});
+
+t.test("a client has at most twenty endpoints", async (t) => {
+  const key = await seedApiKey(database, { clientId: "many", name: "many", scopes: ["webhooks"] });
+  for (let i = 0; i < 20; i++) {
+    t.equal((await call("POST", "/webhook-endpoints", key, { url: `https://hooks.example.com/${i}` })).status, 201);
+  }
+  await expectProblem(
+    t,
+    await call("POST", "/webhook-endpoints", key, { url: "https://hooks.example.com/21" }),
+    400,
+    "validation_failed",
+  );
+});

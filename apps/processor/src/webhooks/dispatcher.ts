@@ -1,0 +1,44 @@
+import type { Bus } from "@notify/bus";
+import { checkCompletions, type Database, type DueDelivery, dispatchDue } from "@notify/db";
+import type { Logger } from "@notify/log";
+import { every, type Leader, type Periodic } from "../periodic.js";
+
+/** Rows one transaction of the dispatcher takes at most. */
+const BATCH = 500;
+
+/**
+ * The outbound webhooks' dispatcher, on the instance that holds the singleton lease: every
+ * `intervalMs` it writes `notification.completed` for the notifications whose every channel now
+ * has an outcome, then publishes each due delivery's next attempt on NOTIFY_WEBHOOKS for the
+ * workers' senders (its message id names the delivery's state, so a publish repeated after a
+ * crash is dropped by JetStream), batch after batch until none is due.
+ */
+export function startWebhookDispatcher(
+  deps: { database: Database; bus: Bus; log: Logger },
+  options: { intervalMs: number; leader?: Leader },
+): Periodic {
+  const publish = async (deliveries: DueDelivery[]) => {
+    await Promise.all(
+      deliveries.map((d) =>
+        deps.bus.publish(
+          deps.bus.subjects.webhooks,
+          { endpoint_id: d.endpoint_id, event_id: d.event_id, attempt: d.attempt },
+          d.message_id,
+        ),
+      ),
+    );
+  };
+  return every(
+    options.intervalMs,
+    deps.log,
+    "dispatching webhook deliveries",
+    async (isStopping) => {
+      while (!isStopping()) {
+        const completed = await checkCompletions(deps.database, BATCH);
+        const published = await dispatchDue(deps.database, BATCH, publish);
+        if (completed < BATCH && published < BATCH) break;
+      }
+    },
+    options.leader,
+  );
+}
