@@ -357,6 +357,48 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("POST", `/broadcasts/${missing}/cancel`);
   await securityCases("POST", `/broadcasts/${broadcastId}/cancel`, readKey);
 
+  // Webhook endpoints
+  const hook = await call("POST", "/webhook-endpoints", { body: json({ url: "https://hooks.example.com/x" }) });
+  t.equal(hook.status, 201);
+  const hookId = String(hook.body?.id);
+  await call("POST", "/webhook-endpoints", { body: json({ url: "https://127.0.0.1/x" }) });
+  await bodyCases("POST", "/webhook-endpoints", adminKey);
+  await securityCases("POST", "/webhook-endpoints", readKey);
+  await call("GET", "/webhook-endpoints");
+  await securityCases("GET", "/webhook-endpoints", readKey);
+  for (const path of [
+    `/webhook-endpoints/${hookId}`,
+    `/webhook-endpoints/${hookId}/attempts`,
+    `/webhook-endpoints/${hookId}/dead-letters`,
+  ]) {
+    await call("GET", path);
+    await call("GET", path.replace(hookId, "whe_missing"));
+    await securityCases("GET", path, readKey);
+  }
+  await call("GET", `/webhook-endpoints/${hookId}/attempts?limit=0`);
+  await call("GET", `/webhook-endpoints/${hookId}/dead-letters?limit=x`);
+  await call("PATCH", `/webhook-endpoints/${hookId}`, { body: json({ description: "hooks" }) });
+  await call("PATCH", "/webhook-endpoints/whe_missing", { body: json({ description: "hooks" }) });
+  await bodyCases("PATCH", `/webhook-endpoints/${hookId}`, adminKey);
+  await securityCases("PATCH", `/webhook-endpoints/${hookId}`, readKey);
+  await call("POST", `/webhook-endpoints/${hookId}/rotate-secret`);
+  await call("POST", "/webhook-endpoints/whe_missing/rotate-secret");
+  await bodyCases("POST", `/webhook-endpoints/${hookId}/rotate-secret`, adminKey);
+  await securityCases("POST", `/webhook-endpoints/${hookId}/rotate-secret`, readKey);
+  const since = new Date(Date.now() - 3_600_000).toISOString();
+  await call("POST", `/webhook-endpoints/${hookId}/replay`, { body: json({ since }) });
+  await call("POST", "/webhook-endpoints/whe_missing/replay", { body: json({ since }) });
+  await bodyCases("POST", `/webhook-endpoints/${hookId}/replay`, adminKey);
+  await securityCases("POST", `/webhook-endpoints/${hookId}/replay`, readKey);
+  await call("POST", `/webhook-endpoints/${hookId}/test`);
+  await call("POST", "/webhook-endpoints/whe_missing/test");
+  await securityCases("POST", `/webhook-endpoints/${hookId}/test`, readKey);
+  await call("GET", "/ops/webhook-endpoints");
+  await securityCases("GET", "/ops/webhook-endpoints", readKey);
+  await call("DELETE", `/webhook-endpoints/${hookId}`);
+  await call("DELETE", `/webhook-endpoints/${hookId}`);
+  await securityCases("DELETE", `/webhook-endpoints/${hookId}`, readKey);
+
   // The document itself
   await call("GET", "/openapi.json", { key: null });
   await call("GET", "/docs", { key: null });

@@ -50,8 +50,14 @@ t.test("a consumer's pending count after publishing; this namespace's streams on
   t.same(names, [...names].sort(), "sorted by name");
   t.same(
     names,
-    [bus.streams.dlq, bus.streams.lane("promotional"), bus.streams.lane("transactional"), bus.streams.work].sort(),
-    "the deployment's four streams",
+    [
+      bus.streams.dlq,
+      bus.streams.lane("promotional"),
+      bus.streams.lane("transactional"),
+      bus.streams.work,
+      bus.streams.webhooks,
+    ].sort(),
+    "the deployment's five streams",
   );
   t.notOk(
     names.some((n) => n.startsWith(other.naming.namespace.toUpperCase())),

@@ -126,7 +126,27 @@ async function fixtures() {
     deadLetterOf({ notification_id: notification.notification_id, user_id: user }),
     `dl-${randomUUID()}`,
   );
-  return { user, keyToRead, keyToRevoke, audience, broadcast, notification, token: token.token, item, seq };
+  const hook = await created<{ id: string }>("/webhook-endpoints", {
+    method: "POST",
+    body: json({ url: "https://hooks.example.com/outage" }),
+  });
+  const hookToDelete = await created<{ id: string }>("/webhook-endpoints", {
+    method: "POST",
+    body: json({ url: "https://hooks.example.com/doomed" }),
+  });
+  return {
+    user,
+    keyToRead,
+    keyToRevoke,
+    audience,
+    broadcast,
+    notification,
+    token: token.token,
+    item,
+    seq,
+    hook,
+    hookToDelete,
+  };
 }
 type Fixtures = Awaited<ReturnType<typeof fixtures>>;
 
@@ -158,6 +178,13 @@ function pathOf(route: string, f: Fixtures): string {
     "/api/v1/ops/broadcasts/:id/resume": { id: f.broadcast.broadcast_id },
     "/api/v1/ops/broadcasts/:id/cancel": { id: f.broadcast.broadcast_id },
     "/api/v1/dead-letters/:seq": { seq: String(f.seq) },
+    "/api/v1/webhook-endpoints/:id": { id: f.hook.id },
+    "DELETE /api/v1/webhook-endpoints/:id": { id: f.hookToDelete.id },
+    "/api/v1/webhook-endpoints/:id/rotate-secret": { id: f.hook.id },
+    "/api/v1/webhook-endpoints/:id/attempts": { id: f.hook.id },
+    "/api/v1/webhook-endpoints/:id/dead-letters": { id: f.hook.id },
+    "/api/v1/webhook-endpoints/:id/replay": { id: f.hook.id },
+    "/api/v1/webhook-endpoints/:id/test": { id: f.hook.id },
   };
   /** A query a route needs to be well-formed. */
   const queries: Record<string, string> = { "GET /api/v1/ops/notifications": `?user_id=${f.user}` };
@@ -206,6 +233,9 @@ function callOf(route: string, f: Fixtures): Call {
       body: `"${f.user}"\n"someone-else"\n`,
     },
     "POST /api/v1/dead-letters/replay": { body: json({ all: true, dry_run: true }) },
+    "POST /api/v1/webhook-endpoints": { body: json({ url: "https://hooks.example.com/new" }) },
+    "PATCH /api/v1/webhook-endpoints/:id": { body: json({ description: "outage" }) },
+    "POST /api/v1/webhook-endpoints/:id/replay": { body: json({ since: new Date(Date.now() - 60_000).toISOString() }) },
     "POST /api/v1/broadcasts": {
       headers: { "idempotency-key": randomUUID() },
       body: json({ audience_id: f.audience.id, category: "news", template_id: "welcome", data: { name: "Ada" } }),

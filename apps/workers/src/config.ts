@@ -64,10 +64,13 @@ const Env = v.object({
    * well above the providers' normal latency.
    */
   PROVIDER_TIMEOUT_MS: int(10_000, 100, 120_000),
-  /** Posts to webhook endpoints in flight in this process, all endpoints together. */
-  WEBHOOK_CONCURRENCY: int(64, 1, 1024),
-  /** Posts in flight in this process to one endpoint: a slow endpoint never holds more. */
-  WEBHOOK_ENDPOINT_CONCURRENCY: int(4, 1, 256),
+  /** Webhook attempts handled at once by this process, all endpoints together (posts and their waits). */
+  WEBHOOK_CONCURRENCY: int(256, 1, 4096),
+  /**
+   * Posts in flight in this process to one endpoint; a few more wait in line, the rest are put
+   * back for a second: a slow endpoint never holds more of the senders.
+   */
+  WEBHOOK_ENDPOINT_CONCURRENCY: int(8, 1, 256),
   /** A post to a webhook endpoint unanswered after this long is a failed attempt, retried. */
   WEBHOOK_TIMEOUT_MS: int(10_000, 100, 60_000),
   /**

@@ -62,7 +62,7 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
     ],
     reads: ["notify_workers", "notify_breakers", "notify_rate"],
-    inspects: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ"],
+    inspects: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ", "NOTIFY_WEBHOOKS"],
     // Key revocations and rotations, template versions: every instance drops what it cached at once.
     announces: ["notify.events.keys", "notify.events.templates"],
     hears: ["notify.events.keys", "notify.events.templates"],

@@ -78,7 +78,7 @@ The user's in-app inbox: mint a token for user-123, then list it, or stream it (
 Hear what happens to every notification: register the local receiver as a webhook endpoint,
 give it the signing secret, send a notification again, and list what it received (verified):
   SECRET=$(curl -sS -X POST ${stack.baseUrl}/api/v1/webhook-endpoints -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' -d '{"url":"${stack.sandboxes.webhooks}/hooks/dev"}' | node -pe 'JSON.parse(require("fs").readFileSync(0)).secret')
-  curl -sS -X PUT ${stack.sandboxes.webhooks}/sandbox/secrets/dev -H 'Content-Type: application/json' -d "{"secrets":["$SECRET"]}"
+  curl -sS -X PUT ${stack.sandboxes.webhooks}/sandbox/secrets/dev -H 'Content-Type: application/json' -d '{"secrets":["'"$SECRET"'"]}'
   curl -sS ${stack.sandboxes.webhooks}/sandbox/received
 
 The notify CLI (it reads ${here(stackEnvFile(dataDir))}):

@@ -33,6 +33,7 @@ t.test("verify names exactly what the role uses and the server lacks", async (t)
       "stream KV_notify_send_guard",
       "stream KV_notify_workers",
       "stream NOTIFY_DLQ",
+      "stream NOTIFY_WEBHOOKS",
       "stream NOTIFY_WORK",
     ],
     "its streams and buckets, not the lanes it never touches",

@@ -71,6 +71,9 @@ export interface WebhookTally {
   otherClient: number;
   /** Posts received after the last fault. */
   afterLastFault: number;
+  /** Deliveries still owed when the run ended (waiting or queued), and dead. */
+  stillOwed: number;
+  dead: number;
 }
 
 export interface ChaosReport {
@@ -457,7 +460,7 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
         }
       }
       // Webhook posts follow the statuses by a second or so; a post cut by a kill is sent again.
-      for (let waited = 0; waited < 60_000; waited += 1000) {
+      for (let waited = 0; waited < 120_000; waited += 1000) {
         const [owed] = await db<{ n: number }[]>`
           select count(*)::int as n from webhook_deliveries where status in ('waiting', 'queued')`.catch(() => [
           { n: 1 },
@@ -576,7 +579,13 @@ async function tallyWebhooks(
     );
   }
   const received = [...expected].filter((key) => seen.has(key)).length;
+  const [states] = await db<{ owed: number; dead: number }[]>`
+    select count(*) filter (where status in ('waiting', 'queued'))::int as owed,
+           count(*) filter (where status = 'dead')::int as dead
+    from webhook_deliveries`;
   return {
+    stillOwed: states?.owed ?? 0,
+    dead: states?.dead ?? 0,
     expected: expected.size,
     received,
     missing: expected.size - received,
@@ -608,9 +617,9 @@ export function formatChaosReport(report: ChaosReport): string {
       ),
     `| all | ${total("expected")} | ${total("delivered")} | ${total("failed") + total("bounced")} | ${total("suppressed")} | ${total("unsettledReceived") + total("unsettledNotReceived")} (${total("unsettledReceived")} / ${total("unsettledNotReceived")}) | ${total("lost")} | ${total("duplicates")} | ${total("waiting")} |`,
     "",
-    "| webhook events | expected | received | missing | duplicates | unsigned | to another client | received after the last fault |",
-    "| -------------- | -------- | -------- | ------- | ---------- | -------- | ----------------- | ----------------------------- |",
-    `| client endpoint | ${report.webhooks.expected} | ${report.webhooks.received} | ${report.webhooks.missing} | ${report.webhooks.duplicates} | ${report.webhooks.unsigned} | ${report.webhooks.otherClient} | ${report.webhooks.afterLastFault} |`,
+    "| webhook events | expected | received | missing | duplicates | unsigned | to another client | received after the last fault | still owed / dead |",
+    "| -------------- | -------- | -------- | ------- | ---------- | -------- | ----------------- | ----------------------------- | ----------------- |",
+    `| client endpoint | ${report.webhooks.expected} | ${report.webhooks.received} | ${report.webhooks.missing} | ${report.webhooks.duplicates} | ${report.webhooks.unsigned} | ${report.webhooks.otherClient} | ${report.webhooks.afterLastFault} | ${report.webhooks.stillOwed} / ${report.webhooks.dead} |`,
     "",
     report.recoverySeconds === null
       ? `NOT all terminal ${(o.settleMs / 1000).toFixed(0)} s after the last fault: ${report.notTerminal} open`

@@ -33,10 +33,12 @@ export function startWebhookDispatcher(
     deps.log,
     "dispatching webhook deliveries",
     async (isStopping) => {
+      // Round after round while there is work: a published attempt is queued, so the next round
+      // takes what else is due, and the loop ends when nothing is.
       while (!isStopping()) {
         const completed = await checkCompletions(deps.database, BATCH);
         const published = await dispatchDue(deps.database, BATCH, publish);
-        if (completed < BATCH && published < BATCH) break;
+        if (completed === 0 && published === 0) break;
       }
     },
     options.leader,

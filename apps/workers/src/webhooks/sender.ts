@@ -8,7 +8,11 @@ import { postEvent } from "./post.js";
 export interface SenderOptions {
   /** Posts in flight in this process, all endpoints together. */
   concurrency: number;
-  /** Posts in flight in this process to one endpoint: a slow one never holds more. */
+  /**
+   * Posts in flight in this process to one endpoint; as many again, or an eighth of
+   * `concurrency` if more, wait in line for them, and the rest are put back for a second: a slow
+   * endpoint never holds more of the consumer's slots.
+   */
   perEndpoint: number;
   timeoutMs: number;
   /** Seconds to wait after each failed attempt (the last entry's failure makes it dead). */
@@ -21,6 +25,44 @@ export interface SenderOptions {
 
 /** How long a delivery whose endpoint is busy waits before it is tried again (no attempt spent). */
 const BUSY_ENDPOINT_DELAY_MS = 1000;
+
+/**
+ * Posts in flight per endpoint: at most `perEndpoint` at once, and at most `queue` more waiting
+ * in this process for a slot, in arrival order; `acquire` answers false beyond that, and the
+ * delivery is put back in Postgres for a second. So a slow endpoint holds at most
+ * `perEndpoint + queue` of the consumer's slots, and a fast one is fed without a round trip.
+ */
+export function endpointSlots(perEndpoint: number, queue: number) {
+  const active = new Map<string, number>();
+  const waiting = new Map<string, Array<() => void>>();
+  return {
+    async acquire(endpoint: string): Promise<boolean> {
+      const busy = active.get(endpoint) ?? 0;
+      if (busy < perEndpoint) {
+        active.set(endpoint, busy + 1);
+        return true;
+      }
+      const line = waiting.get(endpoint) ?? [];
+      if (line.length >= queue) return false;
+      waiting.set(endpoint, line);
+      // The slot is handed over by release, which keeps the count as it is.
+      await new Promise<void>((resolve) => line.push(resolve));
+      return true;
+    },
+    release(endpoint: string): void {
+      const line = waiting.get(endpoint);
+      const next = line?.shift();
+      if (line !== undefined && line.length === 0) waiting.delete(endpoint);
+      if (next !== undefined) {
+        next();
+        return;
+      }
+      const left = (active.get(endpoint) ?? 1) - 1;
+      if (left <= 0) active.delete(endpoint);
+      else active.set(endpoint, left);
+    },
+  };
+}
 
 /** One message of NOTIFY_WEBHOOKS: which attempt of which delivery. */
 type Attempt = Omit<DueDelivery, "message_id">;
@@ -61,13 +103,13 @@ export function createWebhookMetrics(registry: MetricsRegistry) {
  * posts the event signed, and records the answer with what follows: delivered, the next attempt's
  * time (the dispatcher publishes it then), or dead. The message is acknowledged in every case:
  * a retry waits in Postgres, never in the stream, so an endpoint that is down holds no slot of
- * the consumer, and one that is slow holds at most `perEndpoint` of this process's.
+ * the consumer, and one that is slow holds at most a few of this process's (endpointSlots).
  */
 export async function startWebhookSender(
   deps: { bus: Bus; database: Database; log: Logger; metrics: ReturnType<typeof createWebhookMetrics> },
   options: SenderOptions,
 ): Promise<ConsumerRunner> {
-  const inFlight = new Map<string, number>();
+  const slots = endpointSlots(options.perEndpoint, Math.max(options.perEndpoint, Math.floor(options.concurrency / 8)));
   const random = options.random ?? Math.random;
   return runConsumer<Attempt>({
     bus: deps.bus,
@@ -77,12 +119,10 @@ export async function startWebhookSender(
     decode: (msg) => decodeJson(msg, deliveryProblem),
     async handle(message, msg) {
       const delivery = { endpointId: message.endpoint_id, eventId: message.event_id, attempt: message.attempt };
-      const busy = inFlight.get(delivery.endpointId) ?? 0;
-      if (busy >= options.perEndpoint) {
+      if (!(await slots.acquire(delivery.endpointId))) {
         await deferDelivery(deps.database, delivery, BUSY_ENDPOINT_DELAY_MS);
         return { ack: true };
       }
-      inFlight.set(delivery.endpointId, busy + 1);
       try {
         const claimed = await claimDelivery(deps.database, { ...delivery, redelivered: msg.info.deliveryCount > 1 });
         if (claimed === undefined || claimed === "disabled") return { ack: true };
@@ -129,9 +169,7 @@ export async function startWebhookSender(
         }
         return { ack: true };
       } finally {
-        const left = (inFlight.get(delivery.endpointId) ?? 1) - 1;
-        if (left === 0) inFlight.delete(delivery.endpointId);
-        else inFlight.set(delivery.endpointId, left);
+        slots.release(delivery.endpointId);
       }
     },
     onError: (error) => deps.log.warn({ err: error }, "webhook delivery failed; will retry"),

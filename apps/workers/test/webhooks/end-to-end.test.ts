@@ -26,6 +26,7 @@ const notify = async (headers: Record<string, string> = auth) => {
       user_id: "user-123",
       template_id: "welcome",
       category: "account",
+      priority: "transactional",
       channels: ["email"],
       data: { name: "Ada" },
     }),

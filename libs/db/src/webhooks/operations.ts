@@ -22,6 +22,12 @@ const owned = (database: Database, clientId: string | null, endpointId: string) 
     ? database.sql`e.id = ${endpointId}`
     : database.sql`e.id = ${endpointId} and e.client_id = ${clientId}`;
 
+/** Whether the owner (null: any client) has this endpoint. */
+async function hasEndpoint(database: Database, clientId: string | null, endpointId: string): Promise<boolean> {
+  const rows = await database.sql`select e.id from webhook_endpoints e where ${owned(database, clientId, endpointId)}`;
+  return rows.length > 0;
+}
+
 /** The endpoint's latest attempts, newest first; undefined when the owner has no such endpoint. */
 export async function listWebhookAttempts(
   database: Database,
@@ -29,9 +35,8 @@ export async function listWebhookAttempts(
   endpointId: string,
   limit: number,
 ): Promise<WebhookAttemptView[] | undefined> {
+  if (!(await hasEndpoint(database, clientId, endpointId))) return undefined;
   const { sql } = database;
-  const [endpoint] = await sql`select e.id from webhook_endpoints e where ${owned(database, clientId, endpointId)}`;
-  if (endpoint === undefined) return undefined;
   const rows = await sql<
     Array<{
       event_id: string;
@@ -74,9 +79,8 @@ export async function listDeadDeliveries(
   endpointId: string,
   limit: number,
 ): Promise<DeadDeliveryView[] | undefined> {
+  if (!(await hasEndpoint(database, clientId, endpointId))) return undefined;
   const { sql } = database;
-  const [endpoint] = await sql`select e.id from webhook_endpoints e where ${owned(database, clientId, endpointId)}`;
-  if (endpoint === undefined) return undefined;
   const rows = await sql<
     Array<{
       event_id: string;
