@@ -67,6 +67,8 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "POST /webhook-endpoints/{id}/replay": "webhooks",
   "POST /webhook-endpoints/{id}/test": "webhooks",
   "GET /ops/webhook-endpoints": "operator",
+  "GET /ops/webhook-endpoints/{id}/dead-letters": "operator",
+  "POST /ops/webhook-endpoints/{id}/replay": "operator",
   "GET /inbox": "inbox-token",
   "PATCH /inbox/{itemId}": "inbox-token",
   "GET /inbox/stream": "inbox-token",

@@ -395,6 +395,14 @@ t.test("a scenario drives every route through its success and failure paths", as
   await securityCases("POST", `/webhook-endpoints/${hookId}/test`, readKey);
   await call("GET", "/ops/webhook-endpoints");
   await securityCases("GET", "/ops/webhook-endpoints", readKey);
+  await call("GET", `/ops/webhook-endpoints/${hookId}/dead-letters`);
+  await call("GET", "/ops/webhook-endpoints/whe_missing/dead-letters");
+  await call("GET", `/ops/webhook-endpoints/${hookId}/dead-letters?limit=0`);
+  await securityCases("GET", `/ops/webhook-endpoints/${hookId}/dead-letters`, readKey);
+  await call("POST", `/ops/webhook-endpoints/${hookId}/replay`, { body: json({ event_ids: ["evt_1"] }) });
+  await call("POST", "/ops/webhook-endpoints/whe_missing/replay", { body: json({ event_ids: ["evt_1"] }) });
+  await bodyCases("POST", `/ops/webhook-endpoints/${hookId}/replay`, adminKey);
+  await securityCases("POST", `/ops/webhook-endpoints/${hookId}/replay`, readKey);
   await call("DELETE", `/webhook-endpoints/${hookId}`);
   await call("DELETE", `/webhook-endpoints/${hookId}`);
   await securityCases("DELETE", `/webhook-endpoints/${hookId}`, readKey);

@@ -185,6 +185,8 @@ function pathOf(route: string, f: Fixtures): string {
     "/api/v1/webhook-endpoints/:id/dead-letters": { id: f.hook.id },
     "/api/v1/webhook-endpoints/:id/replay": { id: f.hook.id },
     "/api/v1/webhook-endpoints/:id/test": { id: f.hook.id },
+    "/api/v1/ops/webhook-endpoints/:id/dead-letters": { id: f.hook.id },
+    "/api/v1/ops/webhook-endpoints/:id/replay": { id: f.hook.id },
   };
   /** A query a route needs to be well-formed. */
   const queries: Record<string, string> = { "GET /api/v1/ops/notifications": `?user_id=${f.user}` };
@@ -236,6 +238,7 @@ function callOf(route: string, f: Fixtures): Call {
     "POST /api/v1/webhook-endpoints": { body: json({ url: "https://hooks.example.com/new" }) },
     "PATCH /api/v1/webhook-endpoints/:id": { body: json({ description: "outage" }) },
     "POST /api/v1/webhook-endpoints/:id/replay": { body: json({ since: new Date(Date.now() - 60_000).toISOString() }) },
+    "POST /api/v1/ops/webhook-endpoints/:id/replay": { body: json({ event_ids: ["evt_1"] }) },
     "POST /api/v1/broadcasts": {
       headers: { "idempotency-key": randomUUID() },
       body: json({ audience_id: f.audience.id, category: "news", template_id: "welcome", data: { name: "Ada" } }),

@@ -21,7 +21,7 @@ import { overviewPage } from "./pages/overview.js";
 import { providersPage } from "./pages/providers.js";
 import { searchPage } from "./pages/search.js";
 import { streamsPage } from "./pages/streams.js";
-import { webhooksPage } from "./pages/webhooks.js";
+import { webhookPage, webhookReplayAction, webhooksPage } from "./pages/webhooks.js";
 import { crossOrigin, SAFE_METHODS, securityHeaders } from "./security.js";
 import { createSessionStore, csrfMatches, sessionCookie } from "./session.js";
 import { CONSOLE_CSS, CONSOLE_ICON } from "./style.js";
@@ -119,6 +119,8 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
   ui.get("/dead-letters/:seq", deadLetterPage);
   ui.get("/broadcasts", broadcastsPage);
   ui.get("/webhooks", webhooksPage);
+  ui.get("/webhooks/:id", webhookPage);
+  ui.post("/webhooks/:id/replay", webhookReplayAction);
   ui.post("/broadcasts/:id/pause", (c) => broadcastAction(c, "pause"));
   ui.post("/broadcasts/:id/resume", (c) => broadcastAction(c, "resume"));
   ui.post("/broadcasts/:id/cancel", (c) => broadcastAction(c, "cancel"));

@@ -1,6 +1,10 @@
 import t from "tap";
 import { formatChaosReport, runChaos } from "../src/chaos.js";
 
+// Up to 90 s for every notification to be terminal and as long again for the webhook posts to
+// drain, on top of the run itself: more than the suite's three minutes a file on a busy machine.
+t.setTimeout(420_000);
+
 // The chaos suite, small (npm run chaos runs 20 000 with three kills of each app): the whole
 // service on its own PostgreSQL and nats-server, 1 000 notifications over every channel and both
 // lanes while each app is SIGKILLed, nats-server restarts, PostgreSQL crashes and every provider

@@ -6,6 +6,7 @@ import {
   listDeadDeliveries,
   listEndpoints,
   listWebhookAttempts,
+  type ReplaySelection,
   readEndpointFigures,
   replayWebhookEvents,
   rotateEndpointSecret,
@@ -102,6 +103,18 @@ const unknownEndpoint = (id: string) => new AppError("not_found", `webhook endpo
 /** A body is optional on some routes: an empty one stands for `{}`. */
 async function readOptionalJson(c: Context): Promise<unknown> {
   return (await c.req.text()).trim() === "" ? {} : readJson(c);
+}
+
+/** What a replay's body selects: event ids, or a range of at most MAX_REPLAY_SECONDS (until: now). */
+function replaySelection(body: v.InferOutput<typeof ReplayRequest>): ReplaySelection {
+  if (body.event_ids !== undefined) return { eventIds: body.event_ids.map((e) => Number(e.slice(4))) };
+  const since = new Date(body.since as string);
+  const until = body.until === undefined ? new Date() : new Date(body.until);
+  if (until.getTime() <= since.getTime()) throw new AppError("validation_failed", "until must be after since");
+  if (until.getTime() - since.getTime() > MAX_REPLAY_SECONDS * 1000) {
+    throw new AppError("validation_failed", `a replay covers at most ${MAX_REPLAY_SECONDS / 86_400} days`);
+  }
+  return { since, until };
 }
 
 const checkUrl = (url: string, allowPrivateNetworks: boolean) => {
@@ -313,18 +326,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     async (c) => {
       const id = c.req.param("id");
       const body = validate(ReplayRequest, await readJson(c));
-      let selection: { since: Date; until: Date } | { eventIds: number[] };
-      if (body.event_ids !== undefined) {
-        selection = { eventIds: body.event_ids.map((e) => Number(e.slice(4))) };
-      } else {
-        const since = new Date(body.since as string);
-        const until = body.until === undefined ? new Date() : new Date(body.until);
-        if (until.getTime() <= since.getTime()) throw new AppError("validation_failed", "until must be after since");
-        if (until.getTime() - since.getTime() > MAX_REPLAY_SECONDS * 1000) {
-          throw new AppError("validation_failed", `a replay covers at most ${MAX_REPLAY_SECONDS / 86_400} days`);
-        }
-        selection = { since, until };
-      }
+      const selection = replaySelection(body);
       const replayed = await postgres(replayWebhookEvents(deps.database, c.get("principal").clientId, id, selection));
       if (replayed === undefined) throw unknownEndpoint(id);
       c.get("log").info({ endpoint_id: id, replayed }, "webhook events replayed");
@@ -350,6 +352,48 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
         data.push({ ...endpoint, figures: await postgres(readEndpointFigures(deps.database, null, endpoint.id)) });
       }
       return c.json({ data });
+    },
+  );
+
+  v1.get(
+    "/ops/webhook-endpoints/:id/dead-letters",
+    contract({
+      summary: "Any client's endpoint's dead letters",
+      description: "The operator's view of one endpoint's dead letters (the console's endpoint page), newest first.",
+      tag: "Operations",
+      scope: "operator",
+      query: LimitQuery,
+      responses: { 200: { description: "The dead letters", schema: DeadList } },
+      problems: ["not_found"],
+    }),
+    async (c) => {
+      const id = c.req.param("id");
+      const { limit } = validate(LimitQuery, c.req.query());
+      const data = await postgres(listDeadDeliveries(deps.database, null, id, limit));
+      if (!data) throw unknownEndpoint(id);
+      return c.json({ data });
+    },
+  );
+
+  v1.post(
+    "/ops/webhook-endpoints/:id/replay",
+    contract({
+      summary: "Replay events to any client's endpoint",
+      description: "As POST /webhook-endpoints/{id}/replay, for the operator: dead letters after a receiver's outage.",
+      tag: "Operations",
+      scope: "operator",
+      body: ReplayRequest,
+      responses: { 202: { description: "How many events are owed again", schema: v.object({ replayed: v.number() }) } },
+      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type", "not_found"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    async (c) => {
+      const id = c.req.param("id");
+      const selection = replaySelection(validate(ReplayRequest, await readJson(c)));
+      const replayed = await postgres(replayWebhookEvents(deps.database, null, id, selection));
+      if (replayed === undefined) throw unknownEndpoint(id);
+      c.get("log").info({ endpoint_id: id, replayed }, "webhook events replayed by the operator");
+      return c.json({ replayed }, 202);
     },
   );
 

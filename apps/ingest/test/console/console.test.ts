@@ -574,6 +574,23 @@ t.test("webhooks: every client's endpoints, their figures, and an alert for one 
   t.match(page, "every attempt failed for too long");
   t.notMatch(page, "<b>shop</b>", "the URL is shown escaped");
   t.notMatch(page, "whsec_", "never a secret");
+
+  // Its dead letters, and the form that posts them again.
+  await database.sql`update webhook_endpoints set status = 'enabled' where id = ${id}`;
+  const [event] = await database.sql`
+    insert into webhook_events (client_id, type, data) values ('shop', 'channel.failed', '{}') returning id`;
+  await database.sql`update webhook_deliveries set status = 'dead', attempts = 10, last_error = 'HTTP 500'
+    where endpoint_id = ${id}`;
+  const endpointPage = await (await get(`/console/webhooks/${id}`, cookie)).text();
+  t.match(endpointPage, `data-testid="webhook-dead-evt_${event?.id}"`);
+  const csrf = await csrfOf(cookie, `/console/webhooks/${id}`);
+  const replayed = await post(`/console/webhooks/${id}/replay`, { csrf, event_id: `evt_${event?.id}` }, cookie, {
+    origin: url,
+  });
+  t.equal(replayed.status, 303);
+  const [row] = await database.sql`select status, attempts from webhook_deliveries where endpoint_id = ${id}`;
+  t.match(row, { status: "waiting", attempts: 0 }, "owed again");
+  t.match(await (await get(`/console/webhooks/${id}`, cookie)).text(), "1 event(s) owed again");
 });
 
 t.test("an API error is a readable message: a 503 says the dependency is unavailable", async (t) => {
