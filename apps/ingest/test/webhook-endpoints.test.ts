@@ -196,3 +196,113 @@ t.test("a client has at most twenty endpoints", async (t) => {
     "validation_failed",
   );
 });
+
+t.test("concurrent creates never take a client past twenty endpoints", async (t) => {
+  const key = await seedApiKey(database, { clientId: "rush", name: "rush", scopes: ["webhooks"] });
+  const responses = await Promise.all(
+    Array.from({ length: 30 }, (_, i) =>
+      call("POST", "/webhook-endpoints", key, { url: `https://hooks.example.com/${i}` }),
+    ),
+  );
+  const created = responses.filter((r) => r.status === 201);
+  t.equal(created.length, 20, "twenty created");
+  for (const response of responses.filter((r) => r.status !== 201)) {
+    await expectProblem(t, response, 400, "validation_failed");
+  }
+  const [row] = await database.sql`select count(*) from webhook_endpoints where client_id = 'rush'`;
+  t.equal(Number(row?.count), 20, "twenty stored");
+});
+
+t.test("the operator's listing has every endpoint's figures, as the endpoint's own route does", async (t) => {
+  const statsKey = await seedApiKey(database, { clientId: "stats", name: "stats", scopes: ["webhooks"] });
+  const operator = await seedApiKey(database, { clientId: "ops", name: "ops", scopes: ["operator"] });
+  const create = async (url: string) =>
+    ((await (await call("POST", "/webhook-endpoints", statsKey, { url })).json()) as { id: string }).id;
+  const busy = await create("https://hooks.example.com/busy");
+  const idle = await create("https://hooks.example.com/idle");
+  const events = await database.sql<Array<{ id: string }>>`
+    insert into webhook_events (client_id, type, data)
+    select 'stats', 'channel.failed', '{}' from generate_series(1, 4) returning id`;
+  const [e1, e2, e3, e4] = events.map((e) => e.id) as [string, string, string, string];
+  // What the event trigger made owed is replaced by deliveries in each state.
+  await database.sql`delete from webhook_deliveries where endpoint_id in (${busy}, ${idle})`;
+  await database.sql`
+    insert into webhook_deliveries (endpoint_id, event_id, status) values
+      (${busy}, ${e1}, 'waiting'), (${busy}, ${e2}, 'queued'), (${busy}, ${e3}, 'dead'), (${busy}, ${e4}, 'delivered')`;
+  await database.sql`
+    insert into webhook_attempts (endpoint_id, event_id, attempt, status_code, latency_ms, at) values
+      (${busy}, ${e1}, 1, 500, 100, now()), (${busy}, ${e2}, 1, 200, 300, now()),
+      (${busy}, ${e3}, 1, 200, 200, now() - interval '2 hours')`;
+
+  const listed = await call("GET", "/ops/webhook-endpoints", operator);
+  t.equal(listed.status, 200);
+  const { data } = (await listed.json()) as { data: Array<{ id: string; figures: unknown }> };
+  const figuresOf = (id: string) => data.find((e) => e.id === id)?.figures;
+  t.same(figuresOf(busy), {
+    backlog: 2,
+    dead: 1,
+    last_hour: { attempts: 2, succeeded: 1, failed: 1, latency_ms_p50: 100, latency_ms_p95: 300 },
+  });
+  t.same(figuresOf(idle), {
+    backlog: 0,
+    dead: 0,
+    last_hour: { attempts: 0, succeeded: 0, failed: 0, latency_ms_p50: null, latency_ms_p95: null },
+  });
+  t.ok(
+    data.every((e) => e.figures !== undefined),
+    "every endpoint has its figures",
+  );
+  const own = (await (await call("GET", `/webhook-endpoints/${busy}`, statsKey)).json()) as { figures: unknown };
+  t.same(own.figures, figuresOf(busy), "the same figures on the endpoint's own route");
+});
+
+t.test("an endpoint's events carry addresses only for a key that may read them", async (t) => {
+  const before = await count();
+  await expectProblem(
+    t,
+    await call("POST", "/webhook-endpoints", shopHooks, {
+      url: "https://hooks.example.com/with-addresses",
+      include: ["recipient"],
+    }),
+    403,
+    "insufficient_scope",
+  );
+  await expectProblem(
+    t,
+    await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/x", include: ["body"] }),
+    400,
+    "validation_failed",
+  );
+  await expectProblem(
+    t,
+    await call("POST", "/webhook-endpoints", shopHooks, {
+      url: "https://hooks.example.com/x",
+      include: ["notification_data", "notification_data"],
+    }),
+    400,
+    "validation_failed",
+  );
+  t.equal(await count(), before, "nothing stored");
+
+  const plain = await call("POST", "/webhook-endpoints", shopHooks, {
+    url: "https://hooks.example.com/data",
+    include: ["notification_data"],
+  });
+  t.equal(plain.status, 201, "template data needs no more than the webhooks scope");
+  const { id, include } = (await plain.json()) as { id: string; include: string[] };
+  t.same(include, ["notification_data"]);
+  await expectProblem(
+    t,
+    await call("PATCH", `/webhook-endpoints/${id}`, shopHooks, { include: ["recipient"] }),
+    403,
+    "insufficient_scope",
+  );
+  const changed = await call("PATCH", `/webhook-endpoints/${id}`, shopAdmin, {
+    include: ["notification_data", "recipient"],
+  });
+  t.equal(changed.status, 200);
+  t.same(((await changed.json()) as { include: string[] }).include, ["notification_data", "recipient"]);
+  const listed = (await (await call("GET", `/webhook-endpoints/${id}`, shopHooks)).json()) as { include: string[] };
+  t.same(listed.include, ["notification_data", "recipient"]);
+  t.equal((await call("DELETE", `/webhook-endpoints/${id}`, shopAdmin)).status, 204);
+});

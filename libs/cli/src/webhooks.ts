@@ -16,10 +16,12 @@ const time = (iso: string | null) => (iso === null ? "-" : iso.replace(/\.\d+Z$/
 const list: Command = async (argv, io, deps) => {
   const { values } = parseOptions(argv, { client: { type: "string" }, json: { type: "boolean" } }, []);
   const endpoints = await listEndpoints(deps.database, values.client ?? null);
-  const rows = [];
-  for (const endpoint of endpoints) {
-    rows.push({ ...endpoint, figures: await readEndpointFigures(deps.database, null, endpoint.id) });
-  }
+  const figures = await readEndpointFigures(
+    deps.database,
+    null,
+    endpoints.map((e) => e.id),
+  );
+  const rows = endpoints.map((endpoint) => ({ ...endpoint, figures: figures.get(endpoint.id) }));
   if (values.json) return printJson(io, rows);
   if (rows.length === 0) {
     io.stdout.write("no webhook endpoints\n");

@@ -21,8 +21,31 @@ export const WEBHOOK_EVENT_TYPES = [
   "provider.switched",
   "inbox.read",
   "broadcast.expanded",
+  "broadcast.completed",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/**
+ * What an endpoint may ask its events to carry beyond ids and outcomes: the notification's
+ * template data (what its message is rendered from), and the user's address on the event's
+ * channel (both email and phone for a notification's own events), as stored when the post is made.
+ */
+export const WEBHOOK_INCLUDES = ["notification_data", "recipient"] as const;
+export type WebhookInclude = (typeof WEBHOOK_INCLUDES)[number];
+
+/**
+ * The address an event's `recipient` shows: the one its channel is sent to (none for push and
+ * in-app, which are sent to devices and the inbox), or both for an event of the whole notification.
+ */
+export function recipientOf(
+  channel: unknown,
+  contacts: { email: string | null; phone: string | null },
+): { email?: string | null; phone?: string | null } {
+  if (channel === "email") return { email: contacts.email };
+  if (channel === "sms") return { phone: contacts.phone };
+  if (channel === undefined || channel === null) return { email: contacts.email, phone: contacts.phone };
+  return {};
+}
 
 /** One line per type, for the API document and docs/webhooks.md. */
 export const WEBHOOK_EVENT_DESCRIPTIONS: Record<WebhookEventType | "ping", string> = {
@@ -39,6 +62,8 @@ export const WEBHOOK_EVENT_DESCRIPTIONS: Record<WebhookEventType | "ping", strin
   "provider.switched": "a channel's send moved to another provider (email failing over)",
   "inbox.read": "the user read an in-app item",
   "broadcast.expanded": "every member of a broadcast's audience has a notification",
+  "broadcast.completed":
+    "every notification a broadcast expanded is completed, with the count of each outcome; sent once, for a broadcast accepted while an endpoint of its client wanted this type",
   ping: "a test event sent by POST /api/v1/webhook-endpoints/{id}/test",
 };
 

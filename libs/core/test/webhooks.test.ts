@@ -5,6 +5,7 @@ import {
   decideWebhookAttempt,
   newWebhookSecret,
   parseRetrySchedule,
+  recipientOf,
   shouldDisableEndpoint,
   webhookEnvelope,
   webhookUrlProblem,
@@ -150,3 +151,21 @@ t.test(
     });
   },
 );
+
+t.test("an event's recipient is the address its channel is sent to, and no other", async () => {
+  const contact = fc.option(fc.emailAddress(), { nil: null });
+  fc.assert(
+    fc.property(
+      fc.constantFrom("email", "sms", "push", "in_app", undefined, null),
+      contact,
+      fc.option(fc.string(), { nil: null }),
+      (channel, email, phone) => {
+        const shown = recipientOf(channel, { email, phone });
+        if (channel === "email") return JSON.stringify(shown) === JSON.stringify({ email });
+        if (channel === "sms") return JSON.stringify(shown) === JSON.stringify({ phone });
+        if (channel === "push" || channel === "in_app") return Object.keys(shown).length === 0;
+        return shown.email === email && shown.phone === phone;
+      },
+    ),
+  );
+});

@@ -63,6 +63,22 @@ const { stack, dataDir } = await startTestStack(t, {
 // A key for every route: operator includes every client scope.
 const key = await seedApiKey(database, { clientId: "dev", name: "roles test", scopes: ["operator"] });
 const base = stack.baseUrl;
+// A webhook endpoint wanting every event type, with addresses and data: every app's changes run
+// the event triggers as that app's role, and the workers' senders read what it asks for.
+const hook = await fetch(`${base}/api/v1/webhook-endpoints`, {
+  method: "POST",
+  headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+  body: JSON.stringify({
+    url: `${stack.sandboxes.webhooks}/hooks/roles`,
+    include: ["notification_data", "recipient"],
+  }),
+});
+if (hook.status !== 201) throw new Error(`POST /webhook-endpoints: ${hook.status} ${await hook.text()}`);
+await fetch(`${stack.sandboxes.webhooks}/sandbox/secrets/roles`, {
+  method: "PUT",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ secrets: [((await hook.json()) as { secret: string }).secret] }),
+});
 
 async function api<T = Record<string, unknown>>(
   method: string,
@@ -321,6 +337,38 @@ t.test("paths a NATS failure runs, called as their app's role", async (t) => {
     "workers drop a gone subscription",
   );
   t.equal(await purgeCapCounts(as("processor"), "2000-01-01"), 0, "the processor purges old counters");
+});
+
+t.test("the webhook endpoint heard every kind of change, signed, with what it asked for", async (t) => {
+  const wanted = [
+    "notification.accepted",
+    "channel.delivered",
+    "channel.suppressed",
+    "notification.completed",
+    "broadcast.expanded",
+    "broadcast.completed",
+  ];
+  const posts = await eventually(
+    async () => {
+      const response = await fetch(`${stack.sandboxes.webhooks}/sandbox/received?name=roles`);
+      const all = (await response.json()) as Array<{
+        type: string;
+        verified: boolean;
+        body: { data: Record<string, unknown> };
+      }>;
+      const types = new Set(all.map((p) => p.type));
+      return wanted.every((type) => types.has(type)) ? all : undefined;
+    },
+    60_000,
+    `posts of ${wanted.join(", ")}`,
+  );
+  t.ok(
+    posts.every((p) => p.verified),
+    "every post verified",
+  );
+  const delivered = posts.find((p) => p.type === "channel.delivered" && p.body.data.channel === "email");
+  t.ok(delivered?.body.data.notification_data, "the notification's data, read by the workers' role");
+  t.ok(delivered?.body.data.recipient, "the address, read by the workers' role");
 });
 
 t.test("no app's statement was refused by Postgres", async (t) => {

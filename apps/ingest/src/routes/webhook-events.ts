@@ -11,6 +11,16 @@ const NOTIFICATION: Json = {
   client_id: text,
   user_id: text,
   category: text,
+  notification_data: {
+    type: "object",
+    description: "The notification's template data: only for an endpoint whose `include` has notification_data",
+  },
+  recipient: {
+    type: "object",
+    properties: { email: nullableText, phone: nullableText },
+    description:
+      "The user's address on the event's channel (email and phone for a notification's own events), as stored when the post is made: only for an endpoint whose `include` has recipient",
+  },
 };
 const CHANNEL: Json = {
   ...NOTIFICATION,
@@ -22,7 +32,10 @@ const CHANNEL: Json = {
   attempt: { type: "integer" },
 };
 
-/** The `data` of each event type: ids, statuses and reasons, never a message's body or an address. */
+/**
+ * The `data` of each event type: ids, statuses and reasons; a message's data or an address only
+ * for an endpoint that asks for them (`include`).
+ */
 const DATA: Record<string, Json> = {
   "notification.accepted": {
     ...NOTIFICATION,
@@ -55,6 +68,22 @@ const DATA: Record<string, Json> = {
     template_id: text,
     total: { type: "integer" },
     expanded: { type: "integer" },
+  },
+  "broadcast.completed": {
+    broadcast_id: text,
+    client_id: text,
+    category: text,
+    status: { type: "string", enum: ["expanded", "cancelled"] },
+    recipients: { type: "integer" },
+    outcomes: {
+      type: "object",
+      properties: {
+        completed: { type: "integer" },
+        partially_failed: { type: "integer" },
+        failed: { type: "integer" },
+        suppressed: { type: "integer" },
+      },
+    },
   },
   ping: { endpoint_id: text, client_id: text },
 };

@@ -1,4 +1,4 @@
-import { AppError, validate, WEBHOOK_EVENT_TYPES, webhookUrlProblem } from "@notify/core";
+import { AppError, validate, WEBHOOK_EVENT_TYPES, WEBHOOK_INCLUDES, webhookUrlProblem } from "@notify/core";
 import {
   createEndpoint,
   deleteEndpoint,
@@ -16,6 +16,7 @@ import {
 import { limitBody, readJson, toAppError } from "@notify/http";
 import type { Context, Hono } from "hono";
 import * as v from "valibot";
+import { hasScope } from "../auth/api-keys.js";
 import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import {
@@ -34,6 +35,7 @@ const EndpointRecord = v.object({
   client_id: v.string(),
   url: v.string(),
   event_types: v.nullable(v.array(v.picklist(WEBHOOK_EVENT_TYPES))),
+  include: v.array(v.picklist(WEBHOOK_INCLUDES)),
   description: v.nullable(v.string()),
   status: v.picklist(["enabled", "disabled"]),
   disabled_reason: v.pipe(
@@ -117,6 +119,20 @@ function replaySelection(body: v.InferOutput<typeof ReplayRequest>): ReplaySelec
   return { since, until };
 }
 
+/** Whose endpoint a route reaches: a client's, or (null) any client's, for the operator. */
+type Owner = (c: Context<AuthEnv>) => string | null;
+const callersClient: Owner = (c) => c.get("principal").clientId;
+const anyClient: Owner = () => null;
+
+/** Addresses in events are for a key that may read addresses, as the contacts API is. */
+const checkInclude = (c: Context<AuthEnv>, include: readonly string[] | undefined) => {
+  if (include?.includes("recipient") && !hasScope(c.get("principal"), "contacts")) {
+    throw new AppError("insufficient_scope", "include recipient needs a key with the contacts scope", {
+      context: { wwwAuthenticate: 'Bearer realm="notify", error="insufficient_scope", scope="contacts"' },
+    });
+  }
+};
+
 const checkUrl = (url: string, allowPrivateNetworks: boolean) => {
   const problem = webhookUrlProblem(url, allowPrivateNetworks);
   if (problem !== null) {
@@ -132,36 +148,69 @@ const checkUrl = (url: string, allowPrivateNetworks: boolean) => {
 export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   const allowPrivate = deps.webhookAllowPrivateNetworks === true;
 
+  // The client's and the operator's routes to an endpoint's dead letters and replays differ
+  // only in whose endpoint they reach.
+  const listDeadLetters = (owner: Owner) => async (c: Context<AuthEnv, "/:id">) => {
+    const id = c.req.param("id");
+    const { limit } = validate(LimitQuery, c.req.query());
+    const data = await postgres(listDeadDeliveries(deps.database, owner(c), id, limit));
+    if (!data) throw unknownEndpoint(id);
+    return c.json({ data });
+  };
+  const replay = (owner: Owner) => async (c: Context<AuthEnv, "/:id">) => {
+    const id = c.req.param("id");
+    const selection = replaySelection(validate(ReplayRequest, await readJson(c)));
+    const clientId = owner(c);
+    const replayed = await postgres(replayWebhookEvents(deps.database, clientId, id, selection));
+    if (replayed === undefined) throw unknownEndpoint(id);
+    c.get("log").info(
+      { endpoint_id: id, replayed },
+      clientId === null ? "webhook events replayed by the operator" : "webhook events replayed",
+    );
+    return c.json({ replayed }, 202);
+  };
+
   v1.post(
     "/webhook-endpoints",
     endpoints({
       summary: "Register a webhook endpoint",
-      description: `Events of the caller's client are posted to url (https, a public host), signed per Standard Webhooks with the secret in this answer, shown once. event_types limits which (absent: every type). At most ${MAX_ENDPOINTS_PER_CLIENT} endpoints per client.`,
+      description: `Events of the caller's client are posted to url (https, a public host), signed per Standard Webhooks with the secret in this answer, shown once. event_types limits which (absent: every type). include adds the notification's template data (notification_data) or the user's address (recipient, which needs the contacts scope) to its events. At most ${MAX_ENDPOINTS_PER_CLIENT} endpoints per client.`,
       body: CreateEndpointRequest,
       responses: {
         201: { description: "The endpoint with its secret", schema: IssuedEndpoint, headers: { Location: "Its URL" } },
       },
-      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type"],
+      problems: [
+        "validation_failed",
+        "malformed_json",
+        "payload_too_large",
+        "unsupported_media_type",
+        "insufficient_scope",
+      ],
     }),
     limitBody(deps.maxBodyBytes),
     async (c) => {
       const body = validate(CreateEndpointRequest, await readJson(c));
       checkUrl(body.url, allowPrivate);
-      const principal = c.get("principal");
-      const existing = await postgres(listEndpoints(deps.database, principal.clientId));
-      if (existing.length >= MAX_ENDPOINTS_PER_CLIENT) {
+      checkInclude(c, body.include);
+      const endpoint = await postgres(
+        createEndpoint(
+          deps.database,
+          c.get("principal").clientId,
+          {
+            url: body.url,
+            eventTypes: body.event_types ?? null,
+            include: body.include ?? [],
+            description: body.description ?? null,
+          },
+          MAX_ENDPOINTS_PER_CLIENT,
+        ),
+      );
+      if (endpoint === "limit_reached") {
         throw new AppError(
           "validation_failed",
           `a client may have at most ${MAX_ENDPOINTS_PER_CLIENT} webhook endpoints`,
         );
       }
-      const endpoint = await postgres(
-        createEndpoint(deps.database, principal.clientId, {
-          url: body.url,
-          eventTypes: body.event_types ?? null,
-          description: body.description ?? null,
-        }),
-      );
       c.get("log").info({ endpoint_id: endpoint.id }, "webhook endpoint created");
       c.header("cache-control", "no-store");
       c.header("location", `/api/v1/webhook-endpoints/${endpoint.id}`);
@@ -201,8 +250,8 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       const clientId = c.get("principal").clientId;
       const endpoint = await postgres(getEndpoint(deps.database, clientId, id));
       if (!endpoint) throw unknownEndpoint(id);
-      const figures = await postgres(readEndpointFigures(deps.database, clientId, id));
-      return c.json({ ...endpoint, figures });
+      const figures = await postgres(readEndpointFigures(deps.database, clientId, [id]));
+      return c.json({ ...endpoint, figures: figures.get(id) });
     },
   );
 
@@ -211,20 +260,29 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     endpoints({
       summary: "Change a webhook endpoint",
       description:
-        "Changes what is given: url, event_types (null: every type), description, enabled. Enabling a disabled endpoint forgets its failures; what it missed meanwhile is replayed with POST …/replay.",
+        "Changes what is given: url, event_types (null: every type), include, description, enabled. Enabling a disabled endpoint forgets its failures; what it missed meanwhile is replayed with POST …/replay.",
       body: UpdateEndpointRequest,
       responses: { 200: { description: "The endpoint", schema: EndpointRecord } },
-      problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type", "not_found"],
+      problems: [
+        "validation_failed",
+        "malformed_json",
+        "payload_too_large",
+        "unsupported_media_type",
+        "not_found",
+        "insufficient_scope",
+      ],
     }),
     limitBody(deps.maxBodyBytes),
     async (c) => {
       const id = c.req.param("id");
       const body = validate(UpdateEndpointRequest, await readJson(c));
       if (body.url !== undefined) checkUrl(body.url, allowPrivate);
+      checkInclude(c, body.include);
       const endpoint = await postgres(
         updateEndpoint(deps.database, c.get("principal").clientId, id, {
           url: body.url,
           eventTypes: body.event_types,
+          include: body.include,
           description: body.description,
           enabled: body.enabled,
         }),
@@ -304,13 +362,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       responses: { 200: { description: "The dead letters", schema: DeadList } },
       problems: ["not_found"],
     }),
-    async (c) => {
-      const id = c.req.param("id");
-      const { limit } = validate(LimitQuery, c.req.query());
-      const data = await postgres(listDeadDeliveries(deps.database, c.get("principal").clientId, id, limit));
-      if (!data) throw unknownEndpoint(id);
-      return c.json({ data });
-    },
+    listDeadLetters(callersClient),
   );
 
   v1.post(
@@ -323,15 +375,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type", "not_found"],
     }),
     limitBody(deps.maxBodyBytes),
-    async (c) => {
-      const id = c.req.param("id");
-      const body = validate(ReplayRequest, await readJson(c));
-      const selection = replaySelection(body);
-      const replayed = await postgres(replayWebhookEvents(deps.database, c.get("principal").clientId, id, selection));
-      if (replayed === undefined) throw unknownEndpoint(id);
-      c.get("log").info({ endpoint_id: id, replayed }, "webhook events replayed");
-      return c.json({ replayed }, 202);
-    },
+    replay(callersClient),
   );
 
   v1.get(
@@ -347,11 +391,14 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     }),
     async (c) => {
       const all = await postgres(listEndpoints(deps.database, null));
-      const data = [];
-      for (const endpoint of all) {
-        data.push({ ...endpoint, figures: await postgres(readEndpointFigures(deps.database, null, endpoint.id)) });
-      }
-      return c.json({ data });
+      const figures = await postgres(
+        readEndpointFigures(
+          deps.database,
+          null,
+          all.map((e) => e.id),
+        ),
+      );
+      return c.json({ data: all.map((endpoint) => ({ ...endpoint, figures: figures.get(endpoint.id) })) });
     },
   );
 
@@ -366,13 +413,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       responses: { 200: { description: "The dead letters", schema: DeadList } },
       problems: ["not_found"],
     }),
-    async (c) => {
-      const id = c.req.param("id");
-      const { limit } = validate(LimitQuery, c.req.query());
-      const data = await postgres(listDeadDeliveries(deps.database, null, id, limit));
-      if (!data) throw unknownEndpoint(id);
-      return c.json({ data });
-    },
+    listDeadLetters(anyClient),
   );
 
   v1.post(
@@ -387,14 +428,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       problems: ["validation_failed", "malformed_json", "payload_too_large", "unsupported_media_type", "not_found"],
     }),
     limitBody(deps.maxBodyBytes),
-    async (c) => {
-      const id = c.req.param("id");
-      const selection = replaySelection(validate(ReplayRequest, await readJson(c)));
-      const replayed = await postgres(replayWebhookEvents(deps.database, null, id, selection));
-      if (replayed === undefined) throw unknownEndpoint(id);
-      c.get("log").info({ endpoint_id: id, replayed }, "webhook events replayed by the operator");
-      return c.json({ replayed }, 202);
-    },
+    replay(anyClient),
   );
 
   v1.post(

@@ -1,4 +1,4 @@
-import { WEBHOOK_EVENT_TYPES } from "@notify/core";
+import { WEBHOOK_EVENT_TYPES, WEBHOOK_INCLUDES } from "@notify/core";
 import * as v from "valibot";
 
 /** Endpoints a client may have: enough for every team's receiver, few enough to fan out cheaply. */
@@ -27,6 +27,14 @@ const EventTypes = v.pipe(
   v.checkItems((item, index, array) => array.indexOf(item) === index, "event_types must not repeat"),
 );
 
+const Include = v.pipe(
+  v.array(
+    v.picklist(WEBHOOK_INCLUDES, `include may only contain ${WEBHOOK_INCLUDES.join(", ")}`),
+    "include must be an array",
+  ),
+  v.checkItems((item, index, array) => array.indexOf(item) === index, "include must not repeat"),
+);
+
 const Description = v.pipe(
   v.string("description must be a string"),
   v.maxLength(256, "description must be at most 256 characters"),
@@ -38,6 +46,8 @@ export const CreateEndpointRequest = v.strictObject({
   url: Url,
   /** Absent: every event type, present and future. */
   event_types: v.optional(EventTypes),
+  /** What events carry beyond ids and outcomes; absent: nothing more. */
+  include: v.optional(Include),
   description: v.optional(Description),
 });
 
@@ -46,6 +56,7 @@ export const UpdateEndpointRequest = v.strictObject({
   url: v.optional(Url),
   /** null: every event type. */
   event_types: v.optional(v.nullable(EventTypes)),
+  include: v.optional(Include),
   description: v.optional(v.nullable(Description)),
   /** true enables a disabled endpoint (and forgets its failures); false disables it. */
   enabled: v.optional(v.boolean("enabled must be true or false")),

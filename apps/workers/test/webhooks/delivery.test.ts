@@ -67,12 +67,14 @@ const dispatching = (t: Tap) => {
   });
 };
 
-const endpoint = async (clientId: string, name: string, eventTypes: string[] | null = null) => {
-  const created = await createEndpoint(database, clientId, {
-    url: `${receiver.url}/hooks/${name}`,
-    eventTypes,
-    description: null,
-  });
+const endpoint = async (clientId: string, name: string, eventTypes: string[] | null = null, include: string[] = []) => {
+  const created = await createEndpoint(
+    database,
+    clientId,
+    { url: `${receiver.url}/hooks/${name}`, eventTypes, include, description: null },
+    20,
+  );
+  if (created === "limit_reached") throw new Error("no more endpoints for this client");
   receiver.setSecrets(name, [created.secret]);
   return created;
 };
@@ -308,4 +310,39 @@ t.test("events of one channel carry a sequence in the order they happened", asyn
   );
   t.equal((events[1]?.data as { previous_provider?: string } | undefined)?.previous_provider, "sendgrid");
   t.equal((events[4]?.data as { reason?: string } | undefined)?.reason, "hard bounce");
+});
+
+t.test("an endpoint that asks for them is given the notification's data and the address; another is not", async (t) => {
+  await endpoint(
+    "include-client",
+    "include-all",
+    ["channel.delivered", "notification.completed"],
+    ["notification_data", "recipient"],
+  );
+  await endpoint("include-client", "include-none", ["channel.delivered"]);
+  await database.sql`insert into user_contacts (user_id, email, phone) values ('user-inc', 'ada@example.com', '+15550100')`;
+  const id = randomUUID();
+  await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${id}, 'include-client', 'user-inc', 'account', 'welcome', 'transactional', '{"name": "Ada"}', ${randomUUID()}, 'x', 0)`;
+  await database.sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'email', 'pending')`;
+  await database.sql`update notification_channels set status = 'delivered' where notification_id = ${id}`;
+  await startSender(t);
+  dispatching(t);
+  const posts = await eventually(async () => {
+    const all = received("include-all", id);
+    const none = received("include-none", id);
+    return all.length === 2 && none.length === 1 ? { all, none } : undefined;
+  });
+  const body = (post: { body: unknown }) => post.body as { type: string; data: Record<string, unknown> };
+  const delivered = posts.all.map(body).find((b) => b.type === "channel.delivered");
+  t.same(delivered?.data.notification_data, { name: "Ada" });
+  t.same(delivered?.data.recipient, { email: "ada@example.com" }, "the channel's own address only");
+  const completed = posts.all.map(body).find((b) => b.type === "notification.completed");
+  t.same(completed?.data.recipient, { email: "ada@example.com", phone: "+15550100" });
+  const plain = body(posts.none[0] as { body: unknown }).data;
+  t.notOk("notification_data" in plain || "recipient" in plain, "nothing beyond ids and outcomes");
+  t.ok(
+    [...posts.all, ...posts.none].every((p) => (p as { verified?: boolean }).verified === true),
+    "every post verified",
+  );
 });

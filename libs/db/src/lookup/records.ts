@@ -129,6 +129,20 @@ export async function readNotification(
   return record;
 }
 
+/**
+ * Notifications of any client by id, each with its channels, in two statements whatever their
+ * number; ids not found are left out.
+ */
+export async function readNotifications(database: Database, ids: readonly string[]): Promise<NotificationRecord[]> {
+  if (ids.length === 0) return [];
+  const { sql } = database;
+  const rows = await sql<HeadRow[]>`
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
+           n.trace_parent, ${fallbackPending(sql)} as fallback_pending
+    from notifications n where n.id = any(${ids as string[]}::text[])`;
+  return withChannels(sql, rows);
+}
+
 export interface UserNotificationsQuery {
   clientId: string;
   userId: string;

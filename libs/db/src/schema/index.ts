@@ -32,6 +32,7 @@ export {
 } from "./users.js";
 export {
   webhookAttempts,
+  webhookBroadcastTallies,
   webhookCompletionChecks,
   webhookDeliveries,
   webhookEndpoints,

@@ -1,5 +1,16 @@
 import { sql } from "drizzle-orm";
-import { bigint, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
 
 /**
  * A client's outbound webhook endpoint: where its events are posted, which types it wants (null:
@@ -14,6 +25,12 @@ export const webhookEndpoints = pgTable(
     clientId: text("client_id").notNull(),
     url: text("url").notNull(),
     eventTypes: text("event_types").array(),
+    /**
+     * What the endpoint's events carry beyond ids and outcomes, by the client's choice:
+     * `data` (the notification's template data, what its message is rendered from) and
+     * `recipient` (the user's address on the event's channel, as stored when the post is made).
+     */
+    include: text("include").array().notNull().default(sql`'{}'::text[]`),
     description: text("description"),
     /** `enabled`, or `disabled` (by the client, or by the service after failing for too long). */
     status: text("status").notNull().default("enabled"),
@@ -51,6 +68,10 @@ export const webhookEvents = pgTable(
     index("webhook_events_notification_idx").on(t.notificationId),
     // A notification is completed once, whichever of its channels' outcomes was checked last.
     uniqueIndex("webhook_events_completed_idx").on(t.notificationId).where(sql`${t.type} = 'notification.completed'`),
+    // And a broadcast once, whichever dispatcher saw its last recipient end.
+    uniqueIndex("webhook_events_broadcast_completed_idx")
+      .on(sql`(${t.data}->>'broadcast_id')`)
+      .where(sql`${t.type} = 'broadcast.completed'`),
   ],
 );
 
@@ -74,8 +95,11 @@ export const webhookDeliveries = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.endpointId, t.eventId] }),
-    // What the dispatcher takes: due deliveries, and queued ones whose publish may have been lost.
-    index("webhook_deliveries_due_idx").on(t.nextAttemptAt).where(sql`${t.status} in ('waiting', 'queued')`),
+    // What the dispatcher takes, endpoint by endpoint: due deliveries, and queued ones whose
+    // publish may have been lost.
+    index("webhook_deliveries_due_idx")
+      .on(t.endpointId, t.nextAttemptAt)
+      .where(sql`${t.status} in ('waiting', 'queued')`),
     index("webhook_deliveries_dead_idx").on(t.endpointId, t.updatedAt).where(sql`${t.status} = 'dead'`),
   ],
 );
@@ -110,3 +134,27 @@ export const webhookCompletionChecks = pgTable("webhook_completion_checks", {
   notificationId: text("notification_id").primaryKey(),
   createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
 });
+
+/**
+ * How far a broadcast's recipients have come, for a client with an endpoint that wanted
+ * `broadcast.completed` when the broadcast was accepted: the dispatcher counts each recipient once,
+ * when its notification is completed, by outcome, and writes `broadcast.completed` once the
+ * broadcast is expanded (or cancelled) and every recipient it expanded is counted. `check_due`
+ * asks the dispatcher to look again: the broadcast just finished expanding.
+ */
+export const webhookBroadcastTallies = pgTable(
+  "webhook_broadcast_tallies",
+  {
+    broadcastId: text("broadcast_id").primaryKey(),
+    clientId: text("client_id").notNull(),
+    ended: bigint("ended", { mode: "number" }).notNull().default(0),
+    completed: bigint("completed", { mode: "number" }).notNull().default(0),
+    partiallyFailed: bigint("partially_failed", { mode: "number" }).notNull().default(0),
+    failed: bigint("failed", { mode: "number" }).notNull().default(0),
+    suppressed: bigint("suppressed", { mode: "number" }).notNull().default(0),
+    checkDue: boolean("check_due").notNull().default(false),
+    /** When `broadcast.completed` was written; null until then. */
+    completedAt: timestamp("completed_at", { withTimezone: true, mode: "date" }),
+  },
+  (t) => [index("webhook_broadcast_tallies_due_idx").on(t.broadcastId).where(sql`${t.checkDue}`)],
+);

@@ -44,8 +44,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   audiences: { ingest: [S, I, U] },
   // ingest: a broadcast's count, kept and read again.
   broadcast_progress: { ingest: [S, I, U] },
-  // ingest: counting a broadcast's recipients; processor: an expanded batch's recipients.
-  broadcast_recipients: { ingest: [S], processor: [I] },
+  // ingest: counting a broadcast's recipients; processor: an expanded batch's recipients, and the
+  // webhook dispatcher's tallies; workers and receipts: the channel trigger's look for a tally.
+  broadcast_recipients: { ingest: [S], processor: [S, I], workers: [S], receipts: [S] },
   // ingest: accept, read, pause, resume, cancel; processor: expand (row lock, cursor, finish).
   broadcasts: { ingest: [S, I, U], processor: [S, U] },
   // ingest: timelines and dead letters' histories; processor: routing, releases, replays,
@@ -96,8 +97,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   template_versions: { ingest: [S, I], processor: [S] },
   templates: { ingest: [S, I, U], processor: [S] },
   // ingest: the contacts and preferences APIs; processor: routing's profile, a replay's
-  // address; workers: a push subscription the push service says is gone.
-  user_contacts: { ingest: [S, I, U], processor: [S] },
+  // address; workers: the address a webhook endpoint asking for it (include: recipient) is
+  // given, and a push subscription the push service says is gone.
+  user_contacts: { ingest: [S, I, U], processor: [S], workers: [S] },
   user_preferences: { ingest: [S, I, U], processor: [S], workers: [S, U] },
   // Outbound webhooks. The triggers that write events (drizzle/0019_webhooks.sql) run as the
   // caller: every app whose statements change a channel, a notification, a fallback, an inbox
@@ -105,6 +107,10 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: the endpoints API, replays and pings, figures; processor: the dispatcher (completion
   // checks, due deliveries), retention's purge; workers: the senders' claims and outcomes.
   webhook_attempts: { ingest: [S], processor: [S, D], workers: [S, I] },
+  // ingest: a broadcast accepted (tallied) or cancelled (looked at again); processor: its
+  // expansion finishing, the dispatcher's counts, retention; workers and receipts: the channel
+  // trigger's look for a tally.
+  webhook_broadcast_tallies: { ingest: [S, I, U], processor: [S, I, U, D], workers: [S], receipts: [S] },
   webhook_completion_checks: { processor: [S, I, U, D], workers: [I], receipts: [I] },
   webhook_deliveries: { ingest: [S, I, U], processor: [S, I, U, D], workers: [S, I, U], receipts: [I] },
   webhook_endpoints: { ingest: [S, I, U, D], processor: [S], workers: [S, U], receipts: [S] },

@@ -1,5 +1,5 @@
 import { type ChannelStatus, notificationStatus } from "@notify/core";
-import { readNotification } from "../lookup/records.js";
+import { readNotifications } from "../lookup/records.js";
 import type { Database, Sql } from "../pool.js";
 
 /**
@@ -27,9 +27,11 @@ const ENDED = new Set(["completed", "partially_failed", "failed", "suppressed"])
 
 /**
  * Takes up to `limit` pending completion checks and writes `notification.completed` for each
- * notification whose every channel has an outcome now (once: the event's unique index). Runs
- * after the changes that asked for the check are committed, so the last channel to reach its
- * outcome always finds the others' outcomes. Answers how many checks it took.
+ * notification whose every channel has an outcome now (once: the event's unique index), counts
+ * each such notification that is a tallied broadcast's recipient in that broadcast's tally, and
+ * writes `broadcast.completed` for the broadcasts that are done. Runs after the changes that
+ * asked for the checks are committed, so the last channel to reach its outcome always finds the
+ * others'. Answers how many checks it took.
  */
 export async function checkCompletions(database: Database, limit: number): Promise<number> {
   return database.sql.begin(async (sql) => {
@@ -38,30 +40,119 @@ export async function checkCompletions(database: Database, limit: number): Promi
         select notification_id from webhook_completion_checks
         order by created_at limit ${limit} for update skip locked)
       returning notification_id`;
-    for (const { notification_id } of checks) {
-      const record = await readNotification({ ...database, sql: sql as unknown as Sql }, null, notification_id);
-      if (record === null) continue;
+    const records = await readNotifications(
+      { ...database, sql: sql as unknown as Sql },
+      checks.map((c) => c.notification_id),
+    );
+    const ended: Array<{ notification_id: string; client_id: string; data: Record<string, unknown> }> = [];
+    for (const record of records) {
       const statuses = Object.values(record.channels).map((c) => c.status as ChannelStatus);
       const status = notificationStatus(statuses, { fallbackPending: record.fallback_pending });
       if (!ENDED.has(status)) continue;
       const channels = Object.fromEntries(
         Object.entries(record.channels).map(([channel, c]) => [channel, { status: c.status, reason: c.reason }]),
       );
-      await sql`
-        insert into webhook_events (client_id, type, notification_id, data)
-        select ${record.client_id}::text, 'notification.completed', ${notification_id}::text, ${sql.json({
-          notification_id,
-          client_id: record.client_id,
-          user_id: record.user_id,
-          category: record.category,
-          status,
-          channels,
-        })}
-        where webhook_wanted(${record.client_id}, 'notification.completed')
-        on conflict (notification_id) where type = 'notification.completed' do nothing`;
+      const { notification_id, client_id, user_id, category } = record;
+      ended.push({
+        notification_id,
+        client_id,
+        data: { notification_id, client_id, user_id, category, status, channels },
+      });
     }
+    const touched =
+      ended.length === 0
+        ? []
+        : // The event is written for every check taken: a check is asked for only while an endpoint
+          // wants it, or a broadcast's tally counts the notification (the event, delivered to no
+          // endpoint then, is what makes it counted once).
+          await sql<Array<{ broadcast_id: string }>>`
+          with inserted as (
+            insert into webhook_events (client_id, type, notification_id, data)
+            select e.client_id, 'notification.completed', e.notification_id, e.data
+            from jsonb_to_recordset(${sql.json(ended as never)}) as e(notification_id text, client_id text, data jsonb)
+            order by e.notification_id
+            on conflict (notification_id) where type = 'notification.completed' do nothing
+            returning notification_id, data->>'status' as status
+          ), counted as (
+            select r.broadcast_id, count(*) as ended,
+              count(*) filter (where i.status = 'completed') as completed,
+              count(*) filter (where i.status = 'partially_failed') as partially_failed,
+              count(*) filter (where i.status = 'failed') as failed,
+              count(*) filter (where i.status = 'suppressed') as suppressed
+            from inserted i join broadcast_recipients r on r.notification_id = i.notification_id
+            group by r.broadcast_id
+          )
+          update webhook_broadcast_tallies t set ended = t.ended + c.ended, completed = t.completed + c.completed,
+            partially_failed = t.partially_failed + c.partially_failed, failed = t.failed + c.failed,
+            suppressed = t.suppressed + c.suppressed
+          from counted c where t.broadcast_id = c.broadcast_id and t.completed_at is null
+          returning t.broadcast_id`;
+    await completeBroadcasts(
+      sql as unknown as Sql,
+      touched.map((t) => t.broadcast_id),
+    );
     return checks.length;
   });
+}
+
+interface TallyRow {
+  broadcast_id: string;
+  client_id: string;
+  ended: string;
+  completed: string;
+  partially_failed: string;
+  failed: string;
+  suppressed: string;
+  status: string;
+  expanded: string;
+  category: string;
+}
+
+/**
+ * Writes `broadcast.completed` for each tallied broadcast, among those just counted and those
+ * that just finished expanding, that is expanded (or cancelled) and has every recipient it
+ * expanded counted. The tallies are locked first, so a count another dispatcher is committing
+ * (during a lease's hand-over) is waited for and read, not missed. A finished broadcast still
+ * waiting for recipients is looked at again when the last of them is counted.
+ */
+async function completeBroadcasts(sql: Sql, touched: readonly string[]): Promise<void> {
+  const tallies = await sql<TallyRow[]>`
+    select t.broadcast_id, t.client_id, t.ended, t.completed, t.partially_failed, t.failed, t.suppressed,
+      b.status, b.expanded, b.category
+    from webhook_broadcast_tallies t join broadcasts b on b.id = t.broadcast_id
+    where (t.check_due or t.broadcast_id = any(${touched as string[]}::text[])) and t.completed_at is null
+    order by t.broadcast_id
+    for update of t`;
+  const finished = tallies.filter((t) => t.status === "expanded" || t.status === "cancelled");
+  if (finished.length === 0) return;
+  const done = finished.filter((t) => Number(t.ended) >= Number(t.expanded));
+  const events = done.map((t) => ({
+    client_id: t.client_id,
+    data: {
+      broadcast_id: t.broadcast_id,
+      client_id: t.client_id,
+      category: t.category,
+      status: t.status,
+      recipients: Number(t.expanded),
+      outcomes: {
+        completed: Number(t.completed),
+        partially_failed: Number(t.partially_failed),
+        failed: Number(t.failed),
+        suppressed: Number(t.suppressed),
+      },
+    },
+  }));
+  if (events.length > 0) {
+    await sql`
+      insert into webhook_events (client_id, type, data)
+      select e.client_id, 'broadcast.completed', e.data
+      from jsonb_to_recordset(${sql.json(events as never)}) as e(client_id text, data jsonb)
+      on conflict ((data->>'broadcast_id')) where type = 'broadcast.completed' do nothing`;
+  }
+  await sql`
+    update webhook_broadcast_tallies set check_due = false,
+      completed_at = case when broadcast_id = any(${done.map((t) => t.broadcast_id)}::text[]) then now() end
+    where broadcast_id = any(${finished.map((t) => t.broadcast_id)}::text[])`;
 }
 
 /**
@@ -82,10 +173,16 @@ export async function dispatchDue(
   publish: (deliveries: DueDelivery[]) => Promise<void>,
 ): Promise<number> {
   return database.sql.begin(async (sql) => {
+    // Endpoint by endpoint, at most a fifth of the batch each: an endpoint with a large backlog
+    // (a broadcast's events) is published a share at a time, between the others' first posts.
     const due = await sql<Array<{ endpoint_id: string; event_id: string; attempts: number; updated_at: Date }>>`
-      select endpoint_id, event_id, attempts, updated_at from webhook_deliveries
-      where status in ('waiting', 'queued') and next_attempt_at <= now()
-      order by next_attempt_at limit ${limit} for update skip locked`;
+      select d.endpoint_id, d.event_id, d.attempts, d.updated_at
+      from webhook_endpoints e
+      cross join lateral (
+        select endpoint_id, event_id, attempts, updated_at, next_attempt_at from webhook_deliveries
+        where endpoint_id = e.id and status in ('waiting', 'queued') and next_attempt_at <= now()
+        order by next_attempt_at limit ${Math.max(1, Math.ceil(limit / 5))} for update skip locked) d
+      order by d.next_attempt_at limit ${limit}`;
     if (due.length === 0) return 0;
     const deliveries = due.map((d) => ({
       endpoint_id: d.endpoint_id,

@@ -16,6 +16,8 @@ export interface WebhookEndpointRecord {
   url: string;
   /** The event types it receives; null: every type. */
   event_types: string[] | null;
+  /** What its events carry beyond ids and outcomes: `notification_data`, `recipient`. */
+  include: string[];
   description: string | null;
   status: EndpointStatus;
   /** `by_client` or `failing`; null while enabled. */
@@ -38,6 +40,7 @@ interface EndpointRow {
   client_id: string;
   url: string;
   event_types: string[] | null;
+  include: string[];
   description: string | null;
   status: string;
   disabled_reason: string | null;
@@ -48,7 +51,7 @@ interface EndpointRow {
   updated_at: Date;
 }
 
-const COLUMNS = `id, client_id, url, event_types, description, status, disabled_reason, disabled_at,
+const COLUMNS = `id, client_id, url, event_types, include, description, status, disabled_reason, disabled_at,
   failing_since, previous_secret_expires_at, created_at, updated_at`;
 
 const iso = (date: Date | null) => date?.toISOString() ?? null;
@@ -58,6 +61,7 @@ const toRecord = (row: EndpointRow): WebhookEndpointRecord => ({
   client_id: row.client_id,
   url: row.url,
   event_types: row.event_types,
+  include: row.include,
   description: row.description,
   status: row.status as EndpointStatus,
   disabled_reason: row.disabled_reason,
@@ -75,21 +79,34 @@ const toRecord = (row: EndpointRow): WebhookEndpointRecord => ({
 export interface EndpointInput {
   url: string;
   eventTypes: string[] | null;
+  include: string[];
   description: string | null;
 }
 
+/**
+ * A new endpoint with its secret; "limit_reached" when the client already has `maxPerClient`.
+ * The count and the insert hold a lock of the client's until they commit: a count alone sees
+ * none of the rows that concurrent creates have not committed yet, and each would insert.
+ */
 export async function createEndpoint(
   database: Database,
   clientId: string,
   input: EndpointInput,
-): Promise<IssuedWebhookEndpoint> {
+  maxPerClient: number,
+): Promise<IssuedWebhookEndpoint | "limit_reached"> {
   const secret = newWebhookSecret();
-  const [row] = await database.sql<EndpointRow[]>`
-    insert into webhook_endpoints (id, client_id, url, event_types, description, secret)
-    values (${newWebhookEndpointId()}, ${clientId}, ${input.url},
-      ${input.eventTypes}::text[], ${input.description}, ${secret})
-    returning ${database.sql.unsafe(COLUMNS)}`;
-  return { ...toRecord(row as EndpointRow), secret };
+  return database.sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || ${clientId}::text, 0))`;
+    const [held] = await tx<Array<{ count: string }>>`
+      select count(*) from webhook_endpoints where client_id = ${clientId}`;
+    if (Number(held?.count) >= maxPerClient) return "limit_reached" as const;
+    const [row] = await tx<EndpointRow[]>`
+      insert into webhook_endpoints (id, client_id, url, event_types, include, description, secret)
+      values (${newWebhookEndpointId()}, ${clientId}, ${input.url},
+        ${input.eventTypes}::text[], ${input.include}::text[], ${input.description}, ${secret})
+      returning ${tx.unsafe(COLUMNS)}`;
+    return { ...toRecord(row as EndpointRow), secret };
+  });
 }
 
 export async function getEndpoint(
@@ -115,6 +132,7 @@ export async function listEndpoints(database: Database, clientId: string | null)
 export interface EndpointChange {
   url?: string;
   eventTypes?: string[] | null;
+  include?: string[];
   description?: string | null;
   /** Enabling clears the failure record: the client says the endpoint works again. */
   enabled?: boolean;
@@ -139,6 +157,7 @@ export async function updateEndpoint(
             ? sql`null`
             : sql`${change.eventTypes}::text[]`
       },
+      include = ${change.include === undefined ? sql`include` : sql`${change.include}::text[]`},
       description = ${
         change.description === undefined
           ? sql`description`

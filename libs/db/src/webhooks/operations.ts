@@ -17,6 +17,32 @@ export interface WebhookAttemptView {
   at: string;
 }
 
+export interface DeadDeliveryView {
+  event_id: string;
+  event_type: string;
+  attempts: number;
+  last_error: string | null;
+  occurred_at: string;
+  died_at: string;
+}
+
+/** A view's row as selected: instants are Dates, and event_id is the event's stored id. */
+type Stored<View, Instants extends keyof View> = Omit<View, Instants> & { [K in Instants]: Date };
+type Shown<Row> = { [K in keyof Row]: Row[K] extends Date ? string : Row[K] };
+
+/**
+ * A row selected under its view's names, as the API shows it: the event's id as its webhook-id
+ * (evt_…), every instant in RFC 3339 UTC.
+ */
+function toView<Row extends { event_id: string }>(row: Row): Shown<Row> {
+  const view: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries<unknown>(row)) {
+    view[name] =
+      name === "event_id" ? webhookMessageId(value as string) : value instanceof Date ? value.toISOString() : value;
+  }
+  return view as Shown<Row>;
+}
+
 const owned = (database: Database, clientId: string | null, endpointId: string) =>
   clientId === null
     ? database.sql`e.id = ${endpointId}`
@@ -37,39 +63,12 @@ export async function listWebhookAttempts(
 ): Promise<WebhookAttemptView[] | undefined> {
   if (!(await hasEndpoint(database, clientId, endpointId))) return undefined;
   const { sql } = database;
-  const rows = await sql<
-    Array<{
-      event_id: string;
-      type: string;
-      attempt: number;
-      status_code: number | null;
-      latency_ms: number;
-      error: string | null;
-      at: Date;
-    }>
-  >`
-    select a.event_id, ev.type, a.attempt, a.status_code, a.latency_ms, a.error, a.at
+  const rows = await sql<Array<Stored<WebhookAttemptView, "at">>>`
+    select a.event_id, ev.type as event_type, a.attempt, a.status_code, a.latency_ms, a.error, a.at
     from webhook_attempts a join webhook_events ev on ev.id = a.event_id
     where a.endpoint_id = ${endpointId}
     order by a.at desc, a.event_id desc, a.attempt desc limit ${limit}`;
-  return rows.map((r) => ({
-    event_id: webhookMessageId(r.event_id),
-    event_type: r.type,
-    attempt: r.attempt,
-    status_code: r.status_code,
-    latency_ms: r.latency_ms,
-    error: r.error,
-    at: r.at.toISOString(),
-  }));
-}
-
-export interface DeadDeliveryView {
-  event_id: string;
-  event_type: string;
-  attempts: number;
-  last_error: string | null;
-  occurred_at: string;
-  died_at: string;
+  return rows.map(toView);
 }
 
 /** The endpoint's dead letters, newest first; undefined when the owner has no such endpoint. */
@@ -81,28 +80,12 @@ export async function listDeadDeliveries(
 ): Promise<DeadDeliveryView[] | undefined> {
   if (!(await hasEndpoint(database, clientId, endpointId))) return undefined;
   const { sql } = database;
-  const rows = await sql<
-    Array<{
-      event_id: string;
-      type: string;
-      attempts: number;
-      last_error: string | null;
-      occurred_at: Date;
-      updated_at: Date;
-    }>
-  >`
-    select d.event_id, ev.type, d.attempts, d.last_error, ev.occurred_at, d.updated_at
+  const rows = await sql<Array<Stored<DeadDeliveryView, "occurred_at" | "died_at">>>`
+    select d.event_id, ev.type as event_type, d.attempts, d.last_error, ev.occurred_at, d.updated_at as died_at
     from webhook_deliveries d join webhook_events ev on ev.id = d.event_id
     where d.endpoint_id = ${endpointId} and d.status = 'dead'
     order by d.updated_at desc, d.event_id desc limit ${limit}`;
-  return rows.map((r) => ({
-    event_id: webhookMessageId(r.event_id),
-    event_type: r.type,
-    attempts: r.attempts,
-    last_error: r.last_error,
-    occurred_at: r.occurred_at.toISOString(),
-    died_at: r.updated_at.toISOString(),
-  }));
+  return rows.map(toView);
 }
 
 export type ReplaySelection = { since: Date; until: Date } | { eventIds: number[] };
@@ -179,15 +162,19 @@ export interface EndpointFigures {
   };
 }
 
-/** An endpoint's figures; undefined when the owner has no such endpoint. */
+/**
+ * The figures of the endpoints named that the owner (null: any client) has, by endpoint id; one
+ * query for them all, so a listing of every endpoint costs one round trip.
+ */
 export async function readEndpointFigures(
   database: Database,
   clientId: string | null,
-  endpointId: string,
-): Promise<EndpointFigures | undefined> {
+  endpointIds: readonly string[],
+): Promise<Map<string, EndpointFigures>> {
   const { sql } = database;
-  const [row] = await sql<
+  const rows = await sql<
     Array<{
+      id: string;
       backlog: string;
       dead: string;
       attempts: string;
@@ -196,43 +183,62 @@ export async function readEndpointFigures(
       p95: number | null;
     }>
   >`
-    select
-      (select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status in ('waiting', 'queued')) as backlog,
-      (select count(*) from webhook_deliveries d where d.endpoint_id = e.id and d.status = 'dead') as dead,
-      a.attempts, a.succeeded, a.p50, a.p95
-    from webhook_endpoints e
-    cross join lateral (
-      select count(*) as attempts,
+    with e as (
+      select e.id from webhook_endpoints e
+      where e.id = any(${endpointIds}::text[]) ${clientId === null ? sql`` : sql`and e.client_id = ${clientId}`}
+    ), d as (
+      select endpoint_id,
+             count(*) filter (where status in ('waiting', 'queued')) as backlog,
+             count(*) filter (where status = 'dead') as dead
+      from webhook_deliveries
+      where endpoint_id in (select id from e) and status in ('waiting', 'queued', 'dead')
+      group by endpoint_id
+    ), a as (
+      select endpoint_id,
+             count(*) as attempts,
              count(*) filter (where status_code between 200 and 299) as succeeded,
              percentile_disc(0.5) within group (order by latency_ms) as p50,
              percentile_disc(0.95) within group (order by latency_ms) as p95
-      from webhook_attempts where endpoint_id = e.id and at > now() - interval '1 hour') a
-    where ${owned(database, clientId, endpointId)}`;
-  if (row === undefined) return undefined;
-  const attempts = Number(row.attempts);
-  const succeeded = Number(row.succeeded);
-  return {
-    backlog: Number(row.backlog),
-    dead: Number(row.dead),
-    last_hour: {
-      attempts,
-      succeeded,
-      failed: attempts - succeeded,
-      latency_ms_p50: row.p50,
-      latency_ms_p95: row.p95,
-    },
-  };
+      from webhook_attempts
+      where endpoint_id in (select id from e) and at > now() - interval '1 hour'
+      group by endpoint_id
+    )
+    select e.id, coalesce(d.backlog, 0) as backlog, coalesce(d.dead, 0) as dead,
+           coalesce(a.attempts, 0) as attempts, coalesce(a.succeeded, 0) as succeeded, a.p50, a.p95
+    from e left join d on d.endpoint_id = e.id left join a on a.endpoint_id = e.id`;
+  const figures = new Map<string, EndpointFigures>();
+  for (const row of rows) {
+    const attempts = Number(row.attempts);
+    const succeeded = Number(row.succeeded);
+    figures.set(row.id, {
+      backlog: Number(row.backlog),
+      dead: Number(row.dead),
+      last_hour: {
+        attempts,
+        succeeded,
+        failed: attempts - succeeded,
+        latency_ms_p50: row.p50,
+        latency_ms_p95: row.p95,
+      },
+    });
+  }
+  return figures;
 }
 
 /**
- * Forgets the webhook history older than `days`: attempts, and events no endpoint is still owed
- * (waiting or queued) with their deliveries, in batches of `batch`. Answers how many events went.
+ * Forgets the webhook history older than `days`: attempts, the tallies of broadcasts accepted
+ * before then (their recipients' notifications are retired with them), and events no endpoint is
+ * still owed (waiting or queued) with their deliveries, in batches of `batch`. Answers how many
+ * events went.
  */
 export async function purgeWebhookHistory(database: Database, days: number, batch = 5000): Promise<number> {
   const { sql } = database;
   await sql`
     delete from webhook_attempts where ctid = any(array(
       select ctid from webhook_attempts where at < now() - make_interval(days => ${days}) limit ${batch}))`;
+  await sql`
+    delete from webhook_broadcast_tallies t using broadcasts b
+    where b.id = t.broadcast_id and b.created_at < now() - make_interval(days => ${days})`;
   const gone = await sql`
     with old as (
       select ev.id from webhook_events ev

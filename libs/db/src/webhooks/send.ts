@@ -1,3 +1,4 @@
+import { recipientOf } from "@notify/core";
 import type { Database } from "../pool.js";
 import { QUEUED_TIMEOUT_SECONDS } from "./dispatch.js";
 
@@ -17,6 +18,18 @@ export interface ClaimedDelivery {
   event: { id: number; type: string; occurredAt: Date; data: Record<string, unknown> };
 }
 
+/**
+ * The event's data with what the endpoint asked for beyond it (`include`), read when the post is
+ * made: the notification's template data, and the user's address on the event's channel.
+ */
+const withIncludes = (row: ClaimRow): Record<string, unknown> => {
+  if (row.notification_data === null && row.contacts === null) return row.data;
+  const data = { ...row.data };
+  if (row.notification_data !== null) data.notification_data = row.notification_data;
+  if (row.contacts !== null) data.recipient = recipientOf(row.data.channel, row.contacts);
+  return data;
+};
+
 interface ClaimRow {
   client_id: string;
   url: string;
@@ -27,6 +40,8 @@ interface ClaimRow {
   type: string;
   occurred_at: Date;
   data: Record<string, unknown>;
+  notification_data: Record<string, unknown> | null;
+  contacts: { email: string | null; phone: string | null } | null;
 }
 
 /**
@@ -56,7 +71,13 @@ export async function claimDelivery(
       returning endpoint_id, event_id)
     select e.client_id, e.url, e.secret, e.previous_secret,
            coalesce(e.previous_secret_expires_at > now(), false) as previous_live,
-           e.status as endpoint_status, ev.type, ev.occurred_at, ev.data
+           e.status as endpoint_status, ev.type, ev.occurred_at, ev.data,
+           case when ev.notification_id is not null and 'notification_data' = any(e.include) then
+             (select n.data from notifications n where n.id = ev.notification_id) end as notification_data,
+           case when ev.notification_id is not null and 'recipient' = any(e.include) then
+             (select jsonb_build_object('email', u.email, 'phone', u.phone)
+              from notifications n left join user_contacts u on u.user_id = n.user_id
+              where n.id = ev.notification_id) end as contacts
     from claimed c
     join webhook_endpoints e on e.id = c.endpoint_id
     join webhook_events ev on ev.id = c.event_id`;
@@ -74,7 +95,7 @@ export async function claimDelivery(
     clientId: row.client_id,
     url: row.url,
     secrets: row.previous_live && row.previous_secret !== null ? [row.secret, row.previous_secret] : [row.secret],
-    event: { id: delivery.eventId, type: row.type, occurredAt: row.occurred_at, data: row.data },
+    event: { id: delivery.eventId, type: row.type, occurredAt: row.occurred_at, data: withIncludes(row) },
   };
 }
 

@@ -1,0 +1,206 @@
+import { randomUUID } from "node:crypto";
+import { freshDatabase } from "@notify/testing";
+import t from "tap";
+import { checkCompletions, dispatchDue, purgeWebhookHistory } from "../../src/index.js";
+
+// The webhook dispatcher's steps against the real PostgreSQL: completion checks that count a
+// broadcast's recipients and write broadcast.completed once, and due deliveries handed out
+// endpoint by endpoint. The triggers of the migrations write the events, as the stages' changes do.
+const { database } = await freshDatabase(t);
+const { sql } = database;
+await sql`insert into audiences (id, name) values ('aud', 'everyone')`;
+
+const endpoint = async (clientId: string, eventTypes: string[] | null) => {
+  const id = `we_${randomUUID()}`;
+  await sql`insert into webhook_endpoints (id, client_id, url, event_types, secret)
+    values (${id}, ${clientId}, 'https://hooks.example.com/in', ${eventTypes}::text[], 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`;
+  return id;
+};
+
+const newBroadcast = async (clientId: string) => {
+  const id = randomUUID();
+  await sql`insert into broadcasts (id, client_id, dedup_key, request_hash, audience_id, category, template_id, data, status, total)
+    values (${id}, ${clientId}, ${id}, 'h', 'aud', 'deals', 'promo', '{}', 'expanding', 0)`;
+  return id;
+};
+
+/** Expands `count` recipients of a broadcast, as the expander's batch does; answers their ids. */
+const expand = async (broadcastId: string, clientId: string, count: number) => {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const id = randomUUID();
+    ids.push(id);
+    await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+      values (${id}, ${clientId}, ${`u-${id}`}, 'deals', 'promo', 'promotional', '{}', ${id}, 'h', 0)`;
+    await sql`insert into broadcast_recipients values (${broadcastId}, ${`u-${id}`}, ${id})`;
+    await sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'email', 'pending')`;
+  }
+  await sql`update broadcasts set expanded = expanded + ${count} where id = ${broadcastId}`;
+  return ids;
+};
+
+const end = (ids: string[], status: string) =>
+  sql`update notification_channels set status = ${status} where notification_id = any(${ids}::text[])`;
+const finish = (broadcastId: string, status = "expanded") =>
+  sql`update broadcasts set status = ${status}, finished_at = now() where id = ${broadcastId}`;
+const drain = async () => {
+  while ((await checkCompletions(database, 500)) > 0) {}
+};
+const completedEvents = (broadcastId: string) =>
+  sql<Array<{ id: string; data: Record<string, unknown> }>>`
+    select id, data from webhook_events where type = 'broadcast.completed' and data->>'broadcast_id' = ${broadcastId}`;
+
+t.test("broadcast.completed is written once every expanded recipient has ended, with the outcomes", async (t) => {
+  const wanted = await endpoint("bc-client", ["broadcast.completed"]);
+  const broadcast = await newBroadcast("bc-client");
+  const first = await expand(broadcast, "bc-client", 3);
+  await end(first, "delivered");
+  await drain();
+  t.same(await completedEvents(broadcast), [], "not while it is still expanding");
+
+  const second = await expand(broadcast, "bc-client", 3);
+  await finish(broadcast);
+  await end(second.slice(0, 2), "failed");
+  await drain();
+  t.same(await completedEvents(broadcast), [], "not while a recipient is pending");
+
+  await end(second.slice(2), "suppressed");
+  await drain();
+  await drain();
+  const [event, ...more] = await completedEvents(broadcast);
+  t.equal(more.length, 0, "once");
+  t.match(event?.data, {
+    broadcast_id: broadcast,
+    client_id: "bc-client",
+    category: "deals",
+    status: "expanded",
+    recipients: 6,
+    outcomes: { completed: 3, partially_failed: 0, failed: 2, suppressed: 1 },
+  });
+  const deliveries = await sql`select endpoint_id from webhook_deliveries where event_id = ${event?.id ?? "0"}`;
+  t.same(
+    deliveries.map((d) => d.endpoint_id),
+    [wanted],
+    "owed to the endpoint that wants it",
+  );
+  const perRecipient =
+    await sql`select count(*)::int as n from webhook_deliveries d join webhook_events e on e.id = d.event_id
+    where e.type = 'notification.completed' and e.client_id = 'bc-client'`;
+  t.equal(perRecipient[0]?.n, 0, "no endpoint is owed the recipients' own completions, which it did not ask for");
+});
+
+t.test("a broadcast whose recipients all ended before it finished expanding completes when it finishes", async (t) => {
+  await endpoint("early-client", ["broadcast.completed"]);
+  const broadcast = await newBroadcast("early-client");
+  await end(await expand(broadcast, "early-client", 4), "delivered");
+  await drain();
+  t.same(await completedEvents(broadcast), []);
+  await finish(broadcast);
+  await drain();
+  t.match((await completedEvents(broadcast))[0]?.data, { recipients: 4, outcomes: { completed: 4 } });
+});
+
+t.test("an empty broadcast and a cancelled one complete too", async (t) => {
+  await endpoint("empty-client", ["broadcast.completed"]);
+  const empty = await newBroadcast("empty-client");
+  await finish(empty);
+  await drain();
+  t.match((await completedEvents(empty))[0]?.data, { recipients: 0, status: "expanded" });
+
+  const cancelled = await newBroadcast("empty-client");
+  const ids = await expand(cancelled, "empty-client", 2);
+  await finish(cancelled, "cancelled");
+  await end(ids, "delivered");
+  await drain();
+  t.match((await completedEvents(cancelled))[0]?.data, { recipients: 2, status: "cancelled" });
+});
+
+t.test("a recipient is counted once, whatever checks its channels ask for", async (t) => {
+  await endpoint("twice-client", ["broadcast.completed"]);
+  const broadcast = await newBroadcast("twice-client");
+  const ids = await expand(broadcast, "twice-client", 2);
+  for (const id of ids)
+    await sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'sms', 'pending')`;
+  await finish(broadcast);
+  // Each channel ends in its own statement, and checks are taken between them and after.
+  await sql`update notification_channels set status = 'delivered' where notification_id = ${ids[0] as string} and channel = 'email'`;
+  await drain();
+  await sql`update notification_channels set status = 'delivered' where notification_id = ${ids[0] as string} and channel = 'sms'`;
+  await drain();
+  await sql`update notification_channels set status = 'delivered' where notification_id = ${ids[1] as string}`;
+  await sql`insert into webhook_completion_checks (notification_id) values (${ids[0] as string}) on conflict do nothing`;
+  // Two dispatchers at once, as during a lease's hand-over.
+  await Promise.all([drain(), drain()]);
+  const events = await completedEvents(broadcast);
+  t.equal(events.length, 1);
+  t.match(events[0]?.data, { recipients: 2, outcomes: { completed: 2 } });
+  const [tally] =
+    await sql`select ended::int, completed_at from webhook_broadcast_tallies where broadcast_id = ${broadcast}`;
+  t.equal(tally?.ended, 2, "counted once each");
+  t.ok(tally?.completed_at);
+});
+
+t.test("a broadcast accepted while no endpoint wanted broadcast.completed is not tallied", async (t) => {
+  const broadcast = await newBroadcast("late-client");
+  await endpoint("late-client", ["broadcast.completed"]);
+  await end(await expand(broadcast, "late-client", 1), "delivered");
+  await finish(broadcast);
+  await drain();
+  t.same(await completedEvents(broadcast), []);
+  t.same(await sql`select 1 from webhook_broadcast_tallies where broadcast_id = ${broadcast}`, []);
+});
+
+t.test("an endpoint with a large backlog is handed out a share at a time, beside the others", async (t) => {
+  const busy = await endpoint("fair-client", ["ping"]);
+  const quiet = await endpoint("fair-client-2", ["ping"]);
+  const [{ first } = { first: "0" }] = await sql<Array<{ first: string }>>`
+    with events as (
+      insert into webhook_events (client_id, type, data) select 'fair-client', 'ping', '{}' from generate_series(1, 1000)
+      returning id)
+    select min(id)::text as first from events`;
+  await sql`insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at)
+    select ${busy}, id, now() - interval '1 hour' from webhook_events where id >= ${first}`;
+  await sql`with e as (insert into webhook_events (client_id, type, data) values ('fair-client-2', 'ping', '{}') returning id)
+    insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at) select ${quiet}, id, now() from e`;
+
+  const batches: Array<Array<{ endpoint_id: string }>> = [];
+  const publish = async (deliveries: Array<{ endpoint_id: string }>) => {
+    batches.push(deliveries);
+  };
+  await dispatchDue(database, 100, publish);
+  t.ok(
+    batches[0]?.some((d) => d.endpoint_id === quiet),
+    "the quiet endpoint's post is in the first batch",
+  );
+  t.equal(batches[0]?.filter((d) => d.endpoint_id === busy).length, 20, "the busy one has its share");
+  while ((await dispatchDue(database, 100, publish)) > 0) {}
+  const handed = batches.flat().filter((d) => d.endpoint_id === busy).length;
+  t.equal(handed, 1000, "and all of its backlog, batch after batch");
+});
+
+t.test("retention forgets old events and tallies, never an event still owed", async (t) => {
+  const hook = await endpoint("old-client", null);
+  const broadcast = await newBroadcast("old-client");
+  await sql`update broadcasts set created_at = now() - interval '40 days' where id = ${broadcast}`;
+  const events = await sql<Array<{ id: string }>>`
+    insert into webhook_events (client_id, type, data, occurred_at)
+    select 'old-client', 'channel.failed', '{}', now() - interval '40 days' from generate_series(1, 3) returning id`;
+  const [delivered, owed, recent] = events.map((e) => e.id);
+  await sql`update webhook_events set occurred_at = now() where id = ${recent as string}`;
+  await sql`delete from webhook_deliveries where endpoint_id = ${hook}`;
+  await sql`insert into webhook_deliveries (endpoint_id, event_id, status, next_attempt_at) values
+    (${hook}, ${delivered as string}, 'delivered', null), (${hook}, ${owed as string}, 'waiting', now())`;
+  await sql`insert into webhook_attempts (endpoint_id, event_id, attempt, latency_ms, at)
+    values (${hook}, ${delivered as string}, 1, 5, now() - interval '40 days')`;
+  t.equal((await sql`select 1 from webhook_broadcast_tallies where broadcast_id = ${broadcast}`).length, 1);
+  t.equal(await purgeWebhookHistory(database, 30), 1, "the delivered old event");
+  const left =
+    await sql`select id::text from webhook_events where id = any(${events.map((e) => e.id)}::bigint[]) order by id`;
+  t.same(
+    left.map((e) => e.id),
+    [owed, recent],
+    "the owed one and the recent one stay",
+  );
+  t.same(await sql`select 1 from webhook_attempts where endpoint_id = ${hook}`, []);
+  t.same(await sql`select 1 from webhook_broadcast_tallies where broadcast_id = ${broadcast}`, []);
+});
