@@ -13,6 +13,9 @@ CREATE TABLE "webhook_broadcast_tallies" (
 DROP INDEX "webhook_deliveries_due_idx";--> statement-breakpoint
 ALTER TABLE "webhook_endpoints" ADD COLUMN "include" text[] DEFAULT '{}'::text[] NOT NULL;--> statement-breakpoint
 CREATE INDEX "webhook_broadcast_tallies_due_idx" ON "webhook_broadcast_tallies" USING btree ("broadcast_id") WHERE "webhook_broadcast_tallies"."check_due";--> statement-breakpoint
+CREATE INDEX "webhook_broadcast_tallies_open_idx" ON "webhook_broadcast_tallies" USING btree ("broadcast_id") WHERE "webhook_broadcast_tallies"."completed_at" is null;--> statement-breakpoint
+CREATE INDEX "webhook_completion_checks_created_idx" ON "webhook_completion_checks" USING btree ("created_at");--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_queued_idx" ON "webhook_deliveries" USING btree ("endpoint_id") WHERE "webhook_deliveries"."status" = 'queued';--> statement-breakpoint
 CREATE UNIQUE INDEX "webhook_events_broadcast_completed_idx" ON "webhook_events" USING btree (("data"->>'broadcast_id')) WHERE "webhook_events"."type" = 'broadcast.completed';--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_due_idx" ON "webhook_deliveries" USING btree ("endpoint_id","next_attempt_at") WHERE "webhook_deliveries"."status" in ('waiting', 'queued');--> statement-breakpoint
 -- A channel's outcome also asks for a completion check when its notification is a recipient of a
@@ -20,8 +23,11 @@ CREATE INDEX "webhook_deliveries_due_idx" ON "webhook_deliveries" USING btree ("
 CREATE OR REPLACE FUNCTION "webhook_channel_events"() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
 	"changes" jsonb;
+	-- A broadcast's completion is awaited: its recipients' outcomes are counted even while no
+	-- endpoint is enabled, so the count is whole when one is enabled again.
+	"tallied" boolean := EXISTS (SELECT 1 FROM "webhook_broadcast_tallies" WHERE "completed_at" IS NULL);
 BEGIN
-	IF NOT "webhook_any_enabled"() THEN RETURN NULL; END IF;
+	IF NOT ("tallied" OR "webhook_any_enabled"()) THEN RETURN NULL; END IF;
 	-- Each branch reads only its own trigger's transition tables.
 	IF TG_OP = 'INSERT' THEN
 		SELECT jsonb_agg(to_jsonb(c)) INTO "changes" FROM "inserted_channels" c;
@@ -62,9 +68,9 @@ BEGIN
 	WHERE c."status" IS DISTINCT FROM c."old_status"
 		AND c."status" IN ('delivered', 'bounced', 'failed', 'expired', 'suppressed')
 		AND ("webhook_wanted"(n."client_id", 'notification.completed')
-			OR EXISTS (SELECT 1 FROM "broadcast_recipients" r
+			OR ("tallied" AND EXISTS (SELECT 1 FROM "broadcast_recipients" r
 				JOIN "webhook_broadcast_tallies" t ON t."broadcast_id" = r."broadcast_id"
-				WHERE r."notification_id" = c."notification_id" AND t."completed_at" IS NULL))
+				WHERE r."notification_id" = c."notification_id" AND t."completed_at" IS NULL)))
 	ON CONFLICT DO NOTHING;
 	RETURN NULL;
 END $$;--> statement-breakpoint

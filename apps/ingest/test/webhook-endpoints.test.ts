@@ -256,26 +256,25 @@ t.test("the operator's listing has every endpoint's figures, as the endpoint's o
   t.same(own.figures, figuresOf(busy), "the same figures on the endpoint's own route");
 });
 
-t.test("an endpoint's events carry addresses only for a key that may read them", async (t) => {
+t.test("an endpoint's events carry addresses and data only for a key that may have them", async (t) => {
   const before = await count();
+  for (const include of [["recipient"], ["notification_data"]]) {
+    await expectProblem(
+      t,
+      await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/more", include }),
+      403,
+      "insufficient_scope",
+    );
+  }
   await expectProblem(
     t,
-    await call("POST", "/webhook-endpoints", shopHooks, {
-      url: "https://hooks.example.com/with-addresses",
-      include: ["recipient"],
-    }),
-    403,
-    "insufficient_scope",
-  );
-  await expectProblem(
-    t,
-    await call("POST", "/webhook-endpoints", shopHooks, { url: "https://hooks.example.com/x", include: ["body"] }),
+    await call("POST", "/webhook-endpoints", shopAdmin, { url: "https://hooks.example.com/x", include: ["body"] }),
     400,
     "validation_failed",
   );
   await expectProblem(
     t,
-    await call("POST", "/webhook-endpoints", shopHooks, {
+    await call("POST", "/webhook-endpoints", shopAdmin, {
       url: "https://hooks.example.com/x",
       include: ["notification_data", "notification_data"],
     }),
@@ -284,25 +283,42 @@ t.test("an endpoint's events carry addresses only for a key that may read them",
   );
   t.equal(await count(), before, "nothing stored");
 
-  const plain = await call("POST", "/webhook-endpoints", shopHooks, {
+  const created = await call("POST", "/webhook-endpoints", shopAdmin, {
     url: "https://hooks.example.com/data",
-    include: ["notification_data"],
-  });
-  t.equal(plain.status, 201, "template data needs no more than the webhooks scope");
-  const { id, include } = (await plain.json()) as { id: string; include: string[] };
-  t.same(include, ["notification_data"]);
-  await expectProblem(
-    t,
-    await call("PATCH", `/webhook-endpoints/${id}`, shopHooks, { include: ["recipient"] }),
-    403,
-    "insufficient_scope",
-  );
-  const changed = await call("PATCH", `/webhook-endpoints/${id}`, shopAdmin, {
     include: ["notification_data", "recipient"],
   });
-  t.equal(changed.status, 200);
-  t.same(((await changed.json()) as { include: string[] }).include, ["notification_data", "recipient"]);
-  const listed = (await (await call("GET", `/webhook-endpoints/${id}`, shopHooks)).json()) as { include: string[] };
-  t.same(listed.include, ["notification_data", "recipient"]);
+  t.equal(created.status, 201);
+  const { id, include } = (await created.json()) as { id: string; include: string[] };
+  t.same(include, ["notification_data", "recipient"]);
+  t.same(((await (await call("GET", `/webhook-endpoints/${id}`, shopHooks)).json()) as { include: string[] }).include, [
+    "notification_data",
+    "recipient",
+  ]);
+  // A webhooks-only key may not send what the endpoint includes anywhere else, or again.
+  for (const change of [
+    { url: "https://attacker.example.com/in" },
+    { event_types: ["channel.failed"] },
+    { enabled: true },
+  ]) {
+    await expectProblem(
+      t,
+      await call("PATCH", `/webhook-endpoints/${id}`, shopHooks, change),
+      403,
+      "insufficient_scope",
+    );
+  }
+  t.equal(
+    ((await (await call("GET", `/webhook-endpoints/${id}`, shopAdmin)).json()) as { url: string }).url,
+    "https://hooks.example.com/data",
+    "the url is unchanged",
+  );
+  t.equal((await call("PATCH", `/webhook-endpoints/${id}`, shopHooks, { description: "ours" })).status, 200);
+  t.equal((await call("PATCH", `/webhook-endpoints/${id}`, shopHooks, { enabled: false })).status, 200);
+  const dropped = await call("PATCH", `/webhook-endpoints/${id}`, shopHooks, {
+    include: [],
+    url: "https://hooks.example.com/plain",
+  });
+  t.equal(dropped.status, 200, "it may drop what it includes, and then move it");
+  t.same(((await dropped.json()) as { include: string[] }).include, []);
   t.equal((await call("DELETE", `/webhook-endpoints/${id}`, shopAdmin)).status, 204);
 });

@@ -49,6 +49,12 @@ export const ProcessorConfig = v.object({
    * notifications completed: the most an event waits before its first post.
    */
   WEBHOOK_POLL_INTERVAL_MS: int(1000, 50, 60_000),
+  /**
+   * Attempts of one webhook endpoint published and not yet answered, at most: the rest of its
+   * backlog waits in Postgres. Keep it at or above the workers' WEBHOOK_ENDPOINT_CONCURRENCY
+   * times the workers' processes, so a fast endpoint is never kept waiting.
+   */
+  WEBHOOK_ENDPOINT_IN_FLIGHT: int(32, 1, 4096),
   /** How often the broadcast expander looks for broadcasts to expand when it has none. */
   BROADCAST_POLL_INTERVAL_MS: int(1000, 50, 60_000),
   /**

@@ -153,7 +153,7 @@ export async function startProcessor(
     opened.add(reconciler, (job) => job.stop());
     const webhooks = startWebhookDispatcher(
       { database, bus, log },
-      { intervalMs: config.WEBHOOK_POLL_INTERVAL_MS, leader },
+      { intervalMs: config.WEBHOOK_POLL_INTERVAL_MS, inFlight: config.WEBHOOK_ENDPOINT_IN_FLIGHT, leader },
     );
     opened.add(webhooks, (job) => job.stop());
     // Every instance answers the operator's dead-letter reads and replays (ingest asks; one

@@ -122,7 +122,13 @@ export type { DeviceToken } from "./schema/index.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./setup/migrate.js";
 export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./setup/roles.js";
 export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./setup/seed.js";
-export { checkCompletions, type DueDelivery, dispatchDue } from "./webhooks/dispatch.js";
+export {
+  checkCompletions,
+  DEFAULT_IN_FLIGHT,
+  type DispatchRound,
+  type DueDelivery,
+  dispatchDue,
+} from "./webhooks/dispatch.js";
 export {
   createEndpoint,
   deleteEndpoint,

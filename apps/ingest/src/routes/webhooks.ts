@@ -124,12 +124,22 @@ type Owner = (c: Context<AuthEnv>) => string | null;
 const callersClient: Owner = (c) => c.get("principal").clientId;
 const anyClient: Owner = () => null;
 
-/** Addresses in events are for a key that may read addresses, as the contacts API is. */
+/**
+ * What an endpoint's `include` asks for is for a key that may have it otherwise: addresses for
+ * one that may read them (the contacts API's scope), a notification's data for one that may send
+ * it. A change that sends an endpoint's events elsewhere or again (its url, types, or enabling it)
+ * is checked against what it includes already, so a key without those scopes cannot point an
+ * endpoint that includes them at its own receiver.
+ */
+const INCLUDE_SCOPES = { recipient: "contacts", notification_data: "ingest" } as const;
 const checkInclude = (c: Context<AuthEnv>, include: readonly string[] | undefined) => {
-  if (include?.includes("recipient") && !hasScope(c.get("principal"), "contacts")) {
-    throw new AppError("insufficient_scope", "include recipient needs a key with the contacts scope", {
-      context: { wwwAuthenticate: 'Bearer realm="notify", error="insufficient_scope", scope="contacts"' },
-    });
+  for (const item of include ?? []) {
+    const scope = INCLUDE_SCOPES[item as keyof typeof INCLUDE_SCOPES];
+    if (scope !== undefined && !hasScope(c.get("principal"), scope)) {
+      throw new AppError("insufficient_scope", `include ${item} needs a key with the ${scope} scope`, {
+        context: { wwwAuthenticate: `Bearer realm="notify", error="insufficient_scope", scope="${scope}"` },
+      });
+    }
   }
 };
 
@@ -174,7 +184,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     "/webhook-endpoints",
     endpoints({
       summary: "Register a webhook endpoint",
-      description: `Events of the caller's client are posted to url (https, a public host), signed per Standard Webhooks with the secret in this answer, shown once. event_types limits which (absent: every type). include adds the notification's template data (notification_data) or the user's address (recipient, which needs the contacts scope) to its events. At most ${MAX_ENDPOINTS_PER_CLIENT} endpoints per client.`,
+      description: `Events of the caller's client are posted to url (https, a public host), signed per Standard Webhooks with the secret in this answer, shown once. event_types limits which (absent: every type). include adds the notification's template data (notification_data, which needs the ingest scope) or the user's address (recipient, which needs the contacts scope) to its events. At most ${MAX_ENDPOINTS_PER_CLIENT} endpoints per client.`,
       body: CreateEndpointRequest,
       responses: {
         201: { description: "The endpoint with its secret", schema: IssuedEndpoint, headers: { Location: "Its URL" } },
@@ -260,7 +270,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     endpoints({
       summary: "Change a webhook endpoint",
       description:
-        "Changes what is given: url, event_types (null: every type), include, description, enabled. Enabling a disabled endpoint forgets its failures; what it missed meanwhile is replayed with POST …/replay.",
+        "Changes what is given: url, event_types (null: every type), include, description, enabled. Enabling a disabled endpoint forgets its failures; what it missed meanwhile is replayed with POST …/replay. Changing url or event_types, or enabling, an endpoint whose include has recipient or notification_data needs the scopes those need (contacts, ingest).",
       body: UpdateEndpointRequest,
       responses: { 200: { description: "The endpoint", schema: EndpointRecord } },
       problems: [
@@ -277,7 +287,13 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
       const id = c.req.param("id");
       const body = validate(UpdateEndpointRequest, await readJson(c));
       if (body.url !== undefined) checkUrl(body.url, allowPrivate);
-      checkInclude(c, body.include);
+      const redirects = body.url !== undefined || body.event_types !== undefined || body.enabled === true;
+      if (body.include !== undefined) checkInclude(c, body.include);
+      else if (redirects) {
+        const current = await postgres(getEndpoint(deps.database, c.get("principal").clientId, id));
+        if (!current) throw unknownEndpoint(id);
+        checkInclude(c, current.include);
+      }
       const endpoint = await postgres(
         updateEndpoint(deps.database, c.get("principal").clientId, id, {
           url: body.url,

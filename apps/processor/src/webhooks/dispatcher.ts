@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Bus } from "@notify/bus";
 import { checkCompletions, type Database, type DueDelivery, dispatchDue } from "@notify/db";
 import type { Logger } from "@notify/log";
@@ -5,6 +6,9 @@ import { every, type Leader, type Periodic } from "../periodic.js";
 
 /** Rows one transaction of the dispatcher takes at most. */
 const BATCH = 500;
+
+/** How soon deliveries held for their endpoint's attempts in flight are looked at again. */
+const HELD_PAUSE_MS = 100;
 
 /**
  * The outbound webhooks' dispatcher, on the instance that holds the singleton lease: every
@@ -15,7 +19,7 @@ const BATCH = 500;
  */
 export function startWebhookDispatcher(
   deps: { database: Database; bus: Bus; log: Logger },
-  options: { intervalMs: number; leader?: Leader },
+  options: { intervalMs: number; inFlight: number; leader?: Leader },
 ): Periodic {
   const publish = async (deliveries: DueDelivery[]) => {
     await Promise.all(
@@ -34,11 +38,15 @@ export function startWebhookDispatcher(
     "dispatching webhook deliveries",
     async (isStopping) => {
       // Round after round while there is work: a published attempt is queued, so the next round
-      // takes what else is due, and the loop ends when nothing is.
+      // takes what else is due. Deliveries held for their endpoint's attempts in flight are
+      // looked at again shortly, as answers free room; the loop ends when nothing is due.
       while (!isStopping()) {
         const completed = await checkCompletions(deps.database, BATCH);
-        const published = await dispatchDue(deps.database, BATCH, publish);
-        if (completed === 0 && published === 0) break;
+        const { published, held } = await dispatchDue(deps.database, BATCH, publish, options.inFlight);
+        if (completed === 0 && published === 0) {
+          if (!held) break;
+          await sleep(Math.min(options.intervalMs, HELD_PAUSE_MS));
+        }
       }
     },
     options.leader,

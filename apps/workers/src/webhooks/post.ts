@@ -1,5 +1,5 @@
-import { request as httpRequest } from "node:http";
-import { request as httpsRequest } from "node:https";
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { type WebhookAnswer, webhookEnvelope, webhookMessageId } from "@notify/core";
 import type { ClaimedDelivery } from "@notify/db";
 import { endpointRefusal, guardedLookup } from "@notify/providers";
@@ -11,6 +11,16 @@ export interface PostOptions {
   allowPrivateNetworks: boolean;
   now?: () => Date;
 }
+
+/**
+ * Connections to endpoints are kept open between posts, as receivers expect of a webhook sender:
+ * a connection (and a TLS handshake) per post costs both ends more than the post itself. Each new
+ * connection's addresses are checked when it is made (`guardedLookup`); one idle for 30 s closes.
+ */
+const agents = {
+  http: new HttpAgent({ keepAlive: true, timeout: 30_000, scheduling: "lifo" }),
+  https: new HttpsAgent({ keepAlive: true, timeout: 30_000, scheduling: "lifo" }),
+};
 
 /** The most of an endpoint's answer that is read (and kept in an attempt's error). */
 const ANSWER_BYTES = 1024;
@@ -77,7 +87,7 @@ export async function postEvent(delivery: ClaimedDelivery, options: PostOptions)
         method: "POST",
         headers: { ...headers, "content-length": Buffer.byteLength(body) },
         lookup: guardedLookup(policy) as never,
-        agent: false,
+        agent: url.protocol === "http:" ? agents.http : agents.https,
       },
       (res) => {
         const chunks: Buffer[] = [];

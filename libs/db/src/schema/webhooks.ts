@@ -27,7 +27,7 @@ export const webhookEndpoints = pgTable(
     eventTypes: text("event_types").array(),
     /**
      * What the endpoint's events carry beyond ids and outcomes, by the client's choice:
-     * `data` (the notification's template data, what its message is rendered from) and
+     * `notification_data` (the notification's template data, what its message is rendered from) and
      * `recipient` (the user's address on the event's channel, as stored when the post is made).
      */
     include: text("include").array().notNull().default(sql`'{}'::text[]`),
@@ -100,6 +100,8 @@ export const webhookDeliveries = pgTable(
     index("webhook_deliveries_due_idx")
       .on(t.endpointId, t.nextAttemptAt)
       .where(sql`${t.status} in ('waiting', 'queued')`),
+    // The attempts each endpoint has in flight, counted against its limit on every round.
+    index("webhook_deliveries_queued_idx").on(t.endpointId).where(sql`${t.status} = 'queued'`),
     index("webhook_deliveries_dead_idx").on(t.endpointId, t.updatedAt).where(sql`${t.status} = 'dead'`),
   ],
 );
@@ -130,17 +132,22 @@ export const webhookAttempts = pgTable(
  * that wants `notification.completed`: the dispatcher decides, once the change is committed,
  * whether every channel's outcome is known, and writes that event once.
  */
-export const webhookCompletionChecks = pgTable("webhook_completion_checks", {
-  notificationId: text("notification_id").primaryKey(),
-  createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
-});
+export const webhookCompletionChecks = pgTable(
+  "webhook_completion_checks",
+  {
+    notificationId: text("notification_id").primaryKey(),
+    createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+  },
+  // The dispatcher takes the oldest checks first.
+  (t) => [index("webhook_completion_checks_created_idx").on(t.createdAt)],
+);
 
 /**
  * How far a broadcast's recipients have come, for a client with an endpoint that wanted
  * `broadcast.completed` when the broadcast was accepted: the dispatcher counts each recipient once,
  * when its notification is completed, by outcome, and writes `broadcast.completed` once the
  * broadcast is expanded (or cancelled) and every recipient it expanded is counted. `check_due`
- * asks the dispatcher to look again: the broadcast just finished expanding.
+ * asks the dispatcher to look again: the broadcast just finished expanding, or was cancelled.
  */
 export const webhookBroadcastTallies = pgTable(
   "webhook_broadcast_tallies",
@@ -156,5 +163,9 @@ export const webhookBroadcastTallies = pgTable(
     /** When `broadcast.completed` was written; null until then. */
     completedAt: timestamp("completed_at", { withTimezone: true, mode: "date" }),
   },
-  (t) => [index("webhook_broadcast_tallies_due_idx").on(t.broadcastId).where(sql`${t.checkDue}`)],
+  (t) => [
+    index("webhook_broadcast_tallies_due_idx").on(t.broadcastId).where(sql`${t.checkDue}`),
+    // Whether any broadcast's completion is awaited: the channel trigger asks once a statement.
+    index("webhook_broadcast_tallies_open_idx").on(t.broadcastId).where(sql`${t.completedAt} is null`),
+  ],
 );

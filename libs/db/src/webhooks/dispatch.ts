@@ -59,13 +59,13 @@ export async function checkCompletions(database: Database, limit: number): Promi
         data: { notification_id, client_id, user_id, category, status, channels },
       });
     }
-    const touched =
+    // The event is written for every check taken: a check is asked for only while an endpoint
+    // wants it, or a broadcast's tally counts the notification (the event, owed to no endpoint
+    // then, is what makes it counted once).
+    const counted =
       ended.length === 0
         ? []
-        : // The event is written for every check taken: a check is asked for only while an endpoint
-          // wants it, or a broadcast's tally counts the notification (the event, delivered to no
-          // endpoint then, is what makes it counted once).
-          await sql<Array<{ broadcast_id: string }>>`
+        : await sql<TallyDelta[]>`
           with inserted as (
             insert into webhook_events (client_id, type, notification_id, data)
             select e.client_id, 'notification.completed', e.notification_id, e.data
@@ -73,26 +73,44 @@ export async function checkCompletions(database: Database, limit: number): Promi
             order by e.notification_id
             on conflict (notification_id) where type = 'notification.completed' do nothing
             returning notification_id, data->>'status' as status
-          ), counted as (
-            select r.broadcast_id, count(*) as ended,
-              count(*) filter (where i.status = 'completed') as completed,
-              count(*) filter (where i.status = 'partially_failed') as partially_failed,
-              count(*) filter (where i.status = 'failed') as failed,
-              count(*) filter (where i.status = 'suppressed') as suppressed
-            from inserted i join broadcast_recipients r on r.notification_id = i.notification_id
-            group by r.broadcast_id
           )
-          update webhook_broadcast_tallies t set ended = t.ended + c.ended, completed = t.completed + c.completed,
-            partially_failed = t.partially_failed + c.partially_failed, failed = t.failed + c.failed,
-            suppressed = t.suppressed + c.suppressed
-          from counted c where t.broadcast_id = c.broadcast_id and t.completed_at is null
-          returning t.broadcast_id`;
+          select r.broadcast_id, count(*)::int as ended,
+            (count(*) filter (where i.status = 'completed'))::int as completed,
+            (count(*) filter (where i.status = 'partially_failed'))::int as partially_failed,
+            (count(*) filter (where i.status = 'failed'))::int as failed,
+            (count(*) filter (where i.status = 'suppressed'))::int as suppressed
+          from inserted i join broadcast_recipients r on r.notification_id = i.notification_id
+          group by r.broadcast_id order by r.broadcast_id`;
+    if (counted.length > 0) {
+      // Locked in one order first: two dispatchers during a lease's hand-over never wait on each
+      // other in a cycle.
+      await sql`
+        select 1 from webhook_broadcast_tallies where broadcast_id = any(${counted.map((c) => c.broadcast_id)}::text[])
+        order by broadcast_id for update`;
+      await sql`
+        update webhook_broadcast_tallies t set ended = t.ended + c.ended, completed = t.completed + c.completed,
+          partially_failed = t.partially_failed + c.partially_failed, failed = t.failed + c.failed,
+          suppressed = t.suppressed + c.suppressed
+        from jsonb_to_recordset(${sql.json(counted as never)}) as c(broadcast_id text, ended int, completed int,
+          partially_failed int, failed int, suppressed int)
+        where t.broadcast_id = c.broadcast_id and t.completed_at is null`;
+    }
     await completeBroadcasts(
       sql as unknown as Sql,
-      touched.map((t) => t.broadcast_id),
+      counted.map((c) => c.broadcast_id),
     );
     return checks.length;
   });
+}
+
+/** What one round of checks adds to a broadcast's tally. */
+interface TallyDelta {
+  broadcast_id: string;
+  ended: number;
+  completed: number;
+  partially_failed: number;
+  failed: number;
+  suppressed: number;
 }
 
 interface TallyRow {
@@ -161,29 +179,67 @@ async function completeBroadcasts(sql: Sql, touched: readonly string[]): Promise
  */
 export const QUEUED_TIMEOUT_SECONDS = 300;
 
+/** Attempts of one endpoint published and unanswered at once, unless the deployment says otherwise. */
+export const DEFAULT_IN_FLIGHT = 32;
+
+/** What a round of the dispatcher did. */
+export interface DispatchRound {
+  /** Attempts published. */
+  published: number;
+  /** Whether an endpoint has deliveries due that wait for its attempts in flight to be answered. */
+  held: boolean;
+}
+
 /**
  * Hands due deliveries to `publish` (which resolves once JetStream has stored them) and marks
  * them queued, in one transaction that commits only after the publish: a crash in between leaves
  * them due, and their next publish carries the same message id. A queued delivery whose attempt
  * was never answered within QUEUED_TIMEOUT_SECONDS is due again, as its next attempt.
+ *
+ * An endpoint has at most `inFlight` attempts published and unanswered: the senders take what is
+ * published at once or put it back, so an endpoint's backlog handed out in one go would go round
+ * and round through Postgres and the stream instead of waiting here. The endpoints are served in
+ * turn (each one's oldest, then each one's second…), so one endpoint's backlog never delays
+ * another's first post.
  */
 export async function dispatchDue(
   database: Database,
   limit: number,
   publish: (deliveries: DueDelivery[]) => Promise<void>,
-): Promise<number> {
+  inFlight = DEFAULT_IN_FLIGHT,
+): Promise<DispatchRound> {
   return database.sql.begin(async (sql) => {
-    // Endpoint by endpoint, at most a fifth of the batch each: an endpoint with a large backlog
-    // (a broadcast's events) is published a share at a time, between the others' first posts.
+    // Chosen first, then locked: the rows skipped for another endpoint's turn stay unlocked.
+    const candidates = await sql<Array<{ endpoint_id: string | null; event_id: string | null }>>`
+      with lanes as (
+        select e.id, greatest(0, ${inFlight}::int - (
+          select count(*) from webhook_deliveries q
+          where q.endpoint_id = e.id and q.status = 'queued' and q.next_attempt_at > now()))::int as room
+        from webhook_endpoints e
+      ), picked as materialized (
+        select l.id as endpoint_id, d.event_id, d.next_attempt_at, d.turn, l.room
+        from lanes l
+        cross join lateral (
+          select x.event_id, x.next_attempt_at, row_number() over (order by x.next_attempt_at) as turn
+          from (select event_id, next_attempt_at from webhook_deliveries
+                where endpoint_id = l.id and status in ('waiting', 'queued') and next_attempt_at <= now()
+                order by next_attempt_at limit l.room + 1) x) d
+      )
+      (select endpoint_id, event_id from picked where turn <= room order by turn, next_attempt_at limit ${limit})
+      union all
+      (select null, null from picked where turn > room limit 1)`;
+    const chosen = candidates.filter((c) => c.endpoint_id !== null) as Array<{ endpoint_id: string; event_id: string }>;
+    const held = chosen.length < candidates.length;
+    if (chosen.length === 0) return { published: 0, held };
     const due = await sql<Array<{ endpoint_id: string; event_id: string; attempts: number; updated_at: Date }>>`
       select d.endpoint_id, d.event_id, d.attempts, d.updated_at
-      from webhook_endpoints e
-      cross join lateral (
-        select endpoint_id, event_id, attempts, updated_at, next_attempt_at from webhook_deliveries
-        where endpoint_id = e.id and status in ('waiting', 'queued') and next_attempt_at <= now()
-        order by next_attempt_at limit ${Math.max(1, Math.ceil(limit / 5))} for update skip locked) d
-      order by d.next_attempt_at limit ${limit}`;
-    if (due.length === 0) return 0;
+      from webhook_deliveries d
+      join unnest(${chosen.map((c) => c.endpoint_id)}::text[], ${chosen.map((c) => c.event_id)}::bigint[])
+        as u(endpoint_id, event_id) on d.endpoint_id = u.endpoint_id and d.event_id = u.event_id
+      where d.status in ('waiting', 'queued') and d.next_attempt_at <= now()
+      order by d.endpoint_id, d.event_id
+      for update of d skip locked`;
+    if (due.length === 0) return { published: 0, held };
     const deliveries = due.map((d) => ({
       endpoint_id: d.endpoint_id,
       event_id: Number(d.event_id),
@@ -197,6 +253,6 @@ export async function dispatchDue(
       from (select * from unnest(${due.map((d) => d.endpoint_id)}::text[],
                                  ${due.map((d) => d.event_id)}::bigint[]) as u(endpoint_id, event_id)) u
       where d.endpoint_id = u.endpoint_id and d.event_id = u.event_id`;
-    return deliveries.length;
+    return { published: deliveries.length, held };
   });
 }

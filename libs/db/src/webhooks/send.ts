@@ -26,7 +26,10 @@ const withIncludes = (row: ClaimRow): Record<string, unknown> => {
   if (row.notification_data === null && row.contacts === null) return row.data;
   const data = { ...row.data };
   if (row.notification_data !== null) data.notification_data = row.notification_data;
-  if (row.contacts !== null) data.recipient = recipientOf(row.data.channel, row.contacts);
+  if (row.contacts !== null) {
+    const recipient = recipientOf(row.data.channel, row.contacts);
+    if (Object.keys(recipient).length > 0) data.recipient = recipient;
+  }
   return data;
 };
 
@@ -116,46 +119,50 @@ export interface AttemptRecord {
 }
 
 /**
- * Records an attempt and what follows it, in one transaction; answers whether it disabled the
- * endpoint (it had failed every attempt for too long).
+ * Records an attempt and what follows it, with the endpoint's failure record, in one statement
+ * (a sender records every post: a transaction of several round trips held a connection of the
+ * senders' small pool for each); answers whether it disabled the endpoint (it had failed every
+ * attempt for too long). What the endpoint was still owed then becomes dead letters, in a second
+ * statement: should that one never run, each of those deliveries dies at its claim instead.
  */
 export async function recordWebhookAttempt(database: Database, record: AttemptRecord): Promise<{ disabled: boolean }> {
-  return database.sql.begin(async (sql) => {
-    await sql`
+  const { sql } = database;
+  const { next } = record;
+  const status = next.kind === "delivered" ? "delivered" : next.kind === "retry" ? "waiting" : "dead";
+  const at = next.kind === "retry" ? next.at : null;
+  const reason = next.kind === "dead" ? next.reason : record.error;
+  const since = record.disableFailingSince;
+  const endpoint =
+    next.kind === "delivered"
+      ? sql`update webhook_endpoints set failing_since = null
+          where id = ${record.endpointId} and failing_since is not null
+          returning false as disabled`
+      : sql`update webhook_endpoints set
+          failing_since = coalesce(failing_since, now()),
+          status = case when failing_since <= ${since} then 'disabled' else status end,
+          disabled_reason = case when failing_since <= ${since} then 'failing' else disabled_reason end,
+          disabled_at = case when failing_since <= ${since} then now() else disabled_at end
+        where id = ${record.endpointId}
+        returning status = 'disabled' and disabled_reason = 'failing' and disabled_at = now() as disabled`;
+  const [row] = await sql<Array<{ disabled: boolean }>>`
+    with attempt as (
       insert into webhook_attempts (endpoint_id, event_id, attempt, status_code, latency_ms, error)
       values (${record.endpointId}, ${record.eventId}, ${record.attempt}, ${record.statusCode}, ${record.latencyMs}, ${record.error})
-      on conflict do nothing`;
-    const { next } = record;
-    const status = next.kind === "delivered" ? "delivered" : next.kind === "retry" ? "waiting" : "dead";
-    const at = next.kind === "retry" ? next.at : null;
-    const reason = next.kind === "dead" ? next.reason : record.error;
-    await sql`
+      on conflict do nothing
+    ), delivery as (
       update webhook_deliveries set status = ${status}, next_attempt_at = ${at}, last_error = ${reason}, updated_at = now()
       where endpoint_id = ${record.endpointId} and event_id = ${record.eventId} and attempts = ${record.attempt}
-        and status = 'queued'`;
-    if (next.kind === "delivered") {
-      await sql`
-        update webhook_endpoints set failing_since = null
-        where id = ${record.endpointId} and failing_since is not null`;
-      return { disabled: false };
-    }
-    const [endpoint] = await sql<Array<{ disabled: boolean }>>`
-      update webhook_endpoints set
-        failing_since = coalesce(failing_since, now()),
-        status = case when failing_since <= ${record.disableFailingSince} then 'disabled' else status end,
-        disabled_reason = case when failing_since <= ${record.disableFailingSince} then 'failing' else disabled_reason end,
-        disabled_at = case when failing_since <= ${record.disableFailingSince} then now() else disabled_at end
-      where id = ${record.endpointId}
-      returning status = 'disabled' and disabled_reason = 'failing' and disabled_at = now() as disabled`;
-    const disabled = endpoint?.disabled === true;
-    if (disabled) {
-      await sql`
-        update webhook_deliveries set status = 'dead', next_attempt_at = null, updated_at = now(),
-          last_error = 'the endpoint was disabled after failing for too long'
-        where endpoint_id = ${record.endpointId} and status in ('waiting', 'queued')`;
-    }
-    return { disabled };
-  });
+        and status = 'queued'
+    ), endpoint as (${endpoint})
+    select coalesce((select disabled from endpoint), false) as disabled`;
+  const disabled = row?.disabled === true;
+  if (disabled) {
+    await sql`
+      update webhook_deliveries set status = 'dead', next_attempt_at = null, updated_at = now(),
+        last_error = 'the endpoint was disabled after failing for too long'
+      where endpoint_id = ${record.endpointId} and status in ('waiting', 'queued')`;
+  }
+  return { disabled };
 }
 
 /**

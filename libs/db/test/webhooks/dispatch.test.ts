@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { checkCompletions, dispatchDue, purgeWebhookHistory } from "../../src/index.js";
+import { checkCompletions, type DueDelivery, dispatchDue, purgeWebhookHistory } from "../../src/index.js";
 
 // The webhook dispatcher's steps against the real PostgreSQL: completion checks that count a
 // broadcast's recipients and write broadcast.completed once, and due deliveries handed out
@@ -150,32 +150,67 @@ t.test("a broadcast accepted while no endpoint wanted broadcast.completed is not
   t.same(await sql`select 1 from webhook_broadcast_tallies where broadcast_id = ${broadcast}`, []);
 });
 
-t.test("an endpoint with a large backlog is handed out a share at a time, beside the others", async (t) => {
-  const busy = await endpoint("fair-client", ["ping"]);
-  const quiet = await endpoint("fair-client-2", ["ping"]);
-  const [{ first } = { first: "0" }] = await sql<Array<{ first: string }>>`
-    with events as (
-      insert into webhook_events (client_id, type, data) select 'fair-client', 'ping', '{}' from generate_series(1, 1000)
-      returning id)
-    select min(id)::text as first from events`;
-  await sql`insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at)
-    select ${busy}, id, now() - interval '1 hour' from webhook_events where id >= ${first}`;
-  await sql`with e as (insert into webhook_events (client_id, type, data) values ('fair-client-2', 'ping', '{}') returning id)
-    insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at) select ${quiet}, id, now() from e`;
+/** Endpoints whose events are owed at once: `backlog` each, all due. */
+const backlogs = async (clientId: string, count: number, backlog: number) => {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const id = await endpoint(clientId, ["ping"]);
+    ids.push(id);
+    await sql`with e as (
+        insert into webhook_events (client_id, type, data) select ${clientId}, 'ping', '{}' from generate_series(1, ${backlog})
+        returning id)
+      insert into webhook_deliveries (endpoint_id, event_id, next_attempt_at)
+      select ${id}, id, now() - make_interval(secs => ${(count - i) * 3600} + id::int % 100) from e`;
+  }
+  return ids;
+};
 
-  const batches: Array<Array<{ endpoint_id: string }>> = [];
-  const publish = async (deliveries: Array<{ endpoint_id: string }>) => {
+t.test("endpoints are served in turn: a backlog never delays another endpoint's first post", async (t) => {
+  await sql`delete from webhook_deliveries`;
+  // Seven endpoints with older backlogs than the eighth's single post.
+  const [...busy] = await backlogs("turns-client", 7, 200);
+  const [quiet] = await backlogs("turns-client", 1, 1);
+  const batches: DueDelivery[][] = [];
+  const publish = async (deliveries: DueDelivery[]) => {
     batches.push(deliveries);
   };
-  await dispatchDue(database, 100, publish);
+  const round = await dispatchDue(database, 40, publish, 10_000);
+  t.equal(round.published, 40);
+  const first = batches[0] ?? [];
   t.ok(
-    batches[0]?.some((d) => d.endpoint_id === quiet),
+    first.some((d) => d.endpoint_id === quiet),
     "the quiet endpoint's post is in the first batch",
   );
-  t.equal(batches[0]?.filter((d) => d.endpoint_id === busy).length, 20, "the busy one has its share");
-  while ((await dispatchDue(database, 100, publish)) > 0) {}
-  const handed = batches.flat().filter((d) => d.endpoint_id === busy).length;
-  t.equal(handed, 1000, "and all of its backlog, batch after batch");
+  // Forty places: the quiet one's post, then the seven busy ones in turn (five or six each).
+  for (const id of busy) {
+    const taken = first.filter((d) => d.endpoint_id === id).length;
+    t.ok(taken === 5 || taken === 6, `a busy endpoint has its turns (${taken})`);
+  }
+  while ((await dispatchDue(database, 500, publish, 10_000)).published > 0) {}
+  t.equal(batches.flat().length, 7 * 200 + 1, "and every backlog, batch after batch");
+});
+
+t.test("an endpoint has at most its limit in flight; an answer makes room for the next", async (t) => {
+  await sql`delete from webhook_deliveries`;
+  const [hook] = await backlogs("flight-client", 1, 100);
+  const published: DueDelivery[] = [];
+  const publish = async (deliveries: DueDelivery[]) => {
+    published.push(...deliveries);
+  };
+  t.same(await dispatchDue(database, 500, publish, 8), { published: 8, held: true });
+  t.same(await dispatchDue(database, 500, publish, 8), { published: 0, held: true }, "none while eight are unanswered");
+  const answered = published.slice(0, 3);
+  await sql`update webhook_deliveries set status = 'delivered'
+    where endpoint_id = ${hook as string} and event_id = any(${answered.map((d) => d.event_id)}::bigint[])`;
+  t.same(await dispatchDue(database, 500, publish, 8), { published: 3, held: true }, "three answered, three more");
+  await sql`update webhook_deliveries set next_attempt_at = now() - interval '1 second'
+    where endpoint_id = ${hook as string} and status = 'queued'`;
+  t.equal(
+    (await dispatchDue(database, 500, publish, 8)).published,
+    8,
+    "an attempt unanswered past its time no longer counts, and is due again",
+  );
+  t.equal(new Set(published.map((d) => d.message_id)).size, published.length, "every publish a new message");
 });
 
 t.test("retention forgets old events and tallies, never an event still owed", async (t) => {
