@@ -4,18 +4,12 @@ import { join } from "node:path";
 import type { AudienceRecord } from "@notify/db";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { run } from "../src/cli.js";
+import { runCli } from "./support.js";
 
 const { database } = await freshDatabase(t);
 const dir = mkdtempSync(join(tmpdir(), "notify-audiences-"));
 
-async function notify(argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } };
-  const code = await run(argv, io, { database });
-  return { code, stdout, stderr };
-}
+const notify = (argv: string[]) => runCli(argv, { database });
 
 t.test("notify audiences create, import (NDJSON and CSV) and show", async (t) => {
   const created = await notify(["audiences", "create", "--name", "beta testers", "--json"]);

@@ -2,17 +2,11 @@ import { createAudience } from "@notify/db";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
 import { progressLine } from "../src/broadcasts.js";
-import { run } from "../src/cli.js";
+import { runCli } from "./support.js";
 
 const { database } = await freshDatabase(t);
 
-async function notify(argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } };
-  const code = await run(argv, io, { database });
-  return { code, stdout, stderr };
-}
+const notify = (argv: string[]) => runCli(argv, { database });
 
 // A broadcast four members in, one recipient delivered, one suppressed on every channel.
 const audience = await createAudience(database, "a1", "everyone");

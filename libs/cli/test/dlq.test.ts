@@ -6,9 +6,9 @@ import type { Channel, DeadLetter, DeadLetterClass, GuardValue, WorkItem } from 
 import { REPLAY_REASON } from "@notify/ops";
 import { freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
-import { run } from "../src/cli.js";
 import type { CliDeps } from "../src/command.js";
 import { parseTime } from "../src/dlq.js";
+import { runCli } from "./support.js";
 
 // `notify dlq ...` in process against a fresh database and NATS namespace, and once as the built
 // executable. Dead letters are written here as the workers write them (their own tests cover
@@ -18,16 +18,7 @@ const bus = await freshBus(t);
 const guard = await bus.kv("notify_send_guard");
 const deps: CliDeps = { database, bus: async () => bus, criticalCategories: ["security", "otp"] };
 
-async function notify(argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io = {
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-  };
-  const code = await run(argv, io, deps);
-  return { code, stdout, stderr };
-}
+const notify = (argv: string[]) => runCli(argv, deps);
 const json = <T>(out: { code: number; stdout: string; stderr: string }): T => {
   if (out.code !== 0) throw new Error(`exit ${out.code}: ${out.stderr}`);
   return JSON.parse(out.stdout) as T;

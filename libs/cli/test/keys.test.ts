@@ -6,24 +6,15 @@ import type { ApiKeyRecord, Database, IssuedApiKey, RotatedApiKey } from "@notif
 import { freshDatabase } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
-import { run } from "../src/cli.js";
 import { type CliDeps, UsageError } from "../src/command.js";
 import { MAX_GRACE_SECONDS, parseGraceDuration } from "../src/duration.js";
+import { runCli } from "./support.js";
 
 // `notify keys ...` in process against a fresh database, and once as the built executable.
 const { url, database } = await freshDatabase(t);
 const deps: CliDeps = { database };
 
-async function notify(argv: string[], options: { deps?: CliDeps } = {}) {
-  let stdout = "";
-  let stderr = "";
-  const io = {
-    stdout: { write: (text: string) => (stdout += text) },
-    stderr: { write: (text: string) => (stderr += text) },
-  };
-  const code = await run(argv, io, options.deps ?? deps);
-  return { code, stdout, stderr };
-}
+const notify = (argv: string[], options: { deps?: CliDeps } = {}) => runCli(argv, options.deps ?? deps);
 
 const json = <T>(out: { code: number; stdout: string; stderr: string }): T => {
   if (out.code !== 0) throw new Error(`exit ${out.code}: ${out.stderr}`);

@@ -4,18 +4,12 @@ import { join } from "node:path";
 import { newId } from "@notify/core";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { run } from "../src/cli.js";
+import { runCli } from "./support.js";
 
 // `notify retention ...`: arguments in, libs/ops out (whose own tests cover the archive itself).
 const { database } = await freshDatabase(t);
 
-async function notify(argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } };
-  const code = await run(argv, io, { database });
-  return { code, stdout, stderr };
-}
+const notify = (argv: string[]) => runCli(argv, { database });
 
 async function seed(userId: string, daysAgo: number): Promise<string> {
   const id = newId();

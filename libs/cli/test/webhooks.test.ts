@@ -1,18 +1,12 @@
 import { createEndpoint } from "@notify/db";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { run } from "../src/cli.js";
+import { runCli } from "./support.js";
 
 // `notify webhooks list`: every client's endpoints with their figures, read in one query.
 const { database } = await freshDatabase(t);
 
-async function notify(argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } };
-  const code = await run(argv, io, { database });
-  return { code, stdout, stderr };
-}
+const notify = (argv: string[]) => runCli(argv, { database });
 
 t.test("webhooks list shows each endpoint's backlog and dead letters", async (t) => {
   t.match((await notify(["webhooks", "list"])).stdout, "no webhook endpoints");
