@@ -5,7 +5,8 @@
 // the time from the last fault until every notification was terminal; and what a client's webhook
 // endpoint on the stack's receiver heard (every event owed, signed, none for another client).
 //   CHAOS_NOTIFICATIONS (20000), CHAOS_KILLS per app (3), CHAOS_USERS (40), CHAOS_CONCURRENCY (32),
-//   CHAOS_KEEP=1 keeps the data folder
+//   CHAOS_WEBHOOK_SETTLE_MS (600000: how long the webhook backlog may take once every
+//   notification is terminal), CHAOS_KEEP=1 keeps the data folder
 import { formatChaosReport, runChaos } from "@notify/testing/chaos";
 
 const report = await runChaos({
@@ -18,6 +19,7 @@ const report = await runChaos({
   providerFaults: true,
   quietHours: true,
   settleMs: 300_000,
+  webhookSettleMs: Number(process.env.CHAOS_WEBHOOK_SETTLE_MS ?? 600_000),
   onProgress: (line) => console.log(`  ${line}`),
 });
 console.log(`\n${formatChaosReport(report)}`);
@@ -28,6 +30,7 @@ const bad =
     report.notTerminal +
     tally.reduce((n, t) => n + t.lost + t.duplicates + t.waiting, 0) +
     hooks.missing +
+    hooks.stillOwed +
     hooks.unsigned +
     hooks.otherClient >
   0;

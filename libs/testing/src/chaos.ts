@@ -36,6 +36,8 @@ export interface ChaosOptions {
   concurrency?: number;
   /** How long to wait for every notification to be terminal after the last fault. */
   settleMs?: number;
+  /** How long to wait, once every notification is terminal, for the webhook deliveries owed. */
+  webhookSettleMs?: number;
   dataDir?: string;
   onProgress?: (line: string) => void;
 }
@@ -74,6 +76,8 @@ export interface WebhookTally {
   /** Deliveries still owed when the run ended (waiting or queued), and dead. */
   stillOwed: number;
   dead: number;
+  /** From the last fault until no delivery was owed (null: some still were when the wait ended). */
+  drainedSeconds: number | null;
 }
 
 export interface ChaosReport {
@@ -134,6 +138,7 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
     users: 40,
     concurrency: 32,
     settleMs: 180_000,
+    webhookSettleMs: 120_000,
     ...input,
   };
   const say = input.onProgress ?? (() => {});
@@ -459,16 +464,24 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
           } else tally.waiting++;
         }
       }
-      // Webhook posts follow the statuses by a second or so; a post cut by a kill is sent again.
-      for (let waited = 0; waited < 120_000; waited += 1000) {
+      // Webhook posts follow the statuses, a backlog behind them under load; a post cut by a
+      // kill is sent again. The wait ends when nothing is owed, or `webhookSettleMs` after every
+      // notification was terminal.
+      let drainedSeconds: number | null = null;
+      const webhookDeadline = Date.now() + options.webhookSettleMs;
+      for (let round = 0; Date.now() < webhookDeadline; round++) {
         const [owed] = await db<{ n: number }[]>`
           select count(*)::int as n from webhook_deliveries where status in ('waiting', 'queued')`.catch(() => [
-          { n: 1 },
+          { n: -1 },
         ]);
-        if (owed?.n === 0) break;
+        if (owed?.n === 0) {
+          drainedSeconds = (Date.now() - lastFault) / 1000;
+          break;
+        }
+        if (round % 15 === 0) say(`${owed?.n} webhook deliveries owed`);
         await sleep(1000);
       }
-      const webhooks = await tallyWebhooks(db, hooks, ids, lastFault);
+      const webhooks = { ...(await tallyWebhooks(db, hooks, ids, lastFault)), drainedSeconds };
       return {
         options: {
           notifications: options.notifications,
@@ -480,6 +493,7 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
           users: options.users,
           concurrency: options.concurrency,
           settleMs: options.settleMs,
+          webhookSettleMs: options.webhookSettleMs,
         },
         accepted: accepted.length,
         refused,
@@ -543,7 +557,7 @@ async function tallyWebhooks(
   hooks: string,
   ids: readonly string[],
   lastFault: number,
-): Promise<WebhookTally> {
+): Promise<Omit<WebhookTally, "drainedSeconds">> {
   const owed = await db<{ key: string }[]>`
     select n.id || ':notification.accepted:' as key from notifications n where n.id = any(${ids as string[]})
     union all
@@ -624,6 +638,9 @@ export function formatChaosReport(report: ChaosReport): string {
     report.recoverySeconds === null
       ? `NOT all terminal ${(o.settleMs / 1000).toFixed(0)} s after the last fault: ${report.notTerminal} open`
       : `every notification terminal ${report.recoverySeconds.toFixed(1)} s after the last fault`,
+    report.webhooks.drainedSeconds === null
+      ? `webhook deliveries NOT drained ${(o.webhookSettleMs / 1000).toFixed(0)} s after that: ${report.webhooks.stillOwed} owed`
+      : `every webhook delivery made ${report.webhooks.drainedSeconds.toFixed(1)} s after the last fault`,
     `log: ${report.logFile}`,
   ];
   return lines.join("\n");

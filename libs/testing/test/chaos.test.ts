@@ -45,6 +45,7 @@ t.test(
     t.equal(report.webhooks.missing, 0, "every owed webhook event reached the client's endpoint");
     t.equal(report.webhooks.unsigned, 0, "every webhook post verified");
     t.equal(report.webhooks.otherClient, 0, "another client's endpoint heard nothing");
+    t.equal(report.webhooks.stillOwed, 0, "nothing is still owed");
     const unsettled = tallies.reduce((n, [, c]) => n + c.unsettledReceived + c.unsettledNotReceived, 0);
     t.ok(unsettled <= 4 * (32 + 16), `unsettled (${unsettled}) bounded by the sends one kill can cut`);
   },
