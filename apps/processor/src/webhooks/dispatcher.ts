@@ -7,8 +7,12 @@ import { every, type Leader, type Periodic } from "../periodic.js";
 /** Rows one transaction of the dispatcher takes at most. */
 const BATCH = 500;
 
-/** How soon deliveries held for their endpoint's attempts in flight are looked at again. */
-const HELD_PAUSE_MS = 100;
+/**
+ * How soon deliveries held for their endpoint's attempts in flight are looked at again: soon
+ * after a round that published (a fast endpoint answers within milliseconds), then less often
+ * while rounds find no room (a slow one), so a held backlog costs at most ten looks a second.
+ */
+const HELD_PAUSE_MS = { first: 10, most: 100 };
 
 /**
  * The outbound webhooks' dispatcher, on the instance that holds the singleton lease: every
@@ -40,13 +44,17 @@ export function startWebhookDispatcher(
       // Round after round while there is work: a published attempt is queued, so the next round
       // takes what else is due. Deliveries held for their endpoint's attempts in flight are
       // looked at again shortly, as answers free room; the loop ends when nothing is due.
+      let pause = HELD_PAUSE_MS.first;
       while (!isStopping()) {
         const completed = await checkCompletions(deps.database, BATCH);
         const { published, held } = await dispatchDue(deps.database, BATCH, publish, options.inFlight);
-        if (completed === 0 && published === 0) {
-          if (!held) break;
-          await sleep(Math.min(options.intervalMs, HELD_PAUSE_MS));
+        if (completed > 0 || published > 0) {
+          pause = HELD_PAUSE_MS.first;
+          continue;
         }
+        if (!held) break;
+        await sleep(Math.min(options.intervalMs, pause));
+        pause = Math.min(pause * 2, HELD_PAUSE_MS.most);
       }
     },
     options.leader,
