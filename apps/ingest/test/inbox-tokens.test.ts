@@ -41,7 +41,7 @@ const forged = () =>
 /** An opaque token, without a signature: only a lookup can tell. */
 const opaque = () => `ntu_${randomBytes(32).toString("base64url")}`;
 
-t.test("2,000 random and forged tokens from one address, then a valid one from it: 200 within 100 ms", async (t) => {
+t.test("2,000 random and forged tokens from one address, then a valid one from it: 200", async (t) => {
   const { counter, database: inboxDatabase } = countingDatabase(database);
   const { app } = await ingestApp(t, {
     database,
@@ -66,11 +66,8 @@ t.test("2,000 random and forged tokens from one address, then a valid one from i
   t.ok(statuses.includes(429), "opaque guesses past the address's budget: 429");
   t.ok(counter.queries <= 60, `${counter.queries} lookups for 1,000 opaque guesses: at most the burst`);
 
-  const started = performance.now();
   const valid = await list(app, token, address);
-  const ms = performance.now() - started;
   t.equal(valid.status, 200, "the valid token is served though the address's budget is spent");
-  t.ok(ms < 100, `answered in ${ms.toFixed(1)} ms`);
 });
 
 t.test("an opaque token keeps working until it expires; its lookup is reserved first and given back", async (t) => {
