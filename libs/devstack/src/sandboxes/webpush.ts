@@ -8,6 +8,16 @@ import { FaultSpan, faultQueue } from "./faults.js";
 import { openJournal } from "./journal.js";
 import { serveApp } from "./serve.js";
 
+/**
+ * A P-256 private key as the journal keeps it: its 32 bytes in base64url (43 characters).
+ * Node's ECDH hands the key back without its leading zero bytes (one key in 256 has one), so it
+ * is padded to its full length first.
+ */
+export const privateKeyText = (ecdh: { getPrivateKey(): Buffer }): string => {
+  const key = ecdh.getPrivateKey();
+  return Buffer.concat([Buffer.alloc(Math.max(0, 32 - key.length)), key]).toString("base64url");
+};
+
 /** One push message the sandbox accepted, decrypted as the browser would. */
 export interface PushSandboxMessage {
   message_id: string;
@@ -238,7 +248,7 @@ export async function startPushSandbox(
     journal?.append({
       type: "subscribe",
       id,
-      private_key: ecdh.getPrivateKey().toString("base64url"),
+      private_key: privateKeyText(ecdh),
       auth: auth.toString("base64url"),
     });
     subscribers.set(id, { ecdh, publicKey, auth });

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createECDH, randomUUID } from "node:crypto";
 import { appendFileSync, readFileSync } from "node:fs";
 import { Agent, request } from "node:https";
 import { join } from "node:path";
@@ -6,6 +6,7 @@ import { createWebPushProvider, type OutboundMessage } from "@notify/providers";
 import t from "tap";
 import webpush from "web-push";
 import { createSandboxTls, type PushJournalEntry, startPushSandbox } from "../../src/index.js";
+import { privateKeyText } from "../../src/sandboxes/webpush.js";
 import { tempDir } from "./receiver.js";
 
 const vapid = { subject: "mailto:ops@notify.example", ...webpush.generateVAPIDKeys() };
@@ -134,4 +135,20 @@ t.test("a torn last line (a crash mid-write) is skipped", async (t) => {
   t.teardown(() => second.close());
   t.match(await newProvider().send(message(JSON.stringify(subscription))), { outcome: "accepted" });
   t.equal(second.messages().length, 1);
+});
+
+t.test("a private key with a leading zero byte is journaled at its full length and restored", async (t) => {
+  // One P-256 key in 256 starts with a zero byte, which Node's ECDH leaves out.
+  let ecdh = createECDH("prime256v1");
+  ecdh.generateKeys();
+  for (let tries = 0; ecdh.getPrivateKey().length === 32 && tries < 20_000; tries++) {
+    ecdh = createECDH("prime256v1");
+    ecdh.generateKeys();
+  }
+  t.ok(ecdh.getPrivateKey().length < 32, "a short key was found");
+  const text = privateKeyText(ecdh);
+  t.match(text, /^[A-Za-z0-9_-]{43}$/);
+  const restored = createECDH("prime256v1");
+  restored.setPrivateKey(Buffer.from(text, "base64url"));
+  t.same(restored.getPublicKey(), ecdh.getPublicKey(), "the same key");
 });
