@@ -239,9 +239,12 @@ t.test("a slow endpoint does not hold up another endpoint's posts", async (t) =>
     10_000,
     "the fast endpoint's posts",
   );
-  const tookMs = Date.now() - started;
-  t.ok(tookMs < 3000, `the fast endpoint had its 20 posts in ${tookMs} ms while the slow one answers in 2 s`);
-  t.ok(received("slow").length < 20, "the slow endpoint is still being served");
+  // Served behind the slow endpoint, the fast one would wait for all 20 slow posts (20 s at two
+  // in flight and 2 s each); a bound on the time itself would fail on a loaded machine.
+  t.ok(
+    received("slow").length < 20,
+    `the slow endpoint is still being served when the fast one has its 20 posts (in ${Date.now() - started} ms)`,
+  );
 });
 
 t.test("outside the development profile, an endpoint that resolves to a private address is never called", async (t) => {
