@@ -140,6 +140,7 @@ export {
   wallTime,
 } from "./quiet-hours.js";
 export { GUARD_STATES, type GuardState, type GuardValue, guardKey } from "./send-guard.js";
+export { suppressionAddress } from "./suppressions.js";
 export {
   checkTemplate,
   formatTemplateProblem,

@@ -38,3 +38,11 @@ export {
   webhookEndpoints,
   webhookEvents,
 } from "./webhooks.js";
+export {
+  SUPPRESSIBLE_CHANNELS,
+  SUPPRESSION_REASONS,
+  type SuppressibleChannel,
+  type SuppressionReason,
+  type SuppressionSource,
+  suppressions,
+} from "./suppressions.js";

@@ -90,6 +90,10 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: the accept's outbox row, settling, the recovery sweep; processor: broadcast
   // batches' rows (listed, settled), the unrouted sweep's and archive's checks.
   publish_outbox: { ingest: [S, I, U, D], processor: [S, I, U, D] },
+  // ingest: the suppressions API (a client's own entries, read with those for every client);
+  // processor and workers: whether an address is suppressed (routing, and again before a send);
+  // receipts: entries from providers' events and inbound STOPs, removed by a START.
+  suppressions: { ingest: [S, I, D], processor: [S], workers: [S], receipts: [S, I, D] },
   // processor: where its sweeps stand.
   sweep_positions: { processor: [S, I, U] },
   // ingest: the templates API and the accept's version pin; processor: rendering.
