@@ -10,4 +10,5 @@ CREATE TABLE "suppressions" (
 	CONSTRAINT "suppressions_reason_check" CHECK ("suppressions"."reason" in ('hard_bounce', 'spam_complaint', 'unsubscribe', 'carrier_opt_out', 'manual'))
 );
 --> statement-breakpoint
-CREATE INDEX "suppressions_client_created_idx" ON "suppressions" USING btree ("client_id","created_at","channel","address");
+CREATE INDEX "suppressions_client_created_idx" ON "suppressions" USING btree ("client_id","created_at","channel","address");--> statement-breakpoint
+CREATE INDEX "suppressions_created_idx" ON "suppressions" USING btree ("created_at","channel","address","client_id");

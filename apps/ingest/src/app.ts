@@ -19,7 +19,9 @@ import { mountKeys } from "./routes/keys.js";
 import { mountNotifications } from "./routes/notifications.js";
 import { mountOps } from "./routes/ops.js";
 import { mountPreferences } from "./routes/preferences.js";
+import { mountSuppressions } from "./routes/suppressions.js";
 import { mountTemplates } from "./routes/templates.js";
+import { mountUnsubscribe } from "./routes/unsubscribe.js";
 import { mountUsers } from "./routes/users.js";
 import { mountWebhooks } from "./routes/webhooks.js";
 
@@ -57,6 +59,8 @@ export function createApp(given: IngestDeps) {
     ...(deps.trustedProxies === undefined ? {} : { trustedProxies: deps.trustedProxies }),
   });
   mountLiveness(app);
+  // One-click unsubscribe links from email: no API key, the link's token is its own authority.
+  mountUnsubscribe(app, deps);
 
   // Every route of the public API lives under the version prefix.
   const v1 = new Hono<AuthEnv>();
@@ -83,6 +87,7 @@ export function createApp(given: IngestDeps) {
   mountAudiences(v1, deps);
   mountBroadcasts(v1, deps);
   mountWebhooks(v1, deps);
+  mountSuppressions(v1, deps);
   mountOps(v1, deps);
   mountDocs(v1, () => app);
   app.route(API, v1);

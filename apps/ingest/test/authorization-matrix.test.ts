@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { SCOPES, type Scope, scopesInclude } from "@notify/core";
-import { seedApiKey, seedTemplate } from "@notify/db";
+import { SCOPES, type Scope, scopesInclude, signUnsubscribeToken } from "@notify/core";
+import { loadUnsubscribeKey, seedApiKey, seedTemplate } from "@notify/db";
 import t from "tap";
 import { ingestApp } from "./support.js";
 
@@ -69,11 +69,20 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "GET /ops/webhook-endpoints": "operator",
   "GET /ops/webhook-endpoints/{id}/dead-letters": "operator",
   "POST /ops/webhook-endpoints/{id}/replay": "operator",
+  // A client's own suppressions and those that hold for every client; the entries for every
+  // client are written and another client's read with an operator key only (suppressions.test.ts).
+  "GET /suppressions": "contacts",
+  "GET /suppressions/{channel}/{address}": "contacts",
+  "PUT /suppressions/{channel}/{address}": "contacts",
+  "DELETE /suppressions/{channel}/{address}": "contacts",
   "GET /inbox": "inbox-token",
   "PATCH /inbox/{itemId}": "inbox-token",
   "GET /inbox/stream": "inbox-token",
   "GET /openapi.json": "public",
   "GET /docs": "public",
+  // Outside /api/v1 (the links in email): the token's MAC is the authority, no key is looked at.
+  "GET /u/{token}": "public",
+  "POST /u/{token}": "public",
 };
 
 const { app, database } = await ingestApp(t);
@@ -85,6 +94,11 @@ await seedTemplate(database, {
 const keys: Record<string, string> = {};
 for (const scope of SCOPES)
   keys[scope] = await seedApiKey(database, { clientId: "shop", name: scope, scopes: [scope] });
+const unsubscribeToken = signUnsubscribeToken(await loadUnsubscribeKey(database), {
+  clientId: "shop",
+  userId: "matrix-user",
+  category: "news",
+});
 const bankRead = await seedApiKey(database, { clientId: "bank", name: "bank read", scopes: ["read"] });
 const bankAdmin = await seedApiKey(database, { clientId: "bank", name: "bank admin", scopes: ["admin"] });
 const bankOperator = await seedApiKey(database, { clientId: "bank", name: "bank operator", scopes: ["operator"] });
@@ -92,13 +106,13 @@ const bankOperator = await seedApiKey(database, { clientId: "bank", name: "bank 
 const served = [
   ...new Set(
     app.routes
-      .filter((r) => r.method !== "ALL" && r.path.startsWith("/api/v1/"))
-      .map((r) => `${r.method} ${r.path.slice("/api/v1".length).replace(/:(\w+)/g, "{$1}")}`),
+      .filter((r) => r.method !== "ALL" && (r.path.startsWith("/api/v1/") || r.path.startsWith("/u/")))
+      .map((r) => `${r.method} ${r.path.replace(/^\/api\/v1/, "").replace(/:(\w+)/g, "{$1}")}`),
   ),
 ];
 
 const request = (method: string, path: string, key: string | null, body?: unknown) =>
-  app.request(`/api/v1${path}`, {
+  app.request(path.startsWith("/u/") ? path : `/api/v1${path}`, {
     method,
     headers: {
       ...(key ? { authorization: `Bearer ${key}` } : {}),
@@ -111,11 +125,14 @@ const request = (method: string, path: string, key: string | null, body?: unknow
 /** A concrete path for a route pattern (the resource need not exist: authorization comes first). */
 const concrete = (pattern: string) =>
   pattern
+    .replace("{token}", unsubscribeToken)
     .replace("{version}", "1")
     .replace("{seq}", "1")
     .replace("{itemId}", "1")
     .replace("{tokenId}", "01900000-0000-7000-8000-000000000000")
     .replace("{userId}", "user-1")
+    .replace("{channel}", "email")
+    .replace("{address}", "ada%40example.com")
     .replace("{id}", pattern.startsWith("/keys") ? "key_missing" : "user-1");
 
 t.test("every served route has a policy, and the document states the same scope", async (t) => {

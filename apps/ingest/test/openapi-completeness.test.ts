@@ -407,6 +407,32 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("DELETE", `/webhook-endpoints/${hookId}`);
   await securityCases("DELETE", `/webhook-endpoints/${hookId}`, readKey);
 
+  // Suppressions
+  const suppressed = "/suppressions/email/ada%40example.com";
+  await call("PUT", suppressed, { key: prefsKey, body: json({ reason: "unsubscribe" }) });
+  await call("PUT", suppressed, { key: prefsKey, body: json({}) });
+  await call("PUT", suppressed, { key: prefsKey, body: json({ scope: "all_clients" }) });
+  await call("PUT", "/suppressions/email/not-an-address", { key: prefsKey, body: json({}) });
+  await call("PUT", "/suppressions/push/x", { key: prefsKey, body: json({}) });
+  await bodyCases("PUT", suppressed, prefsKey);
+  await securityCases("PUT", suppressed, readKey);
+  await call("GET", "/suppressions", { key: prefsKey });
+  await call("GET", "/suppressions?client=*");
+  await call("GET", "/suppressions?client=*", { key: prefsKey });
+  await call("GET", "/suppressions?limit=0", { key: prefsKey });
+  await call("GET", "/suppressions?cursor=x", { key: prefsKey });
+  await securityCases("GET", "/suppressions", readKey);
+  await call("GET", suppressed, { key: prefsKey });
+  await call("GET", "/suppressions/email/nobody%40example.com", { key: prefsKey });
+  await call("GET", "/suppressions/sms/12", { key: prefsKey });
+  await securityCases("GET", suppressed, readKey);
+  await call("DELETE", `${suppressed}?scope=all_clients`, { key: prefsKey });
+  await call("DELETE", `${suppressed}?scope=x`, { key: prefsKey });
+  await call("DELETE", "/suppressions/sms/12", { key: prefsKey });
+  await call("DELETE", suppressed, { key: prefsKey });
+  await call("DELETE", suppressed, { key: prefsKey });
+  await securityCases("DELETE", suppressed, readKey);
+
   // The document itself
   await call("GET", "/openapi.json", { key: null });
   await call("GET", "/docs", { key: null });

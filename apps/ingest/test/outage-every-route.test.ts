@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { applyTopology } from "@notify/bus";
-import { newId } from "@notify/core";
-import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
+import { newId, signUnsubscribeToken } from "@notify/core";
+import { loadUnsubscribeKey, seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
 import {
   captureLogger,
   deadLetterOf,
@@ -134,8 +134,21 @@ async function fixtures() {
     method: "POST",
     body: json({ url: "https://hooks.example.com/doomed" }),
   });
+  // Entries to read and to remove: requests made at once must not meet on one entry.
+  const suppressed = `${randomUUID()}@example.com`;
+  const suppressedToLift = `${randomUUID()}@example.com`;
+  for (const address of [suppressed, suppressedToLift]) {
+    await created(`/suppressions/email/${encodeURIComponent(address)}`, { method: "PUT", body: "{}" });
+  }
+  // A link from an email, for the unsubscribe routes.
+  const unsubscribe = signUnsubscribeToken(await loadUnsubscribeKey(database), {
+    clientId: "shop",
+    userId: user,
+    category: "news",
+  });
   return {
     user,
+    unsubscribe,
     keyToRead,
     keyToRevoke,
     audience,
@@ -146,6 +159,8 @@ async function fixtures() {
     seq,
     hook,
     hookToDelete,
+    suppressed,
+    suppressedToLift,
   };
 }
 type Fixtures = Awaited<ReturnType<typeof fixtures>>;
@@ -154,6 +169,7 @@ type Fixtures = Awaited<ReturnType<typeof fixtures>>;
 function pathOf(route: string, f: Fixtures): string {
   const values: Record<string, Record<string, string>> = {
     "/api/v1/notifications/:id": { id: f.notification.notification_id },
+    "/u/:token": { token: f.unsubscribe },
     "/api/v1/keys/:id": { id: f.keyToRead.id },
     "/api/v1/keys/:id/rotate": { id: f.keyToRead.id },
     "DELETE /api/v1/keys/:id": { id: f.keyToRevoke.id },
@@ -187,6 +203,9 @@ function pathOf(route: string, f: Fixtures): string {
     "/api/v1/webhook-endpoints/:id/test": { id: f.hook.id },
     "/api/v1/ops/webhook-endpoints/:id/dead-letters": { id: f.hook.id },
     "/api/v1/ops/webhook-endpoints/:id/replay": { id: f.hook.id },
+    "/api/v1/suppressions/:channel/:address": { channel: "email", address: f.suppressed },
+    "PUT /api/v1/suppressions/:channel/:address": { channel: "email", address: `${randomUUID()}@example.com` },
+    "DELETE /api/v1/suppressions/:channel/:address": { channel: "email", address: f.suppressedToLift },
   };
   /** A query a route needs to be well-formed. */
   const queries: Record<string, string> = { "GET /api/v1/ops/notifications": `?user_id=${f.user}` };
@@ -282,6 +301,8 @@ const describe = (a: Answer) => `${a.route}: ${a.status} ${a.type} ${JSON.string
 /** Routes that never need Postgres, and what they answer without it. */
 const WITHOUT_POSTGRES: Record<string, number> = {
   "GET /healthz": 200,
+  // The link's MAC key is read once; the confirmation page writes nothing.
+  "GET /u/:token": 200,
   // A signed token is minted with the deployment's MAC key, read once: nothing is stored.
   "POST /api/v1/users/:id/inbox-tokens": 201,
   "GET /api/v1/openapi.json": 200,

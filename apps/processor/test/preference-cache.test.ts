@@ -39,6 +39,7 @@ t.test("contacts and users without records are cached the same way", async (t) =
     locale: null,
     email: null,
     phone: null,
+    suppressions: [],
   });
   await database.sql`insert into user_contacts (user_id, email) values ('cache-nobody', 'n@example.com')`;
   t.equal((await profiles.load("cache-nobody")).email, null, "cached: not yet");

@@ -15,6 +15,7 @@ import type { Logger } from "@notify/log";
 import { sendgridPublicKey } from "@notify/providers";
 import { receiptMetrics } from "./webhooks/metrics.js";
 import { mountPlivoWebhook } from "./webhooks/plivo.js";
+import { mountPlivoInbound } from "./webhooks/plivo-inbound.js";
 import { mountSendgridWebhook, type TimestampWindow } from "./webhooks/sendgrid.js";
 
 export interface ReceiptsDeps {
@@ -50,6 +51,11 @@ export interface ReceiptsDeps {
   trustedProxies?: TrustedProxies;
   publicBaseUrl?: string;
   plivoAuthToken?: string;
+  /**
+   * The replies to an SMS opt-out (STOP) and opt-in (START) sent to a Plivo number, as
+   * RECEIPTS_SMS_OPT_OUT_REPLY and RECEIPTS_SMS_OPT_IN_REPLY; empty or unset: no reply.
+   */
+  smsReplies?: { optOut?: string; optIn?: string };
   /** SendGrid's verification key: base64 DER or PEM. */
   sendgridPublicKey?: string;
   /** How old (and how far ahead) a SendGrid post's signed timestamp may be: 600 s and 60 s unless set. */
@@ -93,16 +99,27 @@ export function createApp(deps: ReceiptsDeps) {
   if (deps.plivoAuthToken !== undefined) {
     mountPlivoWebhook(app, {
       sql: deps.database.sql,
+      database: deps.database,
       authToken: deps.plivoAuthToken,
       metrics: counters,
       unverified,
       maxBodyBytes: maxBodyBytes.plivo,
       ...publicBaseUrl,
     });
+    mountPlivoInbound(app, {
+      database: deps.database,
+      authToken: deps.plivoAuthToken,
+      metrics: counters,
+      unverified,
+      maxBodyBytes: maxBodyBytes.plivo,
+      ...publicBaseUrl,
+      ...(deps.smsReplies === undefined ? {} : { replies: deps.smsReplies }),
+    });
   }
   if (deps.sendgridPublicKey !== undefined) {
     mountSendgridWebhook(app, {
       sql: deps.database.sql,
+      database: deps.database,
       publicKey: sendgridPublicKey(deps.sendgridPublicKey),
       window: deps.timestampWindow ?? DEFAULT_WINDOW,
       metrics: counters,

@@ -18,8 +18,20 @@ export const ReceiptsConfig = v.object({
    * Plivo signs the URL it called.
    */
   PUBLIC_BASE_URL: optionalUrl(),
-  /** Verifies Plivo's report signatures. Unset: /webhooks/plivo is not served. Secret. */
+  /**
+   * Verifies Plivo's signatures (delivery reports, inbound messages). Unset: /webhooks/plivo and
+   * /webhooks/plivo/inbound are not served. Secret.
+   */
   PLIVO_AUTH_TOKEN: secret(),
+  /**
+   * The reply to an SMS opt-out keyword (STOP, UNSUBSCRIBE, ...) sent to a Plivo number, e.g.
+   * "You are unsubscribed and will receive no more messages. Reply START to resubscribe.".
+   * Carriers expect one confirmation; leave it empty when Plivo (or the carrier) already sends
+   * it for the number. Empty: no reply.
+   */
+  RECEIPTS_SMS_OPT_OUT_REPLY: v.optional(v.pipe(v.string(), v.maxLength(1600, "must be at most 1600 characters")), ""),
+  /** The reply to an SMS opt-in keyword (START, UNSTOP, YES, OPTIN). Empty: no reply. */
+  RECEIPTS_SMS_OPT_IN_REPLY: v.optional(v.pipe(v.string(), v.maxLength(1600, "must be at most 1600 characters")), ""),
   /**
    * SendGrid's Event Webhook verification key (Settings → Mail Settings → Event Webhook →
    * Signed Event Webhook): base64 DER or PEM. Unset: /webhooks/sendgrid is not served.

@@ -75,6 +75,7 @@ export async function startReceipts(
       },
       ...(config.PUBLIC_BASE_URL === undefined ? {} : { publicBaseUrl: config.PUBLIC_BASE_URL }),
       ...(config.PLIVO_AUTH_TOKEN === undefined ? {} : { plivoAuthToken: config.PLIVO_AUTH_TOKEN }),
+      smsReplies: { optOut: config.RECEIPTS_SMS_OPT_OUT_REPLY, optIn: config.RECEIPTS_SMS_OPT_IN_REPLY },
       ...(config.SENDGRID_WEBHOOK_PUBLIC_KEY === undefined
         ? {}
         : { sendgridPublicKey: config.SENDGRID_WEBHOOK_PUBLIC_KEY }),

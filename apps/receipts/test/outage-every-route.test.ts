@@ -44,15 +44,26 @@ const ORIGIN = "http://receipts.test";
 
 /** A delivery report as Plivo signs it (V3: URL, sorted parameters, nonce). */
 function plivoReport(): RequestInit {
-  const params = { MessageUUID: randomUUID(), Status: "delivered", To: "+447700900123" };
+  return plivoSigned("/webhooks/plivo", { MessageUUID: randomUUID(), Status: "delivered", To: "+447700900123" });
+}
+
+/** A STOP sent to our number, as Plivo signs it: it writes to the suppression list. */
+function plivoInbound(): RequestInit {
+  return plivoSigned("/webhooks/plivo/inbound", {
+    MessageUUID: randomUUID(),
+    From: "447700900123",
+    To: "14155550100",
+    Text: "STOP",
+  });
+}
+
+function plivoSigned(path: string, params: Record<string, string>): RequestInit {
   const nonce = randomUUID();
   const sorted = Object.entries(params)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([k, v]) => k + v)
     .join("");
-  const signature = createHmac("sha256", PLIVO_TOKEN)
-    .update(`${ORIGIN}/webhooks/plivo?${sorted}.${nonce}`)
-    .digest("base64");
+  const signature = createHmac("sha256", PLIVO_TOKEN).update(`${ORIGIN}${path}?${sorted}.${nonce}`).digest("base64");
   return {
     method: "POST",
     headers: {
@@ -88,6 +99,7 @@ function sendgridBatch(): RequestInit {
 /** What each route is sent; a route not named here is sent a bare GET or POST. */
 const REQUESTS: Record<string, () => RequestInit> = {
   "POST /webhooks/plivo": plivoReport,
+  "POST /webhooks/plivo/inbound": plivoInbound,
   "POST /webhooks/sendgrid": sendgridBatch,
 };
 const routes = [...new Set(app.routes.filter((r) => r.method !== "ALL").map((r) => `${r.method} ${r.path}`))];

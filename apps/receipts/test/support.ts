@@ -12,7 +12,10 @@ type Tap = { teardown(fn: () => unknown): void };
 export async function startReceipts(
   t: Tap,
   options: Partial<
-    Pick<ReceiptsDeps, "plivoAuthToken" | "sendgridPublicKey" | "publicBaseUrl" | "timestampWindow" | "metrics">
+    Pick<
+      ReceiptsDeps,
+      "plivoAuthToken" | "sendgridPublicKey" | "publicBaseUrl" | "timestampWindow" | "metrics" | "smsReplies"
+    >
   >,
   sweepOptions: { unmatchedRetentionHours?: number; purgeEveryMs?: number } = {},
 ) {

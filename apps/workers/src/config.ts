@@ -1,4 +1,4 @@
-import { common, int, port, text } from "@notify/config";
+import { common, int, port, text, unsubscribeLinks } from "@notify/config";
 import {
   DEFAULT_FAILOVER_AFTER_ATTEMPTS,
   DEFAULT_WEBHOOK_RETRY_SCHEDULE_SECONDS,
@@ -38,6 +38,8 @@ const Env = v.object({
    * only when its provider is on; in-app always has one (the inbox is ours).
    */
   ...channelProviderEnv,
+  /** Which email carries a List-Unsubscribe link, and where it points (UNSUBSCRIBE_*). */
+  ...unsubscribeLinks(),
   /** The workers' only server, the operator's: health, readiness, metrics and the breaker view. */
   PORT: port(3002),
   /** Its interface: loopback by default; 0.0.0.0 where probes or a scraper run elsewhere. */

@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { busConfigFrom, connectBus } from "@notify/bus";
-import { loadConfig } from "@notify/config";
-import { createDb, storeInboxItem } from "@notify/db";
+import { loadConfig, unsubscribeBaseUrl } from "@notify/config";
+import { createDb, loadUnsubscribeKey, storeInboxItem } from "@notify/db";
 import { createMetrics, listen, prepareStreams, type RunningApp, startScope } from "@notify/http";
 import { createLogger } from "@notify/log";
 import type { Provider } from "@notify/providers";
@@ -10,6 +10,7 @@ import { startTelemetry } from "@notify/telemetry";
 import { createApp } from "./app.js";
 import { WorkersConfig } from "./config.js";
 import { queueDepthCollector, startConsumers } from "./consumers.js";
+import { unsubscribeHeaders } from "./delivery/unsubscribe.js";
 import { createUnusedClaims } from "./delivery/unused-claims.js";
 import { createDeliveryMetrics } from "./metrics.js";
 import { closeGates, createGates } from "./providers/gate.js";
@@ -80,6 +81,24 @@ export async function startWorkers(
     const emailFailover = await createEmailFailoverProvider(config, { timeoutMs: config.PROVIDER_TIMEOUT_MS });
 
     const metrics = createDeliveryMetrics(registry);
+    // One-click unsubscribe links (RFC 8058), only where they lead somewhere this deployment serves.
+    const unsubscribeUrl = unsubscribeBaseUrl(config);
+    if (unsubscribeUrl === undefined && config.EMAIL_PROVIDER !== "off") {
+      log.warn("UNSUBSCRIBE_BASE_URL is not set: email goes without List-Unsubscribe headers");
+    }
+    const unsubscribe =
+      unsubscribeUrl === undefined
+        ? undefined
+        : unsubscribeHeaders(
+            {
+              baseUrl: unsubscribeUrl,
+              mailto: config.UNSUBSCRIBE_MAILTO || undefined,
+              categories: config.UNSUBSCRIBE_CATEGORIES,
+            },
+            () => loadUnsubscribeKey(databases.promotional),
+          );
+    // Read now, so the first email does not wait for it (a failure is retried by the first send).
+    if (unsubscribe !== undefined) loadUnsubscribeKey(databases.promotional).catch(() => {});
     // The worker's own deadline backs up each provider's: the provider's fires first, with its reason.
     const deadlineMs = config.PROVIDER_TIMEOUT_MS + 2000;
     const gateDeps = {
@@ -145,6 +164,7 @@ export async function startWorkers(
       worker: `${hostname()}:${process.pid}`,
       unusedClaims: createUnusedClaims(),
       random: Math.random,
+      ...(unsubscribe === undefined ? {} : { unsubscribe }),
       concurrency: { transactional: config.TRANSACTIONAL_CONCURRENCY, promotional: config.PROMOTIONAL_CONCURRENCY },
     });
     consuming = true;

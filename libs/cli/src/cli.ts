@@ -5,10 +5,11 @@ import { type CliDeps, type CommandGroup, type Io, UsageError } from "./command.
 import { dlq } from "./dlq.js";
 import { keys } from "./keys.js";
 import { retention } from "./retention.js";
+import { suppressions } from "./suppressions.js";
 import { webhooks } from "./webhooks.js";
 
 /** New groups (dlq, audiences, retention, ...) are added here. */
-const GROUPS: CommandGroup[] = [keys, dlq, audiences, broadcasts, retention, webhooks];
+const GROUPS: CommandGroup[] = [keys, dlq, audiences, broadcasts, retention, webhooks, suppressions];
 
 export const EXIT = { ok: 0, failure: 1, usage: 2, config: 78 } as const;
 

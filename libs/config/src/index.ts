@@ -205,6 +205,44 @@ export const telemetry = () => ({
   OTEL_SDK_DISABLED: bool(false),
 });
 
+/**
+ * One-click unsubscribe (RFC 8058) in email: which messages carry a List-Unsubscribe link and
+ * where it points. The workers put the header on; ingest serves the link (/u/{token}).
+ */
+export const unsubscribeLinks = () => ({
+  /**
+   * The public origin of ingest, where unsubscribe links point (<url>/u/{token}; include the path prefix ingest is served under, if any), e.g. https://notify.example.com. Mailbox providers honour one-click links over https only. Unset: http://127.0.0.1:3000 under NOTIFY_PROFILE=development; otherwise no email carries List-Unsubscribe, and the workers log a warning at start.
+   */
+  UNSUBSCRIBE_BASE_URL: v.optional(
+    v.union([
+      v.literal(""),
+      v.pipe(v.string(), v.url("must be a URL"), v.regex(/^https?:\/\//i, "must be an http:// or https:// URL")),
+    ]),
+  ),
+  /** An address that also takes unsubscribe requests by email, offered after the link in List-Unsubscribe (mailto:<address>?subject=unsubscribe <token>). Unset: the link alone. */
+  UNSUBSCRIBE_MAILTO: v.optional(
+    v.union([v.literal(""), v.pipe(v.string(), v.email("must be an email address"), v.maxLength(254))]),
+  ),
+  /** Categories whose email carries List-Unsubscribe besides promotional email, comma-separated (e.g. digest,product_news). Transactional email of other categories never does: a user must not turn off receipts or passcodes. */
+  UNSUBSCRIBE_CATEGORIES: v.pipe(
+    v.optional(v.string(), ""),
+    v.transform((s) =>
+      s
+        .split(",")
+        .map((c) => c.trim())
+        .filter(Boolean),
+    ),
+    v.checkItems((c) => /^[a-z0-9][a-z0-9_.-]{0,63}$/.test(c), "must be comma-separated category names"),
+  ),
+});
+
+/** Where unsubscribe links point: UNSUBSCRIBE_BASE_URL, or the local ingest in development; undefined: nowhere. */
+export const unsubscribeBaseUrl = (env: {
+  UNSUBSCRIBE_BASE_URL?: string | undefined;
+  NOTIFY_PROFILE: string;
+}): string | undefined =>
+  env.UNSUBSCRIBE_BASE_URL || (env.NOTIFY_PROFILE === "development" ? "http://127.0.0.1:3000" : undefined);
+
 /** Settings every app shares: where the bus and database are and how to name things. */
 export const common = {
   /** Postgres connection string. Required for the apps; the embedded stack provides one. */

@@ -28,6 +28,9 @@ export class KeyRefused extends Error {
 export interface ApiClient {
   get<T>(path: string, query?: Record<string, string | undefined>): Promise<ApiResult<T>>;
   post<T>(path: string, body?: unknown): Promise<ApiResult<T>>;
+  put<T>(path: string, body?: unknown): Promise<ApiResult<T>>;
+  /** A 204 answers a null body. */
+  delete<T = null>(path: string, query?: Record<string, string | undefined>): Promise<ApiResult<T>>;
 }
 
 /** The query string of the values given, without the empty ones. */
@@ -71,17 +74,22 @@ export function apiClient(api: PublicApi, key: string, requestId?: string): ApiC
       // The API answers every error itself; a throw here is a bug, shown as an outage, never a stack.
       return { ok: false, problem: { status: 500, title: "Internal error", detail: "the API call failed" } };
     }
-    if (response.ok) return { ok: true, status: response.status, body: (await response.json()) as T };
+    if (response.ok) {
+      return { ok: true, status: response.status, body: (response.status === 204 ? null : await response.json()) as T };
+    }
     const problem = await problemOf(response);
     if (response.status === 401 || response.status === 403) throw new KeyRefused(problem);
     return { ok: false, problem };
   };
+  const send = <T>(method: string, path: string, body: unknown) =>
+    call<T>(path, {
+      method,
+      ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }),
+    });
   return {
     get: (path, query) => call(`${path}${queryString(query)}`, { method: "GET" }),
-    post: (path, body) =>
-      call(path, {
-        method: "POST",
-        ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "content-type": "application/json" } }),
-      }),
+    post: (path, body) => send("POST", path, body),
+    put: (path, body) => send("PUT", path, body),
+    delete: (path, query) => call(`${path}${queryString(query)}`, { method: "DELETE" }),
   };
 }

@@ -12,6 +12,7 @@ const NAV = [
   ["/console/dead-letters", "Dead letters"],
   ["/console/broadcasts", "Broadcasts"],
   ["/console/webhooks", "Webhooks"],
+  ["/console/suppressions", "Suppressions"],
 ] as const;
 
 export interface PageOptions {

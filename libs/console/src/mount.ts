@@ -21,6 +21,7 @@ import { overviewPage } from "./pages/overview.js";
 import { providersPage } from "./pages/providers.js";
 import { searchPage } from "./pages/search.js";
 import { streamsPage } from "./pages/streams.js";
+import { suppressionAddAction, suppressionRemoveAction, suppressionsPage } from "./pages/suppressions.js";
 import { webhookPage, webhookReplayAction, webhooksPage } from "./pages/webhooks.js";
 import { crossOrigin, SAFE_METHODS, securityHeaders } from "./security.js";
 import { createSessionStore, csrfMatches, sessionCookie } from "./session.js";
@@ -121,6 +122,9 @@ export function mountConsole(app: HonoApp<AppEnv>, options: ConsoleOptions): voi
   ui.get("/webhooks", webhooksPage);
   ui.get("/webhooks/:id", webhookPage);
   ui.post("/webhooks/:id/replay", webhookReplayAction);
+  ui.get("/suppressions", suppressionsPage);
+  ui.post("/suppressions/add", suppressionAddAction);
+  ui.post("/suppressions/remove", suppressionRemoveAction);
   ui.post("/broadcasts/:id/pause", (c) => broadcastAction(c, "pause"));
   ui.post("/broadcasts/:id/resume", (c) => broadcastAction(c, "resume"));
   ui.post("/broadcasts/:id/cancel", (c) => broadcastAction(c, "cancel"));

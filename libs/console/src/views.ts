@@ -143,3 +143,21 @@ export interface WebhookEndpointView {
     last_hour?: { attempts?: number; failed?: number; latency_ms_p50?: number | null; latency_ms_p95?: number | null };
   };
 }
+
+/** One entry of the suppression list (GET /api/v1/suppressions). */
+export interface SuppressionView {
+  channel: string;
+  address: string;
+  scope?: string;
+  client_id?: string | null;
+  reason?: string;
+  source?: {
+    provider?: string;
+    event?: string;
+    event_id?: string;
+    notification_id?: string;
+    key_id?: string;
+    note?: string;
+  };
+  created_at?: string;
+}

@@ -16,8 +16,11 @@ export const CURSOR_VERSION = 1;
 
 const MAC_BYTES = 16;
 const HEADER = 1 + MAC_BYTES + 8;
-/** Ids are at most 256 characters; anything longer is not a cursor of ours. */
-const MAX_CURSOR_CHARS = 512;
+/**
+ * The longest id is a suppression's key (an address of up to 320 characters, its client and
+ * channel, in UTF-8); anything longer is not a cursor of ours.
+ */
+const MAX_CURSOR_CHARS = 4096;
 
 export interface KeysetPosition {
   /** created_at as microseconds since the Unix epoch. */

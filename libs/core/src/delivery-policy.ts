@@ -406,6 +406,7 @@ export interface ResumeInput {
  * never made again, except at a provider that ignores a repeated send:
  * - delivered: the provider accepted (`sent`) but the status write was lost; reconciled from it
  * - expired: the deadline ended the run (`expired`), for the reason the guard recorded
+ * - suppressed: the address is on the suppression list (`suppressed`); never sent
  * - dead_letter: dead-lettered (`dead`); published again, which its msg id makes a no-op
  * - unsettled: the outcome is unknown (`unknown`); a receipt or an operator settles it
  * - wait: a live claim (`sending`): its worker is still talking to the provider; looked at again
@@ -418,6 +419,7 @@ export interface ResumeInput {
 export type ResumeDecision =
   | { action: "delivered"; providerId: string | null }
   | { action: "expired"; reason: ExpiryReason }
+  | { action: "suppressed" }
   | { action: "dead_letter"; class: DeadLetterClass; reason: string }
   | { action: "unsettled"; reason: string }
   | { action: "wait"; delayMs: number }
@@ -434,6 +436,8 @@ export function decideResume(input: ResumeInput): ResumeDecision {
         action: "expired",
         reason: guard.reason === "deadline_before_next_attempt" ? guard.reason : "deadline_passed",
       };
+    case "suppressed":
+      return { action: "suppressed" };
     case "dead":
       return { action: "dead_letter", class: guard.class ?? "permanent", reason: guard.reason ?? "dead-lettered" };
     case "unknown":

@@ -7,7 +7,8 @@ import type { FieldError } from "./errors.js";
  * Channel fallback: a notification names its channel and, in order, where to go next when that
  * channel does not reach the user, each step with the conditions that take it:
  * - failed: the earlier channel failed for good (failed, bounced or expired);
- * - suppressed: preferences suppressed it, or the user has no address for it;
+ * - suppressed: preferences suppressed it, the user has no address for it, or the address is on
+ *   the suppression list;
  * - unconfirmed: it was sent, but no receipt confirmed the delivery within
  *   `confirm_within_seconds` (push, in-app and SMTP relays send no receipts: there it always
  *   fires once the window is over).

@@ -140,6 +140,12 @@ export {
   wallTime,
 } from "./quiet-hours.js";
 export { GUARD_STATES, type GuardState, type GuardValue, guardKey } from "./send-guard.js";
+export {
+  ADDRESS_SUPPRESSED,
+  holdingEntry,
+  type SuppressionHold,
+  suppressionDetail,
+} from "./suppression-hold.js";
 export { suppressionAddress } from "./suppressions.js";
 export {
   checkTemplate,
@@ -167,6 +173,16 @@ export {
   takeTokens,
 } from "./token-bucket.js";
 export { traceIdOf } from "./traceparent.js";
+export {
+  listUnsubscribeHeaders,
+  offersUnsubscribe,
+  signUnsubscribeToken,
+  type UnsubscribableEmail,
+  type UnsubscribeClaims,
+  type UnsubscribeSettings,
+  unsubscribeKey,
+  verifyUnsubscribeToken,
+} from "./unsubscribe.js";
 export { validate } from "./validate.js";
 export {
   DEFAULT_WEBHOOK_RETRY_SCHEDULE_SECONDS,

@@ -72,6 +72,11 @@ export const WorkItem = v.object({
   notification_id: v.pipe(v.string(), v.nonEmpty()),
   channel: v.picklist(CHANNELS),
   priority: v.picklist(PRIORITIES),
+  /**
+   * The notification's client: what an email's unsubscribe link names. Absent on items queued
+   * before work items carried it; such an email goes without the link.
+   */
+  client_id: v.optional(v.string()),
   user_id: v.string(),
   category: v.string(),
   /** Channel address: an email address, a phone number, a push subscription, or the user id. */

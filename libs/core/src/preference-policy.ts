@@ -21,6 +21,8 @@ export const SUPPRESSION_REASONS = [
   "quiet_hours",
   "rate_cap",
   "unreachable",
+  // The address is on the suppression list for the notification's client (routing or its worker).
+  "address_suppressed",
 ] as const;
 export type SuppressionReason = (typeof SUPPRESSION_REASONS)[number];
 

@@ -13,8 +13,9 @@ import type { DeadLetterClass } from "./dead-letter.js";
  * - unknown: the provider may have accepted (no answer, or a worker died mid-send); never resent
  *   unless an operator replays it knowingly
  * - expired: its deliver-by deadline passed before a send was made; never sent
+ * - suppressed: its address is on the suppression list for the notification's client; never sent
  */
-export const GUARD_STATES = ["sending", "sent", "failed", "dead", "unknown", "expired"] as const;
+export const GUARD_STATES = ["sending", "sent", "failed", "dead", "unknown", "expired", "suppressed"] as const;
 export type GuardState = (typeof GUARD_STATES)[number];
 
 export interface GuardValue {

@@ -602,6 +602,8 @@ t.test("a guard found held: every state has its decision", async (t) => {
             decision.reason ===
               (guard.reason === "deadline_before_next_attempt" ? "deadline_before_next_attempt" : "deadline_passed")
           );
+        case "suppressed":
+          return decision.action === "suppressed";
         case "dead":
           return (
             decision.action === "dead_letter" &&

@@ -11,7 +11,7 @@ export { insertBroadcast } from "./broadcasts/accept.js";
 export { cancelBroadcastExpansion, pauseBroadcastExpansion, resumeBroadcastExpansion } from "./broadcasts/control.js";
 export { type ExpansionStep, expandBroadcastBatch } from "./broadcasts/expand.js";
 export { type BroadcastProgress, listBroadcastProgress, readBroadcastProgress } from "./broadcasts/progress.js";
-export { type DeliveryChannelRow, loadChannel } from "./delivery/channel.js";
+export { type DeliveryChannelRow, type DeliveryRef, loadChannel } from "./delivery/channel.js";
 export {
   type ChannelState,
   type ReachProfile,
@@ -54,8 +54,8 @@ export {
   touchKeyLastUsed,
 } from "./directory/authentication.js";
 export { type ContactsRow, listContactChanges, readContacts, writeContacts } from "./directory/contacts.js";
-export { loadCredentialKeys } from "./directory/deployment-secrets.js";
-export { type PreferencesRow, readPreferences, writePreferences } from "./directory/preferences.js";
+export { loadCredentialKeys, loadUnsubscribeKey } from "./directory/deployment-secrets.js";
+export { optOutCategory, type PreferencesRow, readPreferences, writePreferences } from "./directory/preferences.js";
 export {
   listTemplateSummaries,
   readTemplateVersion,
@@ -87,6 +87,7 @@ export {
 } from "./lookup/records.js";
 export { readNotificationTimeline, type TimelineEntry } from "./lookup/timeline.js";
 export { createDb, type Database, type Sql } from "./pool.js";
+export { liftCarrierOptOut } from "./receipts/opt-in.js";
 export { purgeUnmatchedReceipts } from "./receipts/purge.js";
 export {
   type AppliedReceipt,
@@ -119,9 +120,25 @@ export {
 export { type ProfileRow, readProfileRow } from "./routing/profiles.js";
 export { readLatestTemplateVersion, readTemplateVersionForRender } from "./routing/templates.js";
 export type { DeviceToken } from "./schema/index.js";
+export {
+  SUPPRESSIBLE_CHANNELS,
+  SUPPRESSION_REASONS,
+  type SuppressibleChannel,
+  type SuppressionReason,
+  type SuppressionSource,
+} from "./schema/suppressions.js";
 export { MIGRATIONS_FOLDER, runMigrations } from "./setup/migrate.js";
 export { type AppRole, applyAppRoles, DB_APPS, type DbApp, dbPasswordVariable, dbRoleName } from "./setup/roles.js";
 export { seedApiKey, seedContact, seedDeviceTokens, seedTemplate } from "./setup/seed.js";
+export {
+  addSuppressions,
+  type NewSuppression,
+  putSuppression,
+  removeSuppression,
+  type SuppressionEntry,
+  suppressionsOf,
+} from "./suppressions/entries.js";
+export { listSuppressions, type SuppressionListQuery } from "./suppressions/list.js";
 export {
   checkCompletions,
   DEFAULT_IN_FLIGHT,

@@ -6,9 +6,16 @@ export { isProcessOf, processAlive, readPidFile } from "./pids.js";
 export { type RunningPostgres, startEmbeddedPostgres } from "./postgres.js";
 export { APP_NODE_OPTIONS, type AppProcess, spawnApp, waitReady } from "./processes.js";
 export { createSandboxTls } from "./sandboxes/certificates.js";
-export { type PlivoJournalEntry, PlivoSandboxFault, startPlivoSandbox } from "./sandboxes/plivo.js";
+export {
+  type PlivoInboundAnswer,
+  PlivoInboundRequest,
+  type PlivoJournalEntry,
+  PlivoSandboxFault,
+  startPlivoSandbox,
+} from "./sandboxes/plivo.js";
 export {
   createSendgridSandbox,
+  SandboxAddressEventRequest,
   SandboxFault,
   type SandboxMail,
   type SendgridEvent,

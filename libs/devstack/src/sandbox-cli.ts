@@ -39,6 +39,7 @@ if (env.PLIVO_SANDBOX_PORT) {
     host,
     authId: env.PLIVO_AUTH_ID ?? "MASANDBOX000000000000",
     authToken: env.PLIVO_AUTH_TOKEN ?? "plivo-sandbox-token",
+    ...(env.PLIVO_SANDBOX_INBOUND_URL ? { inboundUrl: env.PLIVO_SANDBOX_INBOUND_URL } : {}),
     ...journal("plivo.jsonl"),
   });
   process.stdout.write(`Plivo sandbox listening at ${plivo.url}\n`);

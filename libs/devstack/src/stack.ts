@@ -471,6 +471,7 @@ async function startSandboxes(
       PLIVO_SANDBOX_PORT: String(ports.plivoSandbox),
       PLIVO_AUTH_ID: SANDBOX_PLIVO.authId,
       PLIVO_AUTH_TOKEN: SANDBOX_PLIVO.authToken,
+      PLIVO_SANDBOX_INBOUND_URL: `${receiptsUrl}/webhooks/plivo/inbound`,
       PUSH_SANDBOX_PORT: String(ports.pushSandbox),
       VAPID_PUBLIC_KEY: vapid.publicKey,
       PUSH_TLS_FILE: join(dir, "push-tls.json"),

@@ -21,3 +21,21 @@ export { replayDeadLetters } from "./dead-letters/replay-selected.js";
 export { startDeadLetterResponder } from "./dead-letters/responder.js";
 export { issueKey, listAllKeys, revokeKeyById, rotateKeyById } from "./keys.js";
 export { ARCHIVE_BATCH, archiveAll, DEFAULT_RETENTION_DAYS, restoreUser } from "./retention.js";
+export {
+  addSuppressionEntry,
+  exportSuppressionsCsv,
+  importSuppressionsFromFile,
+  isClientId,
+  isSuppressibleChannel,
+  isSuppressionReason,
+  MAX_SUPPRESSION_NOTE,
+  noteProblem,
+  pageSuppressions,
+  removeSuppressionEntry,
+  SUPPRESSION_CSV_COLUMNS,
+  SUPPRESSION_IMPORT_BATCH,
+  type SuppressionFilter,
+  type SuppressionImportOptions,
+  type SuppressionImportSummary,
+  suppressionTarget,
+} from "./suppressions.js";

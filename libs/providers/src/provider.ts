@@ -15,6 +15,11 @@ export interface OutboundMessage {
    * tell its network to drop the message past it (a push TTL, an SMS validity period) does.
    */
   deliverBy?: string | null;
+  /**
+   * Email only: header fields the message carries besides the provider's own (the
+   * List-Unsubscribe pair). Names and values are ours, never a template's.
+   */
+  headers?: Readonly<Record<string, string>>;
 }
 
 export interface Provider {

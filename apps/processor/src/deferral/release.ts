@@ -56,6 +56,7 @@ export async function releaseDue(deps: RouteDeps, limit = 100): Promise<ReleaseR
               status: p.status,
               reason: p.reason,
               nextAttemptAt: p.nextAttemptAt,
+              ...(p.status === "suppressed" && p.detail ? { detail: p.detail } : {}),
             });
         }
         const until = planned.find((p) => p.status === "deferred")?.nextAttemptAt;

@@ -81,7 +81,13 @@ async function take(
     step: chain.next_step,
     from: chain.watching,
     because,
-    next: { channel, status: next.status, reason: next.reason, nextAttemptAt: next.nextAttemptAt },
+    next: {
+      channel,
+      status: next.status,
+      reason: next.reason,
+      nextAttemptAt: next.nextAttemptAt,
+      ...(next.status === "suppressed" && next.detail ? { detail: next.detail } : {}),
+    },
   });
   if (!took) return false;
   deps.log.info(

@@ -1,4 +1,11 @@
-import { isTimeZone, type PolicyPreferences, parseClock, type QuietHours } from "@notify/core";
+import {
+  isTimeZone,
+  type PolicyPreferences,
+  parseClock,
+  type QuietHours,
+  type SuppressionHold,
+  suppressionAddress,
+} from "@notify/core";
 import { type Database, type DeviceToken, type ProfileRow, readProfileRow } from "@notify/db";
 import { LRUCache } from "lru-cache";
 
@@ -9,6 +16,8 @@ export interface UserProfile {
   locale: string | null;
   email: string | null;
   phone: string | null;
+  /** Entries of the suppression list for `email` and `phone`, every client's. */
+  suppressions: readonly SuppressionHold[];
 }
 
 export interface ProfileSource {
@@ -22,6 +31,19 @@ export interface ProfileSource {
 const usableQuietHours = (q: QuietHours | null): QuietHours | null =>
   q && parseClock(q.start) !== null && parseClock(q.end) !== null && isTimeZone(q.tz) ? q : null;
 
+/**
+ * The entries for the user's addresses as suppressionAddress spells them: the statement looks
+ * them up in the same form, and this keeps it from ever matching more than that.
+ */
+function entriesFor(row: ProfileRow | undefined): SuppressionHold[] {
+  const mine = (channel: string, address: string | null | undefined) =>
+    address ? suppressionAddress(channel, address) : null;
+  const addresses = { email: mine("email", row?.email), sms: mine("sms", row?.phone) };
+  return (row?.suppressions ?? []).flatMap(({ address, ...entry }) =>
+    addresses[entry.channel as keyof typeof addresses] === address ? [entry] : [],
+  );
+}
+
 function toProfile(row: ProfileRow | undefined): UserProfile {
   return {
     preferences: {
@@ -34,6 +56,7 @@ function toProfile(row: ProfileRow | undefined): UserProfile {
     locale: row?.locale ?? null,
     email: row?.email ?? null,
     phone: row?.phone ?? null,
+    suppressions: entriesFor(row),
   };
 }
 
@@ -52,6 +75,8 @@ function frozen(profile: UserProfile): UserProfile {
     Object.freeze(token);
   }
   Object.freeze(profile.deviceTokens);
+  for (const entry of profile.suppressions) Object.freeze(entry);
+  Object.freeze(profile.suppressions);
   return Object.freeze(profile);
 }
 

@@ -1,13 +1,16 @@
 import type { Bus } from "@notify/bus";
 import {
+  ADDRESS_SUPPRESSED,
   type Channel,
   type ChannelDecision,
   decideRouting,
   type ExpiryReason,
+  holdingEntry,
   isPastDeadline,
   type PolicyInput,
   type Priority,
   type SuppressionReason,
+  suppressionDetail,
   type WorkItem,
 } from "@notify/core";
 import type { Database } from "@notify/db";
@@ -37,6 +40,8 @@ export interface RouteDeps {
 /** The part of a notification that routing reads. */
 export interface Routable {
   notification_id: string;
+  /** Carried to the work item: an email's unsubscribe link names it. */
+  client_id?: string;
   user_id: string;
   category: string;
   template_id: string;
@@ -47,10 +52,13 @@ export interface Routable {
   deliver_by?: string | null | undefined;
 }
 
-/** The recorded outcome for one channel, and the work item when it is to be sent. */
+/**
+ * The recorded outcome for one channel, and the work item when it is to be sent. A channel whose
+ * address is on the suppression list carries the entry, for its history row (`detail`).
+ */
 export type Planned =
   | { channel: Channel; status: "pending"; reason: null; nextAttemptAt: null; item: WorkItem }
-  | { channel: Channel; status: "suppressed"; reason: SuppressionReason; nextAttemptAt: null }
+  | { channel: Channel; status: "suppressed"; reason: SuppressionReason; nextAttemptAt: null; detail?: string }
   | { channel: Channel; status: "deferred"; reason: "quiet_hours"; nextAttemptAt: Date }
   | { channel: Channel; status: "failed"; reason: RenderFailure; nextAttemptAt: null }
   | { channel: Channel; status: "expired"; reason: ExpiryReason; nextAttemptAt: null };
@@ -83,6 +91,9 @@ function addressOf(channel: Channel, n: Routable, profile: UserProfile): string 
 /**
  * The work item for a channel that is to be sent: rendered with the user's locale. A template
  * that cannot render for this data never will, so that channel fails at once with the reason.
+ * An address on the suppression list for the notification's client (its own entries and those
+ * for every client) is never sent to, whatever the category: the channel is suppressed, and its
+ * history names the entry.
  */
 export async function buildItem(
   deps: Pick<RouteDeps, "render" | "log">,
@@ -92,6 +103,15 @@ export async function buildItem(
 ): Promise<Planned> {
   const to = addressOf(channel, n, profile);
   if (to === null) return { channel, status: "suppressed", reason: "unreachable", nextAttemptAt: null };
+  const entry = holdingEntry(profile.suppressions, channel, n.client_id ?? "");
+  if (entry !== null)
+    return {
+      channel,
+      status: "suppressed",
+      reason: ADDRESS_SUPPRESSED,
+      nextAttemptAt: null,
+      detail: suppressionDetail(entry),
+    };
   const rendered = await deps.render({
     templateId: n.template_id,
     version: n.template_version,
@@ -115,6 +135,7 @@ export async function buildItem(
       notification_id: n.notification_id,
       channel,
       priority: n.priority,
+      ...(n.client_id === undefined ? {} : { client_id: n.client_id }),
       user_id: n.user_id,
       category: n.category,
       to,

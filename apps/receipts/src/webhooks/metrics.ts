@@ -9,12 +9,17 @@ export interface ReceiptMetrics {
   rejected: Counter;
   /** Events stored after a repair (reason: unstorable_text, unknown_fields). */
   repaired: Counter;
+  /**
+   * Entries added to the suppression list from what providers report (provider: sendgrid,
+   * plivo; reason: hard_bounce, spam_complaint, unsubscribe, carrier_opt_out).
+   */
+  suppressed: Counter;
 }
 
 const none: Counter = { inc: () => {} };
 
 export function receiptMetrics(metrics: MetricsRegistry | undefined): ReceiptMetrics {
-  if (metrics === undefined) return { rejected: none, repaired: none };
+  if (metrics === undefined) return { rejected: none, repaired: none, suppressed: none };
   return {
     rejected: metrics.counter(
       "notify_receipts_rejected_total",
@@ -24,6 +29,11 @@ export function receiptMetrics(metrics: MetricsRegistry | undefined): ReceiptMet
     repaired: metrics.counter(
       "notify_receipts_repaired_total",
       "Provider events stored after dropping unknown fields or replacing text Postgres cannot store",
+      ["provider", "reason"],
+    ),
+    suppressed: metrics.counter(
+      "notify_receipts_suppressions_added_total",
+      "Addresses added to the suppression list from provider reports, by provider and reason",
       ["provider", "reason"],
     ),
   };

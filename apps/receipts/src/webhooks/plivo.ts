@@ -1,15 +1,18 @@
 import { AppError, type ChannelStatus } from "@notify/core";
-import { recordReceipts, type Sql } from "@notify/db";
+import { type Database, recordReceipts, type Sql } from "@notify/db";
 import { type AppEnv, noteAccess, type UnverifiedReads } from "@notify/http";
 import { formParams, verifyPlivoSignature } from "@notify/providers";
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import { receiptTracing } from "../receipts/trace.js";
 import type { ReceiptMetrics } from "./metrics.js";
 import { publicUrl } from "./signed-url.js";
+import { addReported, plivoReportSuppression } from "./suppressions.js";
 import { makeStorable, storable } from "./text.js";
 
 export interface PlivoWebhookDeps {
   sql: Sql;
+  /** Where numbers a report says cannot receive go on the suppression list. */
+  database: Database;
   /** The auth token Plivo signs reports with. */
   authToken: string;
   publicBaseUrl?: string;
@@ -48,28 +51,8 @@ function channelStatus(
  * (provider_receipts' key, within the unmatched retention), and a channel only moves forward.
  */
 export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): void {
-  const refuse = (reason: string, message: string): never => {
-    deps.metrics.rejected.inc({ provider: "plivo", reason });
-    throw new AppError("unauthenticated", message);
-  };
   app.post("/webhooks/plivo", deps.unverified.guard(deps.maxBodyBytes), async (c) => {
-    // Without V3's headers a report is refused whatever it holds (V2 signs no parameter): its
-    // verdict needs no body, and the body is not read.
-    const v3 =
-      c.req.header("x-plivo-signature-v3") !== undefined && c.req.header("x-plivo-signature-v3-nonce") !== undefined;
-    const params = formParams(new URLSearchParams(v3 ? await c.req.text() : ""));
-    const verdict = verifyPlivoSignature(deps.authToken, {
-      method: "POST",
-      url: publicUrl(c.req.url, deps.publicBaseUrl),
-      params,
-      headers: (name) => c.req.header(name),
-    });
-    if (verdict === "missing") refuse("signature", "X-Plivo-Signature-V3 and X-Plivo-Signature-V3-Nonce are required");
-    if (verdict === "v2") {
-      refuse("v2_only", "X-Plivo-Signature-V3 is required: a V2 signature does not cover the report's parameters");
-    }
-    if (verdict === "invalid") refuse("signature", "the Plivo signature does not match");
-    deps.unverified.verified(c);
+    const params = await verifiedPlivoForm(c, deps);
 
     const one = (name: string) => params[name]?.[0];
     const messageUuid = one("MessageUUID");
@@ -93,6 +76,7 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
     const url = new URL(c.req.url);
     const errorCode = one("ErrorCode");
     const notificationId = url.searchParams.get("notification_id");
+    const eventId = `${messageUuid}:${state}`;
     const outcome = await recordReceipts(
       deps.sql,
       [
@@ -100,7 +84,7 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
           provider: "plivo",
           // Plivo reports each state of a message once and retries a post that failed: the pair
           // is the event's identity.
-          eventId: `${messageUuid}:${state}`,
+          eventId,
           providerId: messageUuid,
           ...channelStatus(state, errorCode === undefined ? undefined : makeStorable(errorCode)),
           // The report's own fields stay nested: its parameters must never read as the binding keys.
@@ -114,7 +98,50 @@ export function mountPlivoWebhook(app: Hono<AppEnv>, deps: PlivoWebhookDeps): vo
       ],
       receiptTracing(c.get("log")),
     );
-    noteAccess(c, { provider: "plivo", provider_id: messageUuid, state, ...outcome });
+    // After the receipt, as for SendGrid: a retried report adds what a failed one did not.
+    const entry = plivoReportSuppression({
+      status: state,
+      errorCode: errorCode === undefined ? undefined : makeStorable(errorCode),
+      to: one("To"),
+      eventId,
+      notificationId: notificationId === null ? null : makeStorable(notificationId),
+    });
+    const suppressed = await addReported(deps.database, entry === null ? [] : [entry], deps.metrics, "plivo");
+    noteAccess(c, { provider: "plivo", provider_id: messageUuid, state, ...outcome, suppressed });
     return c.body(null, 200);
   });
+}
+
+/**
+ * The form parameters of a Plivo callback (a delivery report, an inbound message) whose V3
+ * signature verifies; otherwise a 401 problem. Only V3 is accepted (it covers the URL with its
+ * query, every POST parameter and the nonce); V2 signs the URL alone, so a captured V2 callback
+ * could be replayed with any parameters. Plivo sends both.
+ */
+export async function verifiedPlivoForm(
+  c: Context<AppEnv>,
+  deps: Pick<PlivoWebhookDeps, "authToken" | "publicBaseUrl" | "metrics" | "unverified">,
+): Promise<Record<string, string[]>> {
+  const refuse = (reason: string, message: string): never => {
+    deps.metrics.rejected.inc({ provider: "plivo", reason });
+    throw new AppError("unauthenticated", message);
+  };
+  // Without V3's headers a callback is refused whatever it holds (V2 signs no parameter): its
+  // verdict needs no body, and the body is not read.
+  const v3 =
+    c.req.header("x-plivo-signature-v3") !== undefined && c.req.header("x-plivo-signature-v3-nonce") !== undefined;
+  const params = formParams(new URLSearchParams(v3 ? await c.req.text() : ""));
+  const verdict = verifyPlivoSignature(deps.authToken, {
+    method: "POST",
+    url: publicUrl(c.req.url, deps.publicBaseUrl),
+    params,
+    headers: (name) => c.req.header(name),
+  });
+  if (verdict === "missing") refuse("signature", "X-Plivo-Signature-V3 and X-Plivo-Signature-V3-Nonce are required");
+  if (verdict === "v2") {
+    refuse("v2_only", "X-Plivo-Signature-V3 is required: a V2 signature does not cover the callback's parameters");
+  }
+  if (verdict === "invalid") refuse("signature", "the Plivo signature does not match");
+  deps.unverified.verified(c);
+  return params;
 }

@@ -28,7 +28,12 @@ export interface RepairedEvent {
 export interface AcceptedEvent {
   index: number;
   eventId: string;
-  messageId: string;
+  /**
+   * The send's id, or undefined: SendGrid leaves it out of an asynchronous bounce (one the
+   * receiving server sent back after accepting the mail). Such an event names no send and is not
+   * stored as a receipt; it still reports its address to the suppression list.
+   */
+  messageId: string | undefined;
   event: string;
   /** What is stored: known fields only, every string storable. */
   payload: Record<string, unknown>;
@@ -114,7 +119,7 @@ const optionalText = v.optional(v.string("must be a string"));
 const SendgridEvent = v.object({
   event: v.pipe(id, v.maxLength(64, "must be at most 64 characters")),
   sg_event_id: id,
-  sg_message_id: id,
+  sg_message_id: v.optional(id),
   timestamp: v.optional(v.number("must be a number")),
   email: optionalText,
   type: optionalText,
@@ -225,9 +230,9 @@ const clip = (text: string): string => (text.length > 200 ? `${text.slice(0, 200
 
 /**
  * Splits a verified Event Webhook body into accepted, repaired and rejected events. Rejected:
- * not an object, a missing or mistyped field this service reads (event, sg_event_id,
- * sg_message_id, timestamp, email, type, status, reason, notification_id, channel), an id that
- * Postgres cannot store or index, nesting deeper than 16, an id broken by invalid UTF-8.
+ * not an object, a missing or mistyped field this service reads (event, sg_event_id; and when
+ * present sg_message_id, timestamp, email, type, status, reason, notification_id, channel), an
+ * id that Postgres cannot store or index, nesting deeper than 16, an id broken by invalid UTF-8.
  * Repaired and stored: unknown fields (dropped), U+0000 or unpaired surrogates in other text
  * (replaced by U+FFFD), invalid UTF-8 in other text (decoded as U+FFFD).
  */
@@ -266,7 +271,7 @@ export function parseSendgridBatch(body: Uint8Array): ParsedBatch {
     const { event, sg_event_id: eventId, sg_message_id: messageId } = checked.output;
     // Broken bytes were decoded as U+FFFD: harmless in a text field, but an id or event name
     // that lost bytes names nothing for certain.
-    if (broken.has(index) && [event, eventId, messageId].some((text) => text.includes("\ufffd"))) {
+    if (broken.has(index) && [event, eventId, messageId ?? ""].some((text) => text.includes("\ufffd"))) {
       batch.rejected.push({
         index,
         reason: "invalid_utf8",

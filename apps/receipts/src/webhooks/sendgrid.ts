@@ -1,6 +1,13 @@
 import type { KeyObject } from "node:crypto";
 import { AppError, type ChannelStatus } from "@notify/core";
-import { type Receipt, type RecordOutcome, recordReceipts, type Sql } from "@notify/db";
+import {
+  type Database,
+  type NewSuppression,
+  type Receipt,
+  type RecordOutcome,
+  recordReceipts,
+  type Sql,
+} from "@notify/db";
 import { type AppEnv, noteAccess, type UnverifiedReads } from "@notify/http";
 import { SENDGRID_SIGNATURE_HEADER, SENDGRID_TIMESTAMP_HEADER, verifySendgridSignature } from "@notify/providers";
 import type { Hono } from "hono";
@@ -13,9 +20,12 @@ import {
   parseSendgridBatch,
   type RejectedEvent,
 } from "./sendgrid-batch.js";
+import { addReported, sendgridSuppression } from "./suppressions.js";
 
 export interface SendgridWebhookDeps {
   sql: Sql;
+  /** Where reported addresses go on the suppression list. */
+  database: Database;
   publicKey: KeyObject;
   window: TimestampWindow;
   metrics: ReceiptMetrics;
@@ -32,8 +42,9 @@ const text = (value: unknown): string | undefined => (typeof value === "string" 
 /**
  * What an event means for the channel. `bounce` with type `blocked` is a soft bounce (the
  * receiving server refused for now; SendGrid does not retry it), any other bounce is hard;
- * `dropped` never left SendGrid (a suppressed or invalid address). Opens, clicks, deferrals
- * and unsubscribes settle nothing about this message's delivery.
+ * `dropped` never left SendGrid (a suppressed or invalid address). Opens, clicks, deferrals,
+ * spam reports and unsubscribes settle nothing about this message's delivery (they are stored
+ * for the record, and feed the suppression list: suppressions.ts).
  */
 function channelStatus(event: SendgridEvent): { status: ChannelStatus | null; reason: string | null } {
   const detail = [text(event.status), text(event.reason)].filter(Boolean).join(" ");
@@ -65,7 +76,10 @@ const isDataError = (error: unknown): boolean => {
   return typeof code === "string" && (code.startsWith("22") || code.startsWith("54"));
 };
 
-const toReceipt = (event: AcceptedEvent): Receipt => ({
+/** An event that names its send, as a receipt. */
+type ReceiptEvent = AcceptedEvent & { messageId: string };
+
+const toReceipt = (event: ReceiptEvent): Receipt => ({
   provider: "sendgrid",
   eventId: event.eventId,
   // sg_message_id is the X-Message-Id the send answered with, plus a relay suffix.
@@ -124,13 +138,14 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
 
     const rejected: RejectedEvent[] = [...batch.rejected];
     let outcome: RecordOutcome = { stored: 0, duplicates: 0, pending: 0 };
+    const receipts = batch.accepted.filter((event): event is ReceiptEvent => event.messageId !== undefined);
     try {
-      outcome = await recordReceipts(deps.sql, batch.accepted.map(toReceipt), receiptTracing(c.get("log")));
+      outcome = await recordReceipts(deps.sql, receipts.map(toReceipt), receiptTracing(c.get("log")));
     } catch (error) {
       if (!isDataError(error)) throw error;
       // Something in the batch Postgres would not take (every known case is caught above):
       // one event at a time, so only that one is rejected.
-      for (const event of batch.accepted) {
+      for (const event of receipts) {
         try {
           const one = await recordReceipts(deps.sql, [toReceipt(event)], receiptTracing(c.get("log")));
           outcome = {
@@ -145,6 +160,14 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
       }
       rejected.sort((a, b) => a.index - b.index);
     }
+    // After the receipts: a post that fails here is retried by SendGrid, its receipts are then
+    // duplicates and its entries are added (an entry already there stays as it is).
+    const refused = new Set(rejected.map((r) => r.index));
+    const entries = batch.accepted.flatMap((event): NewSuppression[] => {
+      const entry = refused.has(event.index) ? null : sendgridSuppression(event.payload, event.eventId);
+      return entry === null ? [] : [entry];
+    });
+    const suppressed = await addReported(deps.database, entries, deps.metrics, "sendgrid");
     for (const r of rejected) deps.metrics.rejected.inc({ provider: "sendgrid", reason: r.reason });
     for (const r of batch.repaired) deps.metrics.repaired.inc({ provider: "sendgrid", reason: r.reason });
     const log = c.get("log");
@@ -160,12 +183,14 @@ export function mountSendgridWebhook(app: Hono<AppEnv>, deps: SendgridWebhookDep
       rejected: rejected.length,
       repaired: batch.repaired.length,
       ...outcome,
+      suppressed,
     });
     return c.json(
       {
         events: batch.size,
         accepted: batch.size - rejected.length,
         ...outcome,
+        suppressed,
         rejected,
         repaired: batch.repaired,
       },

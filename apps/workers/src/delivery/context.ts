@@ -4,6 +4,7 @@ import type { DeliveryChannelRow, Sql } from "@notify/db";
 import type { Logger } from "@notify/log";
 import type { DeliveryMetrics } from "../metrics.js";
 import type { ProviderGate } from "../providers/gate.js";
+import type { UnsubscribeHeaders } from "./unsubscribe.js";
 import type { UnusedClaims } from "./unused-claims.js";
 
 export interface DeliverDeps {
@@ -36,6 +37,8 @@ export interface DeliverDeps {
   unusedClaims: UnusedClaims;
   /** Every random draw of a delivery, in [0, 1): the policy's jitter and the look-again delays. */
   random: () => number;
+  /** An email's List-Unsubscribe headers (UNSUBSCRIBE_*); absent: email goes without them. */
+  unsubscribe?: UnsubscribeHeaders;
 }
 
 /** One work item in hand: what each step of its delivery (send, park, resume, settle) reads. */

@@ -1,5 +1,5 @@
 import { claimGuard, type Disposition, type GuardEntry, isClaimable, readGuard } from "@notify/bus";
-import { guardKey, isPastDeadline, runAttempts, SENDABLE, type WorkItem } from "@notify/core";
+import { guardKey, isPastDeadline, runAttempts, SENDABLE, suppressionAddress, type WorkItem } from "@notify/core";
 import { loadChannel } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { LimiterClosed } from "../providers/rate-limiter.js";
@@ -10,12 +10,14 @@ import { expire } from "./expire.js";
 import { park } from "./park.js";
 import { resume } from "./resume.js";
 import { send } from "./send.js";
+import { suppress } from "./suppress.js";
 
 export type { DeliverDeps } from "./context.js";
 
 /**
  * Delivers one work item (invariants 2, 3, 6, 7):
- * breaker -> token bucket -> send guard -> provider -> guard, attempt, status, dead letter.
+ * suppression list -> breaker -> token bucket -> send guard -> provider -> guard, attempt,
+ * status, dead letter.
  *
  * The send guard is claimed atomically before the provider is called, and says afterwards what
  * happened; it is written before anything else (an accepted send's `sent` together with its
@@ -26,7 +28,9 @@ export type { DeliverDeps } from "./context.js";
  */
 export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Disposition> {
   const started = performance.now();
-  const row = await loadChannel(deps.sql, item);
+  // The address about to be sent to, looked up on the suppression list by the same read.
+  const address = item.channel === "email" || item.channel === "sms" ? suppressionAddress(item.channel, item.to) : null;
+  const row = await loadChannel(deps.sql, { notification_id: item.notification_id, channel: item.channel, address });
   if (!row) return { terminate: "no channel row for this work item" };
   // Made when a line is written: at the levels above info most items write none.
   let log: Logger | undefined;
@@ -50,6 +54,8 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
     waitedMs: 0,
   };
   try {
+    // Whenever it was routed or however it came back (a replayed dead letter): never sent.
+    if (row.suppression) return await suppress(ctx, row.suppression);
     // Two tries: a claim lost to a concurrent duplicate is looked at once more.
     for (let tries = 0; tries < 2; tries++) {
       // Past its deadline nothing is sent; what the guard says (it may have been sent) is read first.

@@ -6,7 +6,7 @@ import { gateNamed } from "./choose.js";
 import { type Context, done, jitter } from "./context.js";
 import { expired } from "./expire.js";
 import { send } from "./send.js";
-import { deadLetter, unsettle } from "./settle.js";
+import { deadLetter, suppressed, unsettle } from "./settle.js";
 
 /** Someone holds or held the claim: finish what the policy reads from it (`decideResume`). */
 export async function resume(ctx: Context, seen: GuardEntry): Promise<Disposition> {
@@ -31,6 +31,8 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
       return done(ctx, "delivered", { reconciled: true, provider_id: guard.provider_id }, { ack: true });
     case "expired":
       return await expired(ctx, decision.reason, guard.attempt);
+    case "suppressed":
+      return await suppressed(ctx, guard.attempt, ctx.row.suppression);
     case "dead_letter":
       await deadLetter(ctx, decision.class, decision.reason, guard.attempt);
       return done(ctx, "failed", { reconciled: true, reason: guard.reason }, { ack: true });

@@ -11,6 +11,8 @@ import { deadLetter, unsettle } from "./settle.js";
 export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]): Promise<Disposition> {
   const { deps, item, row } = ctx;
   const gate = ctx.gate;
+  // The same for every provider the email may go through: SendGrid and the SMTP failover alike.
+  const headers = (await deps.unsubscribe?.(item)) ?? null;
   const results = await Promise.all(
     addresses.map(async (address) => {
       const message = {
@@ -22,6 +24,7 @@ export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]
         category: item.category,
         priority: item.priority,
         deliverBy: item.deliver_by ?? null,
+        ...(headers === null ? {} : { headers }),
       };
       const result = tracingOn() ? await tracedSend(gate, message, claim.value.attempt) : await gate.send(message);
       return { key: address.key, address, result };

@@ -1,6 +1,7 @@
-import type { DeadLetterClass } from "@notify/core";
+import type { Disposition } from "@notify/bus";
+import { ADDRESS_SUPPRESSED, type DeadLetterClass, type SuppressionHold, suppressionDetail } from "@notify/core";
 import { moveStatus } from "@notify/db";
-import type { Context } from "./context.js";
+import { type Context, done } from "./context.js";
 import { publishDeadLetter } from "./dead-letter.js";
 
 /** A definite failure: dead-lettered with its history, and the channel failed. */
@@ -33,4 +34,20 @@ export async function unsettle(ctx: Context, reason: string, attempts: number): 
   if (await moveStatus(deps.sql, item, "unsettled", { reason, attempts, provider })) {
     deps.metrics.deadLetters.inc({ channel: item.channel, class: "outcome_unknown" });
   }
+}
+
+/**
+ * Its address is on the suppression list (its guard already says so): the channel is
+ * suppressed, its history naming the entry when it was read with the item; acked, never
+ * dead-lettered.
+ */
+export async function suppressed(
+  ctx: Context,
+  attempts: number,
+  entry: SuppressionHold | undefined,
+): Promise<Disposition> {
+  const { deps, item } = ctx;
+  const detail = entry ? suppressionDetail(entry) : null;
+  await moveStatus(deps.sql, item, "suppressed", { reason: ADDRESS_SUPPRESSED, detail, attempts });
+  return done(ctx, "suppressed", { attempt: attempts, reason: ADDRESS_SUPPRESSED, entry: detail }, { ack: true });
 }

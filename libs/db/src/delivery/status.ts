@@ -18,6 +18,11 @@ export interface Attempt {
 
 export interface StatusFields {
   reason?: string | null;
+  /**
+   * What the history row says beside the reason (`reason: detail`), e.g. the entry of the
+   * suppression list that suppressed the channel; the channel's own reason stays `reason`.
+   */
+  detail?: string | null;
   provider?: string;
   providerId?: string | null;
   attempts?: number;
@@ -49,6 +54,10 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
     status: ["text", column((m) => m.to)],
     movable: ["text", column((m) => statusesMovableTo(m.to).join(","))],
     reason: ["text", column((m) => m.fields.reason ?? null)],
+    history: [
+      "text",
+      column((m) => (m.fields.reason && m.fields.detail ? `${m.fields.reason}: ${m.fields.detail}` : null)),
+    ],
     provider: ["text", column((m) => m.fields.provider ?? null)],
     provider_id: ["text", column((m) => m.fields.providerId ?? null)],
     attempts: ["int", column((m) => m.fields.attempts ?? null)],
@@ -71,8 +80,8 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
       ${lockChannels(
         sql,
         sql`
-        select c.notification_id, c.channel, i.status, i.movable, i.reason, i.provider, i.provider_id, i.attempts,
-          i.next_attempt_at
+        select c.notification_id, c.channel, i.status, i.movable, i.reason, i.history, i.provider, i.provider_id,
+          i.attempts, i.next_attempt_at
         from input i join notification_channels c using (notification_id, channel)
         where c.status = any(string_to_array(i.movable, ','))`,
       )}
@@ -88,7 +97,8 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
       from locked i
       where c.notification_id = i.notification_id and c.channel = i.channel
         and c.status = any(string_to_array(i.movable, ','))
-      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
+      returning c.notification_id, c.channel, c.status, coalesce(i.history, c.reason) as reason, c.attempts,
+        c.provider_id, c.updated_at
     ), history as (
       insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
       select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved

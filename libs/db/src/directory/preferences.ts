@@ -53,3 +53,19 @@ export async function writePreferences(
     returning channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, updated_at`;
   return row as PreferencesRow;
 }
+
+/**
+ * Adds a category to the user's opt-outs (creating their document with the defaults otherwise),
+ * in one statement, so a repeat or a concurrent preferences write loses nothing. True when the
+ * category was not opted out before.
+ */
+export async function optOutCategory(database: Database, userId: string, category: string): Promise<boolean> {
+  const rows = await database.sql<{ user_id: string }[]>`
+    insert into user_preferences as p (user_id, category_optout, updated_at)
+    values (${userId}, array[${category}]::text[], now())
+    on conflict (user_id) do update set
+      category_optout = array_append(p.category_optout, ${category}::text), updated_at = now()
+      where not (${category}::text = any(p.category_optout))
+    returning user_id`;
+  return rows.length > 0;
+}

@@ -13,7 +13,16 @@ export interface RoutedChannel {
   status: ChannelStatus;
   reason: string | null;
   nextAttemptAt: Date | null;
+  /**
+   * What the decision's history row says beside its reason (`reason: detail`), e.g. the entry of
+   * the suppression list that suppressed the channel; the channel's own reason stays `reason`.
+   */
+  detail?: string | null;
 }
+
+/** The reason a routing decision's history row records: the reason, and its detail when it has one. */
+export const routedReason = (p: Pick<RoutedChannel, "reason" | "detail">): string | null =>
+  p.reason !== null && p.detail ? `${p.reason}: ${p.detail}` : p.reason;
 
 /**
  * How far back the user's previous notification is looked for: one older than this and still
@@ -93,6 +102,7 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
     channel: ["text", plan((p) => p.channel)],
     status: ["text", plan((p) => p.status)],
     reason: ["text", plan((p) => p.reason)],
+    routed_reason: ["text", plan(routedReason)],
     next_attempt_at: ["timestamptz", plan((p) => p.nextAttemptAt?.toISOString() ?? null)],
   });
   const rows = await sql<{ id: string; inserted: number; routed: boolean; earlier: string | null }[]>`
@@ -109,7 +119,7 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
       ${previousUnrouted(sql, sql`select id, user_id, client_id, priority from input where order_mode is not null`)}
     ), inserted as (
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
-      select d.id, d.channel, d.status, d.reason, d.next_attempt_at, d.status, d.reason
+      select d.id, d.channel, d.status, d.reason, d.next_attempt_at, d.status, d.routed_reason
       from planned d join input n on n.id = d.id
       where d.id not in (select id from routed)
         and not (n.order_mode = 'hold' and d.id in (select id from waiting))
@@ -172,6 +182,7 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
   const channels = routing.channels.map((p) => p.channel);
   const statuses = routing.channels.map((p) => p.status);
   const reasons = routing.channels.map((p) => p.reason) as string[];
+  const routedReasons = routing.channels.map(routedReason) as string[];
   const planned = routing.channels.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
   const hold = routing.order === "hold";
   const cap = routing.cap;
@@ -191,8 +202,9 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
     }
     const inserted = await tx`
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
-      select ${id}, c, s, r, n, s, r
-      from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[]) as d(c, s, r, n)
+      select ${id}, c, s, r, n, s, rr
+      from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[],
+                  ${routedReasons}::text[]) as d(c, s, r, n, rr)
       where not exists (select 1 from notification_channels where notification_id = ${id})
       on conflict (notification_id, channel) do nothing
       returning channel`;

@@ -2,11 +2,15 @@ import type { Channel, ChannelStatus, Priority } from "@notify/core";
 import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notifications } from "../schema/index.js";
+import { routedReason } from "./channels.js";
 import { type CapSlot, takeCapSlot } from "./daily-cap.js";
 
 /** A deferred notification whose planned time has come, with its still-deferred channels. */
 export type DueDeferral = Omit<
-  RowPick<typeof notifications, "user_id" | "category" | "template_id" | "template_version" | "priority" | "data">,
+  RowPick<
+    typeof notifications,
+    "client_id" | "user_id" | "category" | "template_id" | "template_version" | "priority" | "data"
+  >,
   "priority" | "data"
 > & {
   notification_id: string;
@@ -20,7 +24,7 @@ export type DueDeferral = Omit<
 /** Due deferrals, oldest first: read before the release transaction, as routing uses other connections. */
 export async function listDueDeferrals(database: Database, now: Date, limit: number): Promise<DueDeferral[]> {
   return database.sql<DueDeferral[]>`
-    select d.notification_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.data,
+    select d.notification_id, n.client_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.data,
            to_char(n.deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by,
            array(select c.channel from notification_channels c
                  where c.notification_id = d.notification_id and c.status = 'deferred' order by c.channel) as channels
@@ -28,13 +32,17 @@ export async function listDueDeferrals(database: Database, now: Date, limit: num
     where d.due_at <= ${now} order by d.due_at, d.notification_id limit ${limit}`;
 }
 
-/** A released channel that is not sent: its new status (suppressed, failed, expired, or deferred again). */
+/**
+ * A released channel that is not sent: its new status (suppressed, failed, expired, or deferred
+ * again); `detail` as RoutedChannel's, for its history row.
+ */
 export interface ReleasedChannel {
   notificationId: string;
   channel: Channel;
   status: ChannelStatus;
   reason: string | null;
   nextAttemptAt: Date | null;
+  detail?: string | null;
 }
 
 /** What a release may do inside its transaction, on the rows it holds. */
@@ -98,13 +106,14 @@ export async function releaseDeferrals<T>(
             set status = u.status, reason = u.reason, next_attempt_at = u.next_attempt_at, updated_at = now()
             from unnest(${updates.map((u) => u.notificationId)}::text[], ${updates.map((u) => u.channel)}::text[],
                         ${updates.map((u) => u.status)}::text[], ${updates.map((u) => u.reason) as string[]}::text[],
-                        ${updates.map((u) => u.nextAttemptAt?.toISOString() ?? null) as string[]}::timestamptz[])
-                 as u(notification_id, channel, status, reason, next_attempt_at)
+                        ${updates.map((u) => u.nextAttemptAt?.toISOString() ?? null) as string[]}::timestamptz[],
+                        ${updates.map(routedReason) as string[]}::text[])
+                 as u(notification_id, channel, status, reason, next_attempt_at, history)
             where c.notification_id = u.notification_id and c.channel = u.channel and c.status = 'deferred'
-            returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
+            returning c.notification_id, c.channel, c.status, u.history, c.attempts, c.provider_id, c.updated_at
           )
           insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-          select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved`;
+          select notification_id, channel, status, history, attempts, provider_id, updated_at from moved`;
       },
       async redefer(timers) {
         if (timers.length === 0) return;

@@ -1,6 +1,7 @@
 import type { Channel, ChannelStatus, FallbackCondition, FallbackStep, Priority } from "@notify/core";
 import type { Database } from "../pool.js";
 import type { TakenFallback } from "../schema/index.js";
+import { routedReason } from "./channels.js";
 
 /** An open fallback chain whose watched channel has an outcome (or whose wait for a receipt ended). */
 export interface OpenFallback {
@@ -56,12 +57,13 @@ export async function endFallback(database: Database, id: string, step: number):
     where notification_id = ${id} and next_step = ${step} and done_at is null`;
 }
 
-/** The next channel's outcome as routing decided it. */
+/** The next channel's outcome as routing decided it (`detail`: as RoutedChannel's). */
 export interface FallbackChannel {
   channel: Channel;
   status: ChannelStatus;
   reason: string | null;
   nextAttemptAt: Date | null;
+  detail?: string | null;
 }
 
 /**
@@ -82,6 +84,7 @@ export async function takeFallbackStep(
   },
 ): Promise<boolean> {
   const { notificationId: id, next } = take;
+  const history = routedReason(next);
   return database.sql.begin(async (tx) => {
     const taken: TakenFallback = {
       at: new Date().toISOString(),
@@ -105,13 +108,13 @@ export async function takeFallbackStep(
     }
     await tx`
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
-      values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt}, ${next.status}, ${next.reason})
+      values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt}, ${next.status}, ${history})
       on conflict do nothing`;
     // An outcome other than queued (suppressed, expired, deferred) shows in its timeline at once.
     if (next.status !== "pending") {
       await tx`
         insert into channel_status_events (notification_id, channel, status, reason, attempt)
-        values (${id}, ${next.channel}, ${next.status}, ${next.reason}, 0)`;
+        values (${id}, ${next.channel}, ${next.status}, ${history}, 0)`;
     }
     return true;
   });
@@ -120,6 +123,7 @@ export async function takeFallbackStep(
 /** What routing a notification's fallback channel reads of it. */
 export interface FallbackRoutable {
   notification_id: string;
+  client_id: string;
   user_id: string;
   category: string;
   template_id: string;
@@ -133,7 +137,7 @@ export interface FallbackRoutable {
 
 export async function readFallbackRoutable(database: Database, id: string): Promise<FallbackRoutable | null> {
   const [row] = await database.sql<FallbackRoutable[]>`
-    select id as notification_id, user_id, category, template_id, template_version, priority, data,
+    select id as notification_id, client_id, user_id, category, template_id, template_version, priority, data,
       to_char(deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by, trace_parent
     from notifications where id = ${id}`;
   return row ?? null;

@@ -20,6 +20,14 @@ export {
   sweepPositions,
   type TakenFallback,
 } from "./notifications.js";
+export {
+  SUPPRESSIBLE_CHANNELS,
+  SUPPRESSION_REASONS,
+  type SuppressibleChannel,
+  type SuppressionReason,
+  type SuppressionSource,
+  suppressions,
+} from "./suppressions.js";
 export { templates, templateVariants, templateVersions } from "./templates.js";
 export {
   contactChanges,
@@ -38,11 +46,3 @@ export {
   webhookEndpoints,
   webhookEvents,
 } from "./webhooks.js";
-export {
-  SUPPRESSIBLE_CHANNELS,
-  SUPPRESSION_REASONS,
-  type SuppressibleChannel,
-  type SuppressionReason,
-  type SuppressionSource,
-  suppressions,
-} from "./suppressions.js";

@@ -50,6 +50,8 @@ export const suppressions = pgTable(
   (t) => [
     primaryKey({ name: "suppressions_pkey", columns: [t.channel, t.address, t.clientId] }),
     index("suppressions_client_created_idx").on(t.clientId, t.createdAt, t.channel, t.address),
+    // The operator's list of every client's entries, newest first.
+    index("suppressions_created_idx").on(t.createdAt, t.channel, t.address, t.clientId),
     check("suppressions_channel_check", sql`${t.channel} in ('email', 'sms')`),
     check(
       "suppressions_reason_check",

@@ -58,8 +58,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   deferred_notifications: { processor: [S, I, U, D] },
   // ingest: timelines; processor: archiving; workers: each attempt, and a dead letter's history.
   delivery_attempts: { ingest: [S], processor: [S], workers: [S, I] },
-  // ingest: the secret its API keys' MACs are made with (created by the first process that needs it).
-  deployment_secrets: { ingest: [S, I] },
+  // ingest: the secrets its API keys' and unsubscribe links' MACs are made with; workers: the
+  // unsubscribe links' (each created by the first process that needs it).
+  deployment_secrets: { ingest: [S, I], workers: [S, I] },
   // ingest: the accept's claim, replays of a key, the purge, an unpublished batch released.
   idempotency_keys: { ingest: [S, I, U, D] },
   // ingest: the inbox API (list, mark); processor: in-app channels settled from the inbox;
@@ -90,10 +91,11 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: the accept's outbox row, settling, the recovery sweep; processor: broadcast
   // batches' rows (listed, settled), the unrouted sweep's and archive's checks.
   publish_outbox: { ingest: [S, I, U, D], processor: [S, I, U, D] },
-  // ingest: the suppressions API (a client's own entries, read with those for every client);
+  // ingest: the suppressions API (a client's own entries, read with those for every client; a
+  // PUT's upsert rewrites an entry it finds unchanged, to return it);
   // processor and workers: whether an address is suppressed (routing, and again before a send);
   // receipts: entries from providers' events and inbound STOPs, removed by a START.
-  suppressions: { ingest: [S, I, D], processor: [S], workers: [S], receipts: [S, I, D] },
+  suppressions: { ingest: [S, I, U, D], processor: [S], workers: [S], receipts: [S, I, D] },
   // processor: where its sweeps stand.
   sweep_positions: { processor: [S, I, U] },
   // ingest: the templates API and the accept's version pin; processor: rendering.

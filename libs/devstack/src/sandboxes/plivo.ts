@@ -56,6 +56,11 @@ export interface PlivoSandboxOptions {
   /** Wait before posting each report; receipts then often arrive before the send is recorded. */
   reportDelayMs?: number;
   /**
+   * Where messages sent to our numbers are posted (a Plivo application's message URL:
+   * apps/receipts' /webhooks/plivo/inbound), signed as Plivo signs them.
+   */
+  inboundUrl?: string;
+  /**
    * A JSON Lines file (created 0600 with its folder) that makes the sandbox durable: accepted
    * messages are written to it before the answer and read back at start, and each delivery
    * report is posted until the receiver answers 2xx, across restarts. In memory when unset.
@@ -80,6 +85,12 @@ export interface PlivoSandbox {
   messages(): PlivoSandboxMessage[];
   reports(): PlivoSandboxReport[];
   /**
+   * Posts a message from a phone to `inboundUrl`, signed (V2 and V3) as Plivo does, once;
+   * answers what the receiver answered (Plivo then sends any reply it holds). Undefined when no
+   * inbound URL is set.
+   */
+  inbound(request: PlivoInboundRequest): Promise<PlivoInboundAnswer | undefined>;
+  /**
    * Resolves once every report scheduled so far has been posted (or given up on). With a
    * journal, nothing is given up on: once every report was answered 2xx, or stop().
    */
@@ -102,6 +113,24 @@ export interface RunningPlivoSandbox extends PlivoSandbox {
 }
 
 const E164_DIGITS = /^\+?[1-9]\d{6,14}$/;
+
+/** A message a phone sends to one of our numbers, over POST /sandbox/inbound. */
+export const PlivoInboundRequest = v.object({
+  from: v.pipe(v.string(), v.regex(E164_DIGITS, "must be a phone number (E.164)")),
+  to: v.pipe(v.string(), v.regex(E164_DIGITS, "must be a phone number (E.164)")),
+  text: v.pipe(v.string(), v.maxLength(1600)),
+});
+export type PlivoInboundRequest = v.InferOutput<typeof PlivoInboundRequest>;
+
+/** What the inbound message's receiver answered: its status, content type and body (Plivo XML). */
+export interface PlivoInboundAnswer {
+  message_uuid: string;
+  /** 0: unreachable. */
+  status: number;
+  content_type: string | null;
+  body: string;
+}
+
 const digest = (value: string): Buffer => createHash("sha256").update(value).digest();
 
 const plivoError = (c: Context, status: number, error: string, headers: Record<string, string> = {}) =>
@@ -237,6 +266,46 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
     return c.json({ api_id: randomUUID(), message: "message(s) queued", message_uuid: [message.message_uuid] }, 202);
   };
 
+  /** Once, as a phone's message is one post; Plivo's own retries of a failed post are not modelled. */
+  const inbound = async (request: PlivoInboundRequest): Promise<PlivoInboundAnswer | undefined> => {
+    const url = options.inboundUrl;
+    if (url === undefined) return undefined;
+    const { from, to, text } = v.parse(PlivoInboundRequest, request);
+    const messageUuid = randomUUID();
+    // Plivo posts numbers without the +.
+    const params: Record<string, string> = {
+      From: from.replace(/^\+/, ""),
+      To: to.replace(/^\+/, ""),
+      Type: "sms",
+      Text: text,
+      MessageUUID: messageUuid,
+      Units: "1",
+    };
+    const form: Record<string, string[]> = Object.fromEntries(Object.entries(params).map(([k, value]) => [k, [value]]));
+    const nonce = randomBytes(12).toString("hex");
+    try {
+      const res = await fetch(url, {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          "x-plivo-signature-v2": plivoSignatureV2(options.authToken, url, nonce),
+          "x-plivo-signature-v2-nonce": nonce,
+          "x-plivo-signature-v3": plivoSignatureV3(options.authToken, "POST", url, form, nonce),
+          "x-plivo-signature-v3-nonce": nonce,
+        },
+        body: new URLSearchParams(params),
+      });
+      return {
+        message_uuid: messageUuid,
+        status: res.status,
+        content_type: res.headers.get("content-type"),
+        body: await res.text(),
+      };
+    } catch {
+      return { message_uuid: messageUuid, status: 0, content_type: null, body: "" };
+    }
+  };
+
   const forgetMessages = (): void => {
     journal?.append({ type: "clear" });
     messages = [];
@@ -257,6 +326,13 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
     reports = [];
     return c.body(null, 204);
   });
+  app.post("/sandbox/inbound", async (c) => {
+    const parsed = v.safeParse(PlivoInboundRequest, await c.req.json().catch(() => undefined));
+    if (!parsed.success) return plivoError(c, 400, parsed.issues.map((i) => i.message).join("; "));
+    const answer = await inbound(parsed.output);
+    if (answer === undefined) return plivoError(c, 409, "no inbound message URL is configured");
+    return c.json(answer);
+  });
   app.post("/sandbox/faults", async (c) => {
     const parsed = v.safeParse(PlivoSandboxFault, await c.req.json().catch(() => undefined));
     if (!parsed.success) return plivoError(c, 400, parsed.issues.map((i) => i.message).join("; "));
@@ -272,6 +348,7 @@ export function createPlivoSandbox(options: PlivoSandboxOptions): PlivoSandbox {
     app,
     messages: () => [...messages],
     reports: () => [...reports],
+    inbound,
     settled: async () => {
       while (inFlight.size > 0) await Promise.all([...inFlight]);
     },

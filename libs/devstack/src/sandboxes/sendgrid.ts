@@ -101,7 +101,8 @@ export interface SendgridEvent {
   timestamp: number;
   event: string;
   sg_event_id: string;
-  sg_message_id: string;
+  /** Left out of an event about an address alone, as of SendGrid's asynchronous bounces. */
+  sg_message_id?: string;
   category: string[];
   [field: string]: unknown;
 }
@@ -114,6 +115,23 @@ export const SandboxEventRequest = v.object({
 });
 export type SandboxEventRequest = v.InferOutput<typeof SandboxEventRequest>;
 
+/**
+ * An event about an address rather than a send, over POST /sandbox/address-events: what
+ * SendGrid reports for an address its suppression lists and receipts care about. `type` is a
+ * bounce's (`bounce`: hard, the default; `blocked`: a soft bounce); `reason` a bounce's or a
+ * drop's (a drop's default: "Bounced Address"). With `message_id`, the event names that send;
+ * without, it names none (as SendGrid's asynchronous bounces do).
+ */
+export const SandboxAddressEventRequest = v.object({
+  email: v.pipe(v.string(), v.email()),
+  event: v.picklist(["bounce", "dropped", "spamreport", "unsubscribe", "group_unsubscribe"]),
+  type: v.optional(v.picklist(["bounce", "blocked"])),
+  reason: v.optional(v.pipe(v.string(), v.maxLength(1000))),
+  message_id: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(200))),
+  notification_id: v.optional(v.pipe(v.string(), v.minLength(1), v.maxLength(200))),
+});
+export type SandboxAddressEventRequest = v.InferOutput<typeof SandboxAddressEventRequest>;
+
 export interface SendgridSandbox {
   /** Serves `/v3/mail/send` plus the `/sandbox/*` control routes. */
   readonly app: Hono;
@@ -124,6 +142,11 @@ export interface SendgridSandbox {
   eventPosts(): SandboxEventPost[];
   /** Posts events for accepted mail, as SendGrid would; resolves once the receiver answered. */
   report(request: SandboxEventRequest): Promise<SandboxEventPost | undefined>;
+  /**
+   * Posts one signed event about an address (a bounce, drop, spam report or unsubscribe),
+   * sent or not; undefined when no Event Webhook URL is set.
+   */
+  reportAddress(request: SandboxAddressEventRequest): Promise<SandboxEventPost | undefined>;
   /**
    * Resolves once every event scheduled so far has been posted (or given up on). With a
    * journal, nothing is given up on: once every request's events were answered 2xx, or stop().
@@ -319,6 +342,29 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     return track(postEvents(matching.flatMap((mail) => buildEvents(mail, [event], reason))));
   };
 
+  const reportAddress = (request: SandboxAddressEventRequest): Promise<SandboxEventPost | undefined> => {
+    const { email, event, type, reason, message_id, notification_id } = v.parse(SandboxAddressEventRequest, request);
+    const detail = event === "bounce" ? BOUNCES[type ?? "bounce"] : event === "dropped" ? BOUNCES.dropped : undefined;
+    const built: SendgridEvent = {
+      ...(notification_id === undefined ? {} : { notification_id, channel: "email" }),
+      email,
+      timestamp: Math.floor(Date.now() / 1000),
+      event,
+      ...detail,
+      ...(reason === undefined ? {} : { reason }),
+      ...(event === "group_unsubscribe" ? { asm_group_id: 1 } : {}),
+      sg_event_id: randomBytes(16).toString("base64url"),
+      ...(message_id === undefined
+        ? {}
+        : {
+            sg_message_id: `${message_id}.sandbox-0-${randomBytes(4).toString("hex")}.0`,
+            "smtp-id": `<${message_id}@sandbox.sendgrid.net>`,
+          }),
+      category: [],
+    };
+    return track(postEvents([built]));
+  };
+
   const addFault = (input: SandboxFault): void => faults.add(v.parse(SandboxFault, input));
 
   const takeFault = (recipients: string[]): SandboxFault | undefined =>
@@ -440,6 +486,20 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
   });
 
   app.get("/sandbox/events", (c) => c.json({ data: eventPosts }));
+  app.post("/sandbox/address-events", async (c) => {
+    const parsed = v.safeParse(SandboxAddressEventRequest, await c.req.json().catch(() => undefined));
+    if (!parsed.success) {
+      return sendgridError(
+        400,
+        parsed.issues.map((issue) => ({ message: issue.message, field: v.getDotPath(issue), help: null })),
+      );
+    }
+    const post = await reportAddress(parsed.output);
+    if (post === undefined) {
+      return sendgridError(409, [{ message: "no Event Webhook URL is configured", field: null, help: null }]);
+    }
+    return c.json(post);
+  });
   app.post("/sandbox/events", async (c) => {
     const parsed = v.safeParse(SandboxEventRequest, await c.req.json().catch(() => undefined));
     if (!parsed.success) {
@@ -459,6 +519,7 @@ export function createSendgridSandbox(options: SendgridSandboxOptions = {}): Sen
     messages: () => [...mails],
     eventPosts: () => [...eventPosts],
     report,
+    reportAddress,
     settled: async () => {
       while (inFlight.size > 0) await Promise.all([...inFlight]);
     },

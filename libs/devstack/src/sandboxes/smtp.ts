@@ -28,6 +28,11 @@ export interface SmtpSandboxMessage {
   message_id: string | null;
   /** The X-Notification-Id header. */
   notification_id: string | null;
+  /**
+   * Every header field as received, by lower-cased name, unfolded (a repeated field's values
+   * joined by ", "); absent from messages journaled before the sandbox kept them.
+   */
+  headers?: Record<string, string>;
   received_at: string;
 }
 
@@ -117,6 +122,19 @@ const headerText = (value: unknown): string | null => {
   return null;
 };
 
+/** The raw header fields, as a mail client shows them in "view source": not parsed into objects. */
+function rawHeaders(lines: ReadonlyArray<{ key: string; line: string }>): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const { key, line } of lines) {
+    const value = line
+      .slice(line.indexOf(":") + 1)
+      .replace(/\r?\n[ \t]+/g, " ")
+      .trim();
+    headers[key] = headers[key] === undefined ? value : `${headers[key]}, ${value}`;
+  }
+  return headers;
+}
+
 const withoutBrackets = (id: string | undefined): string | null => (id === undefined ? null : id.replace(/^<|>$/g, ""));
 
 /** Reads one message off the wire the way a mail client would. */
@@ -131,6 +149,7 @@ async function parseMessage(stream: SMTPServerDataStream, session: SMTPServerSes
     html: typeof parsed.html === "string" ? parsed.html : null,
     message_id: withoutBrackets(parsed.messageId),
     notification_id: headerText(parsed.headers.get("x-notification-id")),
+    headers: rawHeaders(parsed.headerLines),
     received_at: new Date().toISOString(),
   };
 }

@@ -108,6 +108,7 @@ export function createSendgridProvider(config: SendgridConfig): Provider {
           ...(text.length > 0 ? { text } : {}),
           customArgs: { notification_id: message.notificationId, channel: message.channel },
           categories: [message.category],
+          ...(message.headers === undefined ? {} : { headers: { ...message.headers } }),
         }),
         config.timeoutMs,
       );

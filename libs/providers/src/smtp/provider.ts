@@ -228,7 +228,7 @@ export function createSmtpProvider(config: SmtpConfig): Provider {
       html: message.body,
       ...(text.length > 0 ? { text } : {}),
       messageId: `<${messageId}>`,
-      headers: { "X-Notification-Id": message.notificationId },
+      headers: { ...message.headers, "X-Notification-Id": message.notificationId },
       signal: abort.signal,
       [PROGRESS]: progress,
     };
