@@ -8,7 +8,7 @@ import t from "tap";
 // The whole service over the real processes: one notification requested on all four channels
 // is delivered through the SendGrid, Plivo and Web Push sandboxes and the in-app inbox; the
 // sandboxes post their signed receipts to apps/receipts, and a bounce reported later moves the
-// delivered email to bounced in GET /notifications/{id}.
+// delivered email to bounced in GET /notifications/{id} and suppresses the address.
 const { stack, dataDir, auth } = await startTestStack(t);
 
 interface ChannelView {
@@ -75,7 +75,42 @@ t.test("an email delivered through the pipeline bounces on the provider's signed
   t.match(bounced.reason, /^hard bounce: 5\.1\.1 550/);
   t.equal(bounced.provider_id, delivered.provider_id);
   t.equal(await statusOf(id), "failed", "its only channel bounced: completed became failed");
+
+  // The hard bounce put the address on the suppression list for every client: the next email to
+  // it is not sent.
+  const entry = `${stack.baseUrl}/api/v1/suppressions/email/${encodeURIComponent("user-123@example.com")}`;
+  const listed = await eventually(async () => {
+    const r = await fetch(entry, { headers: auth });
+    return r.status === 200 ? ((await r.json()) as { entries: Array<{ reason: string; scope: string }> }) : undefined;
+  });
+  t.match(listed.entries, [{ reason: "hard_bounce", scope: "all_clients" }]);
+  const sentBefore = await sendgridMessages();
+  const next = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
+    method: "POST",
+    headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
+    body: JSON.stringify({
+      user_id: "user-123",
+      category: "account",
+      template_id: "welcome",
+      data: { name: "Ada" },
+      priority: "transactional",
+      channels: ["email"],
+    }),
+  });
+  const { notification_id: nextId } = (await next.json()) as { notification_id: string };
+  const suppressed = await channel(nextId, "email", "suppressed");
+  t.equal(suppressed.reason, "address_suppressed");
+  t.equal(await sendgridMessages(), sentBefore, "the provider received nothing for it");
+
+  // An operator lifts it (the user fixed their mailbox); the next test mails the address again.
+  t.equal((await fetch(`${entry}?scope=all_clients`, { method: "DELETE", headers: auth })).status, 204);
 });
+
+/** How many messages the SendGrid sandbox has received. */
+async function sendgridMessages(): Promise<number> {
+  const r = await fetch(`${stack.sandboxes.sendgrid}/sandbox/messages`);
+  return ((await r.json()) as { data: unknown[] }).data.length;
+}
 
 t.test("one notification on all four channels is delivered on all four, then its email bounces", async (t) => {
   const response = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
