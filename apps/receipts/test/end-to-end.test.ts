@@ -33,7 +33,8 @@ const statusOf = async (id: string) =>
   ((await (await fetch(`${stack.baseUrl}/api/v1/notifications/${id}`, { headers: auth })).json()) as { status: string })
     .status;
 
-t.test("an email delivered through the pipeline bounces on the provider's signed receipt", async (t) => {
+/** Asks for the welcome notification to user-123 on these channels; its notification id. */
+async function send(name: string, channels: string[]): Promise<string> {
   const response = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
     method: "POST",
     headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
@@ -41,13 +42,17 @@ t.test("an email delivered through the pipeline bounces on the provider's signed
       user_id: "user-123",
       category: "account",
       template_id: "welcome",
-      data: { name: "Ada" },
+      data: { name },
       priority: "transactional",
-      channels: ["email"],
+      channels,
     }),
   });
-  t.equal(response.status, 202);
-  const { notification_id: id } = (await response.json()) as { notification_id: string };
+  if (response.status !== 202) throw new Error(`POST answered ${response.status}`);
+  return ((await response.json()) as { notification_id: string }).notification_id;
+}
+
+t.test("an email delivered through the pipeline bounces on the provider's signed receipt", async (t) => {
+  const id = await send("Ada", ["email"]);
   const delivered = await channel(id, "email", "delivered");
   if (delivered.provider_id === null) throw new Error("no provider id");
   t.equal(await statusOf(id), "completed", "its only channel delivered");
@@ -85,19 +90,7 @@ t.test("an email delivered through the pipeline bounces on the provider's signed
   });
   t.match(listed.entries, [{ reason: "hard_bounce", scope: "all_clients" }]);
   const sentBefore = await sendgridMessages();
-  const next = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
-    method: "POST",
-    headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
-    body: JSON.stringify({
-      user_id: "user-123",
-      category: "account",
-      template_id: "welcome",
-      data: { name: "Ada" },
-      priority: "transactional",
-      channels: ["email"],
-    }),
-  });
-  const { notification_id: nextId } = (await next.json()) as { notification_id: string };
+  const nextId = await send("Ada", ["email"]);
   const suppressed = await channel(nextId, "email", "suppressed");
   t.equal(suppressed.reason, "address_suppressed");
   t.equal(await sendgridMessages(), sentBefore, "the provider received nothing for it");
@@ -113,20 +106,7 @@ async function sendgridMessages(): Promise<number> {
 }
 
 t.test("one notification on all four channels is delivered on all four, then its email bounces", async (t) => {
-  const response = await fetch(`${stack.baseUrl}/api/v1/notifications`, {
-    method: "POST",
-    headers: { ...auth, "content-type": "application/json", "idempotency-key": randomUUID() },
-    body: JSON.stringify({
-      user_id: "user-123",
-      category: "account",
-      template_id: "welcome",
-      data: { name: "Grace" },
-      priority: "transactional",
-      channels: ["email", "sms", "push", "in_app"],
-    }),
-  });
-  t.equal(response.status, 202);
-  const { notification_id: id } = (await response.json()) as { notification_id: string };
+  const id = await send("Grace", ["email", "sms", "push", "in_app"]);
 
   const results = Object.fromEntries(
     await Promise.all(
