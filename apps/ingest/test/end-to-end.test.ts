@@ -4,7 +4,12 @@ import t from "tap";
 
 // One notification the whole way over the real processes: ingest -> Postgres + JetStream lane
 // -> processor -> email work queue -> worker -> SendGrid sandbox -> status -> GET delivered.
-const { stack, auth } = await startTestStack(t, { partitions: 4 });
+// Routing reads preferences afresh for every notification here (PREFERENCE_CACHE_TTL_MS 0), so an
+// opt-out applies to the very next one rather than within the cache's 5 s.
+const { stack, auth } = await startTestStack(t, {
+  partitions: 4,
+  appSettings: { processor: { PREFERENCE_CACHE_TTL_MS: "0" } },
+});
 
 const post = (body: unknown, key = randomUUID()) =>
   fetch(`${stack.baseUrl}/api/v1/notifications`, {
@@ -107,6 +112,57 @@ t.test("an unknown template is refused with 400 naming the field", async (t) => 
   });
   t.equal(r.status, 400);
   t.match(await r.json(), { code: "unknown_template", errors: [{ field: "template_id" }] });
+});
+
+t.test("one-click unsubscribe: the link a promotional email carries opts out, and the next is not sent", async (t) => {
+  const promotion = {
+    user_id: "user-123",
+    category: "deals",
+    template_id: "welcome",
+    data: { name: "Ada" },
+    priority: "promotional",
+    channels: ["email"],
+  };
+  const mailsOf = async (id: string) => {
+    const r = await fetch(`${stack.sandboxUrl}/sandbox/messages?custom_arg.notification_id=${id}`);
+    return ((await r.json()) as { data: Array<{ headers: Record<string, string> }> }).data;
+  };
+  const channelOf = (id: string, status: string) =>
+    eventually(async () => {
+      const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${id}`, { headers: auth });
+      const email = ((await r.json()) as { channels: Record<string, { status: string; reason: string | null }> })
+        .channels.email;
+      return email?.status === status ? email : undefined;
+    });
+  const optOuts = async () => {
+    const r = await fetch(`${stack.baseUrl}/api/v1/users/user-123/preferences`, { headers: auth });
+    return ((await r.json()) as { category_optout: string[] }).category_optout;
+  };
+
+  const { notification_id: first } = (await (await post(promotion)).json()) as { notification_id: string };
+  await channelOf(first, "delivered");
+  const [mail] = await mailsOf(first);
+  t.equal(mail?.headers["List-Unsubscribe-Post"], "List-Unsubscribe=One-Click");
+  const link = /<(http[^>]+\/u\/[^>]+)>/.exec(mail?.headers["List-Unsubscribe"] ?? "")?.[1];
+  if (link === undefined) throw new Error(`no unsubscribe link in ${JSON.stringify(mail?.headers)}`);
+
+  const page = await fetch(link);
+  t.equal(page.status, 200);
+  t.match(await page.text(), /<form method="post">/, "GET shows a confirmation page");
+  t.notOk((await optOuts()).includes("deals"), "and changes nothing");
+
+  const click = await fetch(link, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: "List-Unsubscribe=One-Click",
+  });
+  t.equal(click.status, 200);
+  t.ok((await optOuts()).includes("deals"), "POST opts the user out of the category");
+
+  const { notification_id: next } = (await (await post(promotion)).json()) as { notification_id: string };
+  const suppressed = await channelOf(next, "suppressed");
+  t.equal(suppressed.reason, "category_opted_out");
+  t.same(await mailsOf(next), [], "the provider received nothing for it");
 });
 
 t.test("every app stops cleanly on SIGTERM with exit code 0", async (t) => {

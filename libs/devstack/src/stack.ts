@@ -314,6 +314,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
         ARCHIVE_DIR: join(options.dataDir, "archive"),
         // Ingest refuses to start without it; kept in the data folder so cursors survive restarts.
         CURSOR_SECRET: userEnv.CURSOR_SECRET ?? storedSecret(options.dataDir, "cursor-secret"),
+        // The unsubscribe links in email point at this stack's ingest, whatever its port.
+        UNSUBSCRIBE_BASE_URL: `http://127.0.0.1:${ports.ingest}`,
       },
       sandboxes: sandboxEnv,
       decided: { DATABASE_URL: databaseUrl, NATS_URL: natsUrl, NATS_NAMESPACE: namespace },
