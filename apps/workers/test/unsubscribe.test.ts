@@ -102,3 +102,19 @@ t.test("without UNSUBSCRIBE_BASE_URL (no unsubscribe), or without a client on th
   t.same(await deliver(h.deps(viaSendgrid, { unsubscribe }), older), { ack: true });
   t.equal((await sendgridHeaders(older.notification_id))["list-unsubscribe"], undefined);
 });
+
+t.test("a key that cannot be read yet fails the attempt before the claim: retried, then sent", async (t) => {
+  let reads = 0;
+  const flaky = unsubscribeHeaders({ baseUrl: "https://notify.example.com/", categories: [] }, async () => {
+    reads++;
+    if (reads === 1) throw new Error("the database is away");
+    return loadUnsubscribeKey(h.database);
+  });
+  const item = await email({ priority: "promotional", category: "news" });
+  const first = await deliver(h.deps(viaSendgrid, { unsubscribe: flaky }), item).catch((error: unknown) => error);
+  t.not((first as { ack?: boolean }).ack, true, "the first attempt is not acked");
+  t.match(await channelRow(h.database, item), { status: "pending" }, "nothing was settled");
+  t.same(await deliver(h.deps(viaSendgrid, { unsubscribe: flaky }), item), { ack: true }, "the retry sends");
+  t.match(await channelRow(h.database, item), { status: "delivered" }, "delivered, not unsettled");
+  t.match((await sendgridHeaders(item.notification_id))["list-unsubscribe"], /notify\.example\.com\/u\//);
+});

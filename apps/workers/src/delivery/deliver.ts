@@ -74,6 +74,9 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
       if (late) return await expire(ctx, seen);
       const settled = new Set([...(seen?.value.settled ?? []), ...(seen?.value.accepted ?? []).map((a) => a.key)]);
       const addresses = addressesOf(item).filter((a) => !settled.has(a.key));
+      // Before the claim: a failure here (the unsubscribe key unread while Postgres is away) is
+      // retried with nothing claimed.
+      const headers = (await deps.unsubscribe?.(item)) ?? null;
       ctx.waitedMs += await ctx.gate.limiter.acquire(item.priority, addresses.length);
       // The wait for a token may have outlasted the deadline: checked again right before the claim.
       if (isPastDeadline(item.deliver_by, Date.now())) return await expire(ctx, seen);
@@ -90,7 +93,7 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
         deps.unusedClaims.remember(ctx.key, at);
         throw error;
       });
-      if (claim) return await send(ctx, claim, addresses);
+      if (claim) return await send(ctx, claim, addresses, headers);
     }
     return { retryInMs: 1000 + jitter(deps, 1000) };
   } catch (error) {

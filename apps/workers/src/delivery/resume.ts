@@ -63,6 +63,7 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
 /** Takes over a dead worker's claim on an idempotent provider and sends again. */
 async function retake(ctx: Context, seen: GuardEntry): Promise<Disposition> {
   const { deps, item } = ctx;
+  const headers = (await deps.unsubscribe?.(item)) ?? null;
   const claim = await claimGuard(deps.guard, ctx.key, seen, {
     ...seen.value,
     state: "sending",
@@ -75,5 +76,6 @@ async function retake(ctx: Context, seen: GuardEntry): Promise<Disposition> {
     ctx,
     claim,
     addressesOf(item).filter((a) => !settled.has(a.key)),
+    headers,
   );
 }

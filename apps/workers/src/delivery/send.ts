@@ -8,11 +8,20 @@ import { type Context, done } from "./context.js";
 import { endAtDeadline } from "./expire.js";
 import { deadLetter, unsettle } from "./settle.js";
 
-export async function send(ctx: Context, claim: GuardEntry, addresses: Address[]): Promise<Disposition> {
+/**
+ * Sends under a claim. `headers` (the same for every provider the email may go through, SendGrid
+ * and the SMTP failover alike) are made before the claim: nothing that can fail for want of a
+ * database may come between a claim and the provider's call, or a send never made would be left
+ * claimed and shown unsettled.
+ */
+export async function send(
+  ctx: Context,
+  claim: GuardEntry,
+  addresses: Address[],
+  headers: Record<string, string> | null,
+): Promise<Disposition> {
   const { deps, item, row } = ctx;
   const gate = ctx.gate;
-  // The same for every provider the email may go through: SendGrid and the SMTP failover alike.
-  const headers = (await deps.unsubscribe?.(item)) ?? null;
   const results = await Promise.all(
     addresses.map(async (address) => {
       const message = {
