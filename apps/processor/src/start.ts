@@ -166,6 +166,10 @@ export async function startProcessor(
       explain: toAppError,
     });
     opened.add(deadLetters, (job) => job.stop());
+    // Nothing waits for its subscriptions to be confirmed: the client subscribes again after a
+    // reconnect, so a confirmation a dropped connection cut short is no failure, and no NATS
+    // error left without a handler may end the process.
+    deadLetters.ready.catch(() => {});
     log.info({ port: server.port, instance }, "processor running; partitions are shared through notify_leases");
 
     return {

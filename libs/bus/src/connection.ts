@@ -1,4 +1,7 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import {
+  JetStreamApiCodes,
+  JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
   type JsMsg,
@@ -6,10 +9,11 @@ import {
   jetstreamManager,
 } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection, TimeoutError } from "@nats-io/transport-node";
 import type { Channel, Priority } from "@notify/core";
-import { DEFAULT_STREAM_SETTINGS, type StreamSettings } from "./apply.js";
+import { DEFAULT_STREAM_SETTINGS, ensureTopology, type StreamSettings } from "./apply.js";
 import { isStreamFull } from "./errors.js";
+import { type BucketEvent, bucketRepair } from "./kv-views.js";
 import { jsonBytes } from "./nats-client.js";
 import { inboxPrefix, type Role } from "./nats-users.js";
 import { createPublisher } from "./publisher.js";
@@ -37,7 +41,11 @@ export interface BusConfig extends Naming {
   topology?: TopologyMode;
   /** Publish acknowledgement timeout: how long ingest waits before answering 503. */
   publishTimeoutMs?: number;
-  /** Wait for a first connection instead of failing when NATS is down at start. */
+  /**
+   * Wait for a first connection instead of failing when NATS is down at start, and then for
+   * JetStream to answer when it times out or is temporarily unavailable (a server just restarted,
+   * a cluster electing its leader).
+   */
   waitOnFirstConnect?: boolean;
   /** Replicas and limits of the streams and buckets this process creates (applyTopology). */
   streamSettings?: StreamSettings;
@@ -70,6 +78,13 @@ export interface Bus {
     webhooks: string;
   };
   streams: { lane(priority: Priority): string; work: string; dlq: string; webhooks: string };
+  /**
+   * A view of a KV bucket. When an operation finds the bucket's stream gone (a nats-server
+   * restart loses memory buckets; an operator may delete one), the declared topology is put back
+   * as at start (ensureTopology) and the operation tried once more; where that cannot be done
+   * (NATS_TOPOLOGY=verify waits for the setup job), it fails with BucketMissingError, at once
+   * until the next attempt is due (see bucketRepair).
+   */
   kv(bucket: "notify_send_guard" | "notify_rate" | "notify_leases" | "notify_breakers" | "notify_workers"): Promise<KV>;
   publish(subject: string, payload: unknown, msgId: string): Promise<{ seq: number; duplicate: boolean }>;
   /**
@@ -77,7 +92,24 @@ export interface Bus {
    * not stored and its caller was told so. Apps count these in an alert metric.
    */
   onStreamFull(listener: (subject: string) => void): void;
+  /** Called when a KV bucket was found gone: put back, or not yet (once, not per operation). Apps log these. */
+  onBucketEvent(listener: (event: BucketEvent) => void): void;
   close(): Promise<void>;
+}
+
+/** JetStream did not answer in time, or answered that it is not available for now. */
+const jetStreamAway = (error: unknown) =>
+  error instanceof TimeoutError || (error instanceof JetStreamApiError && error.status === 503);
+
+async function managerOf(nc: NatsConnection, wait: boolean): Promise<JetStreamManager> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await jetstreamManager(nc, { timeout: 5000 });
+    } catch (error) {
+      if (!wait || nc.isClosed() || !jetStreamAway(error)) throw error;
+      await sleep(Math.min(5000, 250 * 2 ** attempt));
+    }
+  }
 }
 
 export async function connectBus(config: BusConfig): Promise<Bus> {
@@ -102,8 +134,10 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
     }
   })();
   // A server without JetStream yet (a cluster still electing its leader) fails this: the
-  // connection must not outlive the failure, or its reconnect timers keep the process alive.
-  const jsm = await jetstreamManager(nc, { timeout: 5000 }).catch(async (error: unknown) => {
+  // connection must not outlive the failure, or its reconnect timers keep the process alive. An
+  // app that waits for NATS at start waits for that too; JetStream not enabled at all is a
+  // configuration to fix, and fails at once.
+  const jsm = await managerOf(nc, config.waitOnFirstConnect === true).catch(async (error: unknown) => {
     await nc.close().catch(() => {});
     throw error;
   });
@@ -113,7 +147,22 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
   const buckets = new Map<string, Promise<KV>>();
   const naming: Naming = { namespace: config.namespace, partitions: config.partitions };
   const fullListeners: Array<(subject: string) => void> = [];
-  return {
+  const bucketListeners: Array<(event: BucketEvent) => void> = [];
+  const repair = bucketRepair({
+    restore: () => ensureTopology(bus),
+    streamExists: (stream) =>
+      jsm.streams.info(stream).then(
+        () => true,
+        (error: unknown) => {
+          if (error instanceof JetStreamApiError && error.code === JetStreamApiCodes.StreamNotFound) return false;
+          throw error;
+        },
+      ),
+    onEvent: (event) => {
+      for (const listener of bucketListeners) listener(event);
+    },
+  });
+  const bus: Bus = {
     nc,
     js,
     jsm,
@@ -142,7 +191,7 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
       const name = bucketName(naming, bucket);
       let kv = buckets.get(name);
       if (!kv) {
-        kv = kvm.open(name);
+        kv = kvm.open(name).then((opened) => repair.view(name, opened));
         buckets.set(name, kv);
       }
       return kv;
@@ -158,10 +207,14 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
     onStreamFull(listener) {
       fullListeners.push(listener);
     },
+    onBucketEvent(listener) {
+      bucketListeners.push(listener);
+    },
     async close() {
       publisher.close();
       if (nc.isClosed()) return;
       await nc.drain().catch(() => nc.close());
     },
   };
+  return bus;
 }

@@ -35,6 +35,7 @@ export {
 } from "./dead-letters.js";
 export { isWrongLastSequence, judgeNatsError } from "./errors.js";
 export { type ConsumerState, describeStreams, type StreamState } from "./inspect.js";
+export { BUCKET_RETRY_MS, type BucketEvent, BucketMissingError, isBucketMissing } from "./kv-views.js";
 export { type Leases, startLeases } from "./leases.js";
 export { jsonBytes } from "./nats-client.js";
 export { composeNatsConfig, NATS_CONF_FILE } from "./nats-config.js";

@@ -132,7 +132,9 @@ t.test("the banner's webhook commands register the receiver, which then verifies
         body: { data: { notification_id: string } };
       }>;
       const mine = list.filter((p) => p.body.data.notification_id === id);
-      return mine.some((p) => p.type === "notification.completed") ? mine : undefined;
+      // Posts may arrive in any order (a retried one after a later event), so wait for them all.
+      const delivered = mine.filter((p) => p.type === "channel.delivered").length;
+      return delivered >= 4 && mine.some((p) => p.type === "notification.completed") ? mine : undefined;
     },
     30_000,
     "the notification's webhook events",

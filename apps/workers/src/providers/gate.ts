@@ -137,6 +137,7 @@ export function createGates(
       kv: deps.rateKv,
       key: provider.name,
       rates: splitRate(limit, settings.transactionalReservedPercent),
+      log,
     });
     if (deps.breakerKv)
       shared = shareBreakerState({

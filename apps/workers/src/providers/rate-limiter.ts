@@ -1,5 +1,6 @@
-import { isWrongLastSequence, jsonBytes, type KV } from "@notify/bus";
+import { isBucketMissing, isWrongLastSequence, jsonBytes, type KV } from "@notify/bus";
 import { type LaneBuckets, type LaneCounts, type LaneRates, type Priority, takeForLanes } from "@notify/core";
+import type { Logger } from "@notify/log";
 
 export interface RateLimiter {
   /**
@@ -48,11 +49,27 @@ const decoder = new TextDecoder();
  * never spend the same token. Waiting sends of this process are served together, transactional
  * first, in one round trip; what cannot be served waits for the next token here, in the pool's
  * bounded in-flight slots, while the rest of the backlog stays in the queue.
+ *
+ * While the bucket is gone and cannot be put back (BucketMissingError: a role that may not
+ * create it waits for the setup job), the process keeps the provider's buckets itself, from the
+ * last state it read, and asks for the shared bucket again every `recheckMs`: sends go on at the
+ * provider's rate for this process, as after any loss of the bucket, instead of all waiting for
+ * it. Said once when it starts and once when the shared bucket answers again. Any other failure
+ * of the bucket fails the waiting sends: their work goes back to the queue.
  */
-export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRates }): RateLimiter {
+export function createRateLimiter(options: {
+  kv: KV;
+  key: string;
+  rates: LaneRates;
+  log?: Logger;
+  recheckMs?: number;
+}): RateLimiter {
   const waiters: Record<Priority, Waiter[]> = { transactional: [], promotional: [] };
   const short: Record<Priority, boolean> = { transactional: false, promotional: false };
   let cached: { state: LaneBuckets; revision: number } | undefined;
+  /** The buckets this process keeps while the shared one is missing, and when to ask for it again. */
+  let alone: { state: LaneBuckets; recheckAt: number } | undefined;
+  const recheckMs = options.recheckMs ?? 1000;
   let pumping = false;
   let closed = false;
   let wake: (() => void) | undefined;
@@ -63,7 +80,22 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
     return { state: JSON.parse(decoder.decode(entry.value)) as LaneBuckets, revision: entry.revision };
   }
 
-  async function take(wanted: LaneCounts) {
+  function takeAlone(wanted: LaneCounts) {
+    if (alone === undefined) {
+      alone = { state: cached?.state ?? { reserved: 0, shared: 0 }, recheckAt: 0 };
+      options.log?.warn(
+        { provider: options.key },
+        "the shared token buckets (notify_rate) are missing: this process keeps the provider's rate on its own until they are back",
+      );
+    }
+    // Entered, or the shared bucket asked for again and still missing: the next ask is due later.
+    if (Date.now() >= alone.recheckAt) alone.recheckAt = Date.now() + recheckMs;
+    const result = takeForLanes(alone.state, Date.now(), wanted, options.rates);
+    alone.state = result.state;
+    return result;
+  }
+
+  async function takeShared(wanted: LaneCounts) {
     for (;;) {
       const current = cached ?? (await read());
       const result = takeForLanes(current.state, Date.now(), wanted, options.rates);
@@ -84,6 +116,24 @@ export function createRateLimiter(options: { kv: KV; key: string; rates: LaneRat
         if (!isWrongLastSequence(error)) throw error;
         cached = undefined;
       }
+    }
+  }
+
+  async function take(wanted: LaneCounts) {
+    if (alone !== undefined && Date.now() < alone.recheckAt) return takeAlone(wanted);
+    try {
+      const result = await takeShared(wanted);
+      if (alone !== undefined) {
+        alone = undefined;
+        options.log?.info({ provider: options.key }, "the shared token buckets (notify_rate) are back");
+      }
+      return result;
+    } catch (error) {
+      if (!isBucketMissing(error)) throw error;
+      const result = takeAlone(wanted);
+      // The bucket put back later starts afresh: its state is read again then.
+      cached = undefined;
+      return result;
     }
   }
 

@@ -34,8 +34,9 @@ export interface WorkerReporter {
 /**
  * Reports this worker process's providers to notify_workers, under its id, every `intervalMs`:
  * what an operator reads on GET /api/v1/ops/providers. The bucket's TTL (30 s) drops the report
- * of a process that died; one that stops removes its own. A failed write is logged and the next
- * one tried: reporting never holds up delivery.
+ * of a process that died; one that stops removes its own. A failed write is logged (the first of
+ * a run of failures, then the write that works again) and the next one tried: reporting never
+ * holds up delivery, and a bucket away for long does not fill the log.
  */
 export function startWorkerReports(options: {
   kv: KV;
@@ -48,6 +49,7 @@ export function startWorkerReports(options: {
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let inFlight: Promise<void> = Promise.resolve();
+  let failing = false;
 
   const report = (): Promise<void> => {
     const body: WorkerReport = {
@@ -55,8 +57,15 @@ export function startWorkerReports(options: {
       reported_at: new Date().toISOString(),
       providers: gates.map(providerReport),
     };
-    inFlight = writeWorkerReport(kv, body).catch((error: unknown) =>
-      log.warn({ err: error }, "could not write this worker's report to notify_workers"),
+    inFlight = writeWorkerReport(kv, body).then(
+      () => {
+        if (failing) log.info("writing this worker's report to notify_workers again");
+        failing = false;
+      },
+      (error: unknown) => {
+        if (!failing) log.warn({ err: error }, "could not write this worker's report to notify_workers; will retry");
+        failing = true;
+      },
     );
     return inFlight;
   };
