@@ -101,6 +101,7 @@ export {
   findUnroutedNotifications,
   findWaitingChannels,
   settleInAppFromInbox,
+  settleWaitingChannel,
   touchWaitingChannel,
   type WaitingChannel,
 } from "./reconciler/stalled.js";

@@ -7,6 +7,7 @@ import {
   readSweepPosition,
   saveSweepPosition,
   settleInAppFromInbox,
+  settleWaitingChannel,
   touchWaitingChannel,
   type WaitingChannel,
   withSweepLock,
@@ -22,7 +23,10 @@ import { idFloor } from "./ids.js";
 export interface Found {
   /** Accepted, not routed, and its lane message gone. */
   unrouted: number;
-  /** Routed (or released, or retried) but its work item gone. */
+  /**
+   * Routed (or released, or retried) but its work item gone: published again, or suppressed when
+   * its address is not to be sent to any more.
+   */
   unsent: number;
   /** In-app sends left unsettled whose item is in the inbox. */
   in_app_unsettled: number;
@@ -65,7 +69,9 @@ const PUBLISH_SLACK_MS = 5000;
  *
  * - accepted but not routed (its lane message gone): routed now, as the lane consumer would;
  * - routed, released from quiet hours or retried, but never sent (its work item gone): the work
- *   item is published again (a worker's send guard makes any repeat harmless);
+ *   item is published again (a worker's send guard makes any repeat harmless), or, when its
+ *   address has gone on the suppression list (or gone) since routing, the channel is suppressed
+ *   as routing would suppress it now;
  * - in-app sends left unsettled by a worker that died mid-store: settled from the inbox.
  *
  * Whether a message is gone is read from the stream itself: a work-queue stream keeps a message
@@ -165,26 +171,38 @@ async function unsent(
     before: new Date(before),
     limit: options.channelsPerRound ?? 500,
   });
-  let published = 0;
+  let driven = 0;
   for (const w of waiting) {
     const { priority } = w.message;
     const since = await oldest(deps.bus.streams.work, deps.bus.subjects.work(w.channel, priority));
     const changed = Math.max(w.updatedAt.getTime(), w.nextAttemptAt?.getTime() ?? 0);
     if (mayBeQueued(since, changed)) continue;
-    if (await redrive(deps, w)) published++;
+    if (await redrive(deps, w)) driven++;
   }
-  return published;
+  return driven;
 }
 
 /**
- * Publishes a stalled channel's work item again. The row is touched first (only if it is still
- * as found), so the item is newer than its row's last change and a later round leaves it alone
- * while it waits; its msg id names that change, so two rounds never publish it twice.
+ * Publishes a stalled channel's work item again, rebuilt as routing builds it. The row is
+ * touched first (only if it is still as found), so the item is newer than its row's last change
+ * and a later round leaves it alone while it waits; its msg id names that change, so two rounds
+ * never publish it twice. A channel whose address routing would not send to now (on the
+ * suppression list for the notification's client, or gone) is suppressed instead, with the
+ * reason routing gives and the entry in its history, so it ends and its notification completes.
  */
 async function redrive(deps: ReconcilerDeps, w: WaitingChannel): Promise<boolean> {
   const lane = deps.lanes[w.message.priority];
   const profile = await lane.profiles.load(w.message.user_id);
   const planned = await buildItem(lane, w.message, profile, w.channel);
+  if (planned.status === "suppressed") {
+    const settled = await settleWaitingChannel(deps.database, w, planned);
+    if (settled)
+      deps.log.info(
+        { notification_id: w.message.notification_id, channel: w.channel, status: w.status, reason: planned.reason },
+        "reconciler suppressed a stalled channel whose address is not to be sent to",
+      );
+    return settled;
+  }
   if (planned.status !== "pending") {
     deps.log.warn(
       {

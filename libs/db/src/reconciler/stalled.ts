@@ -1,7 +1,8 @@
-import type { Channel, ChannelStatus } from "@notify/core";
+import { type Channel, type ChannelStatus, canTransition } from "@notify/core";
 import { asLaneNotification, type LaneNotification, type LaneRow } from "../accept/lane-message.js";
 import { lockChannels } from "../lock-order.js";
 import type { Database } from "../pool.js";
+import { type RoutedChannel, routedReason } from "../routing/channels.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels } from "../schema/index.js";
 
@@ -97,6 +98,34 @@ export async function touchWaitingChannel(
       and status = ${found.status} and date_trunc('milliseconds', updated_at) = ${found.updatedAt}
     returning updated_at`;
   return row?.updated_at ?? null;
+}
+
+/** A stalled channel as it was found: the row is changed only while it is still so. */
+type FoundChannel = Parameters<typeof touchWaitingChannel>[1];
+
+/**
+ * Gives a stalled channel the outcome routing decides for it now instead of sending it (its
+ * address put on the suppression list, or gone, since it was routed), if it is still as it was
+ * found (same status, same last change), with its history row (`reason: detail`), in one
+ * statement. Answers whether it moved.
+ */
+export async function settleWaitingChannel(
+  database: Database,
+  found: FoundChannel,
+  outcome: Pick<RoutedChannel, "status" | "reason" | "detail">,
+): Promise<boolean> {
+  if (!canTransition(found.status, outcome.status)) return false;
+  const rows = await database.sql`
+    with moved as (
+      update notification_channels set status = ${outcome.status}, reason = ${outcome.reason}, next_attempt_at = null,
+        updated_at = now()
+      where notification_id = ${found.message.notification_id} and channel = ${found.channel}
+        and status = ${found.status} and date_trunc('milliseconds', updated_at) = ${found.updatedAt}
+      returning notification_id, channel, status, attempts, provider_id, updated_at
+    )
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
+    select notification_id, channel, status, ${routedReason(outcome)}, attempts, provider_id, updated_at from moved`;
+  return rows.count > 0;
 }
 
 /**
