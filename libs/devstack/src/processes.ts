@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
+import { guardChild } from "./guardian.js";
 import { appEntry, type ProcessName, ROOT } from "./paths.js";
 
 export interface AppProcess {
@@ -43,6 +44,9 @@ export function spawnApp(
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // Stopped with the process that started it, however that one ends: the apps first, a few
+  // seconds to drain while the servers they use are still up.
+  guardChild(child, { marker: appEntry(name), signal: "SIGTERM", graceMs: 5000, stage: 0 });
   const recent: string[] = [];
   for (const stream of [child.stdout, child.stderr]) {
     if (!stream) continue;
@@ -101,6 +105,12 @@ export async function spawnHelper<T>(options: {
   args?: string[];
   env?: Record<string, string>;
   detached?: boolean;
+  /**
+   * Once the process that started it has ended, however: how long it has after SIGTERM (it also
+   * stops by itself when its IPC channel closes), and its stage (0 with the apps, 1 with the
+   * servers).
+   */
+  orphaned?: { graceMs: number; stage: number };
   source: string;
   onLine: (source: string, line: string) => void;
 }): Promise<{ ready: T; child: ChildProcess; exited: Promise<void> }> {
@@ -110,6 +120,8 @@ export async function spawnHelper<T>(options: {
     ...(options.env ? { env: options.env } : {}),
     stdio: ["ignore", "pipe", "pipe", "ipc"],
   });
+  const orphaned = options.orphaned ?? { graceMs: 5000, stage: 0 };
+  guardChild(child, { marker: options.entry, signal: "SIGTERM", ...orphaned });
   for (const stream of [child.stdout, child.stderr]) {
     if (stream) createInterface({ input: stream }).on("line", (line) => options.onLine(options.source, line));
   }

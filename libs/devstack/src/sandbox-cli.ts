@@ -87,7 +87,13 @@ if (env.WEBHOOK_SANDBOX_PORT) {
   ready.webhooks = receiver.url;
 }
 
-const stop = () => void Promise.all(closers.map((close) => close())).then(() => process.exit(0));
+// Once, whichever comes first: a signal, or the parent's end (the IPC channel closes).
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  void Promise.all(closers.map((close) => close())).then(() => process.exit(0));
+};
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);
 if (process.send) {

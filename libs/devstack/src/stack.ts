@@ -612,6 +612,8 @@ async function startInfra(
     entry: INFRA_ENTRY,
     args: [JSON.stringify(request)],
     detached: true,
+    // It stops its servers itself once its parent is gone (up to a minute for PostgreSQL).
+    orphaned: { graceMs: 60_000, stage: 1 },
     source: "stack",
     onLine,
   });

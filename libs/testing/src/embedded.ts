@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { request } from "node:https";
 import { join } from "node:path";
-import { isProcessOf, processAlive, ROOT, readPidFile } from "@notify/devstack/local";
+import { guardChild, isProcessOf, processAlive, ROOT, readPidFile } from "@notify/devstack/local";
 import postgres from "postgres";
 
 // The embedded default as a user runs it (`npm start` in a shell), for the tests and the soak
@@ -11,8 +11,9 @@ import postgres from "postgres";
 
 /**
  * `npm start` as a newcomer runs it, in a process group of its own so that a test can kill the
- * whole stack at once. Only PATH and HOME come from the test's environment: no DATABASE_URL, no
- * NATS_URL, nothing a developer's shell might hold.
+ * whole stack at once (and so that the group is stopped when the test process ends, however it
+ * ends). Only PATH and HOME come from the test's environment: no DATABASE_URL, no NATS_URL,
+ * nothing a developer's shell might hold.
  */
 export interface StartedStack {
   child: ChildProcess;
@@ -29,6 +30,9 @@ export function npmStart(dataDir: string, env: Record<string, string> = {}): Sta
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: dataDir, PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // npm start stops its stack on SIGTERM (the embedded servers' supervisor, in a group of its
+  // own, once npm start is gone).
+  guardChild(child, { marker: "npm", group: true, signal: "SIGTERM", graceMs: 30_000, stage: 0 });
   const output: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const running = new Promise<void>((resolve, reject) => {
