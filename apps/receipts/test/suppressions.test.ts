@@ -71,6 +71,10 @@ t.test("a bounce suppresses its address only when its classification is about th
   for (const senders of ["Reputation", "Content", "Technical", "Frequency/Volume"]) {
     t.equal(bounce(senders), null, `${senders}: the sender's problem, not the address's`);
   }
+  // Without a type the receipt reads it as a hard bounce: so does the list.
+  t.equal(sendgridSuppressionReason({ event: "bounce" }), "hard_bounce", "no type: a hard bounce");
+  t.equal(sendgridSuppressionReason({ event: "bounce", type: "blocked" }), null, "blocked: temporary");
+  t.equal(sendgridSuppressionReason({ event: "bounce", type: "expired" }), null, "a type it does not know: none");
 });
 
 t.test("SendGrid events through the sandbox: what each puts on the list", async (t) => {

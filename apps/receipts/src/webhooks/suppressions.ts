@@ -32,14 +32,15 @@ const ADDRESS_BOUNCES = new Set(["invalid address", "mailbox unavailable", "uncl
 
 /**
  * The reason a SendGrid event puts its address on the list, or null. A `bounce` of type `bounce`
- * is a hard bounce, unless its classification says the sender was refused rather than the
- * address (an event without a classification counts as the address's); of type `blocked` a
- * temporary refusal by the receiving server, which says nothing lasting about the address.
+ * (or of no type, which its receipt also reads as a hard bounce) is a hard bounce, unless its
+ * classification says the sender was refused rather than the address (an event without a
+ * classification counts as the address's); of type `blocked` a temporary refusal by the
+ * receiving server, which says nothing lasting about the address.
  */
 export function sendgridSuppressionReason(event: Record<string, unknown>): SuppressionReason | null {
   switch (event.event) {
     case "bounce": {
-      if (event.type !== "bounce") return null;
+      if (event.type !== undefined && event.type !== "bounce") return null;
       const classification = text(event.bounce_classification);
       return classification === undefined || ADDRESS_BOUNCES.has(classification) ? "hard_bounce" : null;
     }
