@@ -1,4 +1,4 @@
-import { NOTIFICATION_STATUS_DESCRIPTIONS, NOTIFICATION_STATUSES } from "@notify/core";
+import { NOTIFICATION_STATUS_DESCRIPTIONS, NOTIFICATION_STATUSES, WEBHOOK_EVENT_TYPES } from "@notify/core";
 import { seedApiKey } from "@notify/db";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import t from "tap";
@@ -74,6 +74,17 @@ t.test("a notification's status is documented as the closed enum, each value exp
   for (const value of NOTIFICATION_STATUSES) t.match(status.description, `\`${value}\`: `);
   const list = JSON.stringify(doc.paths["/api/v1/users/{id}/notifications"]?.get);
   t.match(list, /"enum":\["accepted","processing"/, "the list's items carry the same enum");
+});
+
+t.test("every webhook event type is described under webhooks, with the Standard Webhooks headers", async (t) => {
+  const webhooks = (doc as unknown as { webhooks: Record<string, { post: Record<string, unknown> }> }).webhooks;
+  t.same(Object.keys(webhooks).sort(), [...WEBHOOK_EVENT_TYPES, "ping"].sort());
+  for (const [type, item] of Object.entries(webhooks)) {
+    const post = JSON.stringify(item.post);
+    for (const header of ["webhook-id", "webhook-timestamp", "webhook-signature"]) t.match(post, `"name":"${header}"`);
+    t.match(post, `"type":{"const":"${type}"}`, `${type}: its body's type`);
+  }
+  t.match(JSON.stringify(webhooks["channel.bounced"]), /"provider_id"/, "a channel event's data has its provider ids");
 });
 
 t.test("a readable, self-contained docs page", async (t) => {

@@ -141,6 +141,33 @@ t.test("a failing endpoint is retried on the schedule, then the delivery is dead
   t.ok(posts.every((p) => p.verified));
 });
 
+t.test("a connection the receiver drops is a failed attempt without a status, retried", async (t) => {
+  dispatching(t);
+  await startSender(t);
+  const hook = await endpoint("drop-client", "drop", ["channel.delivered"]);
+  receiver.fault({ drop: true, match_name: "drop", times: 1 });
+  const id = await notification(database, "drop-client");
+  await eventually(
+    async () => {
+      const [row] = await database.sql`select status from webhook_deliveries where endpoint_id = ${hook.id}`;
+      return row?.status === "delivered" ? true : undefined;
+    },
+    15_000,
+    "the delivery after the drop",
+  );
+  const attempts =
+    await database.sql`select attempt, status_code, error from webhook_attempts where endpoint_id = ${hook.id} order by attempt`;
+  t.match(attempts, [
+    { attempt: 1, status_code: null, error: /\S/ },
+    { attempt: 2, status_code: 204 },
+  ]);
+  t.same(
+    received("drop", id).map((p) => p.answer),
+    [0, 204],
+    "the receiver lists the dropped post, then the retry",
+  );
+});
+
 t.test("an endpoint failing for too long is disabled and what it was owed becomes dead", async (t) => {
   dispatching(t);
   await startSender(t, { schedule: [0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2], disableAfterMs: 500 });

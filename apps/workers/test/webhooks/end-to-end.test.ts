@@ -107,4 +107,31 @@ t.test("a registered endpoint hears a notification's whole life, signed", async 
   const list = (await attempts.json()) as { data: Array<{ status_code: number; event_type: string }> };
   t.ok(list.data.length >= 3);
   t.ok(list.data.every((a) => a.status_code === 204));
+
+  // A replay of the last minutes posts the notification's events again, each with its webhook-id.
+  const since = new Date(Date.now() - 600_000).toISOString();
+  const replay = await api(`/webhook-endpoints/${endpoint.id}/replay`, {
+    method: "POST",
+    body: JSON.stringify({ since }),
+  });
+  t.equal(replay.status, 202);
+  t.ok(((await replay.json()) as { replayed: number }).replayed >= posts.length, "every event of the range");
+  await eventually(
+    async () =>
+      posts.every((p) => mine().filter((m) => m.webhook_id === p.webhook_id).length >= 2) ? true : undefined,
+    30_000,
+    "the replayed posts",
+  );
+
+  // POST …/test: a ping to this endpoint alone, signed like every event.
+  const ping = await api(`/webhook-endpoints/${endpoint.id}/test`, { method: "POST" });
+  t.equal(ping.status, 202);
+  const { event_id } = (await ping.json()) as { event_id: string };
+  const pinged = await eventually(
+    async () => receiver.received("main").find((r) => r.webhook_id === event_id),
+    30_000,
+    "the ping",
+  );
+  t.equal(pinged.type, "ping");
+  t.ok(pinged.verified, "the ping verifies");
 });

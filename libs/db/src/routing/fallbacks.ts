@@ -50,11 +50,26 @@ export async function startFallbackWait(database: Database, id: string, step: nu
     where notification_id = ${id} and next_step = ${step} and confirm_by is null and done_at is null`;
 }
 
-/** Ends a chain at `step`: the watched channel reached the user, or failed in a way the step does not cover. */
+/**
+ * Ends a chain at `step`: the watched channel reached the user, or failed in a way the step does
+ * not cover. A notification's outcome waits for its open chain, and no channel changes when the
+ * chain ends, so the end itself asks the webhook dispatcher to decide whether the notification is
+ * completed, as a channel's outcome does (drizzle/0020's trigger: for an endpoint that wants
+ * notification.completed, or a broadcast's tally that counts it).
+ */
 export async function endFallback(database: Database, id: string, step: number): Promise<void> {
   await database.sql`
-    update notification_fallbacks set done_at = now()
-    where notification_id = ${id} and next_step = ${step} and done_at is null`;
+    with ended as (
+      update notification_fallbacks set done_at = now()
+      where notification_id = ${id} and next_step = ${step} and done_at is null
+      returning notification_id)
+    insert into webhook_completion_checks (notification_id)
+    select e.notification_id from ended e join notifications n on n.id = e.notification_id
+    where webhook_wanted(n.client_id, 'notification.completed')
+      or exists (select 1 from broadcast_recipients r
+        join webhook_broadcast_tallies t on t.broadcast_id = r.broadcast_id and t.completed_at is null
+        where r.notification_id = e.notification_id)
+    on conflict do nothing`;
 }
 
 /** The next channel's outcome as routing decided it (`detail`: as RoutedChannel's). */

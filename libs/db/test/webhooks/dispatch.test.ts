@@ -1,7 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { freshDatabase } from "@notify/testing";
 import t from "tap";
-import { checkCompletions, type DueDelivery, dispatchDue, purgeWebhookHistory } from "../../src/index.js";
+import {
+  checkCompletions,
+  type DueDelivery,
+  dispatchDue,
+  endFallback,
+  purgeWebhookHistory,
+  takeFallbackStep,
+} from "../../src/index.js";
 
 // The webhook dispatcher's steps against the real PostgreSQL: completion checks that count a
 // broadcast's recipients and write broadcast.completed once, and due deliveries handed out
@@ -148,6 +155,78 @@ t.test("a broadcast accepted while no endpoint wanted broadcast.completed is not
   await drain();
   t.same(await completedEvents(broadcast), []);
   t.same(await sql`select 1 from webhook_broadcast_tallies where broadcast_id = ${broadcast}`, []);
+});
+
+t.test("a notification whose fallback chain stops after its channel ended is completed then", async (t) => {
+  await endpoint("chain-client", ["notification.completed"]);
+  const id = randomUUID();
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${id}, 'chain-client', 'u-chain', 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
+  await sql`insert into notification_fallbacks (notification_id, steps, watching)
+    values (${id}, ${sql.json([{ channel: "email", when: ["failed"] }] as never)}, 'push')`;
+  await sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'push', 'pending')`;
+  // Suppressed: the step (on failure only) may still be taken until the processor's chain stops.
+  await end([id], "suppressed");
+  await drain();
+  const completed = () =>
+    sql`select data from webhook_events where type = 'notification.completed' and notification_id = ${id}`;
+  t.same(await completed(), [], "not while the chain may send another channel");
+  await endFallback(database, id, 0);
+  await drain();
+  t.match(await completed(), [{ data: { status: "suppressed" } }], "completed once the chain stops");
+});
+
+t.test("a fallback step taken and a channel expired are events", async (t) => {
+  await endpoint("step-client", ["fallback.taken", "channel.failed", "channel.expired"]);
+  const id = randomUUID();
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${id}, 'step-client', 'u-step', 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
+  await sql`insert into notification_fallbacks (notification_id, steps, watching)
+    values (${id}, ${sql.json([{ channel: "email", when: ["failed"] }] as never)}, 'push')`;
+  await sql`insert into notification_channels (notification_id, channel, status) values (${id}, 'push', 'pending')`;
+  await end([id], "failed");
+  const next = {
+    channel: "email" as const,
+    status: "expired" as const,
+    reason: "deliver_by passed",
+    nextAttemptAt: null,
+  };
+  t.ok(
+    await takeFallbackStep(database, {
+      notificationId: id,
+      userId: "u-step",
+      step: 0,
+      from: "push",
+      because: "failed",
+      next,
+    }),
+  );
+  const events = await sql<Array<{ type: string; data: Record<string, unknown> }>>`
+    select type, data from webhook_events where notification_id = ${id} order by id`;
+  t.match(events, [
+    { type: "channel.failed", data: { channel: "push", status: "failed" } },
+    { type: "fallback.taken", data: { from: "push", to: "email", because: "failed", step: 1 } },
+    { type: "channel.expired", data: { channel: "email", status: "expired", reason: "deliver_by passed" } },
+  ]);
+  t.equal(events.length, 3);
+});
+
+t.test("an in-app item read and a broadcast expanded are events", async (t) => {
+  await endpoint("read-client", ["inbox.read", "broadcast.expanded"]);
+  const broadcast = await newBroadcast("read-client");
+  const [id] = await expand(broadcast, "read-client", 1);
+  await sql`insert into inbox_items (user_id, client_id, notification_id, category, body)
+    values (${`u-${id}`}, 'read-client', ${id as string}, 'deals', 'hello')`;
+  await sql`update inbox_items set read_at = now() where notification_id = ${id as string}`;
+  await sql`update inbox_items set read_at = now() where notification_id = ${id as string}`;
+  await finish(broadcast);
+  const events = await sql<Array<{ type: string; data: Record<string, unknown> }>>`
+    select type, data from webhook_events where client_id = 'read-client' order by id`;
+  t.match(events, [
+    { type: "inbox.read", data: { notification_id: id, channel: "in_app", user_id: `u-${id}` } },
+    { type: "broadcast.expanded", data: { broadcast_id: broadcast, expanded: 1 } },
+  ]);
+  t.equal(events.length, 2, "read once, expanded once");
 });
 
 /** Endpoints whose events are owed at once: `backlog` each, all due. */
