@@ -9,7 +9,7 @@ import { ingestApp } from "./support.js";
 // the entries that hold for every client or reads another client's; bad input is a problem that
 // writes nothing; the first entry is kept; the list filters and pages.
 const metrics = createMetrics("ingest");
-const { app, database } = await ingestApp(t, { metrics, maxBodyBytes: 8192 });
+const { app, database, lines } = await ingestApp(t, { metrics, maxBodyBytes: 8192 });
 const shop = await seedApiKey(database, { clientId: "shop", name: "shop contacts", scopes: ["contacts"] });
 const shopAdmin = await seedApiKey(database, { clientId: "shop", name: "shop admin", scopes: ["admin"] });
 const shopRead = await seedApiKey(database, { clientId: "shop", name: "shop read", scopes: ["read", "ingest"] });
@@ -227,6 +227,59 @@ t.test("all_clients entries: read by every client, added and removed by an opera
     "not_found",
   );
   t.equal((await call("DELETE", `${path("email", "bounced@example.com")}?scope=all_clients`, operator)).status, 204);
+});
+
+t.test(
+  "a removal's note says why: logged with the key that removed the entry; a bad one removes nothing",
+  async (t) => {
+    const [key] = await database.sql<{ id: string }[]>`select id from api_keys where client_id = 'ops'`;
+    t.equal((await call("PUT", path("email", "fixed@example.com"), operator, { scope: "all_clients" })).status, 201);
+    const removal = () => `${path("email", "fixed@example.com")}?scope=all_clients`;
+    const tooLong = encodeURIComponent("x".repeat(501));
+    const refused = await expectProblem(
+      t,
+      await call("DELETE", `${removal()}&note=${tooLong}`, operator),
+      400,
+      "validation_failed",
+    );
+    t.match(refused, { errors: [{ field: "note", message: "note must be at most 500 characters" }] });
+    await expectProblem(t, await call("DELETE", `${removal()}&note=a%0Ab`, operator), 400, "validation_failed");
+    t.equal((await call("GET", path("email", "fixed@example.com"), shop)).status, 200, "still there");
+
+    const before = lines().length;
+    const note = "the user fixed their mailbox <ticket 42>";
+    const removed = await call("DELETE", `${removal()}&note=${encodeURIComponent(note)}`, operator);
+    t.equal(removed.status, 204);
+    t.equal((await call("GET", path("email", "fixed@example.com"), shop)).status, 404, "gone");
+    const logged = lines()
+      .slice(before)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === "suppression removed");
+    t.match(logged, [{ client_id: "ops", channel: "email", scope: "all_clients", note }]);
+    t.ok(key, "the operator's key");
+    t.equal(logged[0]?.key_id, key?.id, "with the key that removed it");
+    t.notOk(JSON.stringify(logged).includes("fixed@example.com"), "the address is not logged");
+
+    t.equal((await call("PUT", path("email", "noted@example.com"), shop)).status, 201);
+    const plain = lines().length;
+    t.equal((await call("DELETE", path("email", "noted@example.com"), shop)).status, 204, "the note is optional");
+    const bare = lines()
+      .slice(plain)
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((line) => line.msg === "suppression removed");
+    t.ok(bare && !("note" in bare), "no note, none logged");
+  },
+);
+
+t.test("the contract documents the removal's note", async (t) => {
+  const doc = (await (await app.request("/api/v1/openapi.json")).json()) as {
+    paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string; schema?: unknown }> }>>;
+  };
+  const removal = doc.paths["/api/v1/suppressions/{channel}/{address}"]?.delete;
+  t.match(
+    removal?.parameters?.find((p) => p.name === "note"),
+    { in: "query", schema: { type: "string", maxLength: 500 } },
+  );
 });
 
 t.test("the list: what holds for the client, filtered, paged newest first", async (t) => {

@@ -1,17 +1,5 @@
-import { common, int, port, text } from "@notify/config";
+import { categoryList, common, criticalCategories, int, port, text } from "@notify/config";
 import * as v from "valibot";
-
-const categoryList = (fallback: string) =>
-  v.pipe(
-    v.optional(v.string(), fallback),
-    v.transform((s) =>
-      s
-        .split(",")
-        .map((c) => c.trim())
-        .filter(Boolean),
-    ),
-    v.checkItems((c) => /^[a-z0-9][a-z0-9_.-]{0,63}$/.test(c), "must be comma-separated category names"),
-  );
 
 export const ProcessorConfig = v.object({
   ...common,
@@ -33,8 +21,8 @@ export const ProcessorConfig = v.object({
   LEASE_TTL_SECONDS: int(10, 9, 300),
   /** Lane messages handled at once per lane partition; one user's stay in order regardless. */
   PARTITION_CONCURRENCY: int(16, 1, 1024),
-  /** Categories that no preference can suppress (comma-separated). */
-  CRITICAL_CATEGORIES: categoryList("security,otp"),
+  /** Categories no preference can suppress (CRITICAL_CATEGORIES, shared with the workers). */
+  ...criticalCategories(),
   /**
    * Promotional categories that are dropped (suppressed, reason quiet_hours) instead of
    * deferred when they arrive inside the user's quiet hours: offers worthless by morning.

@@ -22,7 +22,11 @@ t.test("an unsubscribed category is suppressed by preference for the notificatio
 
   // The link the workers put on that email, and what its token says.
   const key = await loadUnsubscribeKey(database);
-  const headers = listUnsubscribeHeaders(key, { baseUrl: "https://notify.example.com", categories: [] }, item);
+  const headers = listUnsubscribeHeaders(
+    key,
+    { baseUrl: "https://notify.example.com", categories: [], criticalCategories: [] },
+    item,
+  );
   const token = /\/u\/([^>]+)>/.exec(headers?.["List-Unsubscribe"] ?? "")?.[1] ?? "";
   const claims = verifyUnsubscribeToken(key, token);
   t.same(claims, { clientId: "shop", userId: "ada", category: "news" });

@@ -1,4 +1,4 @@
-import { common, int, port, text, unsubscribeLinks } from "@notify/config";
+import { common, criticalCategories, int, port, text, unsubscribeLinks } from "@notify/config";
 import {
   DEFAULT_FAILOVER_AFTER_ATTEMPTS,
   DEFAULT_WEBHOOK_RETRY_SCHEDULE_SECONDS,
@@ -40,6 +40,8 @@ const Env = v.object({
   ...channelProviderEnv,
   /** Which email carries a List-Unsubscribe link, and where it points (UNSUBSCRIBE_*). */
   ...unsubscribeLinks(),
+  /** The categories routing sends whatever the user's opt-outs: their email goes without the link (CRITICAL_CATEGORIES). */
+  ...criticalCategories(),
   /** The workers' only server, the operator's: health, readiness, metrics and the breaker view. */
   PORT: port(3002),
   /** Its interface: loopback by default; 0.0.0.0 where probes or a scraper run elsewhere. */

@@ -86,6 +86,13 @@ export async function startWorkers(
     if (unsubscribeUrl === undefined && config.EMAIL_PROVIDER !== "off") {
       log.warn("UNSUBSCRIBE_BASE_URL is not set: email goes without List-Unsubscribe headers");
     }
+    const listedCritical = config.UNSUBSCRIBE_CATEGORIES.filter((c) => config.CRITICAL_CATEGORIES.includes(c));
+    if (unsubscribeUrl !== undefined && listedCritical.length > 0) {
+      log.warn(
+        { categories: listedCritical },
+        "UNSUBSCRIBE_CATEGORIES lists critical categories: their email carries List-Unsubscribe, but routing ignores the opt-out it records",
+      );
+    }
     const unsubscribe =
       unsubscribeUrl === undefined
         ? undefined
@@ -94,6 +101,7 @@ export async function startWorkers(
               baseUrl: unsubscribeUrl,
               mailto: config.UNSUBSCRIBE_MAILTO || undefined,
               categories: config.UNSUBSCRIBE_CATEGORIES,
+              criticalCategories: config.CRITICAL_CATEGORIES,
             },
             () => loadUnsubscribeKey(databases.promotional),
           );

@@ -3,10 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { run } from "@notify/cli";
 import type { GuardValue, WorkItem } from "@notify/core";
+import { resetChannelForReplay } from "@notify/db";
 import { startPlivoSandbox, startSendgridSandbox } from "@notify/devstack";
 import { createPlivoProvider, createSendgridProvider } from "@notify/providers";
 import { eventually } from "@notify/testing";
-import t from "tap";
+import t, { type Test } from "tap";
 import { startConsumers } from "../src/consumers.js";
 import { deliver } from "../src/delivery/deliver.js";
 import { channelRow, deadLetters, harness, statusHistory, workItem } from "./helpers.js";
@@ -15,7 +16,8 @@ import { channelRow, deadLetters, harness, statusHistory, workItem } from "./hel
 // however its item came back (a replayed dead letter): an address with an entry that holds for
 // the notification's client (helpers' notifications are client "c") or for every client is never
 // sent to; the channel ends suppressed (address_suppressed, the entry in its history), acked,
-// not dead-lettered. Real Postgres and NATS, and the SendGrid and Plivo sandboxes.
+// not dead-lettered. A replay's plan skips a suppressed address already; the workers' check
+// covers one suppressed after the plan. Real Postgres and NATS, and the SendGrid and Plivo sandboxes.
 const h = await harness(t);
 const journal = join(mkdtempSync(join(tmpdir(), "notify-suppression-")), "sendgrid.jsonl");
 const sendgrid = await startSendgridSandbox({ port: 0, apiKey: "SG.test", journal });
@@ -106,31 +108,82 @@ t.test("a claim another worker holds is left to it: the send it may be making is
   t.match(await channelRow(database, item), { status: "delivered" }, "what the guard says was sent is recorded");
 });
 
-t.test("a dead letter replayed after its address was suppressed is not sent and ends suppressed", async (t) => {
-  const delivery = await startConsumers({
+/** The consumers, as a worker process runs them: started by the first test that needs them. */
+let consuming: Promise<unknown> | undefined;
+const gates = [email, sms];
+const consumers = () => {
+  consuming ??= startConsumers({
     ...h.deps(email),
     databases: { transactional: database, promotional: database },
-    gates: [email, sms],
+    gates,
     concurrency: { transactional: 2, promotional: 2 },
+  }).then((delivery) => {
+    t.teardown(() => delivery.stop());
+    return delivery;
   });
-  t.teardown(() => delivery.stop());
-  const item = await workItem(database, { userId: "grace", to: "grace@example.com" });
-  await database.sql`insert into user_contacts (user_id, email) values ('grace', 'grace@example.com')`;
-  sendgrid.fault({ status: 400, match_to: "grace@example.com" });
+  return consuming;
+};
+
+/** A dead letter for `userId`'s email, as a provider's refusal makes one. */
+async function deadLettered(t: Test, userId: string, to: string) {
+  await consumers();
+  const item = await workItem(database, { userId, to });
+  await database.sql`insert into user_contacts (user_id, email) values (${userId}, ${to})`;
+  sendgrid.fault({ status: 400, match_to: to });
   await h.bus.publish(h.bus.subjects.work(item.channel, item.priority), item, `${item.notification_id}:email`);
   await eventually(async () => ((await channelRow(database, item))?.status === "failed" ? true : undefined));
   t.equal((await deadLetters(h.bus, item.notification_id)).length, 1, "dead-lettered");
   sendgrid.reset();
+  return item;
+}
 
-  await suppress("email", "grace@example.com", "", "spam_complaint");
-  let stderr = "";
-  const io = { stdout: { write: () => true }, stderr: { write: (s: string) => (stderr += s) } };
-  const code = await run(["dlq", "replay", "--notification", item.notification_id], io, {
-    database,
-    bus: async () => h.bus,
-    criticalCategories: [],
+t.test("a dead letter whose address was suppressed is not replayed: the plan names the entry", async (t) => {
+  const item = await deadLettered(t, "grace", "grace@example.com");
+  const since = await suppress("email", "grace@example.com", "", "spam_complaint");
+  const skipped = `skipped: the address is on the suppression list (address_suppressed: spam_complaint, every client, since ${since})`;
+  for (const more of [["--dry-run"], []]) {
+    let stdout = "";
+    let stderr = "";
+    const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } };
+    const code = await run(["dlq", "replay", "--notification", item.notification_id, ...more, "--json"], io, {
+      database,
+      bus: async () => h.bus,
+      criticalCategories: [],
+    });
+    t.equal(code, 0, stderr);
+    t.match(
+      JSON.parse(stdout),
+      { data: [{ result: skipped }] },
+      `${more[0] ?? "a run"}: what the workers would refuse`,
+    );
+  }
+  t.match(await channelRow(database, item), { status: "failed" }, "the channel is left as it was");
+  t.same(mailsTo(item.notification_id), { answered: 0, journaled: 0 }, "the sandbox received nothing");
+  t.match(await statusHistory(database, item), [{ status: "failed", reason: /^sendgrid 400/ }]);
+  t.equal((await deadLetters(h.bus, item.notification_id)).length, 1, "not dead-lettered again");
+});
+
+t.test("an address suppressed after a replay was planned is never sent to: it ends suppressed", async (t) => {
+  const item = await deadLettered(t, "hopper", "hopper@example.com");
+  // What a replay does once its plan found the address clear (libs/ops replay): the send guard
+  // released, the channel reset and the item published again. The address was suppressed in between.
+  await suppress("email", "hopper@example.com", "", "spam_complaint");
+  const dead = await guardOf(item);
+  const released: GuardValue = {
+    ...(dead as GuardValue),
+    state: "failed",
+    at: Date.now(),
+    reason: "released for a replay",
+  };
+  await guard.put(`${item.notification_id}.email`, new TextEncoder().encode(JSON.stringify(released)));
+  const reset = await resetChannelForReplay(database, {
+    notificationId: item.notification_id,
+    channel: "email",
+    from: ["failed"],
+    reason: "replay",
   });
-  t.equal(code, 0, stderr);
+  t.ok(reset);
+  await h.bus.publish(h.bus.subjects.work(item.channel, item.priority), item, `${item.notification_id}:email:replay:1`);
   const row = await eventually(async () => {
     const r = await channelRow(database, item);
     return r?.status === "suppressed" ? r : undefined;

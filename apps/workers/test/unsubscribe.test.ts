@@ -1,8 +1,10 @@
+import { parseConfig } from "@notify/config";
 import { verifyUnsubscribeToken, type WorkItem } from "@notify/core";
 import { loadUnsubscribeKey } from "@notify/db";
 import { startSendgridSandbox, startSmtpSandbox } from "@notify/devstack";
 import { createSendgridProvider, createSmtpProvider } from "@notify/providers";
 import t from "tap";
+import { WorkersConfig } from "../src/config.js";
 import { deliver } from "../src/delivery/deliver.js";
 import { unsubscribeHeaders } from "../src/delivery/unsubscribe.js";
 import { channelRow, harness, workItem } from "./helpers.js";
@@ -28,7 +30,12 @@ const [viaSmtp] = h.gates([smtpProvider]);
 if (!viaSendgrid || !viaSmtp) throw new Error("no gates");
 
 const unsubscribe = unsubscribeHeaders(
-  { baseUrl: "https://notify.example.com/", mailto: "unsubscribe@example.com", categories: ["digest"] },
+  {
+    baseUrl: "https://notify.example.com/",
+    mailto: "unsubscribe@example.com",
+    categories: ["digest", "otp"],
+    criticalCategories: ["security", "otp"],
+  },
   () => loadUnsubscribeKey(h.database),
 );
 const key = await loadUnsubscribeKey(h.database);
@@ -85,6 +92,22 @@ for (const [provider, gate, headersOf] of [
     t.equal(headers["list-unsubscribe-post"], undefined);
   });
 
+  t.test(`${provider}: a promotional email of a critical category carries neither`, async (t) => {
+    // Routing sends it whatever the user's opt-outs: an unsubscribe link would do nothing.
+    const item = await email({ priority: "promotional", category: "security" });
+    t.same(await deliver(h.deps(gate, { unsubscribe }), item), { ack: true });
+    t.match(await channelRow(h.database, item), { status: "delivered" });
+    const headers = await headersOf(item.notification_id);
+    t.equal(headers["list-unsubscribe"], undefined);
+    t.equal(headers["list-unsubscribe-post"], undefined);
+  });
+
+  t.test(`${provider}: a critical category listed in UNSUBSCRIBE_CATEGORIES carries both`, async (t) => {
+    const item = await email({ priority: "promotional", category: "otp" });
+    t.same(await deliver(h.deps(gate, { unsubscribe }), item), { ack: true });
+    t.match((await headersOf(item.notification_id))["list-unsubscribe"], LINK);
+  });
+
   t.test(`${provider}: a transactional email of a listed category carries both`, async (t) => {
     const item = await email({ priority: "transactional", category: "digest" });
     t.same(await deliver(h.deps(gate, { unsubscribe }), item), { ack: true });
@@ -105,11 +128,14 @@ t.test("without UNSUBSCRIBE_BASE_URL (no unsubscribe), or without a client on th
 
 t.test("a key that cannot be read yet fails the attempt before the claim: retried, then sent", async (t) => {
   let reads = 0;
-  const flaky = unsubscribeHeaders({ baseUrl: "https://notify.example.com/", categories: [] }, async () => {
-    reads++;
-    if (reads === 1) throw new Error("the database is away");
-    return loadUnsubscribeKey(h.database);
-  });
+  const flaky = unsubscribeHeaders(
+    { baseUrl: "https://notify.example.com/", categories: [], criticalCategories: [] },
+    async () => {
+      reads++;
+      if (reads === 1) throw new Error("the database is away");
+      return loadUnsubscribeKey(h.database);
+    },
+  );
   const item = await email({ priority: "promotional", category: "news" });
   const first = await deliver(h.deps(viaSendgrid, { unsubscribe: flaky }), item).catch((error: unknown) => error);
   t.not((first as { ack?: boolean }).ack, true, "the first attempt is not acked");
@@ -117,4 +143,14 @@ t.test("a key that cannot be read yet fails the attempt before the claim: retrie
   t.same(await deliver(h.deps(viaSendgrid, { unsubscribe: flaky }), item), { ack: true }, "the retry sends");
   t.match(await channelRow(h.database, item), { status: "delivered" }, "delivered, not unsettled");
   t.match((await sendgridHeaders(item.notification_id))["list-unsubscribe"], /notify\.example\.com\/u\//);
+});
+
+t.test("the workers read CRITICAL_CATEGORIES, with the processor's default", async (t) => {
+  const env = { DATABASE_URL: "postgres://notify@127.0.0.1:5432/notify" };
+  t.same(parseConfig(WorkersConfig, env).CRITICAL_CATEGORIES, ["security", "otp"]);
+  t.same(parseConfig(WorkersConfig, { ...env, CRITICAL_CATEGORIES: "security, 2fa" }).CRITICAL_CATEGORIES, [
+    "security",
+    "2fa",
+  ]);
+  t.throws(() => parseConfig(WorkersConfig, { ...env, CRITICAL_CATEGORIES: "Security!" }), /CRITICAL_CATEGORIES/);
 });

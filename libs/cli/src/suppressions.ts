@@ -209,17 +209,22 @@ const add: Command = async (argv, io, deps) => {
 };
 
 const remove: Command = async (argv, io, deps) => {
-  const { values, positionals } = parseOptions(argv, { client: { type: "string" }, all: { type: "boolean" } }, [
-    "CHANNEL",
-    "ADDRESS",
-  ]);
+  const { values, positionals } = parseOptions(
+    argv,
+    { client: { type: "string" }, all: { type: "boolean" }, note: { type: "string" } },
+    ["CHANNEL", "ADDRESS"],
+  );
   const clientId = scopeOf(values);
   const { channel, address } = target(positionals[0] as string, positionals[1] as string);
+  // Checked before anything is removed, by the API's rule for a removal's note.
+  const note = values.note?.trim() ?? "";
+  const problem = noteProblem(note);
+  if (problem !== undefined) throw new UsageError(`--${problem}`);
   const whose = clientId === "" ? "every client's" : `client ${clientId}'s`;
   if (!(await removeSuppressionEntry(deps.database, { channel, address, clientId }))) {
     throw new Error(`${channel} ${address} is not on ${whose} list`);
   }
-  io.stdout.write(`removed ${channel} ${address} from ${whose} list\n`);
+  io.stdout.write(`removed ${channel} ${address} from ${whose} list${note ? ` (note: ${note})` : ""}\n`);
 };
 
 export const suppressions: CommandGroup = {
@@ -240,8 +245,9 @@ export const suppressions: CommandGroup = {
       is reported by line number and skipped; the exit status is then 1.
   notify suppressions add CHANNEL ADDRESS (--client CLIENT | --all) [--reason REASON] [--note TEXT] [--json]
       Add an entry for CLIENT, or for every client (--all); the first entry is kept.
-  notify suppressions remove CHANNEL ADDRESS (--client CLIENT | --all)
-      Remove CLIENT's entry, or the one for every client (--all).
+  notify suppressions remove CHANNEL ADDRESS (--client CLIENT | --all) [--note TEXT]
+      Remove CLIENT's entry, or the one for every client (--all). --note says why (at most 500
+      characters, on one line); it is printed with the result, and not stored: the entry is gone.
 `,
   commands: { list, export: exportList, import: importList, add, remove },
 };

@@ -98,7 +98,27 @@ t.test("add, list and remove: addresses normalised, the first entry kept, scope 
   t.match(gone.stderr, "is not on client shop's list");
   const notTheirs = await notify(["suppressions", "remove", "sms", "+14155550100", "--client", "shop"]);
   t.equal(notTheirs.code, 1, "a client's scope does not lift an entry for every client");
-  t.equal((await notify(["suppressions", "remove", "sms", "+14155550100", "--all"])).code, 0);
+  // A removal's note, checked by the API's rule before anything is removed.
+  for (const [note, message] of [
+    ["x".repeat(501), "--note is longer than 500 characters"],
+    ["two\nlines", "--note must not contain control characters"],
+  ] as const) {
+    const refused = await notify(["suppressions", "remove", "sms", "+14155550100", "--all", "--note", note]);
+    t.equal(refused.code, 2);
+    t.match(refused.stderr, message);
+  }
+  t.equal((await everyEntry()).length, 1, "a refused note removes nothing");
+  const noted = await notify([
+    "suppressions",
+    "remove",
+    "sms",
+    "+14155550100",
+    "--all",
+    "--note",
+    " STOP sent by mistake ",
+  ]);
+  t.equal(noted.code, 0, noted.stderr);
+  t.match(noted.stdout, "removed sms +14155550100 from every client's list (note: STOP sent by mistake)");
   t.same(await everyEntry(), []);
 });
 

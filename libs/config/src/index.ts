@@ -205,6 +205,29 @@ export const telemetry = () => ({
   OTEL_SDK_DISABLED: bool(false),
 });
 
+/** A comma-separated list of category names (empty entries dropped), or `fallback` when unset. */
+export const categoryList = (fallback: string) =>
+  v.pipe(
+    v.optional(v.string(), fallback),
+    v.transform((s) =>
+      s
+        .split(",")
+        .map((c) => c.trim())
+        .filter(Boolean),
+    ),
+    v.checkItems((c) => /^[a-z0-9][a-z0-9_.-]{0,63}$/.test(c), "must be comma-separated category names"),
+  );
+
+/**
+ * The categories no preference can suppress. The processor routes them whatever the user's
+ * opt-outs; the workers leave the unsubscribe link off their email, since the opt-out it would
+ * record changes nothing. Both read the same setting, so they agree on which categories these are.
+ */
+export const criticalCategories = () => ({
+  /** Categories that no preference can suppress (comma-separated). Their email carries no List-Unsubscribe, whatever its priority, unless UNSUBSCRIBE_CATEGORIES lists the category. Give the processor and the workers the same list. */
+  CRITICAL_CATEGORIES: categoryList("security,otp"),
+});
+
 /**
  * One-click unsubscribe (RFC 8058) in email: which messages carry a List-Unsubscribe link and
  * where it points. The workers put the header on; ingest serves the link (/u/{token}).
@@ -223,17 +246,8 @@ export const unsubscribeLinks = () => ({
   UNSUBSCRIBE_MAILTO: v.optional(
     v.union([v.literal(""), v.pipe(v.string(), v.email("must be an email address"), v.maxLength(254))]),
   ),
-  /** Categories whose email carries List-Unsubscribe besides promotional email, comma-separated (e.g. digest,product_news). Transactional email of other categories never does: a user must not turn off receipts or passcodes. */
-  UNSUBSCRIBE_CATEGORIES: v.pipe(
-    v.optional(v.string(), ""),
-    v.transform((s) =>
-      s
-        .split(",")
-        .map((c) => c.trim())
-        .filter(Boolean),
-    ),
-    v.checkItems((c) => /^[a-z0-9][a-z0-9_.-]{0,63}$/.test(c), "must be comma-separated category names"),
-  ),
+  /** Categories whose email carries List-Unsubscribe besides promotional email, comma-separated (e.g. digest,product_news). Transactional email of other categories never does, nor email of the CRITICAL_CATEGORIES: a user must not turn off receipts or passcodes. */
+  UNSUBSCRIBE_CATEGORIES: categoryList(""),
 });
 
 /** Where unsubscribe links point: UNSUBSCRIBE_BASE_URL, or the local ingest in development; undefined: nowhere. */

@@ -66,6 +66,11 @@ export interface UnsubscribeSettings {
   mailto?: string | undefined;
   /** Categories whose emails carry the header whatever their priority. */
   categories: readonly string[];
+  /**
+   * Categories no preference suppresses (CRITICAL_CATEGORIES): routing ignores an opt-out of
+   * them, so their email carries no header unless `categories` lists the category.
+   */
+  criticalCategories: readonly string[];
 }
 
 /** What of an email decides its unsubscribe header (a work item's fields). */
@@ -78,10 +83,16 @@ export interface UnsubscribableEmail {
 
 /**
  * Promotional email carries the header; transactional email (receipts, passcodes) only when its
- * category is listed, since a user must not be able to turn off what they need.
+ * category is listed, since a user must not be able to turn off what they need. Neither does
+ * email of a critical category, promotional or not, unless its category is listed: routing sends
+ * it whatever the user's opt-outs, so the link would promise what it cannot do.
  */
-export const offersUnsubscribe = (settings: Pick<UnsubscribeSettings, "categories">, email: UnsubscribableEmail) =>
-  email.priority === "promotional" || settings.categories.includes(email.category);
+export const offersUnsubscribe = (
+  settings: Pick<UnsubscribeSettings, "categories" | "criticalCategories">,
+  email: UnsubscribableEmail,
+) =>
+  settings.categories.includes(email.category) ||
+  (email.priority === "promotional" && !settings.criticalCategories.includes(email.category));
 
 /**
  * The List-Unsubscribe and List-Unsubscribe-Post headers of an email (RFC 2369, RFC 8058), or

@@ -2,6 +2,7 @@ import fc from "fast-check";
 import t from "tap";
 import {
   listUnsubscribeHeaders,
+  offersUnsubscribe,
   signUnsubscribeToken,
   type UnsubscribeClaims,
   unsubscribeKey,
@@ -79,7 +80,7 @@ t.test("a signed body that is not a claims array is refused", async (t) => {
   t.equal(verifyUnsubscribeToken(key, sign({})), null);
 });
 
-const settings = { baseUrl: "https://notify.example.com/", categories: ["digest"] };
+const settings = { baseUrl: "https://notify.example.com/", categories: ["digest"], criticalCategories: ["security"] };
 const email = { client_id: "shop", user_id: "ada", category: "news", priority: "promotional" as const };
 
 t.test("promotional email and listed categories carry both headers; other transactional email none", async (t) => {
@@ -99,3 +100,17 @@ t.test("promotional email and listed categories carry both headers; other transa
     /^<https:\/\/notify\.example\.com\/u\/[^>]+>, <mailto:unsubscribe@example\.com\?subject=unsubscribe%20[^>]+>$/,
   );
 });
+
+t.test(
+  "email of a critical category carries no header, whatever its priority, unless its category is listed",
+  async (t) => {
+    // Routing sends a critical category whatever the user's opt-outs: a link would opt out of nothing.
+    const security = { ...email, category: "security" };
+    t.equal(offersUnsubscribe(settings, security), false, "promotional, but critical");
+    t.equal(listUnsubscribeHeaders(key, settings, security), null);
+    t.equal(listUnsubscribeHeaders(key, settings, { ...security, priority: "transactional" }), null);
+    const listed = { ...settings, categories: ["digest", "security"] };
+    t.ok(listUnsubscribeHeaders(key, listed, security), "listed in UNSUBSCRIBE_CATEGORIES: the operator's choice");
+    t.ok(listUnsubscribeHeaders(key, settings, email), "a promotional category that is not critical still carries it");
+  },
+);

@@ -26,7 +26,15 @@ const guard = await bus.kv("notify_send_guard");
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 
 async function deadLetter(
-  options: { channel?: Channel; reason?: string; cls?: DeadLetter["class"]; userId?: string; deliverBy?: string } = {},
+  options: {
+    channel?: Channel;
+    reason?: string;
+    cls?: DeadLetter["class"];
+    userId?: string;
+    deliverBy?: string;
+    /** The client its work item names (a letter written before items named theirs names none). */
+    client?: string;
+  } = {},
 ): Promise<{ item: WorkItem; seq: number }> {
   const id = randomUUID();
   const channel = options.channel ?? "email";
@@ -34,7 +42,7 @@ async function deadLetter(
   const cls = options.cls ?? "permanent";
   const reason = options.reason ?? "sendgrid 400: Does not contain a valid address.";
   await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
-    values (${id}, 'shop', ${userId}, 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
+    values (${id}, ${options.client ?? "shop"}, ${userId}, 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
   await database.sql`insert into notification_channels (notification_id, channel, status, reason, attempts)
     values (${id}, ${channel}, ${cls === "outcome_unknown" ? "unsettled" : "failed"}, ${reason}, 1)`;
   const guardValue: GuardValue = { state: "dead", at: Date.now(), attempt: 1, class: cls, reason };
@@ -43,6 +51,7 @@ async function deadLetter(
     notification_id: id,
     channel,
     priority: "transactional",
+    ...(options.client === undefined ? {} : { client_id: options.client }),
     user_id: userId,
     category: "account",
     to: "old@example.com",
@@ -266,6 +275,53 @@ t.test(
     t.equal(await replay({ database, bus, guard }, unsettled.item, true), null, "an interrupted replay resumes");
   },
 );
+
+t.test("a dead letter to a suppressed address is skipped, naming the entry, in a dry run and a run", async (t) => {
+  const suppress = async (address: string, clientId: string, reason: string) => {
+    const [row] = await database.sql<{ created_at: Date }[]>`
+      insert into suppressions (channel, address, client_id, reason, source)
+      values ('email', ${address}, ${clientId}, ${reason}, '{}') returning created_at`;
+    return (row as { created_at: Date }).created_at.toISOString();
+  };
+  // For every client, matched on the address as the list keeps it (the contact's spelling aside).
+  const everyone = await deadLetter();
+  await contact(everyone.item.user_id, "Complained@Example.com");
+  const since = await suppress("complained@example.com", "", "spam_complaint");
+  // The client's own entry holds for its notifications; another client's does not.
+  const own = await deadLetter({ client: "shop" });
+  await contact(own.item.user_id, "asked@example.com");
+  const ownSince = await suppress("asked@example.com", "shop", "manual");
+  const other = await deadLetter({ client: "blog" });
+  await contact(other.item.user_id, "shops-own@example.com");
+  await suppress("shops-own@example.com", "shop", "manual");
+  // Suppressed at the old address only: the replay goes to the corrected one.
+  const moved = await deadLetter();
+  await contact(moved.item.user_id, "fixed@example.com");
+  await suppress("old@example.com", "", "hard_bounce");
+
+  const seqs = [everyone.seq, own.seq, other.seq, moved.seq];
+  const before = await workCount();
+  for (const dryRun of [true, false]) {
+    const run = await replayDeadLetters(deps, { seqs, filters: {}, includeUnsettled: false, dryRun });
+    t.match(run, { selected: 4, replayed: dryRun ? 0 : 2, skipped: 2 }, `dry run: ${dryRun}`);
+    t.match(run.results, [
+      {
+        seq: everyone.seq,
+        result: `skipped: the address is on the suppression list (address_suppressed: spam_complaint, every client, since ${since})`,
+      },
+      {
+        seq: own.seq,
+        result: `skipped: the address is on the suppression list (address_suppressed: manual, this client, since ${ownSince})`,
+      },
+      { seq: other.seq, result: dryRun ? "would replay to the user's new address" : "replayed" },
+      { seq: moved.seq, result: dryRun ? "would replay to the user's new address" : "replayed" },
+    ]);
+    t.notOk("to" in (run.results[0] as object), "a skipped letter goes nowhere");
+  }
+  t.equal(await workCount(), before + 2, "only the two whose addresses are not suppressed are published");
+  t.match(await statusOf(everyone.item), { status: "failed" }, "a skipped channel is left as it was");
+  t.match(await statusOf(own.item), { status: "failed" });
+});
 
 t.test("a dead letter past its deliver-by deadline is never replayed; one with time left is", async (t) => {
   const late = await deadLetter({ deliverBy: new Date(Date.now() - 60_000).toISOString() });

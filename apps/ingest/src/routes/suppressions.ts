@@ -233,14 +233,14 @@ export function mountSuppressions(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     suppressionsContract({
       summary: "Lift an address's suppression",
       description:
-        "Removes the caller's client's own entry (scope client, the default), or the entry that holds for every client (scope all_clients: operator keys only; a client cannot lift what a provider reported).",
+        "Removes the caller's client's own entry (scope client, the default), or the entry that holds for every client (scope all_clients: operator keys only; a client cannot lift what a provider reported). note says why (at most 500 characters, no control characters); it is logged with the key that removed the entry, and not stored: the entry is gone.",
       query: DeleteSuppressionQuery,
       responses: { 204: { description: "Removed" } },
       problems: ["validation_failed", "not_found", "insufficient_scope"],
     }),
     async (c) => {
       const { channel, address } = pathAddress(c);
-      const { scope } = validate(DeleteSuppressionQuery, c.req.query());
+      const { scope, note } = validate(DeleteSuppressionQuery, c.req.query());
       if (scope === "all_clients" && !isOperator(c)) throw needsOperator("scope all_clients");
       const clientId = scope === "all_clients" ? "" : c.get("principal").clientId;
       if (!(await postgres(removeSuppression(deps.database, channel, address, clientId)))) {
@@ -249,7 +249,8 @@ export function mountSuppressions(v1: Hono<AuthEnv>, deps: IngestDeps): void {
           `the address has no ${scope === "all_clients" ? "all_clients" : "client"} entry`,
         );
       }
-      c.get("log").info({ channel, scope }, "suppression removed");
+      // The log's bindings name the key (key_id) and its client; the note says why.
+      c.get("log").info({ channel, scope, ...(note ? { note } : {}) }, "suppression removed");
       return c.body(null, 204);
     },
   );

@@ -14,16 +14,17 @@ export type EntryScope = (typeof SCOPES)[number];
 const Scope = v.picklist(SCOPES, "scope must be client or all_clients");
 const Reason = v.picklist(SUPPRESSION_REASONS, `reason must be one of ${SUPPRESSION_REASONS.join(", ")}`);
 
+/** A caller's note: why it added or removed an entry. */
+const Note = v.pipe(
+  v.string("note must be a string"),
+  v.maxLength(MAX_NOTE, `note must be at most ${MAX_NOTE} characters`),
+  v.regex(/^[^\p{Cc}]*$/u, "note must not contain control characters"),
+);
+
 /** Body of PUT /api/v1/suppressions/{channel}/{address} (optional: an empty body is `{}`). */
 export const PutSuppressionRequest = v.strictObject({
   reason: v.optional(Reason, "manual"),
-  note: v.optional(
-    v.pipe(
-      v.string("note must be a string"),
-      v.maxLength(MAX_NOTE, `note must be at most ${MAX_NOTE} characters`),
-      v.regex(/^[^\p{Cc}]*$/u, "note must not contain control characters"),
-    ),
-  ),
+  note: v.optional(Note),
   /** all_clients: the entry holds for every client (operator keys only). */
   scope: v.optional(Scope, "client"),
 });
@@ -31,6 +32,8 @@ export const PutSuppressionRequest = v.strictObject({
 /** Query of DELETE /api/v1/suppressions/{channel}/{address}. */
 export const DeleteSuppressionQuery = v.strictObject({
   scope: v.optional(Scope, "client"),
+  /** Why the entry is lifted (a bounce the user has since fixed): logged with the key that lifted it. */
+  note: v.optional(Note),
 });
 
 /** Query of GET /api/v1/suppressions (cursor pagination, newest first). */

@@ -187,16 +187,21 @@ t.test("the form adds an entry through the API; a bad address adds nothing", asy
 t.test("the remove button lifts an entry through the API, and says who else can", async (t) => {
   const listed = (await page("/console/suppressions?address=bounced")).text;
   t.match(listed, 'name="scope" value="all_clients"');
+  t.match(listed, /<input name="note" maxlength="500"[^>]*data-testid="suppression-remove-note">/, "a note field");
+  const remove = { csrf, channel: "email", address: "bounced@example.com", scope: "all_clients", client_id: "" };
+  // A note the API refuses removes nothing, and the page says why.
+  const tooLong = await post("/console/suppressions/remove", { ...remove, note: "x".repeat(501) }, cookie);
+  t.equal(tooLong.status, 400);
+  t.match(await tooLong.text(), "note must be at most 500 characters");
+  t.ok(
+    (await entries()).some((e) => e.address === "bounced@example.com"),
+    "still there",
+  );
+
+  const logged = ingest.lines.length;
   const removed = await post(
     "/console/suppressions/remove",
-    {
-      csrf,
-      channel: "email",
-      address: "bounced@example.com",
-      scope: "all_clients",
-      client_id: "",
-      f_address: "bounced",
-    },
+    { ...remove, note: ` the user fixed their mailbox ${EVIL} `, f_address: "bounced" },
     cookie,
   );
   t.equal(removed.status, 303);
@@ -204,6 +209,18 @@ t.test("the remove button lifts an entry through the API, and says who else can"
   const after = await page(removed.headers.get("location") ?? "");
   t.match(after.text, "email bounced@example.com removed from every client&#39;s list.");
   t.notOk((await entries()).some((e) => e.address === "bounced@example.com"));
+  const [key] = await database.sql<{ id: string }[]>`select id from api_keys where client_id = 'ops'`;
+  t.ok(key?.id, "the operator's key");
+  const line = ingest.lines
+    .slice(logged)
+    .filter((l) => l.startsWith("{"))
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .find((l) => l.msg === "suppression removed");
+  t.match(
+    line,
+    { key_id: key?.id, scope: "all_clients", note: `the user fixed their mailbox ${EVIL}` },
+    "the API logged the note, trimmed, with the operator's key",
+  );
 
   const theirs = await post(
     "/console/suppressions/remove",

@@ -88,7 +88,7 @@ function removeForm(c: ConsoleContext, entry: SuppressionView, filters: Filters)
 <input type="hidden" name="csrf" value="${csrfOf(c)}"><input type="hidden" name="channel" value="${entry.channel}"><input type="hidden" name="address" value="${entry.address}"><input type="hidden" name="scope" value="${entry.scope ?? "client"}"><input type="hidden" name="client_id" value="${entry.client_id ?? ""}">${FILTERS.map(
     (name) =>
       filters[name] === undefined ? "" : html`<input type="hidden" name="f_${name}" value="${filters[name]}">`,
-  )}<button type="submit" class="danger" data-testid="suppression-remove">Remove</button></form>`;
+  )}<input name="note" maxlength="${MAX_NOTE}" size="20" placeholder="why (optional)" aria-label="Why remove it" data-testid="suppression-remove-note"> <button type="submit" class="danger" data-testid="suppression-remove">Remove</button></form>`;
 }
 
 function entriesTable(c: ConsoleContext, entries: readonly SuppressionView[], filters: Filters): Html {
@@ -197,19 +197,26 @@ export async function suppressionAddAction(c: ConsoleContext): Promise<Response>
   return c.redirect(listUrl({ address: entry.address, channel: entry.channel }), 303);
 }
 
-/** POST /console/suppressions/remove : DELETE /api/v1/suppressions/{channel}/{address}?scope=, then back to the list. */
+/**
+ * POST /console/suppressions/remove : DELETE /api/v1/suppressions/{channel}/{address}?scope=&note=,
+ * then back to the list. The note (why the entry is lifted) is the API's to check and to log with
+ * the operator's key.
+ */
 export async function suppressionRemoveAction(c: ConsoleContext): Promise<Response> {
   const form: Form = await formOf(c);
   const channel = field(form, "channel");
   const address = field(form, "address");
   const scope = field(form, "scope");
   const clientId = field(form, "client_id");
+  const note = field(form, "note").trim();
   const filters = filtersOf((name) => field(form, `f_${name}`));
   const path = segment(address);
   if (!oneOf(CHANNELS, channel) || address === "" || path === undefined || !oneOf(SCOPES, scope)) {
     return refused(c, "The form names no entry: reload the list and try again.", 400);
   }
-  const done = await c.get("operator").api.delete(`/suppressions/${channel}/${path}`, { scope });
+  const done = await c
+    .get("operator")
+    .api.delete(`/suppressions/${channel}/${path}`, { scope, ...(note ? { note } : {}) });
   if (!done.ok) {
     // An operator key lifts the entries for every client and its own client's; a client lifts its own.
     const whose =
