@@ -3,7 +3,8 @@
 // several times, nats-server is restarted once and PostgreSQL crashes once; then what every
 // provider sandbox received is checked against the database: lost, duplicated, unsettled, and
 // the time from the last fault until every notification was terminal; and what a client's webhook
-// endpoint on the stack's receiver heard (every event owed, signed, none for another client).
+// endpoint on the stack's receiver heard (every event owed, signed, none for another client, one
+// completion per notification whose channels all ended).
 //   CHAOS_NOTIFICATIONS (20000), CHAOS_KILLS per app (3), CHAOS_USERS (40), CHAOS_CONCURRENCY (32),
 //   CHAOS_WEBHOOK_SETTLE_MS (600000: how long the webhook backlog may take once every
 //   notification is terminal), CHAOS_KEEP=1 keeps the data folder
@@ -30,6 +31,7 @@ const bad =
     report.notTerminal +
     tally.reduce((n, t) => n + t.lost + t.duplicates + t.waiting, 0) +
     hooks.missing +
+    hooks.completions.extra +
     hooks.stillOwed +
     hooks.unsigned +
     hooks.otherClient >

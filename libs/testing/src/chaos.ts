@@ -60,7 +60,10 @@ export interface ChannelTally {
 
 /** What a client's webhook endpoint heard of the run (the development stack's receiver). */
 export interface WebhookTally {
-  /** Events owed: every accepted notification's acceptance and each channel's outcome. */
+  /**
+   * Events owed: every accepted notification's acceptance, each channel's outcome, and the
+   * completion of each notification whose every channel ended (none waiting or unsettled).
+   */
   expected: number;
   /** Of those, received and verified at least once. */
   received: number;
@@ -73,11 +76,27 @@ export interface WebhookTally {
   otherClient: number;
   /** Posts received after the last fault. */
   afterLastFault: number;
+  /** Of the events owed, the notifications' completions (`notification.completed`). */
+  completions: CompletionTally;
   /** Deliveries still owed when the run ended (waiting or queued), and dead. */
   stillOwed: number;
   dead: number;
   /** From the last fault until no delivery was owed (null: some still were when the wait ended). */
   drainedSeconds: number | null;
+}
+
+/** What the endpoint heard of `notification.completed`: owed once per notification whose channels all ended. */
+export interface CompletionTally {
+  expected: number;
+  /** Of those, received and verified at least once. */
+  received: number;
+  missing: number;
+  /**
+   * Completions beyond one per notification: a second `notification.completed` event (another
+   * webhook-id) for one notification, or one for a notification not owed any. Never allowed; a
+   * post repeated with the same webhook-id counts among the duplicates instead.
+   */
+  extra: number;
 }
 
 export interface ChaosReport {
@@ -231,10 +250,11 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
     };
 
     // The client's webhook endpoint on the stack's receiver, and another client's that must hear
-    // nothing: every acceptance and channel outcome must reach the first, signed.
+    // nothing: every acceptance, channel outcome and completion must reach the first, signed.
     const hooks = running.sandboxes.webhooks;
     const WEBHOOK_TYPES = [
       "notification.accepted",
+      "notification.completed",
       "channel.delivered",
       "channel.failed",
       "channel.bounced",
@@ -465,15 +485,15 @@ export async function runChaos(input: ChaosOptions): Promise<ChaosReport> {
         }
       }
       // Webhook posts follow the statuses, a backlog behind them under load; a post cut by a
-      // kill is sent again. The wait ends when nothing is owed, or `webhookSettleMs` after every
+      // kill is sent again. The wait ends when nothing is owed (no delivery, and no completion
+      // check the dispatcher has yet to turn into an event), or `webhookSettleMs` after every
       // notification was terminal.
       let drainedSeconds: number | null = null;
       const webhookDeadline = Date.now() + options.webhookSettleMs;
       for (let round = 0; Date.now() < webhookDeadline; round++) {
         const [owed] = await db<{ n: number }[]>`
-          select count(*)::int as n from webhook_deliveries where status in ('waiting', 'queued')`.catch(() => [
-          { n: -1 },
-        ]);
+          select ((select count(*) from webhook_deliveries where status in ('waiting', 'queued'))
+            + (select count(*) from webhook_completion_checks))::int as n`.catch(() => [{ n: -1 }]);
         if (owed?.n === 0) {
           drainedSeconds = (Date.now() - lastFault) / 1000;
           break;
@@ -547,32 +567,61 @@ async function countOpen(db: postgres.Sql, ids: readonly string[]): Promise<numb
   return row?.open ?? ids.length;
 }
 
+/** A channel's statuses that end it: its outcome is known and the notification may complete. */
+const ENDED = new Set(["delivered", "failed", "bounced", "suppressed", "expired"]);
+/** The statuses that are a `channel.*` event. */
+const OUTCOMES = new Set([...ENDED, "unsettled"]);
+
+/** An event owed, as the tally keys it: notification, type, and channel (none for a notification's own). */
+const eventKey = (notificationId: string, type: string, channel = "") => `${notificationId}:${type}:${channel}`;
+
 /**
- * What the client's endpoint was owed against what the receiver verified: for every accepted
- * notification its acceptance and each channel's outcome (from the database, after the run), by
- * (notification, type, channel); posts to the other client's endpoint count against it.
+ * The events the client's endpoint is owed for the notifications the database knows, from their
+ * channels' statuses after the run: each one's acceptance, each channel's outcome (a bounced
+ * channel was delivered first: both), and one completion for each notification whose channels
+ * all ended (at least one, none waiting or unsettled).
  */
-async function tallyWebhooks(
-  db: postgres.Sql,
-  hooks: string,
-  ids: readonly string[],
+export function webhookEventsOwed(
+  known: readonly string[],
+  channels: ReadonlyArray<{ notification_id: string; channel: string; status: string }>,
+): Set<string> {
+  const owed = new Set<string>();
+  const ended = new Map<string, boolean>();
+  for (const id of known) owed.add(eventKey(id, "notification.accepted"));
+  for (const c of channels) {
+    if (OUTCOMES.has(c.status)) owed.add(eventKey(c.notification_id, `channel.${c.status}`, c.channel));
+    if (c.status === "bounced") owed.add(eventKey(c.notification_id, "channel.delivered", c.channel));
+    ended.set(c.notification_id, (ended.get(c.notification_id) ?? true) && ENDED.has(c.status));
+  }
+  const knownIds = new Set(known);
+  for (const [id, allEnded] of ended) {
+    if (allEnded && knownIds.has(id)) owed.add(eventKey(id, "notification.completed"));
+  }
+  return owed;
+}
+
+/** One post the receiver lists (`GET /sandbox/received?compact=1`). */
+export interface ReceivedPost {
+  name: string;
+  webhook_id: string | null;
+  verified: boolean;
+  received_at: string;
+  body: unknown;
+}
+
+/**
+ * What the client's endpoint (`chaos`) was owed against the posts the receiver verified, by
+ * (notification, type, channel); posts to the other client's endpoint (`other`) count against it.
+ */
+export function tallyWebhookPosts(
+  owed: ReadonlySet<string>,
+  posts: readonly ReceivedPost[],
   lastFault: number,
-): Promise<Omit<WebhookTally, "drainedSeconds">> {
-  const owed = await db<{ key: string }[]>`
-    select n.id || ':notification.accepted:' as key from notifications n where n.id = any(${ids as string[]})
-    union all
-    select c.notification_id || ':channel.' || c.status || ':' || c.channel from notification_channels c
-    where c.notification_id = any(${ids as string[]})
-      and c.status in ('delivered', 'failed', 'bounced', 'suppressed', 'unsettled', 'expired')`;
-  // A channel that bounced was delivered first: both events are owed.
-  const bounced = await db<{ key: string }[]>`
-    select c.notification_id || ':channel.delivered:' || c.channel as key from notification_channels c
-    where c.notification_id = any(${ids as string[]}) and c.status = 'bounced'`;
-  const expected = new Set([...owed, ...bounced].map((r) => r.key));
-  type Post = { name: string; webhook_id: string | null; verified: boolean; received_at: string; body: unknown };
-  const posts = (await (await fetch(`${hooks}/sandbox/received?compact=1`)).json()) as Post[];
+): Omit<WebhookTally, "drainedSeconds" | "stillOwed" | "dead"> {
   const seen = new Set<string>();
   const webhookIds = new Set<string>();
+  // Each notification's completion events, by webhook-id: one is owed, a second never is.
+  const completions = new Map<string, Set<string | null>>();
   let duplicates = 0;
   let unsigned = 0;
   let otherClient = 0;
@@ -588,25 +637,65 @@ async function tallyWebhooks(
     if (post.webhook_id !== null && webhookIds.has(post.webhook_id)) duplicates++;
     if (post.webhook_id !== null) webhookIds.add(post.webhook_id);
     const body = post.body as { type?: string; data?: { notification_id?: string; channel?: string } };
-    seen.add(
-      `${body.data?.notification_id}:${body.type}:${body.type === "notification.accepted" ? "" : body.data?.channel}`,
-    );
+    const id = String(body.data?.notification_id);
+    const type = String(body.type);
+    seen.add(eventKey(id, type, type.startsWith("channel.") ? body.data?.channel : ""));
+    if (type === "notification.completed") {
+      const events = completions.get(id) ?? new Set();
+      events.add(post.webhook_id);
+      completions.set(id, events);
+    }
   }
-  const received = [...expected].filter((key) => seen.has(key)).length;
+  const owedCompletions = [...owed].filter((key) => key.endsWith(":notification.completed:"));
+  const receivedCompletions = owedCompletions.filter((key) => seen.has(key)).length;
+  let extra = 0;
+  for (const [id, events] of completions) {
+    extra += owed.has(eventKey(id, "notification.completed")) ? events.size - 1 : events.size;
+  }
+  const received = [...owed].filter((key) => seen.has(key)).length;
+  return {
+    expected: owed.size,
+    received,
+    missing: owed.size - received,
+    duplicates,
+    unsigned,
+    otherClient,
+    afterLastFault,
+    completions: {
+      expected: owedCompletions.length,
+      received: receivedCompletions,
+      missing: owedCompletions.length - receivedCompletions,
+      extra,
+    },
+  };
+}
+
+/**
+ * What the client's endpoint was owed (from the database, after the run) against what the
+ * receiver verified, with the deliveries still owed and dead.
+ */
+async function tallyWebhooks(
+  db: postgres.Sql,
+  hooks: string,
+  ids: readonly string[],
+  lastFault: number,
+): Promise<Omit<WebhookTally, "drainedSeconds">> {
+  const known = await db<{ id: string }[]>`select id from notifications where id = any(${ids as string[]})`;
+  const channels = await db<{ notification_id: string; channel: string; status: string }[]>`
+    select notification_id, channel, status from notification_channels where notification_id = any(${ids as string[]})`;
+  const owed = webhookEventsOwed(
+    known.map((k) => k.id),
+    channels,
+  );
+  const posts = (await (await fetch(`${hooks}/sandbox/received?compact=1`)).json()) as ReceivedPost[];
   const [states] = await db<{ owed: number; dead: number }[]>`
     select count(*) filter (where status in ('waiting', 'queued'))::int as owed,
            count(*) filter (where status = 'dead')::int as dead
     from webhook_deliveries`;
   return {
+    ...tallyWebhookPosts(owed, posts, lastFault),
     stillOwed: states?.owed ?? 0,
     dead: states?.dead ?? 0,
-    expected: expected.size,
-    received,
-    missing: expected.size - received,
-    duplicates,
-    unsigned,
-    otherClient,
-    afterLastFault,
   };
 }
 
@@ -634,6 +723,7 @@ export function formatChaosReport(report: ChaosReport): string {
     "| webhook events | expected | received | missing | duplicates | unsigned | to another client | received after the last fault | still owed / dead |",
     "| -------------- | -------- | -------- | ------- | ---------- | -------- | ----------------- | ----------------------------- | ----------------- |",
     `| client endpoint | ${report.webhooks.expected} | ${report.webhooks.received} | ${report.webhooks.missing} | ${report.webhooks.duplicates} | ${report.webhooks.unsigned} | ${report.webhooks.otherClient} | ${report.webhooks.afterLastFault} | ${report.webhooks.stillOwed} / ${report.webhooks.dead} |`,
+    `| of which notification.completed | ${report.webhooks.completions.expected} | ${report.webhooks.completions.received} | ${report.webhooks.completions.missing} | ${report.webhooks.completions.extra} extra | | | | |`,
     "",
     report.recoverySeconds === null
       ? `NOT all terminal ${(o.settleMs / 1000).toFixed(0)} s after the last fault: ${report.notTerminal} open`

@@ -11,7 +11,8 @@ t.setTimeout(420_000);
 // has an outage and a slow spell. Then: nothing lost, nothing sent twice, every notification
 // terminal within 60 s of the last fault with no operator, and what ends unsettled is bounded by
 // the sends in flight when the workers were killed; and the client's webhook endpoint heard every
-// notification's acceptance and every channel's outcome, signed, and another client's nothing.
+// notification's acceptance, every channel's outcome and the completion of every notification
+// whose channels all ended, signed, and another client's nothing.
 t.test(
   "under kills, restarts and provider outages nothing is lost, nothing is sent twice, nothing stays stuck",
   async (t) => {
@@ -43,6 +44,9 @@ t.test(
     // The client's webhook endpoint heard every acceptance and outcome, signed; the other none.
     t.ok(report.webhooks.expected > report.accepted, "webhook events were owed");
     t.equal(report.webhooks.missing, 0, "every owed webhook event reached the client's endpoint");
+    t.ok(report.webhooks.completions.expected > 0, "notification.completed events were owed");
+    t.equal(report.webhooks.completions.missing, 0, "every completion owed reached the client's endpoint");
+    t.equal(report.webhooks.completions.extra, 0, "one completion event per notification, none for one not owed it");
     t.equal(report.webhooks.unsigned, 0, "every webhook post verified");
     t.equal(report.webhooks.otherClient, 0, "another client's endpoint heard nothing");
     t.equal(report.webhooks.stillOwed, 0, "nothing is still owed");

@@ -69,7 +69,11 @@ const AttemptList = v.object({
     v.object({
       event_id: v.string(),
       event_type: v.string(),
-      attempt: v.number(),
+      run: v.pipe(
+        v.number(),
+        v.metadata({ description: "The delivery's run: 0 for its first attempts, one more for each replay" }),
+      ),
+      attempt: v.pipe(v.number(), v.metadata({ description: "The attempt within its run, from 1" })),
       status_code: v.nullable(v.number()),
       latency_ms: v.number(),
       error: v.nullable(v.string()),
@@ -354,7 +358,7 @@ export function mountWebhooks(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     endpoints({
       summary: "List an endpoint's attempts",
       description:
-        "Its latest posts, newest first: the event, the attempt, the status code (null: no answer), latency and error.",
+        "Its latest posts, newest first: the event, the run (0, then one more for each replay of the event) and the attempt within it, the status code (null: no answer), latency and error.",
       query: LimitQuery,
       responses: { 200: { description: "The attempts", schema: AttemptList } },
       problems: ["not_found"],

@@ -30,7 +30,7 @@ export function startWebhookDispatcher(
       deliveries.map((d) =>
         deps.bus.publish(
           deps.bus.subjects.webhooks,
-          { endpoint_id: d.endpoint_id, event_id: d.event_id, attempt: d.attempt },
+          { endpoint_id: d.endpoint_id, event_id: d.event_id, run: d.run, attempt: d.attempt },
           d.message_id,
         ),
       ),

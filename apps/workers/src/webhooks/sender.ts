@@ -64,8 +64,11 @@ export function endpointSlots(perEndpoint: number, queue: number) {
   };
 }
 
-/** One message of NOTIFY_WEBHOOKS: which attempt of which delivery. */
-type Attempt = Omit<DueDelivery, "message_id">;
+/**
+ * One message of NOTIFY_WEBHOOKS: which attempt of which run of which delivery. A message without
+ * `run` (as a dispatcher of an earlier version publishes it during an upgrade) is of the first run, 0.
+ */
+type Attempt = Omit<DueDelivery, "message_id" | "run"> & { run?: number };
 
 const deliveryProblem = (value: unknown): string | null => {
   const d = value as Partial<Attempt> | null;
@@ -73,6 +76,7 @@ const deliveryProblem = (value: unknown): string | null => {
   if (typeof d.endpoint_id !== "string" || d.endpoint_id === "") return "endpoint_id is not a string";
   if (!Number.isSafeInteger(d.event_id) || (d.event_id as number) < 1) return "event_id is not a positive integer";
   if (!Number.isSafeInteger(d.attempt) || (d.attempt as number) < 1) return "attempt is not a positive integer";
+  if (d.run !== undefined && (!Number.isSafeInteger(d.run) || d.run < 0)) return "run is not a non-negative integer";
   return null;
 };
 
@@ -118,7 +122,12 @@ export async function startWebhookSender(
     concurrency: options.concurrency,
     decode: (msg) => decodeJson(msg, deliveryProblem),
     async handle(message, msg) {
-      const delivery = { endpointId: message.endpoint_id, eventId: message.event_id, attempt: message.attempt };
+      const delivery = {
+        endpointId: message.endpoint_id,
+        eventId: message.event_id,
+        run: message.run ?? 0,
+        attempt: message.attempt,
+      };
       if (!(await slots.acquire(delivery.endpointId))) {
         await deferDelivery(deps.database, delivery, BUSY_ENDPOINT_DELAY_MS);
         return { ack: true };

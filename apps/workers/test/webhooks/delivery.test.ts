@@ -5,12 +5,15 @@ import {
   createEndpoint,
   type Database,
   dispatchDue,
+  listWebhookAttempts,
+  readEndpointFigures,
   replayWebhookEvents,
   rotateEndpointSecret,
 } from "@notify/db";
 import { startWebhookReceiver } from "@notify/devstack";
 import { createMetrics } from "@notify/http";
 import { captureLogger, eventually, freshBus, freshDatabase } from "@notify/testing";
+import { Webhook } from "standardwebhooks";
 import t from "tap";
 import { createWebhookMetrics, type SenderOptions, startWebhookSender } from "../../src/webhooks/sender.js";
 
@@ -52,7 +55,7 @@ const dispatching = (t: Tap) => {
           deliveries.map((d) =>
             bus.publish(
               bus.subjects.webhooks,
-              { endpoint_id: d.endpoint_id, event_id: d.event_id, attempt: d.attempt },
+              { endpoint_id: d.endpoint_id, event_id: d.event_id, run: d.run, attempt: d.attempt },
               d.message_id,
             ),
           ),
@@ -139,6 +142,47 @@ t.test("a failing endpoint is retried on the schedule, then the delivery is dead
   t.equal(posts.length, 4);
   t.equal(new Set(posts.map((p) => p.webhook_id)).size, 1, "every attempt and the replay carry one webhook-id");
   t.ok(posts.every((p) => p.verified));
+  const listed = await listWebhookAttempts(database, "retry-client", hook.id, 10);
+  t.same(
+    listed?.map((a) => [a.run, a.attempt, a.status_code]),
+    [
+      [1, 1, 204],
+      [0, 3, 503],
+      [0, 2, 503],
+      [0, 1, 503],
+    ],
+    "the replay's post is listed as the first attempt of run 1, above the dead run's three",
+  );
+});
+
+t.test("a replay after a delivery succeeded is a new run: its post is listed and counted", async (t) => {
+  dispatching(t);
+  await startSender(t);
+  const hook = await endpoint("again-client", "again", ["channel.delivered"]);
+  const id = await notification(database, "again-client");
+  const delivered = async (run: number) =>
+    eventually(
+      async () => {
+        const [row] = await database.sql`select status, run from webhook_deliveries where endpoint_id = ${hook.id}`;
+        return row?.status === "delivered" && row.run === run ? true : undefined;
+      },
+      10_000,
+      `run ${run} delivered`,
+    );
+  await delivered(0);
+  const [event] =
+    await database.sql`select id from webhook_events where notification_id = ${id} and type = 'channel.delivered'`;
+  t.equal(await replayWebhookEvents(database, "again-client", hook.id, { eventIds: [Number(event?.id)] }), 1);
+  await delivered(1);
+  t.equal(received("again", id).length, 2, "the receiver heard the post and its replay");
+  const listed = await listWebhookAttempts(database, "again-client", hook.id, 10);
+  t.match(listed, [
+    { event_type: "channel.delivered", run: 1, attempt: 1, status_code: 204 },
+    { event_type: "channel.delivered", run: 0, attempt: 1, status_code: 204 },
+  ]);
+  t.equal(listed?.length, 2);
+  const figures = (await readEndpointFigures(database, "again-client", [hook.id])).get(hook.id);
+  t.match(figures?.last_hour, { attempts: 2, succeeded: 2, failed: 0 }, "the last hour's figures count the replay");
 });
 
 t.test("a connection the receiver drops is a failed attempt without a status, retried", async (t) => {
@@ -214,6 +258,33 @@ t.test("during a rotation's grace, posts carry signatures under the new and the 
   await eventually(async () => (received("rotate-old", first).length === 1 ? true : undefined));
   t.ok(received("rotate-old", first)[0]?.verified, "verified with the old secret");
   t.equal(received("rotate-old", first)[0]?.webhook_id?.startsWith("evt_"), true);
+  // One post during the grace carries both signatures, each verified by the reference library
+  // under its own secret alone.
+  const post = received("rotate-old", first)[0];
+  const signatures = post?.webhook_signature?.split(" ") ?? [];
+  t.equal(signatures.length, 2, "two signatures on one post");
+  t.ok(
+    signatures.every((s) => s.startsWith("v1,")),
+    "each one v1",
+  );
+  const verifiedBy = (secret: string) =>
+    signatures.filter((signature) => {
+      try {
+        new Webhook(secret).verify(JSON.stringify(post?.body), {
+          "webhook-id": post?.webhook_id ?? "",
+          "webhook-timestamp": post?.webhook_timestamp ?? "",
+          "webhook-signature": signature,
+        });
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  const byNew = verifiedBy(rotated?.secret as string);
+  const byOld = verifiedBy(hook.secret);
+  t.equal(byNew.length, 1, "the new secret verifies one of them");
+  t.equal(byOld.length, 1, "the old secret verifies one of them");
+  t.not(byNew[0], byOld[0], "each its own");
   receiver.setSecrets("rotate-new", [rotated?.secret as string]);
   await database.sql`update webhook_endpoints set url = ${`${receiver.url}/hooks/rotate-new`} where id = ${hook.id}`;
   const second = await notification(database, "rotate-client");

@@ -122,6 +122,20 @@ t.test("a registered endpoint hears a notification's whole life, signed", async 
     30_000,
     "the replayed posts",
   );
+  // Each replayed post is listed among the attempts: the first of its event's second run.
+  type Attempt = { event_id: string; run: number; attempt: number; status_code: number | null };
+  await eventually(
+    async () => {
+      const { data } = (await (await api(`/webhook-endpoints/${endpoint.id}/attempts?limit=500`)).json()) as {
+        data: Attempt[];
+      };
+      const listed = (p: (typeof posts)[number], run: number) =>
+        data.some((a) => a.event_id === p.webhook_id && a.run === run && a.attempt === 1 && a.status_code === 204);
+      return posts.every((p) => listed(p, 0) && listed(p, 1)) ? true : undefined;
+    },
+    30_000,
+    "the replay's attempts listed by GET …/attempts",
+  );
 
   // POST …/test: a ping to this endpoint alone, signed like every event.
   const ping = await api(`/webhook-endpoints/${endpoint.id}/test`, { method: "POST" });

@@ -78,7 +78,8 @@ export const webhookEvents = pgTable(
 /**
  * One event owed to one endpoint and where it stands: `waiting` (due at `next_attempt_at`),
  * `queued` (published for a sender), `delivered`, or `dead` (every attempt failed, or the endpoint
- * was disabled): the endpoint's dead letters, replayable.
+ * was disabled): the endpoint's dead letters, replayable. `run` counts its replays: each one starts
+ * a new run of attempts, numbered from 1 again.
  */
 export const webhookDeliveries = pgTable(
   "webhook_deliveries",
@@ -88,6 +89,8 @@ export const webhookDeliveries = pgTable(
       .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
     eventId: bigint("event_id", { mode: "number" }).notNull(),
     status: text("status").notNull().default("waiting"),
+    /** 0 for the first run of attempts; each replay adds one. */
+    run: integer("run").notNull().default(0),
     attempts: integer("attempts").notNull().default(0),
     nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true, mode: "date" }),
     lastError: text("last_error"),
@@ -106,7 +109,11 @@ export const webhookDeliveries = pgTable(
   ],
 );
 
-/** Every post to an endpoint, with its answer: what `GET …/attempts` lists. */
+/**
+ * Every post to an endpoint, with its answer: what `GET …/attempts` lists. An attempt is numbered
+ * within its run (the delivery's first, or a replay), so a replay's posts are kept beside the
+ * attempts before it.
+ */
 export const webhookAttempts = pgTable(
   "webhook_attempts",
   {
@@ -114,6 +121,8 @@ export const webhookAttempts = pgTable(
       .notNull()
       .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
     eventId: bigint("event_id", { mode: "number" }).notNull(),
+    /** The delivery's run this attempt belongs to: 0, or the replay that made it. */
+    run: integer("run").notNull().default(0),
     attempt: integer("attempt").notNull(),
     /** The endpoint's HTTP status; null when no answer came (timeout, refused, address refused). */
     statusCode: integer("status_code"),
@@ -122,7 +131,7 @@ export const webhookAttempts = pgTable(
     at: timestamp("at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
   (t) => [
-    primaryKey({ columns: [t.endpointId, t.eventId, t.attempt] }),
+    primaryKey({ columns: [t.endpointId, t.eventId, t.run, t.attempt] }),
     index("webhook_attempts_endpoint_idx").on(t.endpointId, t.at),
   ],
 );

@@ -12,10 +12,12 @@ import type { Database, Sql } from "../pool.js";
 export interface DueDelivery {
   endpoint_id: string;
   event_id: number;
-  /** The attempt this message is for, from 1. */
+  /** The delivery's run (0, or one more for each replay) this attempt belongs to. */
+  run: number;
+  /** The attempt this message is for, from 1 within its run. */
   attempt: number;
   /**
-   * JetStream's message id for this publish: endpoint, event, attempt and when the delivery last
+   * JetStream's message id for this publish: endpoint, event, run, attempt and when the delivery last
    * changed, so a publish repeated after a crash (the row unchanged) is dropped as a duplicate,
    * while an attempt put back (a busy endpoint) is published anew within the duplicate window.
    */
@@ -23,7 +25,7 @@ export interface DueDelivery {
 }
 
 /** The outcomes that end a notification: `notification.completed` is sent for these. */
-const ENDED = new Set(["completed", "partially_failed", "failed", "suppressed"]);
+const ENDED = new Set(["completed", "partially_failed", "failed", "suppressed", "canceled"]);
 
 /**
  * Takes up to `limit` pending completion checks and writes `notification.completed` for each
@@ -157,6 +159,10 @@ async function completeBroadcasts(sql: Sql, touched: readonly string[]): Promise
         partially_failed: Number(t.partially_failed),
         failed: Number(t.failed),
         suppressed: Number(t.suppressed),
+        // The tally keeps no column of its own for them: every recipient counted in `ended` has
+        // exactly one outcome, so the canceled ones are those the other counts leave.
+        canceled:
+          Number(t.ended) - Number(t.completed) - Number(t.partially_failed) - Number(t.failed) - Number(t.suppressed),
       },
     },
   }));
@@ -231,8 +237,10 @@ export async function dispatchDue(
     const chosen = candidates.filter((c) => c.endpoint_id !== null) as Array<{ endpoint_id: string; event_id: string }>;
     const held = chosen.length < candidates.length;
     if (chosen.length === 0) return { published: 0, held };
-    const due = await sql<Array<{ endpoint_id: string; event_id: string; attempts: number; updated_at: Date }>>`
-      select d.endpoint_id, d.event_id, d.attempts, d.updated_at
+    const due = await sql<
+      Array<{ endpoint_id: string; event_id: string; run: number; attempts: number; updated_at: Date }>
+    >`
+      select d.endpoint_id, d.event_id, d.run, d.attempts, d.updated_at
       from webhook_deliveries d
       join unnest(${chosen.map((c) => c.endpoint_id)}::text[], ${chosen.map((c) => c.event_id)}::bigint[])
         as u(endpoint_id, event_id) on d.endpoint_id = u.endpoint_id and d.event_id = u.event_id
@@ -243,8 +251,9 @@ export async function dispatchDue(
     const deliveries = due.map((d) => ({
       endpoint_id: d.endpoint_id,
       event_id: Number(d.event_id),
+      run: d.run,
       attempt: d.attempts + 1,
-      message_id: `${d.endpoint_id}:${d.event_id}:${d.attempts + 1}:${d.updated_at.getTime()}`,
+      message_id: `${d.endpoint_id}:${d.event_id}:${d.run}:${d.attempts + 1}:${d.updated_at.getTime()}`,
     }));
     await publish(deliveries);
     await sql`

@@ -10,6 +10,9 @@ import type { Database } from "../pool.js";
 export interface WebhookAttemptView {
   event_id: string;
   event_type: string;
+  /** The delivery's run the attempt belongs to: 0 for the first, one more for each replay. */
+  run: number;
+  /** The attempt within its run, from 1. */
   attempt: number;
   status_code: number | null;
   latency_ms: number;
@@ -64,10 +67,10 @@ export async function listWebhookAttempts(
   if (!(await hasEndpoint(database, clientId, endpointId))) return undefined;
   const { sql } = database;
   const rows = await sql<Array<Stored<WebhookAttemptView, "at">>>`
-    select a.event_id, ev.type as event_type, a.attempt, a.status_code, a.latency_ms, a.error, a.at
+    select a.event_id, ev.type as event_type, a.run, a.attempt, a.status_code, a.latency_ms, a.error, a.at
     from webhook_attempts a join webhook_events ev on ev.id = a.event_id
     where a.endpoint_id = ${endpointId}
-    order by a.at desc, a.event_id desc, a.attempt desc limit ${limit}`;
+    order by a.at desc, a.event_id desc, a.run desc, a.attempt desc limit ${limit}`;
   return rows.map(toView);
 }
 
@@ -93,8 +96,9 @@ export type ReplaySelection = { since: Date; until: Date } | { eventIds: number[
 /**
  * Owes the endpoint again the events selected (its client's, of the types it wants, ping
  * excepted), whatever became of them before: each is posted once more, as a new run of attempts
- * with its own webhook-id unchanged. Answers how many, or undefined when the owner has no such
- * endpoint.
+ * (the delivery's `run` one more, its attempts counted from 1 again, so they are recorded beside
+ * the earlier runs' and a message of an earlier run claims none of them) with its own webhook-id
+ * unchanged. Answers how many, or undefined when the owner has no such endpoint.
  */
 export async function replayWebhookEvents(
   database: Database,
@@ -120,7 +124,8 @@ export async function replayWebhookEvents(
         and (${endpoint.event_types}::text[] is null or ev.type = any(${endpoint.event_types}::text[]))
       order by ev.id
       on conflict (endpoint_id, event_id) do update
-        set status = 'waiting', attempts = 0, next_attempt_at = now(), last_error = null, updated_at = now()
+        set status = 'waiting', run = webhook_deliveries.run + 1, attempts = 0, next_attempt_at = now(),
+          last_error = null, updated_at = now()
       returning event_id`;
     return rows.length;
   });

@@ -48,8 +48,9 @@ interface ClaimRow {
 }
 
 /**
- * Claims attempt `attempt` of a delivery: only while no attempt at or after this one was
- * claimed, so a repeated message claims nothing. The delivery may still read `waiting`: the
+ * Claims attempt `attempt` of a delivery's run `run`: only while no attempt at or after this one
+ * was claimed in that run, and no replay started a later run, so a repeated message (or one of a
+ * run a replay ended) claims nothing. The delivery may still read `waiting`: the
  * dispatcher publishes before it commits `queued` (a crash in between loses no attempt), and a
  * claim made meanwhile waits for that commit on the row's lock. A message JetStream delivers
  * again (`redelivered`: its sender stopped telling the server it was working on it, so it died
@@ -61,14 +62,14 @@ interface ClaimRow {
  */
 export async function claimDelivery(
   database: Database,
-  delivery: { endpointId: string; eventId: number; attempt: number; redelivered?: boolean },
+  delivery: { endpointId: string; eventId: number; run: number; attempt: number; redelivered?: boolean },
 ): Promise<ClaimedDelivery | "disabled" | undefined> {
   const { sql } = database;
   const [row] = await sql<ClaimRow[]>`
     with claimed as (
       update webhook_deliveries set status = 'queued', attempts = ${delivery.attempt}, updated_at = now(),
         next_attempt_at = now() + make_interval(secs => ${QUEUED_TIMEOUT_SECONDS})
-      where endpoint_id = ${delivery.endpointId} and event_id = ${delivery.eventId}
+      where endpoint_id = ${delivery.endpointId} and event_id = ${delivery.eventId} and run = ${delivery.run}
         and ((status in ('waiting', 'queued') and attempts = ${delivery.attempt - 1})
           ${delivery.redelivered === true ? sql`or (status = 'queued' and attempts = ${delivery.attempt})` : sql``})
       returning endpoint_id, event_id)
@@ -90,7 +91,7 @@ export async function claimDelivery(
       update webhook_deliveries set status = 'dead', last_error = 'the endpoint is disabled', next_attempt_at = null,
         updated_at = now()
       where endpoint_id = ${delivery.endpointId} and event_id = ${delivery.eventId} and status = 'queued'
-        and attempts = ${delivery.attempt}`;
+        and run = ${delivery.run} and attempts = ${delivery.attempt}`;
     return "disabled";
   }
   return {
@@ -105,6 +106,8 @@ export async function claimDelivery(
 export interface AttemptRecord {
   endpointId: string;
   eventId: number;
+  /** The delivery's run the attempt belongs to (0, or one more for each replay). */
+  run: number;
   attempt: number;
   statusCode: number | null;
   latencyMs: number;
@@ -146,13 +149,14 @@ export async function recordWebhookAttempt(database: Database, record: AttemptRe
         returning status = 'disabled' and disabled_reason = 'failing' and disabled_at = now() as disabled`;
   const [row] = await sql<Array<{ disabled: boolean }>>`
     with attempt as (
-      insert into webhook_attempts (endpoint_id, event_id, attempt, status_code, latency_ms, error)
-      values (${record.endpointId}, ${record.eventId}, ${record.attempt}, ${record.statusCode}, ${record.latencyMs}, ${record.error})
+      insert into webhook_attempts (endpoint_id, event_id, run, attempt, status_code, latency_ms, error)
+      values (${record.endpointId}, ${record.eventId}, ${record.run}, ${record.attempt}, ${record.statusCode},
+        ${record.latencyMs}, ${record.error})
       on conflict do nothing
     ), delivery as (
       update webhook_deliveries set status = ${status}, next_attempt_at = ${at}, last_error = ${reason}, updated_at = now()
-      where endpoint_id = ${record.endpointId} and event_id = ${record.eventId} and attempts = ${record.attempt}
-        and status = 'queued'
+      where endpoint_id = ${record.endpointId} and event_id = ${record.eventId} and run = ${record.run}
+        and attempts = ${record.attempt} and status = 'queued'
     ), endpoint as (${endpoint})
     select coalesce((select disabled from endpoint), false) as disabled`;
   const disabled = row?.disabled === true;
@@ -172,12 +176,12 @@ export async function recordWebhookAttempt(database: Database, record: AttemptRe
  */
 export async function deferDelivery(
   database: Database,
-  delivery: { endpointId: string; eventId: number; attempt: number },
+  delivery: { endpointId: string; eventId: number; run: number; attempt: number },
   delayMs: number,
 ): Promise<void> {
   await database.sql`
     update webhook_deliveries set status = 'waiting', updated_at = now(),
       next_attempt_at = now() + make_interval(secs => ${delayMs / 1000})
-    where endpoint_id = ${delivery.endpointId} and event_id = ${delivery.eventId}
+    where endpoint_id = ${delivery.endpointId} and event_id = ${delivery.eventId} and run = ${delivery.run}
       and status in ('waiting', 'queued') and attempts = ${delivery.attempt - 1}`;
 }

@@ -17,6 +17,8 @@ export interface ReceivedWebhook {
   name: string;
   webhook_id: string | null;
   webhook_timestamp: string | null;
+  /** The signatures as sent: `v1,<base64>`, one per secret the sender signed with, separated by spaces. */
+  webhook_signature: string | null;
   /** The body's `type`, when it is JSON with one. */
   type: string | null;
   /** Whether a secret given for this name verifies its signature (standardwebhooks' verify). */
@@ -122,6 +124,7 @@ export function createWebhookReceiver(): WebhookReceiver {
         name,
         webhook_id: c.req.header("webhook-id") ?? null,
         webhook_timestamp: c.req.header("webhook-timestamp") ?? null,
+        webhook_signature: c.req.header("webhook-signature") ?? null,
         type: type ? (body as { type: string }).type : null,
         verified: problem === null,
         problem,
