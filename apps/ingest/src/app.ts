@@ -12,6 +12,7 @@ import { createRateLimiter } from "./auth/rate-limit.js";
 import type { IngestDeps } from "./deps.js";
 import { mountAudiences } from "./routes/audiences.js";
 import { mountBroadcasts } from "./routes/broadcasts.js";
+import { mountCancel } from "./routes/cancel.js";
 import { mountDeadLetters } from "./routes/dead-letters.js";
 import { mountDocs } from "./routes/docs.js";
 import { INBOX_PATH, mountInbox } from "./routes/inbox.js";
@@ -78,6 +79,7 @@ export function createApp(given: IngestDeps) {
     ),
   );
   mountNotifications(v1, deps);
+  mountCancel(v1, deps);
   mountKeys(v1, deps);
   mountPreferences(v1, deps);
   mountTemplates(v1, deps);

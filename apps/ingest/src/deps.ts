@@ -45,6 +45,8 @@ export interface IngestDeps {
   replayTimeoutMs?: number;
   /** How long the dead-letter list and show wait for the processor that reads them (default 30 s). */
   deadLetterTimeoutMs?: number;
+  /** How long a notification's cancel waits for the processor that runs it (default 10 s). */
+  cancelTimeoutMs?: number;
   /**
    * The inbox's own small pool (INBOX_DB_POOL_SIZE): its lists, updates and streams never take
    * the accept path's connections. `database` when absent (tests).

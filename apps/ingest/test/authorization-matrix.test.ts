@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { SCOPES, type Scope, scopesInclude, signUnsubscribeToken } from "@notify/core";
 import { loadUnsubscribeKey, seedApiKey, seedTemplate } from "@notify/db";
 import t from "tap";
-import { ingestApp } from "./support.js";
+import { cancelResponder, ingestApp } from "./support.js";
 
 // The authorization matrix: every route of the public API × every scope (and no key, and an
 // unknown key), and what one client may do with another's resources. The policy is written
@@ -12,6 +12,8 @@ import { ingestApp } from "./support.js";
 const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "POST /notifications": "ingest",
   "GET /notifications/{id}": "read",
+  // Sending and canceling go together: a key that may send a notification may take it back.
+  "POST /notifications/{id}/cancel": "ingest",
   "GET /users/{id}/notifications": "read",
   // An admin key manages its own client's keys; the routes check the client (below).
   "POST /keys": "admin",
@@ -85,7 +87,9 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "POST /u/{token}": "public",
 };
 
-const { app, database } = await ingestApp(t);
+const { app, database, deps } = await ingestApp(t);
+// The processor's half of POST …/cancel: another client's notification is a 404 there.
+await cancelResponder(t, deps);
 await seedTemplate(database, {
   id: "welcome",
   params: ["name"],
@@ -207,6 +211,17 @@ t.test("own and other client: another client's notification and broadcast are a 
   t.equal(adminOther.status, 404, "even for another client's admin key: notifications are per client");
   const operatorOther = await request("GET", `/notifications/${notification_id}`, bankOperator);
   t.equal(operatorOther.status, 404, "and its operator key on the client routes: only /ops/ reads across clients");
+  const bankIngest = await seedApiKey(database, { clientId: "bank", name: "bank ingest", scopes: ["ingest"] });
+  for (const key of [bankIngest, bankOperator]) {
+    const cancel = await request("POST", `/notifications/${notification_id}/cancel`, key);
+    t.equal(cancel.status, 404, "nor can another client cancel it");
+    t.match(await cancel.json(), { code: "not_found" });
+  }
+  // Its own client may (no processor routes it here: not routed yet, so 409 and try again).
+  const own = await request("POST", `/notifications/${notification_id}/cancel`, keys.ingest as string);
+  t.equal(own.status, 409, "own, not routed yet: 409");
+  t.equal(own.headers.get("retry-after"), "1");
+  t.match(await own.json(), { code: "notification_not_routed" });
 
   const created = await request("POST", "/audiences", keys.broadcast as string, { name: "Matrix" });
   const audience = (await created.json()) as { id: string };

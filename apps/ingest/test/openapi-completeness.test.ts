@@ -4,7 +4,7 @@ import { seedApiKey, seedTemplate, storeInboxItem } from "@notify/db";
 import { PROBLEM_TYPE_BASE } from "@notify/http";
 import { deadLetterOf, freshNamespace, TEST_NATS_URL } from "@notify/testing";
 import t from "tap";
-import { deadLetterResponder, ingestApp } from "./support.js";
+import { cancelResponder, deadLetterResponder, ingestApp } from "./support.js";
 
 // The OpenAPI document promises every status and problem code a route answers with. This file
 // drives each route through its success and failure paths, records what the app really
@@ -14,6 +14,7 @@ import { deadLetterResponder, ingestApp } from "./support.js";
 
 const { app, database, deps } = await ingestApp(t);
 await deadLetterResponder(t, deps);
+await cancelResponder(t, deps);
 const doc = (await (await app.request("/api/v1/openapi.json")).json()) as {
   paths: Record<string, Record<string, { responses: Record<string, Response> }>>;
 };
@@ -159,6 +160,13 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("GET", `/notifications/${notificationId}`, { key: readKey });
   await call("GET", `/notifications/${missing}`, { key: readKey });
   await securityCases("GET", `/notifications/${notificationId}`, ingestKey);
+  // Not routed (no processor routes here): 409; then routed as the processor would, canceled.
+  await call("POST", `/notifications/${notificationId}/cancel`, { key: ingestKey });
+  await database.sql`insert into notification_channels (notification_id, channel, status)
+    values (${notificationId}, 'email', 'pending') on conflict do nothing`;
+  await call("POST", `/notifications/${notificationId}/cancel`, { key: ingestKey });
+  await call("POST", `/notifications/${missing}/cancel`, { key: ingestKey });
+  await securityCases("POST", `/notifications/${notificationId}/cancel`, readKey);
 
   // Lists
   await call("GET", `/users/${user}/notifications?limit=1`, { key: readKey });
@@ -449,6 +457,7 @@ t.test("a scenario drives every route through its success and failure paths", as
   await call("GET", "/dead-letters", {}, cut);
   await call("GET", `/dead-letters/${seq}`, {}, cut);
   await call("POST", "/dead-letters/replay", { body: json({ all: true, dry_run: true }) }, cut);
+  await call("POST", `/notifications/${missing}/cancel`, { key: ingestKey }, cut);
   await call("GET", "/ops/streams", {}, cut);
   await call("GET", "/ops/providers", {}, cut);
   await call("POST", "/notifications", { key: ingestKey, headers: idem(), body: json(notification) }, cut);

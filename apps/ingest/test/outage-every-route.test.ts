@@ -15,7 +15,7 @@ import t from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
 import { createIngestor } from "../src/notifications/create.js";
 import { createTemplateLookup } from "../src/notifications/templates.js";
-import { deadLetterResponder, ingestApp } from "./support.js";
+import { cancelResponder, deadLetterResponder, ingestApp } from "./support.js";
 
 // "A transient database or NATS error on any route answers 503 problem+json with Retry-After,
 // never 500." The app reaches the real Postgres and NATS through proxies this file cuts. Every
@@ -55,6 +55,8 @@ const { app, admin } = await ingestApp(t, {
 });
 // The processor's answers to the dead-letter routes, on the same cut dependencies.
 await deadLetterResponder(t, { database: proxiedDatabase, bus, log });
+// And to the cancel.
+await cancelResponder(t, { database: proxiedDatabase, bus, log });
 const adminKey = await seedApiKey(database, { clientId: "shop", name: "admin", scopes: ["operator"] });
 await seedTemplate(database, {
   id: "welcome",
@@ -112,6 +114,20 @@ async function fixtures() {
       priority: "transactional",
     }),
   });
+  // One to cancel, routed as the processor would leave it (no processor runs here).
+  const toCancel = await created<{ notification_id: string }>("/notifications", {
+    method: "POST",
+    headers: { "idempotency-key": randomUUID() },
+    body: json({
+      user_id: user,
+      category: "orders",
+      template_id: "welcome",
+      data: { name: "Cy" },
+      priority: "transactional",
+    }),
+  });
+  await database.sql`insert into notification_channels (notification_id, channel, status)
+    values (${toCancel.notification_id}, 'email', 'pending')`;
   const token = await created<{ token: string }>(`/users/${user}/inbox-tokens`, { method: "POST", body: "{}" });
   const item = await storeInboxItem(database.sql, {
     userId: user,
@@ -154,6 +170,7 @@ async function fixtures() {
     audience,
     broadcast,
     notification,
+    toCancel,
     token: token.token,
     item,
     seq,
@@ -169,6 +186,7 @@ type Fixtures = Awaited<ReturnType<typeof fixtures>>;
 function pathOf(route: string, f: Fixtures): string {
   const values: Record<string, Record<string, string>> = {
     "/api/v1/notifications/:id": { id: f.notification.notification_id },
+    "/api/v1/notifications/:id/cancel": { id: f.toCancel.notification_id },
     "/u/:token": { token: f.unsubscribe },
     "/api/v1/keys/:id": { id: f.keyToRead.id },
     "/api/v1/keys/:id/rotate": { id: f.keyToRead.id },
@@ -314,6 +332,7 @@ const WITHOUT_POSTGRES: Record<string, number> = {
 /** Routes that must notice NATS is gone; every other route works on without it. */
 const NEEDS_NATS = [
   "POST /api/v1/notifications",
+  "POST /api/v1/notifications/:id/cancel",
   "GET /api/v1/dead-letters",
   "GET /api/v1/dead-letters/:seq",
   "POST /api/v1/dead-letters/replay",

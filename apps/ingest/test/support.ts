@@ -2,7 +2,7 @@ import { type Bus, connectBus } from "@notify/bus";
 import type { NotificationRequest } from "@notify/core";
 import type { Database } from "@notify/db";
 import { toAppError } from "@notify/http";
-import { startDeadLetterResponder } from "@notify/ops";
+import { startCancelResponder, startDeadLetterResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, TEST_NATS_URL } from "@notify/testing";
 import type { Test } from "tap";
 import { createAdminApp, createApp } from "../src/app.js";
@@ -70,6 +70,17 @@ export async function deadLetterResponder(
   criticalCategories: readonly string[] = [],
 ) {
   const responder = startDeadLetterResponder({ ...deps, criticalCategories, explain: toAppError });
+  t.teardown(() => responder.stop());
+  await responder.ready;
+  return responder;
+}
+
+/**
+ * The processor's answer to ingest's cancels (notify.ops.cancel), run in the test process on the
+ * test's database and namespace, stopped at teardown: without it POST …/cancel is 503.
+ */
+export async function cancelResponder(t: Pick<Test, "teardown">, deps: Pick<IngestDeps, "database" | "bus" | "log">) {
+  const responder = startCancelResponder({ ...deps, explain: toAppError });
   t.teardown(() => responder.stop());
   await responder.ready;
   return responder;

@@ -14,7 +14,7 @@ import {
   toAppError,
 } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { startDeadLetterResponder } from "@notify/ops";
+import { startCancelResponder, startDeadLetterResponder } from "@notify/ops";
 import { startTelemetry } from "@notify/telemetry";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
@@ -166,10 +166,14 @@ export async function startProcessor(
       explain: toAppError,
     });
     opened.add(deadLetters, (job) => job.stop());
+    // And ingest's cancels: the send guard is the processor's to take, not ingest's.
+    const cancels = startCancelResponder({ database, bus, log, explain: toAppError });
+    opened.add(cancels, (job) => job.stop());
     // Nothing waits for its subscriptions to be confirmed: the client subscribes again after a
     // reconnect, so a confirmation a dropped connection cut short is no failure, and no NATS
     // error left without a handler may end the process.
     deadLetters.ready.catch(() => {});
+    cancels.ready.catch(() => {});
     log.info({ port: server.port, instance }, "processor running; partitions are shared through notify_leases");
 
     return {
@@ -179,6 +183,7 @@ export async function startProcessor(
         stopping = true;
         await Promise.all([
           deadLetters.stop(),
+          cancels.stop(),
           partitions?.stop(),
           scheduler.stop(),
           fallbacks.stop(),

@@ -69,11 +69,13 @@ export interface Bus {
     dlq(channel: Channel): string;
     /**
      * Core NATS (no stream): ingest asks the processor for the dead letters' page (opsDlqList),
-     * one letter (opsDlqShow) and a replay (opsReplay); ingest's own user reads no stream.
+     * one letter (opsDlqShow) and a replay (opsReplay); ingest's own user reads no stream. It
+     * asks for a notification's cancel (opsCancel) too: the processor holds the send guard.
      */
     opsDlqList: string;
     opsDlqShow: string;
     opsReplay: string;
+    opsCancel: string;
     /** One attempt of an outbound webhook delivery, for a sender (stream NOTIFY_WEBHOOKS). */
     webhooks: string;
   };
@@ -178,6 +180,7 @@ export async function connectBus(config: BusConfig): Promise<Bus> {
       opsDlqList: subjectName(naming, "notify.ops.dlq.list"),
       opsDlqShow: subjectName(naming, "notify.ops.dlq.show"),
       opsReplay: subjectName(naming, "notify.ops.replay"),
+      opsCancel: subjectName(naming, "notify.ops.cancel"),
       webhooks: subjectName(naming, "notify.webhooks.deliver"),
     },
     streams: {

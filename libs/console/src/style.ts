@@ -41,6 +41,7 @@ button.danger { background: var(--bad); border-color: var(--bad); }
 .state-half_open, .status-retrying, .status-deferred, .status-parked, .status-paused, .status-expanding { color: var(--warn); }
 .state-open, .status-failed, .status-bounced, .status-expired, .status-cancelled, .status-disabled { color: var(--bad); }
 .status-enabled { color: var(--ok); }
+.status-canceled { color: var(--muted); }
 .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(280px, 1fr)); gap: 1rem; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: .6rem .9rem; min-width: 0; overflow-x: auto; }
 .card td, .card th { overflow-wrap: anywhere; }

@@ -13,6 +13,9 @@
  * - bounced: the provider reported a bounce (reason)
  * - failed: dead-lettered: a permanent failure or retries used up (reason)
  * - expired: its deliver-by deadline passed before it was sent; never sent late (reason)
+ * - canceled: its client canceled it before it was sent (POST /notifications/{id}/cancel); never
+ *   sent. Only a waiting channel (pending, deferred, retrying, parked) is canceled, and nothing
+ *   follows it, not even a bounce: no provider ever had it
  */
 export const CHANNEL_STATUSES = [
   "pending",
@@ -25,6 +28,7 @@ export const CHANNEL_STATUSES = [
   "bounced",
   "failed",
   "expired",
+  "canceled",
 ] as const;
 export type ChannelStatus = (typeof CHANNEL_STATUSES)[number];
 
@@ -38,6 +42,7 @@ const RANK: Record<ChannelStatus, number> = {
   delivered: 3,
   failed: 3,
   expired: 3,
+  canceled: 3,
   bounced: 4,
 };
 
@@ -48,9 +53,12 @@ export const isFinal = (status: ChannelStatus): boolean => RANK[status] >= 3;
  * Whether a channel may move from `from` to `to`. The "waiting" statuses (deferred, retrying,
  * parked) may follow each other and themselves (another attempt, a new planned time); a final
  * status never repeats or moves back, though a delivered message may still bounce (receipts
- * arrive later than the send).
+ * arrive later than the send). A cancel reaches only a channel still waiting (an unsettled one
+ * may have been accepted), and a canceled channel, never sent, has nothing after it.
  */
 export function canTransition(from: ChannelStatus, to: ChannelStatus): boolean {
+  if (from === "canceled") return false;
+  if (to === "canceled") return RANK[from] <= 1;
   const a = RANK[from];
   const b = RANK[to];
   if (b > a) return true;

@@ -407,6 +407,8 @@ export interface ResumeInput {
  * - delivered: the provider accepted (`sent`) but the status write was lost; reconciled from it
  * - expired: the deadline ended the run (`expired`), for the reason the guard recorded
  * - suppressed: the address is on the suppression list (`suppressed`); never sent
+ * - canceled: its client canceled it (`canceled`); never sent, and the item is acknowledged with
+ *   nothing recorded but the channel's move to canceled, should the cancel's own have been lost
  * - dead_letter: dead-lettered (`dead`); published again, which its msg id makes a no-op
  * - unsettled: the outcome is unknown (`unknown`); a receipt or an operator settles it
  * - wait: a live claim (`sending`): its worker is still talking to the provider; looked at again
@@ -420,6 +422,7 @@ export type ResumeDecision =
   | { action: "delivered"; providerId: string | null }
   | { action: "expired"; reason: ExpiryReason }
   | { action: "suppressed" }
+  | { action: "canceled" }
   | { action: "dead_letter"; class: DeadLetterClass; reason: string }
   | { action: "unsettled"; reason: string }
   | { action: "wait"; delayMs: number }
@@ -438,6 +441,8 @@ export function decideResume(input: ResumeInput): ResumeDecision {
       };
     case "suppressed":
       return { action: "suppressed" };
+    case "canceled":
+      return { action: "canceled" };
     case "dead":
       return { action: "dead_letter", class: guard.class ?? "permanent", reason: guard.reason ?? "dead-lettered" };
     case "unknown":

@@ -100,8 +100,9 @@ export interface WatchedChannel {
  * - `take`: one of its conditions holds, the next channel is to be sent;
  * - `stop`: the channel reached the user, or failed in a way the step does not cover: the chain ends.
  *
- * A channel suppressed by the user's daily cap never takes a step: the cap counts a
- * notification, and another channel would send it anyway.
+ * A channel suppressed by the user's daily cap or by the notification's throttle never takes a
+ * step: each counts a notification, and another channel would send it anyway. Nor does a canceled one: its client
+ * wants nothing more of the notification sent (the cancel also ends the chain itself).
  */
 export type FallbackDecision =
   | { action: "wait"; confirmWithinSeconds?: number }
@@ -110,10 +111,11 @@ export type FallbackDecision =
 
 export function decideFallback(step: FallbackStep, watched: WatchedChannel, confirmDue: boolean): FallbackDecision {
   const { status } = watched;
+  if (status === "canceled") return { action: "stop" };
   if (status === "failed" || status === "bounced" || status === "expired")
     return step.when.includes("failed") ? { action: "take", because: "failed" } : { action: "stop" };
   if (status === "suppressed")
-    return step.when.includes("suppressed") && watched.reason !== "rate_cap"
+    return step.when.includes("suppressed") && watched.reason !== "rate_cap" && watched.reason !== "throttled"
       ? { action: "take", because: "suppressed" }
       : { action: "stop" };
   if (status === "delivered" || status === "unsettled") {

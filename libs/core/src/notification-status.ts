@@ -12,6 +12,7 @@ export const NOTIFICATION_STATUSES = [
   "partially_failed",
   "failed",
   "suppressed",
+  "canceled",
 ] as const;
 export type NotificationStatus = (typeof NOTIFICATION_STATUSES)[number];
 
@@ -22,11 +23,13 @@ export const NOTIFICATION_STATUS_DESCRIPTIONS: Record<NotificationStatus, string
     "at least one channel is waiting (pending, deferred, retrying or parked), or a step of the channel fallback chain may still add a channel",
   unsettled:
     "no channel waiting, at least one unsettled: the provider may have accepted; a receipt may still settle it, and it is never resent on its own",
-  completed: "every channel delivered or suppressed, at least one delivered",
+  completed: "every channel delivered, suppressed or canceled, at least one delivered",
   partially_failed:
     "no channel waiting or unsettled; at least one delivered and at least one failed, bounced or expired",
   failed: "no channel waiting, unsettled or delivered; at least one failed, bounced or expired",
   suppressed: "every channel suppressed (preferences, daily cap, no address): nothing was sent",
+  canceled:
+    "every channel canceled or suppressed, at least one canceled (POST /notifications/{id}/cancel): nothing was sent",
 };
 
 const WAITING: ReadonlySet<ChannelStatus> = new Set(["pending", "deferred", "retrying", "parked"]);
@@ -44,6 +47,7 @@ const WAITING: ReadonlySet<ChannelStatus> = new Set(["pending", "deferred", "ret
  * | a delivered one and a failed, bounced or expired one | `partially_failed` |
  * | a delivered one                                    | `completed`        |
  * | a failed, bounced or expired one                   | `failed`           |
+ * | a canceled one (only canceled and suppressed left) | `canceled`         |
  * | (only suppressed ones are left)                    | `suppressed`       |
  *
  * Why this order: an outcome (completed, partially_failed, failed, suppressed) is claimed only
@@ -53,7 +57,10 @@ const WAITING: ReadonlySet<ChannelStatus> = new Set(["pending", "deferred", "ret
  * unsettled + delivered is `unsettled`, not `completed` (it may become partially_failed). It
  * also keeps the one status that needs an operator (`notify dlq`) from hiding behind another.
  * Suppressed channels never change the outcome of the others: delivered + suppressed is
- * `completed`, failed + suppressed is `failed`.
+ * `completed`, failed + suppressed is `failed`. Nor do canceled ones: a cancel stops only what
+ * was not sent yet, so what was sent before it keeps its outcome (delivered + canceled is
+ * `completed`); a notification of which nothing was sent because its client canceled it is
+ * `canceled`, even where preferences suppressed some of its channels.
  *
  * Only a bounce still moves a settled status, as it moves a delivered channel (receipts arrive
  * after the send): `completed` may become `partially_failed` or `failed`.
@@ -66,6 +73,7 @@ export function notificationStatus(
   let unsettled = false;
   let delivered = false;
   let failed = false;
+  let canceled = false;
   for (const status of channels) {
     any = true;
     if (WAITING.has(status)) return "processing";
@@ -73,11 +81,13 @@ export function notificationStatus(
     else if (status === "delivered") delivered = true;
     // An expired channel was never sent: for the caller that is a failure like any other.
     else if (status === "failed" || status === "bounced" || status === "expired") failed = true;
+    else if (status === "canceled") canceled = true;
   }
   if (!any) return "accepted";
   // The outcome is not known while a fallback may still send another channel.
   if (options.fallbackPending) return "processing";
   if (unsettled) return "unsettled";
   if (delivered) return failed ? "partially_failed" : "completed";
-  return failed ? "failed" : "suppressed";
+  if (failed) return "failed";
+  return canceled ? "canceled" : "suppressed";
 }

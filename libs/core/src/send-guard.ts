@@ -14,8 +14,20 @@ import type { DeadLetterClass } from "./dead-letter.js";
  *   unless an operator replays it knowingly
  * - expired: its deliver-by deadline passed before a send was made; never sent
  * - suppressed: its address is on the suppression list for the notification's client; never sent
+ * - canceled: its client canceled it before a send was made (the processor's cancel takes it by a
+ *   compare-and-set, where there was no guard or a failed one); never sent: a worker that finds
+ *   it acknowledges its work item with nothing sent
  */
-export const GUARD_STATES = ["sending", "sent", "failed", "dead", "unknown", "expired", "suppressed"] as const;
+export const GUARD_STATES = [
+  "sending",
+  "sent",
+  "failed",
+  "dead",
+  "unknown",
+  "expired",
+  "suppressed",
+  "canceled",
+] as const;
 export type GuardState = (typeof GUARD_STATES)[number];
 
 export interface GuardValue {

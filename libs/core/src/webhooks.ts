@@ -17,6 +17,7 @@ export const WEBHOOK_EVENT_TYPES = [
   "channel.expired",
   "channel.suppressed",
   "channel.unsettled",
+  "channel.canceled",
   "fallback.taken",
   "provider.switched",
   "inbox.read",
@@ -51,13 +52,14 @@ export function recipientOf(
 export const WEBHOOK_EVENT_DESCRIPTIONS: Record<WebhookEventType | "ping", string> = {
   "notification.accepted": "a notification was accepted (202) and stored",
   "notification.completed":
-    "every channel of a notification has an outcome (the notification's status is completed, partially_failed, failed or suppressed); sent once",
+    "every channel of a notification has an outcome (the notification's status is completed, partially_failed, failed, suppressed or canceled); sent once",
   "channel.delivered": "a channel was delivered: its provider accepted it, or a receipt confirmed it",
   "channel.bounced": "a provider reported a bounce for a delivered channel",
   "channel.failed": "a channel failed for good: refused, retries exhausted, or its template could not render",
   "channel.expired": "a channel's deliver-by deadline passed before it was sent",
   "channel.suppressed": "a channel was not sent: an opt-out, quiet hours, the daily cap, or no address",
   "channel.unsettled": "a provider may have accepted a channel but did not say so; a receipt may still settle it",
+  "channel.canceled": "a channel was canceled before it was sent (POST /api/v1/notifications/{id}/cancel); never sent",
   "fallback.taken": "a step of the notification's channel fallback chain was taken",
   "provider.switched": "a channel's send moved to another provider (email failing over)",
   "inbox.read": "the user read an in-app item",

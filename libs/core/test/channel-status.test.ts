@@ -37,3 +37,17 @@ t.test("late updates never regress a final status", async (t) => {
   t.same(statusesMovableTo("delivered").sort(), ["deferred", "parked", "pending", "retrying", "unsettled"].sort());
   t.same(statusesMovableTo("retrying").sort(), ["deferred", "parked", "pending", "retrying"].sort());
 });
+
+t.test("a cancel reaches only a waiting channel, and nothing follows it", async (t) => {
+  const waiting = ["pending", "deferred", "retrying", "parked"];
+  for (const from of CHANNEL_STATUSES) {
+    t.equal(canTransition(from, "canceled"), waiting.includes(from), `${from} -> canceled`);
+    for (const to of CHANNEL_STATUSES) t.notOk(canTransition("canceled", to), `canceled -> ${to}`);
+  }
+  t.ok(isFinal("canceled"), "canceled is final");
+  t.notOk(canTransition("unsettled", "canceled"), "an unsettled channel may have been accepted");
+  t.notOk(canTransition("canceled", "bounced"), "never sent, so never bounced");
+  t.same(statusesMovableTo("canceled").sort(), [...waiting].sort());
+  t.notOk(statusesMovableTo("bounced").includes("canceled"), "a bounce receipt never moves a canceled channel");
+  t.notOk(statusesMovableTo("delivered").includes("canceled"), "nor does a late delivery");
+});

@@ -604,6 +604,9 @@ t.test("a guard found held: every state has its decision", async (t) => {
           );
         case "suppressed":
           return decision.action === "suppressed";
+        case "canceled":
+          // Its client canceled it: never sent, however old, at whatever provider.
+          return decision.action === "canceled";
         case "dead":
           return (
             decision.action === "dead_letter" &&

@@ -50,6 +50,18 @@ t.test("a step is taken only for a condition it names, and only once the watched
       ),
     "a confirmed delivery ends the chain",
   );
+  t.doesNotThrow(
+    () =>
+      fc.assert(
+        fc.property(
+          step,
+          fc.boolean(),
+          fc.boolean(),
+          (s, confirmed, due) => decideFallback(s, { status: "canceled", confirmed }, due).action === "stop",
+        ),
+      ),
+    "a canceled channel ends the chain: its client wants nothing more sent",
+  );
 });
 
 t.test("an unconfirmed step waits for its window, then fires", async (t) => {
@@ -91,6 +103,15 @@ t.test("a failed step watches an accepted email or SMS for a bounce, for a while
     ),
     { action: "stop" },
     "the daily cap is not gone around",
+  );
+  t.same(
+    decideFallback(
+      { channel: "sms", when: ["suppressed"] },
+      { status: "suppressed", reason: "throttled", confirmed: false },
+      false,
+    ),
+    { action: "stop" },
+    "nor is the notification's throttle",
   );
 });
 

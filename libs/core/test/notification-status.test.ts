@@ -23,12 +23,13 @@ const DEFINITIONS: Record<NotificationStatus, (list: ChannelStatus[]) => boolean
   accepted: (list) => list.length === 0,
   processing: (list) => some(list, ...WAITING),
   unsettled: (list) => !some(list, ...WAITING) && some(list, "unsettled"),
-  completed: (list) => list.length > 0 && every(list, "delivered", "suppressed") && some(list, "delivered"),
+  completed: (list) => list.length > 0 && every(list, "delivered", "suppressed", "canceled") && some(list, "delivered"),
   partially_failed: (list) =>
     !some(list, ...WAITING, "unsettled") && some(list, "delivered") && some(list, "failed", "bounced", "expired"),
   failed: (list) =>
     !some(list, ...WAITING, "unsettled") && !some(list, "delivered") && some(list, "failed", "bounced", "expired"),
   suppressed: (list) => list.length > 0 && every(list, "suppressed"),
+  canceled: (list) => list.length > 0 && every(list, "canceled", "suppressed") && some(list, "canceled"),
 };
 
 t.test("the set is closed: for any channels exactly one definition holds, and it is the answer", async (t) => {
@@ -58,7 +59,7 @@ t.test("order and repeats of the channels do not matter", async (t) => {
 t.test("an outcome, once shown, is only changed by a bounce", async (t) => {
   // Channels move only as channel-status.ts allows; completed, partially_failed, failed and
   // suppressed are claimed only when no channel can still move except to bounced.
-  const outcomes: NotificationStatus[] = ["completed", "partially_failed", "failed", "suppressed"];
+  const outcomes: NotificationStatus[] = ["completed", "partially_failed", "failed", "suppressed", "canceled"];
   fc.assert(
     fc.property(channels, fc.nat(), status, (list, index, to) => {
       const before = notificationStatus(list);
@@ -92,6 +93,12 @@ t.test("the precedence table, row by row", async (t) => {
     [["bounced"], "failed", "the only channel bounced"],
     [["failed", "suppressed"], "failed", "nothing delivered"],
     [["suppressed", "suppressed"], "suppressed", "every channel suppressed"],
+    [["canceled"], "canceled", "its client canceled the only channel"],
+    [["canceled", "suppressed"], "canceled", "nothing sent, and the client canceled what would have been"],
+    [["delivered", "canceled"], "completed", "a cancel stops only what was not sent"],
+    [["failed", "canceled"], "failed", "nothing delivered, one failed"],
+    [["canceled", "deferred"], "processing", "a deferred channel still waits"],
+    [["canceled", "unsettled"], "unsettled", "the provider may still have accepted one"],
   ];
   for (const [list, expected, why] of cases) t.equal(notificationStatus(list), expected, `${list.join("+")}: ${why}`);
 });

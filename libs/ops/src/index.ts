@@ -1,5 +1,6 @@
 export { createEmptyAudience, findAudience, importMembersFromFile } from "./audiences.js";
 export { broadcastProgress } from "./broadcasts.js";
+export { CANCEL_QUEUE, cancelChannels, startCancelResponder } from "./cancel.js";
 export {
   type DeadLetterFilters,
   latestPerChannel,

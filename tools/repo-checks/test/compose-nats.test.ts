@@ -99,9 +99,11 @@ const CAPABILITIES: Record<string, Capability> = {
   "ask for the dead-letter list": { publish: "notify.ops.dlq.list" },
   "ask for a dead letter": { publish: "notify.ops.dlq.show" },
   "ask for a dead-letter replay": { publish: "notify.ops.replay" },
+  "ask for a cancel": { publish: "notify.ops.cancel" },
   "answer the dead-letter list": { subscribe: "notify.ops.dlq.list" },
   "answer requests for a dead letter": { subscribe: "notify.ops.dlq.show" },
   "answer dead-letter replays": { subscribe: "notify.ops.replay" },
+  "answer cancels": { subscribe: "notify.ops.cancel" },
   "subscribe to every subject": { subscribe: ">" },
   "subscribe to the lanes' subjects": { subscribe: "notify.lane.>" },
   "read another role's replies": { subscribe: (role) => `_INBOX.${role === "ingest" ? "workers" : "ingest"}.>` },
@@ -143,6 +145,7 @@ const NEEDS: Record<Role, Name[]> = {
     "ask for the dead-letter list",
     "ask for a dead letter",
     "ask for a dead-letter replay",
+    "ask for a cancel",
     "read notify_workers",
     "read notify_breakers",
     "read notify_rate",
@@ -171,6 +174,7 @@ const NEEDS: Record<Role, Name[]> = {
     "answer the dead-letter list",
     "answer requests for a dead letter",
     "answer dead-letter replays",
+    "answer cancels",
   ],
   // Work in; dead letters and poison out; the send guard, the shared token buckets and breakers.
   workers: [

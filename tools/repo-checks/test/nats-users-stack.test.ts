@@ -119,6 +119,17 @@ t.test("all four channels deliver, and a dead letter is listed and replayed", as
     return body.channels.email?.status === "delivered" ? body : undefined;
   }, 30_000);
   t.equal(replayed.channels.email?.status, "delivered");
+
+  // A cancel is asked of the processor too (notify.ops.cancel): everything was sent, so it stays.
+  const canceled = await fetch(`${stack.baseUrl}/api/v1/notifications/${id}/cancel`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}` },
+  });
+  t.equal(canceled.status, 200, "a cancel through ingest, by the processor");
+  t.match(await canceled.json(), {
+    channels: { email: { status: "delivered" } },
+    cancel: { email: { result: "not_canceled" } },
+  });
 });
 
 t.test("a key revoked by the operator's CLI is refused by ingest at once", async (t) => {

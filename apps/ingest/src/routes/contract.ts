@@ -135,7 +135,7 @@ function responses(route: Contract): Json {
   for (const [status, group] of problemsByStatus(codes)) {
     out[String(status)] = {
       description: `${STATUS_TEXT[status] ?? "Error"}: ${group.map((code) => `\`${code}\` (${ERROR_TITLES[code]})`).join(", ")}`,
-      ...(status === 429 || status === 503
+      ...(status === 409 || status === 429 || status === 503
         ? { headers: { "Retry-After": { description: "Seconds to wait", schema: { type: "integer" } } } }
         : {}),
       content: {

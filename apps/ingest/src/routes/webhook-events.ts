@@ -46,7 +46,7 @@ const DATA: Record<string, Json> = {
   },
   "notification.completed": {
     ...NOTIFICATION,
-    status: { type: "string", enum: ["completed", "partially_failed", "failed", "suppressed"] },
+    status: { type: "string", enum: ["completed", "partially_failed", "failed", "suppressed", "canceled"] },
     channels: {
       type: "object",
       additionalProperties: { type: "object", properties: { status: text, reason: nullableText } },
@@ -58,6 +58,7 @@ const DATA: Record<string, Json> = {
   "channel.expired": CHANNEL,
   "channel.suppressed": CHANNEL,
   "channel.unsettled": CHANNEL,
+  "channel.canceled": CHANNEL,
   "provider.switched": { ...CHANNEL, previous_provider: text },
   "fallback.taken": { ...NOTIFICATION, from: text, to: text, because: text, step: { type: "integer" } },
   "inbox.read": { ...NOTIFICATION, channel: { const: "in_app" }, read_at: time },
@@ -82,6 +83,7 @@ const DATA: Record<string, Json> = {
         partially_failed: { type: "integer" },
         failed: { type: "integer" },
         suppressed: { type: "integer" },
+        canceled: { type: "integer" },
       },
     },
   },

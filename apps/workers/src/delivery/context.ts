@@ -73,9 +73,11 @@ export function done(
       ? (["info", "delivered"] as const)
       : status === "skipped"
         ? (["debug", "claim held by another worker; looking again later"] as const)
-        : status === "parked" && ctx.row.status === "parked"
-          ? (["debug", "still parked"] as const)
-          : (["warn", status === "parked" ? "provider breaker open; parked" : `not delivered: ${status}`] as const);
+        : status === "canceled"
+          ? (["info", "canceled by its client; not sent"] as const)
+          : status === "parked" && ctx.row.status === "parked"
+            ? (["debug", "still parked"] as const)
+            : (["warn", status === "parked" ? "provider breaker open; parked" : `not delivered: ${status}`] as const);
   // Nothing is built for a line the level leaves out (the item's logger included).
   if (!deps.log.isLevelEnabled(level)) return disposition;
   const line = {

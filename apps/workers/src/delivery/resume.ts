@@ -1,5 +1,5 @@
 import { claimGuard, type Disposition, type GuardEntry } from "@notify/bus";
-import { decideResume, type GuardValue } from "@notify/core";
+import { CANCEL_REASON, decideResume, type GuardValue } from "@notify/core";
 import { moveStatus, recordAttempt } from "@notify/db";
 import { addressesOf } from "./addresses.js";
 import { gateNamed } from "./choose.js";
@@ -33,6 +33,11 @@ export async function resume(ctx: Context, seen: GuardEntry): Promise<Dispositio
       return await expired(ctx, decision.reason, guard.attempt);
     case "suppressed":
       return await suppressed(ctx, guard.attempt, ctx.row.suppression);
+    case "canceled":
+      // Its client canceled it: nothing is sent and nothing recorded. The processor moved the
+      // channel with the guard; should that write have been lost, the channel follows the guard.
+      await moveStatus(deps.sql, item, "canceled", { reason: CANCEL_REASON });
+      return done(ctx, "canceled", {}, { ack: true });
     case "dead_letter":
       await deadLetter(ctx, decision.class, decision.reason, guard.attempt);
       return done(ctx, "failed", { reconciled: true, reason: guard.reason }, { ack: true });

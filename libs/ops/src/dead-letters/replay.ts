@@ -21,6 +21,8 @@ export async function replay(
   const seen = await readGuard(deps.guard, key);
   if (seen) {
     if (seen.value.state === "sent") return "the provider accepted it (send guard: sent)";
+    // Its client canceled it: never sent, whoever asks.
+    if (seen.value.state === "canceled") return "its client canceled it (send guard: canceled)";
     // A worker holds the claim and may be calling the provider now (a replay repeated after
     // its own work item was taken, say): released, the next attempt would send a second time.
     if (seen.value.state === "sending")

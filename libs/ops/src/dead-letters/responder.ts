@@ -83,10 +83,10 @@ export async function runReplay(
 /**
  * Answers `subject` in `queue` with what `work` makes of each request, or with the error as the
  * API would answer it (a dependency out of reach is a 503). A server-side failure is logged with
- * what `work` put in `context` before it failed.
+ * what `work` put in `context` before it failed. The cancel's responder (cancel.ts) answers so too.
  */
-function answer<T>(
-  deps: DeadLetterResponderDeps,
+export function answer<T>(
+  deps: Pick<DeadLetterResponderDeps, "bus" | "log" | "explain">,
   subject: string,
   queue: string,
   what: string,
