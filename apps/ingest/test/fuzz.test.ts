@@ -132,6 +132,7 @@ const field = fc.constantFrom(
   "category_optout",
   "quiet_hours",
   "timezone",
+  "time_zone",
   "locale",
   "rate_cap_per_day",
   "audience_id",

@@ -1,4 +1,4 @@
-import { CHANNELS } from "@notify/core";
+import { CHANNELS, isTimeZone } from "@notify/core";
 import { seedApiKey } from "@notify/db";
 import fc from "fast-check";
 import t, { type Test } from "tap";
@@ -25,6 +25,7 @@ const defaults = (userId: string) => ({
   rate_cap_per_day: null,
   device_tokens: [],
   locale: null,
+  time_zone: null,
 });
 
 const get = (userId: string, apiKey = key) =>
@@ -59,6 +60,7 @@ t.test("PUT replaces the document and returns it, normalised; GET reads the same
     rate_cap_per_day: 3,
     device_tokens: [subscription(1), { ...subscription(2), expirationTime: 1893456000000 }],
     locale: "en-gb",
+    time_zone: "America/Sao_Paulo",
   });
   t.equal(response.status, 200);
   t.ok(response.headers.get("last-modified")?.endsWith("GMT"));
@@ -70,6 +72,7 @@ t.test("PUT replaces the document and returns it, normalised; GET reads the same
     rate_cap_per_day: 3,
     device_tokens: [subscription(1), { ...subscription(2), expirationTime: 1893456000000 }],
     locale: "en-GB",
+    time_zone: "America/Sao_Paulo",
   };
   t.same(await response.json(), stored);
   const read = await get("user-1");
@@ -115,6 +118,7 @@ t.test("invalid documents are refused with every problem named, and nothing is s
       rate_cap_per_day: -1,
       device_tokens: [{ endpoint: "http://push.example.com/x", keys: { p256dh: "short", auth: secret } }],
       locale: "english_US",
+      time_zone: "Mars/Olympus",
       colour: "blue",
     }),
     400,
@@ -132,6 +136,7 @@ t.test("invalid documents are refused with every problem named, and nothing is s
     "quiet_hours.start",
     "quiet_hours.tz",
     "rate_cap_per_day",
+    "time_zone",
   ]);
   t.same(await (await get("user-3")).json(), defaults("user-3"), "nothing stored");
 
@@ -140,6 +145,9 @@ t.test("invalid documents are refused with every problem named, and nothing is s
     ["an offset is no IANA zone", { quiet_hours: { start: "22:00", end: "07:00", tz: "+05:00" } }, "quiet_hours.tz"],
     ["a fractional cap", { rate_cap_per_day: 1.5 }, "rate_cap_per_day"],
     ["a cap as a string", { rate_cap_per_day: "3" }, "rate_cap_per_day"],
+    ["an offset as time_zone", { time_zone: "+05:00" }, "time_zone"],
+    ["an empty time_zone", { time_zone: "" }, "time_zone"],
+    ["a time_zone as a number", { time_zone: 1 }, "time_zone"],
     ["a repeated endpoint", { device_tokens: [subscription(1), subscription(1)] }, "device_tokens.1"],
     [
       "credentials in the endpoint",
@@ -177,6 +185,83 @@ t.test("invalid documents are refused with every problem named, and nothing is s
   await expectProblem(t, await get("has space"), 400, "validation_failed");
 });
 
+t.test("time_zone: a valid zone is stored and read back, an invalid one changes nothing, null clears it", async (t) => {
+  const zoned = { ...defaults("user-tz"), locale: "en-AU", time_zone: "Australia/Lord_Howe" };
+  const stored = await put("user-tz", { locale: "en-AU", time_zone: "Australia/Lord_Howe" });
+  t.equal(stored.status, 200);
+  t.same(await stored.json(), zoned);
+  const before = await get("user-tz");
+  const lastModified = before.headers.get("last-modified");
+  t.same(await before.json(), zoned, "read back");
+
+  for (const bad of ["Mars/Olympus", "+05:00", "UTC+1", "Europe/London ", "x".repeat(65)]) {
+    const problem = await expectProblem(
+      t,
+      await put("user-tz", { locale: "fr", time_zone: bad }),
+      400,
+      "validation_failed",
+    );
+    t.match(problem.errors, [{ field: "time_zone", message: /IANA time zone/ }], JSON.stringify(bad));
+  }
+  const after = await get("user-tz");
+  t.same(await after.json(), zoned, "the stored document is unchanged");
+  t.equal(after.headers.get("last-modified"), lastModified, "and was not written");
+
+  const cleared = await put("user-tz", { locale: "en-AU", time_zone: null });
+  t.equal(cleared.status, 200);
+  t.same(await cleared.json(), { ...zoned, time_zone: null }, "null clears it");
+  t.same(await (await get("user-tz")).json(), { ...zoned, time_zone: null });
+
+  await put("user-tz", { time_zone: "Asia/Kathmandu" });
+  t.same(await (await put("user-tz", {})).json(), defaults("user-tz"), "absent from a PUT: the default, null");
+});
+
+t.test("the OpenAPI contract documents time_zone in the PUT body and both answers", async (t) => {
+  const doc = (await (await app.request("/api/v1/openapi.json")).json()) as {
+    paths: Record<string, Record<string, { requestBody?: unknown; responses: Record<string, unknown> }>>;
+  };
+  const path = doc.paths["/api/v1/users/{id}/preferences"];
+  type Schema = { properties?: Record<string, unknown> };
+  const schemaOf = (part: unknown) =>
+    (part as { content: Record<string, { schema: Schema }> }).content["application/json"]?.schema;
+  for (const [where, part] of [
+    ["PUT body", path?.put?.requestBody],
+    ["PUT answer", path?.put?.responses["200"]],
+    ["GET answer", path?.get?.responses["200"]],
+  ] as const) {
+    t.ok(schemaOf(part)?.properties?.time_zone, `${where} has time_zone`);
+  }
+});
+
+t.test("property: a time_zone is stored exactly when it is an IANA zone; otherwise nothing changes", async (t) => {
+  const keep = { locale: "de", time_zone: "Europe/Vienna" };
+  t.equal((await put("prop-tz", keep)).status, 200);
+  const candidate = fc.oneof(
+    fc.string({ maxLength: 40 }),
+    fc.constantFrom(...Intl.supportedValuesOf("timeZone")),
+    fc.constantFrom("utc", "europe/paris", "Etc/GMT-14", "US/Pacific", "GMT", "Europe/Paris/", "../etc/passwd"),
+  );
+  await fc.assert(
+    fc.asyncProperty(candidate, async (zone) => {
+      const response = await put("prop-tz", { locale: "de", time_zone: zone });
+      const body = (await response.json()) as { time_zone?: string; errors?: Array<{ field: string }> };
+      if (isTimeZone(zone)) {
+        const ok = response.status === 200 && body.time_zone === zone;
+        await put("prop-tz", keep);
+        return ok;
+      }
+      const read = (await (await get("prop-tz")).json()) as { time_zone: string };
+      return (
+        response.status === 400 &&
+        body.errors?.some((e) => e.field === "time_zone") === true &&
+        read.time_zone === keep.time_zone
+      );
+    }),
+    { numRuns: 150 },
+  );
+  t.pass("held");
+});
+
 t.test("security: a key is required, with the preferences scope (admin includes it)", async (t) => {
   await expectProblem(t, await app.request("/api/v1/users/u/preferences"), 401, "unauthenticated");
   await expectProblem(t, await get("u", "ntf_unknown"), 401, "invalid_api_key");
@@ -201,6 +286,9 @@ t.test("property: any valid document is stored and read back as normalised", asy
     ),
     rate_cap_per_day: fc.option(fc.nat(1000), { nil: null }),
     locale: fc.option(fc.constantFrom("en", "EN-us", "fr-ca", "zh-hant-tw", "de"), { nil: null }),
+    time_zone: fc.option(fc.constantFrom("UTC", "Europe/Berlin", "America/Argentina/Buenos_Aires", "Etc/GMT+5"), {
+      nil: null,
+    }),
   });
   let n = 0;
   await fc.assert(
@@ -215,7 +303,8 @@ t.test("property: any valid document is stored and read back as normalised", asy
         JSON.stringify(read.category_optout) === JSON.stringify([...new Set(input.category_optout)].sort()) &&
         JSON.stringify(read.quiet_hours) === JSON.stringify(input.quiet_hours) &&
         read.rate_cap_per_day === input.rate_cap_per_day &&
-        read.locale === (input.locale === null ? null : Intl.getCanonicalLocales(input.locale)[0])
+        read.locale === (input.locale === null ? null : Intl.getCanonicalLocales(input.locale)[0]) &&
+        read.time_zone === input.time_zone
       );
     }),
     { numRuns: 60 },

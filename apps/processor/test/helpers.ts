@@ -2,10 +2,12 @@ import type { Bus } from "@notify/bus";
 import {
   type Channel,
   type ChannelStatus,
+  type DigestSpec,
   type LaneMessage,
   newId,
   type Priority,
   partitionOf,
+  type ThrottleSpec,
   type WorkItem,
 } from "@notify/core";
 import { createDb, type Database, seedTemplate } from "@notify/db";
@@ -60,6 +62,7 @@ export async function seedUser(
     quiet_hours?: { start: string; end: string; tz: string } | null;
     rate_cap_per_day?: number | null;
     locale?: string | null;
+    time_zone?: string | null;
     push?: boolean;
   } = {},
 ): Promise<void> {
@@ -68,13 +71,13 @@ export async function seedUser(
     on conflict (user_id) do update set email = excluded.email, phone = excluded.phone`;
   const tokens =
     preferences.push === false ? [] : [{ endpoint: "https://push.example.com/s/1", keys: { p256dh: "p", auth: "a" } }];
-  await sql`insert into user_preferences (user_id, channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale)
+  await sql`insert into user_preferences (user_id, channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, time_zone)
     values (${userId}, ${preferences.channel_optout ?? []}, ${preferences.category_optout ?? []},
             ${preferences.quiet_hours ? sql.json(preferences.quiet_hours) : null}, ${preferences.rate_cap_per_day ?? null},
-            ${sql.json(tokens)}, ${preferences.locale ?? null})
+            ${sql.json(tokens)}, ${preferences.locale ?? null}, ${preferences.time_zone ?? null})
     on conflict (user_id) do update set channel_optout = excluded.channel_optout, category_optout = excluded.category_optout,
       quiet_hours = excluded.quiet_hours, rate_cap_per_day = excluded.rate_cap_per_day,
-      device_tokens = excluded.device_tokens, locale = excluded.locale, updated_at = now()`;
+      device_tokens = excluded.device_tokens, locale = excluded.locale, time_zone = excluded.time_zone, updated_at = now()`;
 }
 
 export interface NewNotification {
@@ -86,6 +89,9 @@ export interface NewNotification {
   channels?: Channel[] | null;
   data?: Record<string, unknown>;
   deliver_by?: string;
+  send_at?: string;
+  digest?: DigestSpec;
+  throttle?: ThrottleSpec;
 }
 
 /** Stores notification rows as ingest would (one multi-row insert) and returns their lane messages. */
@@ -106,23 +112,29 @@ export async function storeNotifications(
     data: n.data ?? { name: "Ada" },
     created_at: new Date().toISOString(),
     ...(n.deliver_by === undefined ? {} : { deliver_by: n.deliver_by }),
+    ...(n.send_at === undefined ? {} : { send_at: n.send_at }),
+    ...(n.digest === undefined ? {} : { digest: n.digest }),
+    ...(n.throttle === undefined ? {} : { throttle: n.throttle }),
   }));
   const { sql } = database;
   for (let i = 0; i < messages.length; i += 5000) {
     const chunk = messages.slice(i, i + 5000);
     await sql`
       insert into notifications (id, client_id, user_id, category, template_id, template_version, priority,
-                                 requested_channels, data, dedup_key, request_hash, partition, deliver_by)
+                                 requested_channels, data, dedup_key, request_hash, partition, deliver_by, send_at, digest, throttle)
       select id, 'shop', user_id, category, template_id, template_version, priority,
              case when channels = '' then null else string_to_array(channels, ',') end, data::jsonb, id, 'h', part,
-             deliver_by::timestamptz
+             deliver_by::timestamptz, send_at::timestamptz, digest::jsonb, throttle::jsonb
       from unnest(${chunk.map((m) => m.notification_id)}::text[], ${chunk.map((m) => m.user_id)}::text[],
                   ${chunk.map((m) => m.category)}::text[], ${chunk.map((m) => m.template_id)}::text[],
                   ${chunk.map((m) => m.template_version ?? null) as number[]}::int[], ${chunk.map((m) => m.priority)}::text[],
                   ${chunk.map((m) => (m.channels ?? []).join(","))}::text[], ${chunk.map((m) => JSON.stringify(m.data))}::text[],
                   ${chunk.map((m) => partitionOf(m.user_id, bus.naming.partitions))}::int[],
-                  ${chunk.map((m) => m.deliver_by ?? null) as string[]}::text[])
-           as x(id, user_id, category, template_id, template_version, priority, channels, data, part, deliver_by)`;
+                  ${chunk.map((m) => m.deliver_by ?? null) as string[]}::text[],
+                  ${chunk.map((m) => m.send_at ?? null) as string[]}::text[],
+                  ${chunk.map((m) => (m.digest ? JSON.stringify(m.digest) : null)) as string[]}::text[],
+                  ${chunk.map((m) => (m.throttle ? JSON.stringify(m.throttle) : null)) as string[]}::text[])
+           as x(id, user_id, category, template_id, template_version, priority, channels, data, part, deliver_by, send_at, digest, throttle)`;
   }
   return messages;
 }

@@ -34,7 +34,7 @@ t.test("a preference change is read within the cache TTL, not before it is due",
 t.test("contacts and users without records are cached the same way", async (t) => {
   const profiles = createProfileSource({ database, ttlMs: TTL_MS });
   t.same(await profiles.load("cache-nobody"), {
-    preferences: { channelOptout: [], categoryOptout: [], quietHours: null, rateCapPerDay: null },
+    preferences: { channelOptout: [], categoryOptout: [], quietHours: null, rateCapPerDay: null, timeZone: null },
     deviceTokens: [],
     locale: null,
     email: null,
@@ -51,6 +51,16 @@ t.test("quiet hours that the API would refuse are ignored, not fatal to every me
   const profiles = createProfileSource({ database, ttlMs: TTL_MS });
   await seedUser(database, "cache-bad", { quiet_hours: { start: "22:00", end: "07:00", tz: "Mars/Olympus" } });
   t.equal((await profiles.load("cache-bad")).preferences.quietHours, null);
+});
+
+t.test("the profile carries the user's time zone; one the API would refuse reads as none", async (t) => {
+  const profiles = createProfileSource({ database, ttlMs: 0 });
+  await seedUser(database, "cache-tz", { time_zone: "Asia/Tokyo" });
+  t.equal((await profiles.load("cache-tz")).preferences.timeZone, "Asia/Tokyo");
+  await seedUser(database, "cache-tz", { time_zone: "Mars/Olympus" });
+  t.equal((await profiles.load("cache-tz")).preferences.timeZone, null, "an unknown zone");
+  await seedUser(database, "cache-tz", { time_zone: null });
+  t.equal((await profiles.load("cache-tz")).preferences.timeZone, null, "none set");
 });
 
 t.test("a user's later messages are routed from memory; without it, each from Postgres", async (t) => {

@@ -74,4 +74,8 @@ export function secondsLeft(deliverBy: string | null | undefined, now: number): 
 }
 
 /** The reason an expired channel carries: where the deadline was found passed. */
-export type ExpiryReason = "deadline_passed" | "deadline_before_quiet_hours_end" | "deadline_before_next_attempt";
+export type ExpiryReason =
+  | "deadline_passed"
+  | "deadline_before_quiet_hours_end"
+  | "deadline_before_send_at"
+  | "deadline_before_next_attempt";

@@ -8,6 +8,18 @@ export {
   parseMemberLine,
 } from "./audience.js";
 export {
+  CANCEL_REASON,
+  CANCEL_RESULTS,
+  type CancelAnswer,
+  type CancelByGuard,
+  type CancelByStatus,
+  CancelMessage,
+  type CancelResult,
+  type ChannelCancel,
+  cancelByGuard,
+  cancelByStatus,
+} from "./cancel.js";
+export {
   CHANNEL_STATUSES,
   type ChannelStatus,
   canTransition,
@@ -84,6 +96,18 @@ export {
   runAttempts,
   SENDABLE,
 } from "./delivery-policy.js";
+export {
+  DEFAULT_DIGEST_MAX_ITEMS,
+  DIGEST_MAX_ITEMS,
+  DIGEST_WINDOW_MS,
+  DigestRequest,
+  type DigestSpec,
+  parseDuration,
+  THROTTLE_MAX_LIMIT,
+  THROTTLE_PER_MS,
+  ThrottleRequest,
+  type ThrottleSpec,
+} from "./digest.js";
 export { AppError, ERROR_CODES, ERROR_TITLES, type ErrorCode, type FieldError, isAppError } from "./errors.js";
 export {
   decideFallback,
@@ -139,6 +163,14 @@ export {
   quietWindowAt,
   wallTime,
 } from "./quiet-hours.js";
+export {
+  MAX_SCHEDULE_DAYS,
+  parseLocalDate,
+  resolveSendAtLocal,
+  type SendAtLocal,
+  sendAtProblem,
+  userZone,
+} from "./schedule.js";
 export { GUARD_STATES, type GuardState, type GuardValue, guardKey } from "./send-guard.js";
 export {
   ADDRESS_SUPPRESSED,
@@ -162,6 +194,7 @@ export {
   TemplateSyntaxError,
   templateEngineOptions,
 } from "./template/index.js";
+export { type ThrottleRule, type ThrottleSlot, throttleAllows, throttleOutcome, throttleRule } from "./throttle.js";
 export {
   availableTokens,
   type LaneBuckets,

@@ -2,8 +2,11 @@ import * as v from "valibot";
 import type { ChannelStatus } from "./channel-status.js";
 import { CHANNELS, type Channel, PRIORITIES, type Priority } from "./channels.js";
 import { parseRfc3339 } from "./deliver-by.js";
+import { DigestRequest, ThrottleRequest } from "./digest.js";
 import { FallbackChain } from "./fallback.js";
 import type { NotificationStatus } from "./notification-status.js";
+import { parseClock } from "./quiet-hours.js";
+import { parseLocalDate } from "./schedule.js";
 
 const id = (what: string) =>
   v.pipe(
@@ -46,6 +49,42 @@ export const NotificationRequest = v.strictObject({
   ),
   /** Where to go next, in order, when the one channel in `channels` does not reach the user. */
   fallback: v.optional(FallbackChain),
+  /**
+   * Not routed before this instant: accepted now, held, and routed (preferences, quiet hours,
+   * the cap) at that time. One in the past routes at once. At most MAX_SCHEDULE_DAYS out, and
+   * before deliver_by when both are given (checked at ingest).
+   */
+  send_at: v.optional(
+    v.pipe(
+      v.string("send_at must be a string"),
+      v.check(
+        (text) => parseRfc3339(text) !== null,
+        "send_at must be an RFC 3339 date-time with an offset, e.g. 2026-11-25T09:00:00Z",
+      ),
+    ),
+  ),
+  /** The same on the user's wall clock, in their time zone; not with send_at. */
+  send_at_local: v.optional(
+    v.strictObject(
+      {
+        time: v.pipe(
+          v.string("send_at_local.time must be a string"),
+          v.check((text) => parseClock(text) !== null, "send_at_local.time must be HH:MM, 00:00-23:59"),
+        ),
+        date: v.optional(
+          v.pipe(
+            v.string("send_at_local.date must be a string"),
+            v.check((text) => parseLocalDate(text) !== null, "send_at_local.date must be a calendar date, YYYY-MM-DD"),
+          ),
+        ),
+      },
+      'send_at_local must be an object {"time": "HH:MM", "date"?: "YYYY-MM-DD"}',
+    ),
+  ),
+  /** Collected with the user's other notifications of this template and key, and sent as one. */
+  digest: v.optional(DigestRequest),
+  /** At most `limit` of this key reach the user per `per`; the rest are suppressed (or digested). */
+  throttle: v.optional(ThrottleRequest),
 });
 export type NotificationRequest = v.InferOutput<typeof NotificationRequest>;
 
@@ -64,6 +103,25 @@ export const LaneMessage = v.object({
   created_at: v.string(),
   /** The deadline (ISO 8601, UTC), from the request or the template's time to live; absent: none. */
   deliver_by: v.optional(v.nullable(v.string())),
+  /** Routed no earlier than this instant (ISO 8601, UTC): send_at, or send_at_local resolved; absent: at once. */
+  send_at: v.optional(v.nullable(v.string())),
+  /** Collected into a digest of its key; absent: sent alone. */
+  digest: v.optional(
+    v.nullable(v.object({ key: v.string(), window: v.string(), max_items: v.pipe(v.number(), v.integer()) })),
+  ),
+  /** Set on a digest's own notification: the digest it sends, its items in `data`. */
+  digest_of: v.optional(v.nullable(v.string())),
+  /** Its throttle; absent: none. */
+  throttle: v.optional(
+    v.nullable(
+      v.object({
+        key: v.string(),
+        limit: v.pipe(v.number(), v.integer()),
+        per: v.string(),
+        over_limit: v.optional(v.picklist(["suppress", "digest"])),
+      }),
+    ),
+  ),
 });
 export type LaneMessage = v.InferOutput<typeof LaneMessage>;
 

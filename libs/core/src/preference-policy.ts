@@ -6,6 +6,8 @@ export interface PolicyPreferences {
   categoryOptout: readonly string[];
   quietHours: QuietHours | null;
   rateCapPerDay: number | null;
+  /** The user's IANA time zone (preference `time_zone`), where `send_at_local` is read; null for none. */
+  timeZone: string | null;
 }
 
 export interface Reachability {
@@ -23,6 +25,8 @@ export const SUPPRESSION_REASONS = [
   "unreachable",
   // The address is on the suppression list for the notification's client (routing or its worker).
   "address_suppressed",
+  // Over the notification's own throttle: `limit` of its key reached the user within `per`.
+  "throttled",
 ] as const;
 export type SuppressionReason = (typeof SUPPRESSION_REASONS)[number];
 

@@ -22,9 +22,14 @@ export interface UserPreferences {
   device_tokens: WebPushSubscription[];
   /** BCP 47 tag used to pick a template variant; null uses the template's default. */
   locale: string | null;
+  /**
+   * IANA time zone name (`Europe/London`) in which a notification's `send_at_local` is read;
+   * null reads it in the quiet hours' zone, and without quiet hours in UTC.
+   */
+  time_zone: string | null;
 }
 
-/** What a user without a record gets: everything allowed, no quiet hours, no cap. */
+/** What a user without a record gets: everything allowed, no quiet hours, no cap, no time zone. */
 export const DEFAULT_PREFERENCES: Readonly<UserPreferences> = Object.freeze({
   channel_optout: [],
   category_optout: [],
@@ -32,6 +37,7 @@ export const DEFAULT_PREFERENCES: Readonly<UserPreferences> = Object.freeze({
   rate_cap_per_day: null,
   device_tokens: [],
   locale: null,
+  time_zone: null,
 });
 
 /** Category names, as notifications carry them. */

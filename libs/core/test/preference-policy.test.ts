@@ -11,7 +11,7 @@ import {
 } from "../src/index.js";
 
 const reach = { email: "a@example.com", phone: "+15550001111", pushSubscriptions: 1 };
-const noPrefs = { channelOptout: [], categoryOptout: [], quietHours: null, rateCapPerDay: null };
+const noPrefs = { channelOptout: [], categoryOptout: [], quietHours: null, rateCapPerDay: null, timeZone: null };
 // 23:30 in London on 2026-06-01 (BST): inside a 22:00-07:00 window that ends at 06:00Z.
 const night = new Date("2026-06-01T22:30:00Z");
 const quietHours = { start: "22:00", end: "07:00", tz: "Europe/London" };
@@ -73,6 +73,7 @@ t.test("critical categories ignore every preference, but not a missing address",
     categoryOptout: ["security"],
     quietHours,
     rateCapPerDay: 0,
+    timeZone: "Europe/London",
   };
   for (const priority of PRIORITIES) {
     t.same(
@@ -145,6 +146,7 @@ const prefsArb = fc.record({
     { nil: null },
   ),
   rateCapPerDay: fc.option(fc.nat(5), { nil: null }),
+  timeZone: fc.option(fc.constantFrom("UTC", "Asia/Tokyo"), { nil: null }),
 });
 const inputArb = fc.record({
   requested: fc.option(fc.uniqueArray(fc.constantFrom(...CHANNELS), { minLength: 1 }), { nil: null }),

@@ -25,6 +25,9 @@ export { readDeliveryHistory } from "./delivery/history.js";
 export { storeInboxItem } from "./delivery/in-app.js";
 export { removePushSubscription } from "./delivery/push-subscriptions.js";
 export { type Attempt, moveStatus, recordAttempt } from "./delivery/status.js";
+export { cancelDigestItem, type DigestItemCancel } from "./digests/cancel.js";
+export { type DigestJoin, type Joined, joinDigest, joinedDigest } from "./digests/join.js";
+export { DIGEST_DATA_MAX_BYTES, digestData, sendDueDigests } from "./digests/send.js";
 export {
   type ApiKeyRecord,
   createKey,
@@ -62,6 +65,7 @@ export {
   type TemplateVersionRecord,
   writeTemplateVersion,
 } from "./directory/templates.js";
+export { readUserZones } from "./directory/time-zone.js";
 export {
   INBOX_FILTERS,
   inboxItemsSince,
@@ -81,6 +85,7 @@ export { findInboxTokenOwner, type InboxOwner, insertInboxToken, purgeExpiredInb
 export {
   type ChannelResultView,
   listUserNotificationRecords,
+  type NotificationDigest,
   type NotificationRecord,
   readNotification,
   searchNotificationRecords,
@@ -107,9 +112,10 @@ export {
 } from "./reconciler/stalled.js";
 export { readSweepPosition, saveSweepPosition, withSweepLock } from "./reconciler/sweep.js";
 export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch } from "./retention/archive.js";
+export { type CancelableChannel, type CancelTransaction, cancelNotification } from "./routing/cancel.js";
 export { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "./routing/channels.js";
 export { purgeCapCounts } from "./routing/daily-cap.js";
-export { listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "./routing/deferrals.js";
+export { type DueDeferral, listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "./routing/deferrals.js";
 export {
   endFallback,
   listOpenFallbacks,
@@ -120,6 +126,7 @@ export {
 } from "./routing/fallbacks.js";
 export { type ProfileRow, readProfileRow } from "./routing/profiles.js";
 export { readLatestTemplateVersion, readTemplateVersionForRender } from "./routing/templates.js";
+export { purgeThrottleSlots, type ThrottleLimit, type ThrottleTake } from "./routing/throttle.js";
 export type { DeviceToken } from "./schema/index.js";
 export {
   SUPPRESSIBLE_CHANNELS,

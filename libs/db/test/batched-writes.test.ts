@@ -246,7 +246,7 @@ t.test("the routings of one iteration go in one statement, each answered for its
     recordRoutedChannels(counted, routing(again as string, "rd")),
   ]);
   t.equal(counted.statements() - start, 1, "four routings, one statement");
-  const routed = { first: true, capped: false, held: false, earlier: null };
+  const routed = { first: true, capped: false, throttled: false, held: false, earlier: null };
   t.same(answers, [routed, routed, routed, { ...routed, first: false }]);
   t.same(await channelsOf(b as string), [
     { channel: "email", status: "deferred" },
@@ -271,9 +271,9 @@ t.test("two routings of one user's lane in one iteration are recorded in turn", 
     recordRoutedChannels(counted, routing(waits, "ordered-held", { order: "hold" })),
   ]);
   t.same(answers, [
-    { first: true, capped: false, held: false, earlier: null },
-    { first: true, capped: false, held: false, earlier: null },
-    { first: false, capped: false, held: true, earlier: held },
+    { first: true, capped: false, throttled: false, held: false, earlier: null },
+    { first: true, capped: false, throttled: false, held: false, earlier: null },
+    { first: false, capped: false, throttled: false, held: true, earlier: held },
   ]);
   t.same(await channelsOf(waits), [], "a held routing writes nothing");
 });

@@ -7,6 +7,7 @@ import {
   type Database,
   narrowOutboxRow,
   purgeCapCounts,
+  purgeThrottleSlots,
   removePushSubscription,
   removeUnpublished,
   seedApiKey,
@@ -210,6 +211,22 @@ t.test("a fallback waits for a confirmation, then takes its step", async (t) => 
   t.ok(view.channels.sms, "the step added the SMS channel");
 });
 
+t.test("a throttle: its slot taken when routed, the next one of its key throttled", async (t) => {
+  const throttled = {
+    ...SAMPLE_NOTIFICATION,
+    user_id: "roles-u1",
+    channels: ["email"],
+    throttle: { key: "roles", limit: 1, per: "1h" },
+  };
+  const first = await settledView(base, key, await postNotification(base, key, throttled));
+  const second = await settledView(base, key, await postNotification(base, key, throttled));
+  t.match(
+    second.channels.email,
+    { status: "suppressed", reason: "throttled" },
+    `the limit of 1 holds (first: ${first.channels.email?.status})`,
+  );
+});
+
 t.test("a promotional cap and quiet hours: the slot taken, the timer released", async (t) => {
   const promotional = { ...SAMPLE_NOTIFICATION, user_id: "roles-u1", priority: "promotional", channels: ["email"] };
   const first = await settledView(base, key, await postNotification(base, key, promotional));
@@ -337,6 +354,7 @@ t.test("paths a NATS failure runs, called as their app's role", async (t) => {
     "workers drop a gone subscription",
   );
   t.equal(await purgeCapCounts(as("processor"), "2000-01-01"), 0, "the processor purges old counters");
+  t.equal(await purgeThrottleSlots(as("processor"), new Date(0)), 0, "and old throttle slots");
 });
 
 t.test("the webhook endpoint heard every kind of change, signed, with what it asked for", async (t) => {

@@ -1,7 +1,15 @@
-import { AppError, type Channel, type NotificationView, notificationStatus, traceIdOf } from "@notify/core";
+import {
+  AppError,
+  type Channel,
+  type NotificationView,
+  notificationStatus,
+  type SendAtLocal,
+  traceIdOf,
+} from "@notify/core";
 import {
   type ChannelResultView,
   type Database,
+  type NotificationDigest,
   type NotificationRecord,
   readNotification,
   readNotificationTimeline,
@@ -11,6 +19,10 @@ import { toAppError } from "@notify/http";
 
 export interface NotificationStatusView extends Omit<NotificationView, "channels"> {
   deliver_by: string | null;
+  send_at: string | null;
+  send_at_local: SendAtLocal | null;
+  /** The digest it joined (an item) or sends; null: neither. */
+  digest: Omit<NotificationDigest, "statuses"> | null;
   channels: Partial<Record<Channel, ChannelResultView>>;
   /** The trace its ingest request started (32 hex), from the stored traceparent; null without tracing. */
   trace_id: string | null;
@@ -40,18 +52,28 @@ export interface NotificationDetailView extends NotificationStatusView {
 
 /** Sets the top-level status from the channels it shows, so the two can never disagree. */
 export function withStatus(record: NotificationRecord): NotificationStatusView {
+  const { statuses, ...digest } = record.digest ?? { statuses: [] };
+  // A digest's item has no channels of its own: it stands as its digest's notification does,
+  // and is processing until that one has an outcome.
+  const item = record.digest?.role === "item";
   return {
     notification_id: record.notification_id,
     user_id: record.user_id,
     category: record.category,
     template_id: record.template_id,
     priority: record.priority,
-    status: notificationStatus(
-      Object.values(record.channels).map((channel) => channel.status),
-      { fallbackPending: record.fallback_pending },
-    ),
+    status: record.digest?.canceled
+      ? "canceled"
+      : item && statuses.length === 0
+        ? "processing"
+        : notificationStatus(item ? statuses : Object.values(record.channels).map((channel) => channel.status), {
+            fallbackPending: record.fallback_pending,
+          }),
     created_at: record.created_at,
     deliver_by: record.deliver_by,
+    send_at: record.send_at,
+    send_at_local: record.send_at_local,
+    digest: record.digest ? (digest as Omit<NotificationDigest, "statuses">) : null,
     channels: record.channels,
     trace_id: traceIdOf(record.trace_parent),
   };

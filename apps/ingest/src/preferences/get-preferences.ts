@@ -26,6 +26,7 @@ export const toStoredPreferences = (userId: string, row: PreferencesRow | undefi
     rate_cap_per_day: row ? row.rate_cap_per_day : DEFAULT_PREFERENCES.rate_cap_per_day,
     device_tokens: (row?.device_tokens ?? []).map(subscriptionOf),
     locale: row ? row.locale : DEFAULT_PREFERENCES.locale,
+    time_zone: row ? row.time_zone : DEFAULT_PREFERENCES.time_zone,
   },
   updatedAt: row?.updated_at ?? null,
 });

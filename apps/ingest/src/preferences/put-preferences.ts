@@ -20,6 +20,7 @@ export async function putPreferences(
       rate_cap_per_day: input.rate_cap_per_day,
       device_tokens: input.device_tokens,
       locale: input.locale,
+      time_zone: input.time_zone,
     });
     return toStoredPreferences(userId, row);
   } catch (error) {

@@ -104,6 +104,12 @@ export const Locale = v.pipe(
   v.transform((tag) => canonicalLocale(tag) as string),
 );
 
+/** An IANA time zone name this runtime knows (`Europe/London`); offsets like `+05:00` are not zones. */
+export const TimeZone = v.pipe(
+  v.string("time_zone must be a string"),
+  v.check(isTimeZone, "time_zone must be an IANA time zone, e.g. Europe/London"),
+);
+
 /**
  * Body of PUT /api/v1/users/{id}/preferences. PUT replaces the whole document: an absent field
  * takes its default. Sets (opt-outs, subscriptions by endpoint) are stored without repeats.
@@ -166,6 +172,8 @@ const preferencesRequest = (allowPrivateHosts: boolean) =>
     ),
     /** Locale for rendering templates; null uses each template's default. */
     locale: v.optional(v.nullable(Locale), null),
+    /** Where a notification's send_at_local is read; null uses the quiet hours' zone, else UTC. */
+    time_zone: v.optional(v.nullable(TimeZone), null),
   });
 export const PreferencesRequest = preferencesRequest(false);
 /** The same, in the development profile: push endpoints may be on loopback and private hosts. */
@@ -181,6 +189,7 @@ export const PreferencesResponse = v.strictObject({
   rate_cap_per_day: v.nullable(v.number()),
   device_tokens: v.array(WebPushSubscription),
   locale: v.nullable(v.string()),
+  time_zone: v.nullable(v.string()),
 });
 export type PreferencesResponse = v.InferOutput<typeof PreferencesResponse>;
 

@@ -61,6 +61,43 @@ export const NotificationView = v.object({
     v.nullable(Timestamp),
     v.metadata({ description: "Never sent after this instant: what is unsent then is expired" }),
   ),
+  send_at: v.pipe(
+    v.nullable(Timestamp),
+    v.metadata({
+      description:
+        "Routed no earlier than this instant: the request's send_at, or its send_at_local resolved in the user's time zone when it was accepted; null: routed at once",
+    }),
+  ),
+  send_at_local: v.pipe(
+    v.nullable(v.object({ time: v.string(), date: v.optional(v.string()) })),
+    v.metadata({ description: "The wall-clock send time the request gave; null: none" }),
+  ),
+  digest: v.pipe(
+    v.nullable(
+      v.object({
+        id: v.string(),
+        key: v.string(),
+        status: v.pipe(
+          v.picklist(["open", "closed", "sent"]),
+          v.metadata({ description: "open: collecting; closed: full, about to be sent; sent" }),
+        ),
+        item_count: v.number(),
+        closes_at: Timestamp,
+        notification_id: v.pipe(
+          v.nullable(v.string()),
+          v.metadata({ description: "The digest's own notification, once sent: GET it for its channels and timeline" }),
+        ),
+        role: v.pipe(
+          v.picklist(["item", "digest"]),
+          v.metadata({ description: "item: this notification joined the digest; digest: this is the digest's own" }),
+        ),
+      }),
+    ),
+    v.metadata({
+      description:
+        "The digest this notification joined, or sends; null: neither. An item has no channels of its own: its status is its digest's notification's (processing until that one is routed)",
+    }),
+  ),
   channels: v.record(v.picklist(CHANNELS), ChannelResult),
   trace_id: v.pipe(
     v.nullable(v.string()),
@@ -229,7 +266,7 @@ export function mountNotifications(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     contract({
       summary: "Read a notification's status",
       description:
-        "`status` sums the channels up (accepted, processing, unsettled, completed, partially_failed, failed, suppressed; see its schema); `channels` has each channel's own status, reason and provider id.",
+        "`status` sums the channels up (accepted, processing, unsettled, completed, partially_failed, failed, suppressed, canceled; see its schema); `channels` has each channel's own status, reason and provider id.",
       tag: "Notifications",
       scope: "read",
       responses: {

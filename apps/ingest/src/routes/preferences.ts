@@ -34,7 +34,8 @@ export function mountPreferences(
     "/users/:id/preferences",
     contract({
       summary: "Read a user's preferences",
-      description: "A user without a stored document gets the defaults (no opt-outs, no quiet hours, no cap).",
+      description:
+        "A user without a stored document gets the defaults (no opt-outs, no quiet hours, no cap, no time zone).",
       tag: "Users",
       scope: "preferences",
       responses: {
@@ -54,7 +55,7 @@ export function mountPreferences(
     contract({
       summary: "Replace a user's preferences",
       description:
-        "Replaces the whole document. Quiet hours are HH:MM in an IANA time zone (a window may cross midnight); device tokens are Web Push subscriptions. The processor sees a change within 5 s.",
+        "Replaces the whole document. Quiet hours are HH:MM in an IANA time zone (a window may cross midnight); device tokens are Web Push subscriptions; time_zone, an IANA time zone or null, is where a notification's send_at_local is read (null: the quiet hours' zone, else UTC). The processor sees a change within 5 s.",
       tag: "Users",
       scope: "preferences",
       body: PreferencesRequest,

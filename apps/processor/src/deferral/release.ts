@@ -1,6 +1,8 @@
-import { capDay, countsTowardCap, type Priority, type WorkItem } from "@notify/core";
-import { listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "@notify/db";
+import { capDay, countsTowardCap, type LaneMessage, type Priority, type WorkItem } from "@notify/core";
+import { type DueDeferral, joinedDigest, listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "@notify/db";
+import { joinDigestItem } from "../digests/join.js";
 import { decideAndPlan, overCap, type RouteDeps } from "../routing/plan.js";
+import { overThrottle, throttleLimit } from "../routing/throttle.js";
 
 export interface ReleaseResult {
   /** Due notifications this run held the lock of and settled. */
@@ -15,7 +17,11 @@ export interface ReleaseResult {
  * Releases deferred notifications whose planned time has come. The policy runs again at
  * release, because the night may have changed things: an opt-out or a missing address now
  * suppresses, a new quiet window defers again, and the daily cap is counted on the day the
- * message actually goes out (one that was never sent is never counted).
+ * message actually goes out (one that was never sent is never counted). So is the
+ * notification's throttle: a slot is taken at release, at the release's time, before the cap,
+ * as routing takes it; over the limit, what would be sent is suppressed (throttled) or, with
+ * `over_limit: "digest"`, joins its digest before the release commits. One that joined in a
+ * release that did not commit is found in its digest when released again and stays there.
  *
  * Preferences and templates are read before the transaction, as they use other connections.
  * The transaction then takes the due rows FOR UPDATE SKIP LOCKED, so processors share the
@@ -39,13 +45,35 @@ export async function releaseDue(deps: RouteDeps, limit = 100): Promise<ReleaseR
       const items: Array<{ item: WorkItem; priority: Priority }> = [];
       const updates: ReleasedChannel[] = [];
       const redeferred: Array<{ notificationId: string; until: Date }> = [];
+      const digested: DueDeferral[] = [];
       for (const { row, input, planned: all } of mine) {
         let planned = all.filter((p) => tx.isDeferred(row.notification_id, p.channel));
+        const limit = throttleLimit(row.throttle, input.now);
+        const take = limit && {
+          ...limit,
+          clientId: row.client_id,
+          userId: row.user_id,
+          notificationId: row.notification_id,
+        };
+        let fresh = false;
+        if (take && planned.some((p) => p.status === "pending")) {
+          const folds = row.digest !== null && row.throttle?.over_limit === "digest";
+          // Joined in a release that did not commit: it stays in its digest, taking no slot.
+          const joined = folds && (await joinedDigest(deps.database, row.notification_id)) !== null;
+          const slot = joined ? null : await tx.takeThrottleSlot(take);
+          fresh = slot?.fresh ?? false;
+          if (!slot?.granted) {
+            planned = overThrottle(planned);
+            if (folds) digested.push(row);
+          }
+        }
         const cap = input.preferences.rateCapPerDay;
         const sending = planned.some((p) => p.status === "pending");
         if (cap !== null && countsTowardCap(input, sending)) {
-          if (!(await tx.takeCapSlot({ userId: row.user_id, day: capDay(input.now, input.preferences), cap })))
+          if (!(await tx.takeCapSlot({ userId: row.user_id, day: capDay(input.now, input.preferences), cap }))) {
+            if (take && fresh) await tx.returnThrottleSlot(take);
             planned = overCap(planned);
+          }
         }
         for (const p of planned) {
           if (p.status === "pending") items.push({ item: p.item, priority: row.priority });
@@ -69,6 +97,7 @@ export async function releaseDue(deps: RouteDeps, limit = 100): Promise<ReleaseR
         mine.map((p) => p.row.notification_id).filter((id) => !redeferred.some((r) => r.notificationId === id)),
       );
 
+      for (const row of digested) await joinDigestItem(deps, laneMessageOf(row));
       await Promise.all(
         items.map(({ item, priority }) =>
           deps.bus.publish(
@@ -87,3 +116,20 @@ export async function releaseDue(deps: RouteDeps, limit = 100): Promise<ReleaseR
   );
   return released ?? { settled: 0, published: 0, redeferred: 0 };
 }
+
+/** The lane message a due deferral was routed from, as its digest's join reads it. */
+const laneMessageOf = (row: DueDeferral): LaneMessage => ({
+  notification_id: row.notification_id,
+  client_id: row.client_id,
+  user_id: row.user_id,
+  category: row.category,
+  template_id: row.template_id,
+  ...(row.template_version === null ? {} : { template_version: row.template_version }),
+  priority: row.priority,
+  channels: row.channels,
+  data: row.data,
+  created_at: row.created_at.toISOString(),
+  ...(row.deliver_by === null ? {} : { deliver_by: row.deliver_by }),
+  ...(row.digest === null ? {} : { digest: row.digest }),
+  ...(row.throttle === null ? {} : { throttle: row.throttle }),
+});

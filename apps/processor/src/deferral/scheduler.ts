@@ -1,4 +1,6 @@
-import { purgeCapCounts as purgeCounts } from "@notify/db";
+import { THROTTLE_PER_MS } from "@notify/core";
+import { purgeCapCounts as purgeCounts, purgeThrottleSlots as purgeSlots } from "@notify/db";
+import { sendDigests } from "../digests/send.js";
 import { every, type Leader } from "../periodic.js";
 import type { RouteDeps } from "../routing/plan.js";
 import { releaseDue } from "./release.js";
@@ -21,16 +23,25 @@ export async function purgeCapCounts(deps: Pick<RouteDeps, "database" | "now">):
 }
 
 /**
- * The processor's timer for deferred notifications: every `intervalMs` it releases what is
- * due, batch after batch while batches come back full, and once an hour it drops old cap
- * counters. State lives in Postgres only, so a restart (or a second processor) picks up
+ * Throttle slots older than the longest period a throttle may have (THROTTLE_PER_MS.max), with a
+ * day to spare for processors whose clocks (a slot's time) run apart: no window reads them again.
+ * Purged with the cap counters, once an hour.
+ */
+export async function purgeThrottleSlots(deps: Pick<RouteDeps, "database" | "now">): Promise<number> {
+  return purgeSlots(deps.database, new Date(deps.now().getTime() - THROTTLE_PER_MS.max - DAY_MS));
+}
+
+/**
+ * The processor's timer for deferred notifications and digests: every `intervalMs` it releases
+ * what is due, batch after batch while batches come back full, then sends the digests that are
+ * due, and once an hour it drops old cap counters. State lives in Postgres only, so a restart (or a second processor) picks up
  * exactly where it stood.
  */
 export function startScheduler(
   deps: RouteDeps,
   options: { intervalMs: number; batchSize?: number; leader?: Leader },
 ): Scheduler {
-  const batchSize = options.batchSize ?? 100;
+  const batchSize = options.batchSize ?? 500;
   let lastPurge = 0;
   return every(
     options.intervalMs,
@@ -40,10 +51,13 @@ export function startScheduler(
       let result: Awaited<ReturnType<typeof releaseDue>>;
       do result = await releaseDue(deps, batchSize);
       while (!isStopping() && result.settled === batchSize);
+      await sendDigests(deps, 100, isStopping);
       if (Date.now() - lastPurge >= PURGE_EVERY_MS) {
         const purged = await purgeCapCounts(deps);
+        const slots = await purgeThrottleSlots(deps);
         lastPurge = Date.now();
         if (purged > 0) deps.log.info({ purged }, "purged old promotional counters");
+        if (slots > 0) deps.log.info({ purged: slots }, "purged old throttle slots");
       }
     },
     options.leader,

@@ -31,6 +31,9 @@ export interface ProfileSource {
 const usableQuietHours = (q: QuietHours | null): QuietHours | null =>
   q && parseClock(q.start) !== null && parseClock(q.end) !== null && isTimeZone(q.tz) ? q : null;
 
+/** Likewise a time zone the API validated, or none (send_at_local then falls back as without one). */
+const usableTimeZone = (tz: string | null): string | null => (tz !== null && isTimeZone(tz) ? tz : null);
+
 /**
  * The entries for the user's addresses as suppressionAddress spells them: the statement looks
  * them up in the same form, and this keeps it from ever matching more than that.
@@ -51,6 +54,7 @@ function toProfile(row: ProfileRow | undefined): UserProfile {
       categoryOptout: row?.category_optout ?? [],
       quietHours: usableQuietHours(row?.quiet_hours ?? null),
       rateCapPerDay: row?.rate_cap_per_day ?? null,
+      timeZone: usableTimeZone(row?.time_zone ?? null),
     },
     deviceTokens: row?.device_tokens ?? [],
     locale: row?.locale ?? null,

@@ -50,7 +50,14 @@ export interface Routable {
   data: Record<string, unknown>;
   /** Never sent after this instant (ISO 8601); absent or null: no deadline. */
   deliver_by?: string | null | undefined;
+  /** Not routed before this instant (ISO 8601); absent or null: at once. */
+  send_at?: string | null | undefined;
+  /** A digest's own notification: the digest it sends; absent or null: not one. */
+  digest_of?: string | null | undefined;
 }
+
+/** Why a channel waits: the user's quiet hours, or the notification's send time. */
+export type DeferralReason = "quiet_hours" | "scheduled";
 
 /**
  * The recorded outcome for one channel, and the work item when it is to be sent. A channel whose
@@ -59,7 +66,7 @@ export interface Routable {
 export type Planned =
   | { channel: Channel; status: "pending"; reason: null; nextAttemptAt: null; item: WorkItem }
   | { channel: Channel; status: "suppressed"; reason: SuppressionReason; nextAttemptAt: null; detail?: string }
-  | { channel: Channel; status: "deferred"; reason: "quiet_hours"; nextAttemptAt: Date }
+  | { channel: Channel; status: "deferred"; reason: DeferralReason; nextAttemptAt: Date }
   | { channel: Channel; status: "failed"; reason: RenderFailure; nextAttemptAt: null }
   | { channel: Channel; status: "expired"; reason: ExpiryReason; nextAttemptAt: null };
 
@@ -118,6 +125,7 @@ export async function buildItem(
     channel,
     locale: profile.locale,
     data: n.data,
+    ...(n.digest_of ? { digest: true } : {}),
   });
   if (!rendered.ok) {
     deps.log.warn(
@@ -172,9 +180,32 @@ export async function decideAndPlan(
 ): Promise<{ input: PolicyInput; profile: UserProfile; planned: Planned[] }> {
   const profile = await deps.profiles.load(n.user_id);
   const input = policyInput(deps, n, profile, requested, deps.now());
-  const planned = await plan(deps, n, profile, decideRouting(input));
+  const decisions = decideRouting(input);
+  const sendAt = scheduledFor(n, input.now);
+  const planned = sendAt === null ? await plan(deps, n, profile, decisions) : scheduled(decisions, sendAt);
   return { input, profile, planned: withinDeadline(planned, n.deliver_by, input.now) };
 }
+
+/** The notification's send time when it is still to come, else null (routed now). */
+export function scheduledFor(n: Pick<Routable, "send_at">, now: Date): Date | null {
+  if (!n.send_at) return null;
+  const at = Date.parse(n.send_at);
+  return at > now.getTime() ? new Date(at) : null;
+}
+
+/**
+ * A notification whose send time is to come: every channel the policy would send or defer waits
+ * for that time (`scheduled`), rendering nothing yet. At that time the deferral's release runs
+ * the policy again (preferences, quiet hours, the cap and the suppression list as they are
+ * then) and renders. A channel the policy suppresses now stays suppressed.
+ */
+export const scheduled = (decisions: readonly ChannelDecision[], sendAt: Date): Planned[] =>
+  decisions.map(
+    (d): Planned =>
+      d.action === "suppress"
+        ? { channel: d.channel, status: "suppressed", reason: d.reason, nextAttemptAt: null }
+        : { channel: d.channel, status: "deferred", reason: "scheduled", nextAttemptAt: sendAt },
+  );
 
 /**
  * Nothing is queued or held that could only go out after the notification's deadline: past
@@ -193,7 +224,12 @@ export function withinDeadline(
     if (passed && (p.status === "pending" || p.status === "deferred"))
       return { channel: p.channel, status: "expired", reason: "deadline_passed", nextAttemptAt: null };
     if (p.status === "deferred" && p.nextAttemptAt.getTime() > deadline)
-      return { channel: p.channel, status: "expired", reason: "deadline_before_quiet_hours_end", nextAttemptAt: null };
+      return {
+        channel: p.channel,
+        status: "expired",
+        reason: p.reason === "scheduled" ? "deadline_before_send_at" : "deadline_before_quiet_hours_end",
+        nextAttemptAt: null,
+      };
     return p;
   });
 }

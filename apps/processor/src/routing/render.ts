@@ -35,6 +35,11 @@ export interface RenderRequest {
   channel: Channel;
   locale: string | null;
   data: Record<string, unknown>;
+  /**
+   * A digest's notification: `data` is `{items, count, omitted}`, and the template's declared
+   * parameters are each item's (ingest checked them on every item), not the digest's.
+   */
+  digest?: boolean;
 }
 
 type Compiled = (data: object) => string;
@@ -145,7 +150,7 @@ export function createRenderer(database: Database, options: { latestTtlMs?: numb
         detail: `template "${request.templateId}"${request.version ? ` version ${request.version}` : ""} does not exist`,
       };
     }
-    const missing = missingParams(found.params, request.data);
+    const missing = request.digest ? [] : missingParams(found.params, request.data);
     if (missing.length > 0) {
       return { ok: false, reason: "template_data_invalid", detail: missing.map((m) => m.field).join(", ") };
     }

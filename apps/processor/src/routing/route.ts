@@ -1,8 +1,17 @@
-import { capDay, countsTowardCap, type LaneMessage, type PolicyInput, type WorkItem } from "@notify/core";
+import {
+  capDay,
+  countsTowardCap,
+  type LaneMessage,
+  type PolicyInput,
+  throttleOutcome,
+  type WorkItem,
+} from "@notify/core";
 import { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "@notify/db";
 import { contextOf, tracingOn, withSpan } from "@notify/telemetry";
+import { joinDigestItem } from "../digests/join.js";
 import type { UserProfile } from "../preferences/profiles.js";
 import { buildItem, decideAndPlan, overCap, type Planned, type RouteDeps } from "./plan.js";
+import { overThrottle, throttleLimit } from "./throttle.js";
 
 /**
  * `passed`: routed while the user's previous notification in the lane, looked for, was still
@@ -37,6 +46,9 @@ export async function routeNotification(
   message: LaneMessage,
   options: RouteOptions = {},
 ): Promise<RouteOutcome> {
+  // A digest's item joins its digest; one whose throttle folds only what is over the limit into
+  // the digest is routed alone while under it.
+  if (message.digest && message.throttle?.over_limit !== "digest") return joinDigestItem(deps, message);
   const { input, profile, planned: decided } = await decideAndPlan(deps, message, message.channels);
   let recorded: Recorded;
   try {
@@ -48,6 +60,11 @@ export async function routeNotification(
   }
   const { first, planned, held, earlier } = recorded;
   if (held) return "held";
+  // Over its throttle with `over_limit: "digest"`: its own channels are suppressed (throttled)
+  // and it joins its digest. The outcome is recorded before, so a redelivery (after a crash in
+  // between) finds it throttled and joins again, which joins nothing twice.
+  if (message.digest && throttleOutcome(message.throttle, recorded.throttled) === "digest")
+    await joinDigestItem(deps, message);
   if (first && earlier !== null)
     deps.log.warn(
       { notification_id: message.notification_id, earlier },
@@ -113,6 +130,8 @@ export function routeTraced(
 interface Recorded {
   first: boolean;
   held: boolean;
+  /** Over its throttle (this run's decision or the recorded one's). */
+  throttled: boolean;
   earlier: string | null;
   planned: Planned[];
 }
@@ -120,8 +139,10 @@ interface Recorded {
 /**
  * Writes the channel outcomes, and the deferral timer with them, unless an earlier run did
  * (even one that chose other channels: the user's reachable channels may have changed since).
- * Without a cap to take this is one statement. With one it is a transaction: the cap slot is
- * taken only by the run whose rows went in, and a crash undoes both.
+ * Without a cap or a throttle this is one statement. With one it is a transaction: the slots are
+ * taken only by the run whose rows went in, and a crash undoes all of it. The throttle is taken
+ * when something would be sent now, before the cap (a throttled notification does not spend the
+ * user's daily cap).
  */
 async function record(
   deps: RouteDeps,
@@ -132,7 +153,7 @@ async function record(
 ): Promise<Recorded> {
   const cap = input.preferences.rateCapPerDay;
   const sending = decided.some((p) => p.status === "pending");
-  const { first, capped, held, earlier } = await recordRoutedChannels(deps.database, {
+  const { first, capped, throttled, held, earlier } = await recordRoutedChannels(deps.database, {
     notificationId: message.notification_id,
     clientId: message.client_id,
     userId: message.user_id,
@@ -144,8 +165,10 @@ async function record(
       cap === null || !countsTowardCap(input, sending)
         ? null
         : { userId: message.user_id, day: capDay(input.now, input.preferences), cap },
+    throttle: throttleLimit(message.throttle, input.now),
   });
-  return { first, held, earlier, planned: capped ? overCap(decided) : decided };
+  const planned = throttled ? overThrottle(decided) : capped ? overCap(decided) : decided;
+  return { first, held, throttled, earlier, planned };
 }
 
 const publish = (deps: RouteDeps, message: LaneMessage, items: readonly WorkItem[]) =>

@@ -6,6 +6,7 @@ import { type Context, done, jitter } from "./context.js";
 const DETAIL: Record<ExpiryReason, string> = {
   deadline_passed: "its deliver-by deadline passed before it could be sent",
   deadline_before_quiet_hours_end: "quiet hours end after its deliver-by deadline",
+  deadline_before_send_at: "its send time comes after its deliver-by deadline",
   deadline_before_next_attempt: "its next attempt would come after its deliver-by deadline",
 };
 

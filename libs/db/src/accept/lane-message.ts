@@ -18,6 +18,10 @@ export type LaneRow = Omit<
     | "partition"
     | "created_at"
     | "deliver_by"
+    | "send_at"
+    | "digest"
+    | "throttle"
+    | "digest_of"
     | "trace_parent"
   >,
   "priority" | "requested_channels" | "data"
@@ -46,6 +50,10 @@ export const asLaneNotification = (row: LaneRow): LaneNotification => ({
     data: row.data,
     created_at: row.created_at.toISOString(),
     ...(row.deliver_by === null ? {} : { deliver_by: row.deliver_by.toISOString() }),
+    ...(row.send_at === null ? {} : { send_at: row.send_at.toISOString() }),
+    ...(row.digest == null ? {} : { digest: row.digest }),
+    ...(row.throttle == null ? {} : { throttle: row.throttle }),
+    ...(row.digest_of == null ? {} : { digest_of: row.digest_of }),
   },
   partition: row.partition,
   createdAt: row.created_at,

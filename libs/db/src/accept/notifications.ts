@@ -1,4 +1,4 @@
-import type { Channel, FallbackStep, Priority } from "@notify/core";
+import type { Channel, DigestSpec, FallbackStep, Priority, SendAtLocal, ThrottleSpec } from "@notify/core";
 import { unnestColumns } from "../batch.js";
 import type { Database } from "../pool.js";
 
@@ -18,6 +18,13 @@ export interface AcceptedRow {
   partition: number;
   /** ISO 8601; null: no deadline. */
   deliver_by: string | null;
+  /** ISO 8601: routed no earlier; null or absent: at once. */
+  send_at?: string | null;
+  /** The request's wall-clock send time, kept for its status; null or absent: none. */
+  send_at_local?: SendAtLocal | null;
+  /** The request's digest and throttle; null or absent: none. */
+  digest?: DigestSpec | null;
+  throttle?: ThrottleSpec | null;
   /** The channel fallback chain after `channels[0]`; null: none. */
   fallback: FallbackStep[] | null;
   /** W3C traceparent of the request's span; left out when tracing is off. */
@@ -64,6 +71,10 @@ export async function acceptNotifications(
     data: text((r) => JSON.stringify(r.data)),
     partition: text((r) => String(r.partition)),
     deliver_by: text((r) => r.deliver_by ?? null),
+    send_at: text((r) => r.send_at ?? null),
+    send_at_local: text((r) => (r.send_at_local == null ? null : JSON.stringify(r.send_at_local))),
+    digest: text((r) => (r.digest == null ? null : JSON.stringify(r.digest))),
+    throttle: text((r) => (r.throttle == null ? null : JSON.stringify(r.throttle))),
     fallback: text((r) => (r.fallback == null ? null : JSON.stringify(r.fallback))),
     trace_parent: text((r) => r.trace_parent ?? null),
   });
@@ -72,7 +83,9 @@ export async function acceptNotifications(
       select i.id, i.client_id, i.key, i.request_hash, i.user_id, i.category, i.template_id,
         i.template_version::int as template_version, i.priority,
         string_to_array(i.channels, ',') as channels, i.data::jsonb as data, i.partition::int as partition,
-        i.deliver_by::timestamptz as deliver_by, i.fallback::jsonb as fallback, i.trace_parent
+        i.deliver_by::timestamptz as deliver_by, i.send_at::timestamptz as send_at,
+        i.send_at_local::jsonb as send_at_local, i.digest::jsonb as digest, i.throttle::jsonb as throttle,
+        i.fallback::jsonb as fallback, i.trace_parent
       from ${input}
     ),
     claimed as (
@@ -84,9 +97,9 @@ export async function acceptNotifications(
       returning notification_id
     ),
     inserted as (
-      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition, deliver_by, trace_parent)
+      insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition, deliver_by, send_at, send_at_local, digest, throttle, trace_parent)
       select id, client_id, user_id, category, template_id, template_version, priority, channels, data, key,
-             request_hash, partition, deliver_by, trace_parent
+             request_hash, partition, deliver_by, send_at, send_at_local, digest, throttle, trace_parent
       from input where id in (select notification_id from claimed)
       returning id, created_at
     ),

@@ -87,7 +87,7 @@ export async function sweepPublishOutbox(
     if (work.length === 0) return 0;
     const rows = await tx<LaneRow[]>`
       select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at,
-        deliver_by, trace_parent
+        deliver_by, send_at, digest, throttle, digest_of, trace_parent
       from notifications where id = any(${work.flatMap((w) => w.taken)}::text[])
       order by created_at, id`;
     const failed = await publish(

@@ -15,6 +15,7 @@ export type PreferencesRow = Omit<
     | "rate_cap_per_day"
     | "device_tokens"
     | "locale"
+    | "time_zone"
     | "updated_at"
   >,
   "channel_optout"
@@ -25,7 +26,8 @@ export type PreferencesInput = Omit<PreferencesRow, "updated_at">;
 /** The user's preferences document; undefined for a user without one (the defaults apply). */
 export async function readPreferences(database: Database, userId: string): Promise<PreferencesRow | undefined> {
   const [row] = await database.sql<PreferencesRow[]>`
-    select channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, updated_at
+    select channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, time_zone,
+           updated_at
     from user_preferences where user_id = ${userId}`;
   return row;
 }
@@ -42,15 +44,18 @@ export async function writePreferences(
   const json = (value: object) => sql.json(value as Parameters<Sql["json"]>[0]);
   const [row] = await sql<PreferencesRow[]>`
     insert into user_preferences as p
-      (user_id, channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, updated_at)
+      (user_id, channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, time_zone,
+       updated_at)
     values (${userId}, ${input.channel_optout}, ${input.category_optout},
             ${input.quiet_hours ? json(input.quiet_hours) : null}, ${input.rate_cap_per_day},
-            ${json(input.device_tokens)}, ${input.locale}, now())
+            ${json(input.device_tokens)}, ${input.locale}, ${input.time_zone}, now())
     on conflict (user_id) do update set
       channel_optout = excluded.channel_optout, category_optout = excluded.category_optout,
       quiet_hours = excluded.quiet_hours, rate_cap_per_day = excluded.rate_cap_per_day,
-      device_tokens = excluded.device_tokens, locale = excluded.locale, updated_at = now()
-    returning channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, updated_at`;
+      device_tokens = excluded.device_tokens, locale = excluded.locale, time_zone = excluded.time_zone,
+      updated_at = now()
+    returning channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, time_zone,
+              updated_at`;
   return row as PreferencesRow;
 }
 

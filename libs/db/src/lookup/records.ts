@@ -1,4 +1,4 @@
-import type { Channel, ChannelResult, ChannelStatus, KeysetPosition, Priority } from "@notify/core";
+import type { Channel, ChannelResult, ChannelStatus, KeysetPosition, Priority, SendAtLocal } from "@notify/core";
 import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels, notifications } from "../schema/index.js";
@@ -17,6 +17,25 @@ export interface ChannelResultView extends ChannelResult {
   provider: string | null;
 }
 
+/** A digest as the status of one of its items, or of its own notification, shows it. */
+export interface NotificationDigest {
+  id: string;
+  key: string;
+  /** open (collecting), closed (full, about to be sent), sent. */
+  status: "open" | "closed" | "sent";
+  item_count: number;
+  /** When it is (or was) sent: its window's end, or when it filled up. */
+  closes_at: string;
+  /** The digest's own notification, once sent. */
+  notification_id: string | null;
+  /** Whether this notification is one of its items or its own notification. */
+  role: "item" | "digest";
+  /** An item canceled before the digest was sent: left out of it. */
+  canceled: boolean;
+  /** The statuses of its own notification's channels (empty until sent and routed). */
+  statuses: ChannelStatus[];
+}
+
 /** A notification with its channels' results; its overall status is derived by the caller. */
 export interface NotificationRecord {
   notification_id: string;
@@ -29,6 +48,12 @@ export interface NotificationRecord {
   created_at: string;
   /** Never sent after this instant; null: no deadline. */
   deliver_by: string | null;
+  /** Routed no earlier than this instant (send_at, or send_at_local as resolved); null: at once. */
+  send_at: string | null;
+  /** The wall-clock send time the request gave; null: none. */
+  send_at_local: SendAtLocal | null;
+  /** The digest it joined (an item) or sends (the digest's own notification); null: neither. */
+  digest: NotificationDigest | null;
   /** A step of its channel fallback chain may still add a channel (it is decided, or waits for a receipt). */
   fallback_pending: boolean;
   /** W3C traceparent of the ingest request's span, when tracing was on. */
@@ -47,10 +72,12 @@ type HeadRow = Omit<
     | "priority"
     | "created_at"
     | "deliver_by"
+    | "send_at"
+    | "send_at_local"
     | "trace_parent"
   >,
   "priority"
-> & { priority: Priority; fallback_pending: boolean };
+> & { priority: Priority; fallback_pending: boolean; digest: DigestRow | null };
 type ChannelRow = Omit<
   RowPick<
     typeof notificationChannels,
@@ -75,6 +102,42 @@ const fallbackPending = (sql: Database["sql"]) => sql`exists (
   where f.notification_id = n.id and f.done_at is null
     and (w.status not in ('delivered', 'unsettled') or (f.steps -> f.next_step -> 'when') ? 'unconfirmed'))`;
 
+/**
+ * The digest a notification belongs to, as an item (its row in digest_items) or as the digest's
+ * own notification (digest_of), with the statuses of that notification's channels once sent.
+ */
+const digestOf = (sql: Database["sql"]) => sql`(
+  select json_build_object('id', d.id, 'key', d.key, 'status', d.status, 'item_count', d.item_count,
+    'closes_at', d.closes_at, 'notification_id', d.notification_id,
+    'canceled', exists (select 1 from digest_items i where i.notification_id = n.id and i.canceled_at is not null),
+    'statuses', (select coalesce(json_agg(c.status), '[]') from notification_channels c where c.notification_id = d.notification_id))
+  from digests d
+  where d.id = coalesce((select i.digest_id from digest_items i where i.notification_id = n.id), n.digest_of))`;
+
+interface DigestRow {
+  id: string;
+  key: string;
+  status: string;
+  item_count: number;
+  closes_at: string;
+  notification_id: string | null;
+  canceled: boolean;
+  statuses: ChannelStatus[];
+}
+
+const toDigest = (row: DigestRow | null, notificationId: string): NotificationDigest | null =>
+  row && {
+    id: row.id,
+    key: row.key,
+    status: row.status as NotificationDigest["status"],
+    item_count: row.item_count,
+    closes_at: new Date(row.closes_at).toISOString(),
+    notification_id: row.notification_id,
+    role: row.notification_id === notificationId ? "digest" : "item",
+    canceled: row.canceled,
+    statuses: row.statuses,
+  };
+
 const toRecord = (row: HeadRow): NotificationRecord => ({
   notification_id: row.id,
   client_id: row.client_id,
@@ -84,7 +147,10 @@ const toRecord = (row: HeadRow): NotificationRecord => ({
   priority: row.priority,
   created_at: row.created_at.toISOString(),
   deliver_by: row.deliver_by?.toISOString() ?? null,
+  send_at: row.send_at?.toISOString() ?? null,
+  send_at_local: row.send_at_local ?? null,
   fallback_pending: row.fallback_pending,
+  digest: toDigest(row.digest, row.id),
   trace_parent: row.trace_parent,
   channels: {},
 });
@@ -109,8 +175,8 @@ export async function readNotification(
 ): Promise<NotificationRecord | null> {
   // A left join: a notification not routed yet has one row, with no channel.
   const rows = await database.sql<Array<HeadRow & { [K in keyof ChannelResultRow]: ChannelResultRow[K] | null }>>`
-    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
-           n.trace_parent, ${fallbackPending(database.sql)} as fallback_pending,
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by, n.send_at, n.send_at_local,
+           n.trace_parent, ${fallbackPending(database.sql)} as fallback_pending, ${digestOf(database.sql)} as digest,
            c.channel, c.status, c.provider, c.provider_id, c.reason, c.updated_at, c.next_attempt_at
     from notifications n left join notification_channels c on c.notification_id = n.id
     where n.id = ${id} ${clientId === null ? database.sql`` : database.sql`and n.client_id = ${clientId}`}`;
@@ -137,8 +203,8 @@ export async function readNotifications(database: Database, ids: readonly string
   if (ids.length === 0) return [];
   const { sql } = database;
   const rows = await sql<HeadRow[]>`
-    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
-           n.trace_parent, ${fallbackPending(sql)} as fallback_pending
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by, n.send_at, n.send_at_local,
+           n.trace_parent, ${fallbackPending(sql)} as fallback_pending, ${digestOf(sql)} as digest
     from notifications n where n.id = any(${ids as string[]}::text[])`;
   return withChannels(sql, rows);
 }
@@ -172,8 +238,8 @@ export async function listUserNotificationRecords(
   // Microseconds, exactly: a Date keeps milliseconds, and rows stored in one group commit
   // share their created_at, so the keyset must compare at Postgres' own precision.
   const rows = await sql<Array<HeadRow & { micros: string }>>`
-    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
-           n.trace_parent, ${fallbackPending(sql)} as fallback_pending,
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by, n.send_at, n.send_at_local,
+           n.trace_parent, ${fallbackPending(sql)} as fallback_pending, ${digestOf(sql)} as digest,
            (extract(epoch from n.created_at) * 1000000)::bigint::text as micros
     from notifications n
     where n.user_id = ${query.userId} and n.client_id = ${query.clientId}
@@ -255,8 +321,8 @@ export async function searchNotificationRecords(
                   where k.client_id = ${clientId as string} and k.key = ${idempotencyKey})
                 ${userId === undefined ? sql`` : sql`or n.dedup_key = ${idempotencyKey}`})`;
   const rows = await sql<HeadRow[]>`
-    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by,
-           n.trace_parent, ${fallbackPending(sql)} as fallback_pending
+    select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by, n.send_at, n.send_at_local,
+           n.trace_parent, ${fallbackPending(sql)} as fallback_pending, ${digestOf(sql)} as digest
     from notifications n
     where true
       ${notificationId === undefined ? sql`` : sql`and n.id = ${notificationId}`}

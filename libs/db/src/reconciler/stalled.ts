@@ -29,11 +29,13 @@ export async function findUnroutedNotifications(
   if (last === null) return { unrouted: [], last };
   const rows = await sql<LaneRow[]>`
     select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at,
-      deliver_by, trace_parent
+      deliver_by, send_at, digest, throttle, digest_of, trace_parent
     from notifications n
     where id >= ${range.from} and id <= ${last}
       and not exists (select 1 from notification_channels c where c.notification_id = n.id)
       and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
+      -- A digest's item has no outcome of its own: its digest's notification has.
+      and not exists (select 1 from digest_items i where i.notification_id = n.id)
     order by id`;
   return { unrouted: rows.map(asLaneNotification), last };
 }
@@ -68,7 +70,7 @@ export async function findWaitingChannels(
 ): Promise<WaitingChannel[]> {
   const rows = await database.sql<WaitingRow[]>`
     select n.id, n.client_id, n.user_id, n.category, n.template_id, n.template_version, n.priority,
-      n.requested_channels, n.data, n.partition, n.created_at, n.deliver_by, n.trace_parent, c.channel, c.status, c.updated_at, c.next_attempt_at
+      n.requested_channels, n.data, n.partition, n.created_at, n.deliver_by, n.send_at, n.digest, n.throttle, n.digest_of, n.trace_parent, c.channel, c.status, c.updated_at, c.next_attempt_at
     from notification_channels c join notifications n on n.id = c.notification_id
     where (c.status in ('pending', 'retrying', 'parked') or c.status = 'deferred') and c.updated_at < ${options.before}
       and (c.next_attempt_at is null or c.next_attempt_at < ${options.before})

@@ -6,6 +6,7 @@ import type { Database, Sql } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels } from "../schema/index.js";
 import { type CapSlot, takeCapSlot } from "./daily-cap.js";
+import { returnThrottleSlot, type ThrottleLimit, type ThrottleTaken, takeThrottleSlot } from "./throttle.js";
 
 /** One channel's outcome as routing decided it. */
 export interface RoutedChannel {
@@ -37,6 +38,11 @@ export interface RoutingRecord {
   first: boolean;
   /** Over the daily cap: the channels that would be sent were suppressed with reason rate_cap. */
   capped: boolean;
+  /**
+   * Over its throttle: the channels that would be sent were suppressed with reason throttled,
+   * by this run or (with `first` false) by the run that recorded the routing.
+   */
+  throttled: boolean;
   /** Nothing was written: the user's previous notification in the lane is not routed yet. */
   held: boolean;
   /** That previous notification, when it was looked for and is still unrouted (held or not). */
@@ -52,6 +58,11 @@ export interface Routing {
   channels: readonly RoutedChannel[];
   deferredUntil: Date | null;
   cap: CapSlot | null;
+  /**
+   * The notification's throttle, when it has one: a slot is taken when a channel is to be sent
+   * now (one pending), before the cap.
+   */
+  throttle?: ThrottleLimit | null;
   order?: "hold" | "report";
 }
 
@@ -143,7 +154,7 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
     const first = (row?.inserted ?? 0) > 0;
     const earlier = row?.earlier ?? null;
     const held = routing.order === "hold" && !first && !row?.routed && earlier !== null;
-    return { first, capped: false, held, earlier };
+    return { first, capped: false, throttled: false, held, earlier };
   });
 }
 
@@ -159,10 +170,11 @@ const routeBatched = perIterationOf(routeMany, {
 /**
  * Writes the channel outcomes of a routing, and the deferral timer with them, unless an earlier
  * run did (even one that chose other channels: the user's reachable channels may have changed
- * since). Without a cap to take this is one statement (shared with the other routings of its
- * event-loop iteration). With one it is a transaction: the cap
- * slot is taken only by the run whose rows went in, and a crash undoes both; over the cap, the
- * channels that would be sent are suppressed with reason rate_cap (`capped`).
+ * since). Without a cap or a throttle this is one statement (shared with the other routings of
+ * its event-loop iteration). With one it is a transaction: the throttle slot and the cap slot
+ * are taken only by the run whose rows went in, and a crash undoes all of it; over the throttle
+ * (takeThrottleSlot), the channels that would be sent are suppressed with reason throttled
+ * (`throttled`), over the cap with reason rate_cap (`capped`).
  *
  * One user's notifications are routed in the order they were accepted: with `order: "hold"`
  * nothing is written while the user's previous notification of the same client and lane (the
@@ -176,7 +188,7 @@ const routeBatched = perIterationOf(routeMany, {
  * before is enough: it was itself routed only after its own.
  */
 export async function recordRoutedChannels(database: Database, routing: Routing): Promise<RoutingRecord> {
-  if (routing.cap === null) return routeBatched(database, routing);
+  if (routing.cap === null && !routing.throttle) return routeBatched(database, routing);
   const { sql } = database;
   const id = routing.notificationId;
   const channels = routing.channels.map((p) => p.channel);
@@ -186,7 +198,9 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
   const planned = routing.channels.map((p) => p.nextAttemptAt?.toISOString() ?? null) as string[];
   const hold = routing.order === "hold";
   const cap = routing.cap;
-  return sql.begin(async (tx) => {
+  const throttle = routing.throttle ?? null;
+  const sending = routing.channels.some((p) => p.status === "pending");
+  return sql.begin(async (tx): Promise<RoutingRecord> => {
     let waiting: string | null = null;
     if (routing.order) {
       const [before] = await tx<{ routed: boolean; earlier: string | null }[]>`
@@ -198,7 +212,7 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
                )}) w) as earlier`;
       waiting = before?.earlier ?? null;
       if (hold && !before?.routed && waiting !== null)
-        return { first: false, capped: false, held: true, earlier: waiting };
+        return { first: false, capped: false, throttled: false, held: true, earlier: waiting };
     }
     const inserted = await tx`
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
@@ -208,13 +222,42 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
       where not exists (select 1 from notification_channels where notification_id = ${id})
       on conflict (notification_id, channel) do nothing
       returning channel`;
-    if (inserted.length === 0) return { first: false, capped: false, held: false, earlier: waiting };
-    if (await takeCapSlot(tx, cap)) return { first: true, capped: false, held: false, earlier: waiting };
-    await tx`
+    if (inserted.length > 0 && routing.deferredUntil !== null)
+      await tx`
+        insert into deferred_notifications (notification_id, user_id, due_at)
+        values (${id}, ${routing.userId}, ${routing.deferredUntil})
+        on conflict (notification_id) do nothing`;
+    if (inserted.length === 0) {
+      // Routed before: whether that run found it over its throttle (what a hand-off to its digest reads).
+      const throttled =
+        throttle !== null &&
+        (
+          await tx`
+            select 1 from notification_channels where notification_id = ${id} and routed_reason = 'throttled' limit 1`
+        ).length > 0;
+      return { first: false, capped: false, throttled, held: false, earlier: waiting };
+    }
+    const suppress = (reason: "rate_cap" | "throttled") => tx`
       update notification_channels
-      set status = 'suppressed', reason = 'rate_cap', routed_status = 'suppressed', routed_reason = 'rate_cap', updated_at = now()
+      set status = 'suppressed', reason = ${reason}, routed_status = 'suppressed', routed_reason = ${reason}, updated_at = now()
       where notification_id = ${id} and status = 'pending'`;
-    return { first: true, capped: true, held: false, earlier: waiting };
+    // The throttle before the cap: a notification over its throttle is not sent, so it does not
+    // spend one of the user's promotional sends of the day; one the cap stops gives its throttle
+    // slot back (the lock on the key is held until commit, so no other routing counted it).
+    const take = throttle && { ...throttle, clientId: routing.clientId, userId: routing.userId, notificationId: id };
+    let slot: ThrottleTaken | null = null;
+    if (take && sending) {
+      slot = await takeThrottleSlot(tx, take);
+      if (!slot.granted) {
+        await suppress("throttled");
+        return { first: true, capped: false, throttled: true, held: false, earlier: waiting };
+      }
+    }
+    if (cap === null || (await takeCapSlot(tx, cap)))
+      return { first: true, capped: false, throttled: false, held: false, earlier: waiting };
+    if (take && slot?.fresh) await returnThrottleSlot(tx, take);
+    await suppress("rate_cap");
+    return { first: true, capped: true, throttled: false, held: false, earlier: waiting };
   });
 }
 

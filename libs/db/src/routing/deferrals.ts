@@ -4,12 +4,29 @@ import type { RowPick } from "../rows.js";
 import type { notifications } from "../schema/index.js";
 import { routedReason } from "./channels.js";
 import { type CapSlot, takeCapSlot } from "./daily-cap.js";
+import {
+  lockThrottles,
+  returnThrottleSlot,
+  type ThrottleTake,
+  type ThrottleTaken,
+  takeThrottleSlot,
+} from "./throttle.js";
 
 /** A deferred notification whose planned time has come, with its still-deferred channels. */
 export type DueDeferral = Omit<
   RowPick<
     typeof notifications,
-    "client_id" | "user_id" | "category" | "template_id" | "template_version" | "priority" | "data"
+    | "client_id"
+    | "user_id"
+    | "category"
+    | "template_id"
+    | "template_version"
+    | "priority"
+    | "data"
+    | "created_at"
+    | "digest"
+    | "throttle"
+    | "digest_of"
   >,
   "priority" | "data"
 > & {
@@ -21,15 +38,32 @@ export type DueDeferral = Omit<
   deliver_by: string | null;
 };
 
-/** Due deferrals, oldest first: read before the release transaction, as routing uses other connections. */
+/**
+ * Due deferrals, oldest first: read before the release transaction, as routing uses other
+ * connections. The due rows are taken first, alone, in the timer index's order up to the limit;
+ * each one's notification and channels are then looked up by key, in subqueries the planner keeps
+ * as they are (`offset 0`), the channels' status filtered outside. As one join, a generic plan
+ * made on a fresh database hashed every notification, and intersected each notification's
+ * channels with the reconciler's index of every waiting channel: 300-600 ms a batch of 500 with
+ * 40,000 notifications due at once.
+ */
 export async function listDueDeferrals(database: Database, now: Date, limit: number): Promise<DueDeferral[]> {
   return database.sql<DueDeferral[]>`
+    with due as materialized (
+      select notification_id, due_at from deferred_notifications
+      where due_at <= ${now} order by due_at, notification_id limit ${limit}
+    )
     select d.notification_id, n.client_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.data,
+           n.created_at, n.digest, n.throttle, n.digest_of,
            to_char(n.deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by,
-           array(select c.channel from notification_channels c
-                 where c.notification_id = d.notification_id and c.status = 'deferred' order by c.channel) as channels
-    from deferred_notifications d join notifications n on n.id = d.notification_id
-    where d.due_at <= ${now} order by d.due_at, d.notification_id limit ${limit}`;
+           array(select c.channel from (
+                   select c.channel, c.status from notification_channels c
+                   where c.notification_id = d.notification_id offset 0
+                 ) c where c.status = 'deferred' order by c.channel) as channels
+    from due d cross join lateral (
+      select * from notifications n where n.id = d.notification_id offset 0
+    ) n
+    order by d.due_at, d.notification_id`;
 }
 
 /**
@@ -52,6 +86,10 @@ export interface DeferralRelease {
   /** Whether the channel is still deferred (an operator or worker may have moved it meanwhile). */
   isDeferred(notificationId: string, channel: Channel): boolean;
   takeCapSlot(slot: CapSlot): Promise<boolean>;
+  /** Takes a slot of the notification's throttle (takeThrottleSlot); before the cap, as routing does. */
+  takeThrottleSlot(take: ThrottleTake): Promise<ThrottleTaken>;
+  /** Gives back a slot taken in this release (the cap stopped the notification). */
+  returnThrottleSlot(take: ThrottleTake): Promise<void>;
   /** Settles released channels; only one still deferred moves (status only moves forward). */
   settleChannels(updates: readonly ReleasedChannel[]): Promise<void>;
   /** Moves the timers of notifications deferred again. */
@@ -62,10 +100,10 @@ export interface DeferralRelease {
 
 /**
  * Runs one release of `due` deferrals in a transaction. It takes the due rows FOR UPDATE SKIP
- * LOCKED, so processors share the work and each row is settled by one of them, and their
- * deferred channels FOR UPDATE; `release` then settles them and publishes before the commit, so
- * a crash in between leaves the rows due and they are released again. Null when another
- * release holds every row.
+ * LOCKED, so processors share the work and each row is settled by one of them, their deferred
+ * channels FOR UPDATE, and the locks of their throttles' keys; `release` then settles them and
+ * publishes before the commit, so a crash in between leaves the rows due and they are released
+ * again. Null when another release holds every row.
  */
 export async function releaseDeferrals<T>(
   database: Database,
@@ -93,10 +131,14 @@ export async function releaseDeferrals<T>(
           for update`
       ).map((r) => `${r.notification_id} ${r.channel}`),
     );
+    // Every throttle lock the release may take, at once and in one order (lockThrottles).
+    await lockThrottles(tx, [...locked]);
     return release({
       locked,
       isDeferred: (id, channel) => stillDeferred.has(`${id} ${channel}`),
       takeCapSlot: (slot) => takeCapSlot(tx, slot),
+      takeThrottleSlot: (take) => takeThrottleSlot(tx, take),
+      returnThrottleSlot: (take) => returnThrottleSlot(tx, take),
       async settleChannels(updates) {
         if (updates.length === 0) return;
         // With their history rows, as every status move after routing has.

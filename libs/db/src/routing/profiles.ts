@@ -7,7 +7,7 @@ import type { userContacts, userPreferences } from "../schema/index.js";
 type ProfileColumns = RowPick<typeof userContacts, "email" | "phone"> &
   RowPick<
     typeof userPreferences,
-    "channel_optout" | "category_optout" | "quiet_hours" | "rate_cap_per_day" | "device_tokens" | "locale"
+    "channel_optout" | "category_optout" | "quiet_hours" | "rate_cap_per_day" | "device_tokens" | "locale" | "time_zone"
   >;
 
 /**
@@ -29,7 +29,7 @@ export const readProfileRow: (database: Database, userId: string) => Promise<Pro
   async (database: Database, userIds: readonly string[]) => {
     const rows = await database.sql<Array<ProfileRow & { user_id: string }>>`
       select u.user_id, c.email, c.phone, p.channel_optout, p.category_optout, p.quiet_hours, p.rate_cap_per_day,
-             p.device_tokens, p.locale, s.suppressions
+             p.device_tokens, p.locale, p.time_zone, s.suppressions
       from ${unnestColumns(database.sql, "u", { user_id: ["text", userIds] })}
       left join user_contacts c on c.user_id = u.user_id
       left join user_preferences p on p.user_id = u.user_id

@@ -1,6 +1,7 @@
 // Every table of the schema, for drizzle-kit (drizzle.config.ts) and the modules' row types.
 export { apiKeys, deploymentSecrets } from "./api-keys.js";
 export { audienceMembers, audiences, broadcastProgress, broadcastRecipients, broadcasts } from "./audiences.js";
+export { digestItems, digests, throttleSlots } from "./digests.js";
 export { idempotencyKeys } from "./idempotency.js";
 export {
   INBOX_NOTIFY_CHANNEL,

@@ -1,4 +1,4 @@
-import type { FallbackCondition, FallbackStep } from "@notify/core";
+import type { DigestSpec, FallbackCondition, FallbackStep, SendAtLocal, ThrottleSpec } from "@notify/core";
 import { sql } from "drizzle-orm";
 import { bigint, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from "drizzle-orm/pg-core";
 
@@ -27,6 +27,19 @@ export const notifications = pgTable(
     partition: smallint("partition").notNull(),
     /** Never sent after this instant (the request's deliver_by, or the template's time to live). */
     deliverBy: timestamp("deliver_by", { withTimezone: true, mode: "date" }),
+    /** Not routed before this instant (the request's send_at); null: at once. */
+    sendAt: timestamp("send_at", { withTimezone: true, mode: "date" }),
+    /**
+     * The request's send_at_local: a wall-clock time (and optional date) resolved in the user's
+     * time zone when the notification is routed; null: none.
+     */
+    sendAtLocal: jsonb("send_at_local").$type<SendAtLocal | null>(),
+    /** The request's digest: collected with others of its key and sent as one; null: sent alone. */
+    digest: jsonb("digest").$type<DigestSpec | null>(),
+    /** The request's throttle: at most `limit` of its key reach the user per `per`; null: none. */
+    throttle: jsonb("throttle").$type<ThrottleSpec | null>(),
+    /** Set on a digest's own notification: the digest it sends (its data holds the items). */
+    digestOf: text("digest_of"),
     /**
      * W3C traceparent of the ingest request's span when tracing is on (null otherwise): later
      * work with no message to carry it (receipts, fallback steps, republishes) joins its trace.

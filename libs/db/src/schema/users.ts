@@ -25,6 +25,8 @@ export const userPreferences = pgTable("user_preferences", {
   rateCapPerDay: integer("rate_cap_per_day"),
   deviceTokens: jsonb("device_tokens").$type<DeviceToken[]>().notNull().default([]),
   locale: text("locale"),
+  /** IANA time zone: where send_at_local is read; null falls back to the quiet hours' zone. */
+  timeZone: text("time_zone"),
   updatedAt: timestamp("updated_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
 });
 

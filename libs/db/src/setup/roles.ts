@@ -61,6 +61,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: the secrets its API keys' and unsubscribe links' MACs are made with; workers: the
   // unsubscribe links' (each created by the first process that needs it).
   deployment_secrets: { ingest: [S, I], workers: [S, I] },
+  // processor: joins, sends and archives digests; ingest: an item's digest for its status.
+  digest_items: { ingest: [S], processor: [S, I, D] },
+  digests: { ingest: [S], processor: [S, I, U, D] },
   // ingest: the accept's claim, replays of a key, the purge, an unpublished batch released.
   idempotency_keys: { ingest: [S, I, U, D] },
   // ingest: the inbox API (list, mark); processor: in-app channels settled from the inbox;
@@ -102,6 +105,8 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   template_variants: { ingest: [S, I], processor: [S] },
   template_versions: { ingest: [S, I], processor: [S] },
   templates: { ingest: [S, I, U], processor: [S] },
+  // processor: per-user throttles taken when routing, purged once past the longest period.
+  throttle_slots: { processor: [S, I, D] },
   // ingest: the contacts and preferences APIs; processor: routing's profile, a replay's
   // address; workers: the address a webhook endpoint asking for it (include: recipient) is
   // given, and a push subscription the push service says is gone.

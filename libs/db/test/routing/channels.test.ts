@@ -50,13 +50,19 @@ t.test("routing records channels once; a rerun finds them and writes nothing", a
     deferredUntil,
     cap: null,
   };
-  t.same(await recordRoutedChannels(database, routing), { first: true, capped: false, held: false, earlier: null });
+  t.same(await recordRoutedChannels(database, routing), {
+    first: true,
+    capped: false,
+    throttled: false,
+    held: false,
+    earlier: null,
+  });
   t.same(
     await recordRoutedChannels(database, {
       ...routing,
       channels: [{ channel: "push", status: "pending", reason: null, nextAttemptAt: null }],
     }),
-    { first: false, capped: false, held: false, earlier: null },
+    { first: false, capped: false, throttled: false, held: false, earlier: null },
     "a rerun choosing other channels adds none",
   );
   t.same(await listPendingChannels(database, id), ["email"]);
@@ -80,10 +86,10 @@ t.test("the cap is taken only by the first run; over it, pending channels are su
     return { id, outcome };
   };
   const first = await routed();
-  t.same(first.outcome, { first: true, capped: false, held: false, earlier: null });
+  t.same(first.outcome, { first: true, capped: false, throttled: false, held: false, earlier: null });
   t.same(await channelRow(first.id), { status: "pending", reason: null });
   const second = await routed();
-  t.same(second.outcome, { first: true, capped: true, held: false, earlier: null });
+  t.same(second.outcome, { first: true, capped: true, throttled: false, held: false, earlier: null });
   t.same(await channelRow(second.id), { status: "suppressed", reason: "rate_cap" });
   const [count] = await sql<{ count: number }[]>`
     select count from promotional_daily_counts where user_id = 'capped' and day = ${day}`;
@@ -106,24 +112,24 @@ t.test(
 
       t.same(
         await recordRoutedChannels(database, routingOf(second, user, { ...(cap ? { cap } : {}) })),
-        { first: false, capped: false, held: true, earlier: first },
+        { first: false, capped: false, throttled: false, held: true, earlier: first },
         `${label}: held while the previous one is unrouted`,
       );
       t.equal(await channelRow(second), undefined, `${label}: nothing written`);
       t.same(
         await recordRoutedChannels(database, { ...routingOf(second, user), order: "report" as const }),
-        { first: true, capped: false, held: false, earlier: first },
+        { first: true, capped: false, throttled: false, held: false, earlier: first },
         `${label}: routed anyway when not asked to hold, naming the one it passed`,
       );
       const third = await notification(user, { createdAt: at(3) });
       t.same(
         await recordRoutedChannels(database, routingOf(third, user, { ...(cap ? { cap } : {}) })),
-        { first: true, capped: false, held: false, earlier: null },
+        { first: true, capped: false, throttled: false, held: false, earlier: null },
         `${label}: only the one just before counts (it was routed)`,
       );
       t.same(
         await recordRoutedChannels(database, routingOf(first, user, { ...(cap ? { cap } : {}) })),
-        { first: true, capped: false, held: false, earlier: null },
+        { first: true, capped: false, throttled: false, held: false, earlier: null },
         `${label}: the first one has nothing before it`,
       );
     }
@@ -134,7 +140,13 @@ t.test("without an order check the previous notification is not looked for", asy
   const before = await notification("unchecked", { createdAt: new Date(Date.now() - 5000) });
   const id = await notification("unchecked");
   const { order: _order, ...unchecked } = routingOf(id, "unchecked");
-  t.same(await recordRoutedChannels(database, unchecked), { first: true, capped: false, held: false, earlier: null });
+  t.same(await recordRoutedChannels(database, unchecked), {
+    first: true,
+    capped: false,
+    throttled: false,
+    held: false,
+    earlier: null,
+  });
   t.equal(await channelRow(before), undefined, "the previous one is still unrouted");
 });
 
@@ -148,13 +160,17 @@ t.test("the previous notification is found past the user's others, but not beyon
   const id = await notification("busy", { createdAt: new Date(base + 5000) });
   t.same(
     await recordRoutedChannels(database, routingOf(id, "busy")),
-    { first: false, capped: false, held: true, earlier: previous },
+    { first: false, capped: false, throttled: false, held: true, earlier: previous },
     "24 notifications of another lane and another client in between",
   );
   const old = await notification("returning", { createdAt: new Date(Date.now() - 2 * 3_600_000) });
   const now = await notification("returning");
   const outcome = await recordRoutedChannels(database, routingOf(now, "returning"));
-  t.same(outcome, { first: true, capped: false, held: false, earlier: null }, "two hours before: not waited for");
+  t.same(
+    outcome,
+    { first: true, capped: false, throttled: false, held: false, earlier: null },
+    "two hours before: not waited for",
+  );
   t.equal(await channelRow(old), undefined, "(that one is the reconciler's)");
 });
 
@@ -169,7 +185,11 @@ t.test("notifications created at the same time are all the next one's predecesso
     "siblings do not wait for each other",
   );
   const outcome = await recordRoutedChannels(database, routingOf(later, "siblings"));
-  t.same(outcome, { first: false, capped: false, held: true, earlier: b }, "held by the sibling still unrouted");
+  t.same(
+    outcome,
+    { first: false, capped: false, throttled: false, held: true, earlier: b },
+    "held by the sibling still unrouted",
+  );
   t.same((await recordRoutedChannels(database, routingOf(b, "siblings"))).first, true);
   t.same((await recordRoutedChannels(database, routingOf(later, "siblings"))).first, true);
 });
@@ -181,6 +201,7 @@ t.test("a rerun of a routed notification is a rerun, not held", async (t) => {
   t.same(await recordRoutedChannels(database, routingOf(id, "rerun")), {
     first: false,
     capped: false,
+    throttled: false,
     held: false,
     earlier: before,
   });

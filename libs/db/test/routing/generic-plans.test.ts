@@ -39,7 +39,7 @@ t.test("routing reads a few channel rows, however many the table holds", async (
         deferredUntil: null,
         cap: null,
       }),
-      { first: true, capped: false, held: false, earlier: null },
+      { first: true, capped: false, throttled: false, held: false, earlier: null },
     );
     return (await rows()) - before;
   })) as number;

@@ -318,3 +318,28 @@ t.test("retention forgets old events and tallies, never an event still owed", as
   t.same(await sql`select 1 from webhook_attempts where endpoint_id = ${hook}`, []);
   t.same(await sql`select 1 from webhook_broadcast_tallies where broadcast_id = ${broadcast}`, []);
 });
+
+t.test("a recipient canceled by its client ends like any outcome, and is counted as canceled", async (t) => {
+  await endpoint("cancel-client", ["broadcast.completed", "channel.canceled"]);
+  const broadcast = await newBroadcast("cancel-client");
+  const [sent, ...canceled] = await expand(broadcast, "cancel-client", 3);
+  await finish(broadcast);
+  await end([sent as string], "delivered");
+  await end(canceled, "canceled");
+  await drain();
+  const [event] = await completedEvents(broadcast);
+  t.match(event?.data, {
+    recipients: 3,
+    outcomes: { completed: 1, partially_failed: 0, failed: 0, suppressed: 0, canceled: 2 },
+  });
+  const recipients = await sql<Array<{ data: { status: string } }>>`
+    select data from webhook_events where type = 'notification.completed' and notification_id = any(${canceled}::text[])`;
+  t.same(
+    recipients.map((r) => r.data.status),
+    ["canceled", "canceled"],
+    "each canceled recipient's own completion says canceled",
+  );
+  const events = await sql`
+    select 1 from webhook_events where type = 'channel.canceled' and notification_id = any(${canceled}::text[])`;
+  t.equal(events.length, 2, "and each cancel is a channel.canceled event");
+});

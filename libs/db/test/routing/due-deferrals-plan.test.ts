@@ -1,0 +1,60 @@
+import { countingDatabase, freshDatabase } from "@notify/testing";
+import t from "tap";
+import { listDueDeferrals } from "../../src/index.js";
+
+// Many notifications due at one instant (a campaign scheduled for 09:00) on a database without
+// statistics: each batch of due timers reads its notifications and channels by key. A generic
+// plan of one join hashed every notification and intersected each one's channels with the
+// reconciler's index of every waiting channel, reading the whole table once per row.
+
+const { database, url } = await freshDatabase(t);
+const { sql } = database;
+const statements: Array<{ query: string; parameters: readonly unknown[] }> = [];
+const captured = await countingDatabase(t, url, (query, parameters) => statements.push({ query, parameters }));
+const DUE = 10_000;
+const due = new Date("2026-06-01T09:00:00Z");
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  Plans?: PlanNode[];
+}
+const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+t.test("a batch of due deferrals reads its rows by key, on the plan a prepared statement keeps", async (t) => {
+  await sql`
+    insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    select 'n-' || lpad(i::text, 6, '0'), 'c', 'u-' || (i % 1000), 'account', 'welcome', 'transactional', '{}', 'n-' || i, 'h', 0
+    from generate_series(1, ${DUE}) i`;
+  await sql`
+    insert into notification_channels (notification_id, channel, status, reason, next_attempt_at)
+    select id, 'email', 'deferred', 'scheduled', ${due} from notifications`;
+  await sql`insert into deferred_notifications (notification_id, user_id, due_at) select id, user_id, ${due} from notifications`;
+
+  const batch = await listDueDeferrals(captured, due, 100);
+  t.equal(batch.length, 100);
+  t.same(batch[0]?.channels, ["email"]);
+  t.equal(batch[0]?.notification_id, "n-000001", "oldest first, then by id");
+
+  const statement = statements.findLast((s) => s.query.includes("deferred_notifications"));
+  if (!statement) throw new Error("no statement read deferred_notifications");
+  const plan = await sql.begin(async (tx) => {
+    await tx.unsafe(`prepare due_probe as ${statement.query}`);
+    await tx`set local plan_cache_mode = force_generic_plan`;
+    const [row] = await tx.unsafe(`explain (format json) execute due_probe('${due.toISOString()}', 100)`);
+    await tx.unsafe("deallocate due_probe");
+    const [explained] = (row?.["QUERY PLAN"] ?? []) as Array<{ Plan: PlanNode }>;
+    if (!explained) throw new Error("EXPLAIN gave no plan");
+    return nodes(explained.Plan);
+  });
+  const described = plan.map((n) => `${n["Node Type"]} ${n["Relation Name"] ?? ""} ${n["Index Name"] ?? ""}`.trim());
+  t.notOk(
+    plan.some((n) => n["Node Type"] === "Seq Scan" || n["Node Type"] === "Hash"),
+    `no table read whole: ${described.join("; ")}`,
+  );
+  t.notOk(
+    plan.some((n) => n["Index Name"] === "notification_channels_waiting_idx"),
+    "each notification's channels by its key alone, not with every waiting channel",
+  );
+});
