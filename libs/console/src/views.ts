@@ -22,6 +22,17 @@ export interface NotificationSummary {
   status?: string;
   created_at?: string;
   deliver_by?: string | null;
+  send_at?: string | null;
+  send_at_local?: { time: string; date?: string } | null;
+  digest?: {
+    id: string;
+    key: string;
+    status: string;
+    item_count: number;
+    closes_at: string;
+    notification_id: string | null;
+    role: "item" | "digest";
+  } | null;
   trace_id?: string | null;
   channels?: Record<string, ChannelView>;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { ConsoleOptions } from "@notify/console";
 import { mountConsole, SECURITY_HEADERS } from "@notify/console";
 import type { DeadLetter } from "@notify/core";
-import { moveStatus, seedApiKey, seedTemplate } from "@notify/db";
+import { joinDigest, moveStatus, seedApiKey, seedTemplate } from "@notify/db";
 import { createAdminApp, createAttemptThrottle, toAppError } from "@notify/http";
 import { startDeadLetterResponder } from "@notify/ops";
 import { captureLogger, freshBus, freshDatabase, settled } from "@notify/testing";
@@ -455,6 +455,39 @@ t.test("what a notification carries is shown escaped, never as markup", async (t
   t.match(page, "&lt;script&gt;alert(1)&lt;/script&gt;", "the category is shown, escaped");
   t.match(page, "&lt;i&gt;&quot;u1&#39;&lt;/i&gt;", "the user id too, quotes included");
   t.match(page, "bounced: &lt;script&gt;", "and a reason");
+});
+
+t.test("a notification's send time and its digest are shown, the digest's key escaped", async (t) => {
+  const cookie = await signIn();
+  const id = await notify("sched-user");
+  await database.sql`update notifications set send_at = '2027-03-14T07:00:00Z',
+    send_at_local = ${database.sql.json({ time: "02:30", date: "2027-03-14" })} where id = ${id}`;
+  const { digestId } = await joinDigest(database, {
+    notificationId: id,
+    clientId: "shop",
+    userId: "sched-user",
+    templateId: "welcome",
+    key: EVIL,
+    windowMs: 60_000,
+    maxItems: 5,
+    now: new Date(),
+  });
+  const page = await (await get(`/console/notifications/${id}`, cookie)).text();
+  t.match(page, /data-testid="notification-send-at"><time datetime="2027-03-14T07:00:00.000Z">/);
+  t.match(page, "(02:30 on 2027-03-14 the user's time)");
+  t.match(
+    page,
+    /data-testid="notification-digest"><code>&lt;script&gt;alert\(1\)&lt;\/script&gt;<\/code> · open · 1 item/,
+  );
+  t.notMatch(page, "<script>", "the key is never markup");
+  const digestNotification = randomUUID();
+  await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, digest_of)
+    values (${digestNotification}, 'shop', 'sched-user', 'account', 'welcome', 'transactional', '{}', ${digestNotification}, 'digest', 0, ${digestId})`;
+  await database.sql`update digests set status = 'sent', notification_id = ${digestNotification} where id = ${digestId}`;
+  const sent = await (await get(`/console/notifications/${id}`, cookie)).text();
+  t.match(sent, `href="/console/notifications/${digestNotification}"`, "links the digest's own notification");
+  const own = await (await get(`/console/notifications/${digestNotification}`, cookie)).text();
+  t.match(own, "this is the digest&#39;s notification");
 });
 
 t.test("a revoked key ends its session at the next page", async (t) => {

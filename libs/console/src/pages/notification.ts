@@ -67,6 +67,20 @@ function timelineRow(entry: TimelineEntry): Html {
 <td>${result ?? "—"}</td><td>${why ?? "—"}</td></tr>`;
 }
 
+/**
+ * The digest a notification joined or sends: its key, status and size, and a link to the
+ * digest's own notification (its channels and timeline) once sent.
+ */
+function digestCell(digest: NotificationDetail["digest"]): Html | string {
+  if (!digest) return "—";
+  const own = digest.notification_id
+    ? digest.role === "digest"
+      ? " (this is the digest's notification)"
+      : html` · sent as <a class="mono" href="/console/notifications/${encodeURIComponent(digest.notification_id)}">${digest.notification_id}</a>`
+    : html` · closes ${when(digest.closes_at)}`;
+  return html`<code>${digest.key}</code> · ${digest.status} · ${digest.item_count} item${digest.item_count === 1 ? "" : "s"}${own}`;
+}
+
 /** GET /console/notifications/:id: its facts, its channels, and its history oldest first. */
 export async function notificationPage(c: ConsoleContext, traceUrl: string | undefined): Promise<Response> {
   const id = c.req.param("id") ?? "";
@@ -90,6 +104,12 @@ export async function notificationPage(c: ConsoleContext, traceUrl: string | und
 <dt>Priority</dt><dd>${show(n.priority)}</dd>
 <dt>Created</dt><dd>${when(n.created_at)}</dd>
 <dt>Deliver by</dt><dd>${when(n.deliver_by)}</dd>
+<dt>Send at</dt><dd data-testid="notification-send-at">${when(n.send_at)}${
+    n.send_at_local
+      ? html` <span class="muted">(${n.send_at_local.time}${n.send_at_local.date ? ` on ${n.send_at_local.date}` : ""} the user's time)</span>`
+      : ""
+  }</dd>
+<dt>Digest</dt><dd data-testid="notification-digest">${digestCell(n.digest)}</dd>
 <dt>Trace</dt><dd>${traceCell(n.trace_id, traceUrl)}</dd>
 </dl>
 <p><a href="/console/dead-letters${queryString({ notification_id: n.notification_id })}">Its dead letters</a></p>
