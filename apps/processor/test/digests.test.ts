@@ -188,3 +188,30 @@ t.test("a canceled item is left out of its digest; one whose digest was sent is 
   t.equal(await cancel(a?.notification_id as string), "too_late");
   t.equal(await route(b as LaneMessage), "duplicate", "a canceled item is never routed on its own");
 });
+
+t.test("retention keeps an item whose digest is not sent, and forgets digests sent long ago", async (t) => {
+  const { purgeSentDigests, takeArchiveBatch } = await import("@notify/db");
+  await seedUser(database, "dg-old");
+  clock.now = start;
+  const [waiting, archived] = [
+    await item("dg-old", "w"),
+    await item("dg-old", "a", { digest: { ...digest, key: "k2" } }),
+  ];
+  await route(waiting as LaneMessage);
+  await route(archived as LaneMessage);
+  await database.sql`update digests set status = 'sent', sent_at = now() - interval '40 days'
+    where user_id = 'dg-old' and key = 'k2'`;
+  await database.sql`update notifications set created_at = now() - interval '40 days' where user_id = 'dg-old'`;
+  const taken: string[] = [];
+  await takeArchiveBatch(database, { days: 30, batchSize: 1000 }, async (rows) => {
+    taken.push(...rows.map((r) => r.id));
+  });
+  t.notOk(taken.includes(waiting?.notification_id as string), "an item of an open digest stays");
+  t.ok(taken.includes(archived?.notification_id as string), "an item of a sent digest is archived");
+  // The earlier tests' digests were sent on the test clock's June day, long ago too.
+  t.ok((await purgeSentDigests(database, 30)) >= 1);
+  t.same(
+    (await digestsOf("dg-old")).map((d) => d.status),
+    ["open"],
+  );
+});

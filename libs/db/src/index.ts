@@ -27,7 +27,7 @@ export { removePushSubscription } from "./delivery/push-subscriptions.js";
 export { type Attempt, moveStatus, recordAttempt } from "./delivery/status.js";
 export { cancelDigestItem, type DigestItemCancel } from "./digests/cancel.js";
 export { type DigestJoin, type Joined, joinDigest, joinedDigest } from "./digests/join.js";
-export { DIGEST_DATA_MAX_BYTES, digestData, sendDueDigests } from "./digests/send.js";
+export { DIGEST_DATA_MAX_BYTES, digestData, purgeSentDigests, sendDueDigests } from "./digests/send.js";
 export {
   type ApiKeyRecord,
   createKey,

@@ -1,4 +1,4 @@
-import { type Database, purgeWebhookHistory } from "@notify/db";
+import { type Database, purgeSentDigests, purgeWebhookHistory } from "@notify/db";
 import type { Logger } from "@notify/log";
 import { archiveAll } from "@notify/ops";
 import { every, type Leader } from "../periodic.js";
@@ -32,6 +32,13 @@ export function startRetention(
         if (batch === 0) break;
       }
       if (purged > 0) deps.log.info({ purged }, "forgot webhook events past retention");
+      let digests = 0;
+      for (;;) {
+        const batch = await purgeSentDigests(deps.database, options.days);
+        digests += batch;
+        if (batch === 0) break;
+      }
+      if (digests > 0) deps.log.info({ digests }, "forgot digests sent before retention");
     },
     options.leader,
   );

@@ -92,3 +92,16 @@ export async function sendDueDigests(
     return sent;
   }) as Promise<LaneNotification[]>;
 }
+
+/**
+ * Forgets digests sent more than `days` ago, a batch at a time (their items and notifications
+ * go with retention's archive): answers how many.
+ */
+export async function purgeSentDigests(database: Database, days: number, batchSize = 5000): Promise<number> {
+  const rows = await database.sql`
+    delete from digests where id in (
+      select id from digests where status = 'sent' and sent_at < now() - make_interval(days => ${days})
+      limit ${batchSize})
+    returning id`;
+  return rows.length;
+}

@@ -28,7 +28,8 @@ export interface ArchiveLine {
  * `keep`, and deletes them (the rest goes with them by cascade) in the same short transaction, so
  * whatever `keep` wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it
  * from blocking ingest or another archiver; the oldest go first. A notification still waiting in
- * the publish outbox, or with a channel still deferred, stays: work still to do is never archived.
+ * the publish outbox, with a channel still deferred, or in a digest not sent yet, stays: work
+ * still to do is never archived.
  * Answers how many were taken.
  */
 export async function takeArchiveBatch(
@@ -51,6 +52,9 @@ export async function takeArchiveBatch(
       where n.created_at < now() - make_interval(days => ${options.days})
         and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
         and not exists (select 1 from deferred_notifications d where d.notification_id = n.id)
+        -- An item of a digest not sent yet: the digest's notification reads its data when sent.
+        and not exists (select 1 from digest_items i join digests d on d.id = i.digest_id
+                        where i.notification_id = n.id and d.status <> 'sent')
       -- Oldest first, through notifications_created_idx: unordered, the planner expects old rows
       -- anywhere and scans the log from its start, through every newer row on the way.
       order by n.created_at
