@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
-import type { LaneMessage } from "@notify/core";
 import { seedApiKey } from "@notify/db";
 import { settled } from "@notify/testing";
 import t, { type Test } from "tap";
-import { ingestApp } from "./support.js";
+import { ingestApp, laneMessagesFor } from "./support.js";
 
 // Deliver-by deadlines at ingest: the request's own, checked against the clock, or the
 // template's time to live; stored with the notification and carried on its lane message.
@@ -75,7 +74,7 @@ t.test("a request's deliver_by is stored and carried on the lane message", async
   t.equal(response.status, 202);
   const { notification_id } = (await response.json()) as { notification_id: string };
   t.equal((await stored(notification_id))?.deliver_by?.toISOString(), deadline.toISOString(), "the same instant");
-  const messages = await laneMessagesFor(notification_id);
+  const messages = await laneMessagesFor(bus, notification_id);
   t.equal(messages[0]?.deliver_by, deadline.toISOString(), "the lane message carries it");
   await settled(database, notification_id);
 });
@@ -111,17 +110,6 @@ t.test("a deadline in the past, too far out or not RFC 3339 is a 400, and nothin
 });
 
 /** The lane messages of one notification, read off its stream. */
-async function laneMessagesFor(id: string): Promise<LaneMessage[]> {
-  const found: LaneMessage[] = [];
-  const stream = bus.streams.lane("transactional");
-  const info = await bus.jsm.streams.info(stream);
-  for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
-    const message = await bus.jsm.streams.getMessage(stream, { seq }).catch(() => null);
-    const value = message?.json<LaneMessage>();
-    if (value?.notification_id === id) found.push(value);
-  }
-  return found;
-}
 
 t.test("a retry after the deadline replays the accepted request; a new one is a 400", async (t) => {
   const key = randomUUID();

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { type LaneMessage, localDate, wallTime } from "@notify/core";
+import { localDate, wallTime } from "@notify/core";
 import { seedApiKey } from "@notify/db";
 import { settled } from "@notify/testing";
 import t, { type Test } from "tap";
-import { ingestApp } from "./support.js";
+import { ingestApp, laneMessagesFor } from "./support.js";
 
 // Scheduled sends at ingest: send_at, or send_at_local resolved in the user's time zone when the
 // request is accepted, checked against the deadline, stored with the notification, carried on
@@ -45,18 +45,6 @@ const setZones = (userId: string, timeZone: string | null, quietTz: string | nul
     values (${userId}, ${timeZone}, ${quietTz === null ? null : database.sql.json({ start: "23:00", end: "06:00", tz: quietTz })})
     on conflict (user_id) do update set time_zone = excluded.time_zone, quiet_hours = excluded.quiet_hours`;
 
-async function laneMessagesFor(id: string): Promise<LaneMessage[]> {
-  const found: LaneMessage[] = [];
-  const stream = bus.streams.lane("transactional");
-  const info = await bus.jsm.streams.info(stream);
-  for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
-    const message = await bus.jsm.streams.getMessage(stream, { seq }).catch(() => null);
-    const value = message?.json<LaneMessage>();
-    if (value?.notification_id === id) found.push(value);
-  }
-  return found;
-}
-
 async function accepted(t: Test, response: Response): Promise<string> {
   t.equal(response.status, 202, await response.clone().text());
   const { notification_id } = (await response.json()) as { notification_id: string };
@@ -91,7 +79,7 @@ t.test("send_at is stored, carried on the lane message and shown; the time to li
   const row = await stored(id);
   t.equal(row?.send_at?.toISOString(), at.toISOString());
   t.equal(row?.deliver_by?.toISOString(), new Date(at.getTime() + 300_000).toISOString(), "ttl from the send time");
-  t.equal((await laneMessagesFor(id))[0]?.send_at, at.toISOString());
+  t.equal((await laneMessagesFor(bus, id))[0]?.send_at, at.toISOString());
   const view = await request("GET", `/notifications/${id}`, undefined, { "x-api-key": ingestKey });
   t.match(await view.json(), { send_at: at.toISOString(), send_at_local: null });
   await settled(database, id);

@@ -1,5 +1,5 @@
 import { type Bus, connectBus } from "@notify/bus";
-import type { NotificationRequest } from "@notify/core";
+import type { LaneMessage, NotificationRequest } from "@notify/core";
 import type { Database } from "@notify/db";
 import { toAppError } from "@notify/http";
 import { startCancelResponder, startDeadLetterResponder } from "@notify/ops";
@@ -120,3 +120,16 @@ export const sseEvents = (text: string): SseEvent[] =>
       }
       return event;
     });
+
+/** The transactional lane's stored messages for one notification, oldest first. */
+export async function laneMessagesFor(bus: Bus, id: string): Promise<LaneMessage[]> {
+  const found: LaneMessage[] = [];
+  const stream = bus.streams.lane("transactional");
+  const info = await bus.jsm.streams.info(stream);
+  for (let seq = info.state.first_seq; seq <= info.state.last_seq; seq++) {
+    const message = await bus.jsm.streams.getMessage(stream, { seq }).catch(() => null);
+    const value = message?.json<LaneMessage>();
+    if (value?.notification_id === id) found.push(value);
+  }
+  return found;
+}

@@ -24,22 +24,20 @@ export function startRetention(
     async () => {
       const archived = await archiveAll(deps.database, { dir: options.dir, days: options.days });
       if (archived > 0) deps.log.info({ archived, dir: options.dir }, "archived notifications past retention");
-      // Outbound webhook events, deliveries and attempts are kept as long as the notifications.
-      let purged = 0;
-      for (;;) {
-        const batch = await purgeWebhookHistory(deps.database, options.days);
-        purged += batch;
-        if (batch === 0) break;
-      }
+      // Outbound webhook events, deliveries and attempts are kept as long as the notifications,
+      // and so are sent digests.
+      const purged = await drain(() => purgeWebhookHistory(deps.database, options.days));
       if (purged > 0) deps.log.info({ purged }, "forgot webhook events past retention");
-      let digests = 0;
-      for (;;) {
-        const batch = await purgeSentDigests(deps.database, options.days);
-        digests += batch;
-        if (batch === 0) break;
-      }
+      const digests = await drain(() => purgeSentDigests(deps.database, options.days));
       if (digests > 0) deps.log.info({ digests }, "forgot digests sent before retention");
     },
     options.leader,
   );
+}
+
+/** Runs a batched purge until a batch finds nothing: how many it removed in all. */
+async function drain(batch: () => Promise<number>): Promise<number> {
+  let total = 0;
+  for (let removed = await batch(); removed > 0; removed = await batch()) total += removed;
+  return total;
 }
