@@ -125,7 +125,10 @@ export async function releaseDeferrals<T>(
       (
         await tx<{ notification_id: string; channel: Channel }[]>`
           select notification_id, channel from notification_channels
-          where notification_id = any(${[...locked]}) and status = 'deferred'
+          -- By key alone: with a plain status = 'deferred', a generic plan intersects the keys with
+          -- the reconciler's index of every waiting channel (a million entries read per batch
+          -- with a million scheduled); the || '' keeps that index out.
+          where notification_id = any(${[...locked]}) and status || '' = 'deferred'
           -- In key order, as every writer locks channel rows (lock-order.ts).
           order by notification_id, channel
           for update`

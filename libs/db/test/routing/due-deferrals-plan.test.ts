@@ -1,6 +1,6 @@
 import { countingDatabase, freshDatabase } from "@notify/testing";
 import t from "tap";
-import { listDueDeferrals } from "../../src/index.js";
+import { listDueDeferrals, releaseDeferrals } from "../../src/index.js";
 
 // Many notifications due at one instant (a campaign scheduled for 09:00) on a database without
 // statistics: each batch of due timers reads its notifications and channels by key. A generic
@@ -22,6 +22,19 @@ interface PlanNode {
 }
 const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 
+/** The plan a prepared statement keeps (a generic one) for `query` run with `args`. */
+async function genericPlan(query: string, args: string): Promise<PlanNode[]> {
+  return sql.begin(async (tx) => {
+    await tx.unsafe(`prepare probe as ${query}`);
+    await tx`set local plan_cache_mode = force_generic_plan`;
+    const [row] = await tx.unsafe(`explain (format json) execute probe(${args})`);
+    await tx.unsafe("deallocate probe");
+    const [explained] = (row?.["QUERY PLAN"] ?? []) as Array<{ Plan: PlanNode }>;
+    if (!explained) throw new Error("EXPLAIN gave no plan");
+    return nodes(explained.Plan);
+  }) as Promise<PlanNode[]>;
+}
+
 t.test("a batch of due deferrals reads its rows by key, on the plan a prepared statement keeps", async (t) => {
   await sql`
     insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
@@ -39,15 +52,7 @@ t.test("a batch of due deferrals reads its rows by key, on the plan a prepared s
 
   const statement = statements.findLast((s) => s.query.includes("deferred_notifications"));
   if (!statement) throw new Error("no statement read deferred_notifications");
-  const plan = await sql.begin(async (tx) => {
-    await tx.unsafe(`prepare due_probe as ${statement.query}`);
-    await tx`set local plan_cache_mode = force_generic_plan`;
-    const [row] = await tx.unsafe(`explain (format json) execute due_probe('${due.toISOString()}', 100)`);
-    await tx.unsafe("deallocate due_probe");
-    const [explained] = (row?.["QUERY PLAN"] ?? []) as Array<{ Plan: PlanNode }>;
-    if (!explained) throw new Error("EXPLAIN gave no plan");
-    return nodes(explained.Plan);
-  });
+  const plan = await genericPlan(statement.query, `'${due.toISOString()}', 100`);
   const described = plan.map((n) => `${n["Node Type"]} ${n["Relation Name"] ?? ""} ${n["Index Name"] ?? ""}`.trim());
   t.notOk(
     plan.some((n) => n["Node Type"] === "Seq Scan" || n["Node Type"] === "Hash"),
@@ -56,5 +61,23 @@ t.test("a batch of due deferrals reads its rows by key, on the plan a prepared s
   t.notOk(
     plan.some((n) => n["Index Name"] === "notification_channels_waiting_idx"),
     "each notification's channels by its key alone, not with every waiting channel",
+  );
+});
+
+t.test("a release locks its channels by key, not through the index of every waiting channel", async (t) => {
+  const ids = ["n-000001", "n-000002", "n-000003"];
+  statements.length = 0;
+  await releaseDeferrals(captured, ids, due, async (tx) => {
+    t.ok(tx.isDeferred("n-000001", "email"));
+    return null;
+  });
+  const statement = statements.find(
+    (s) => s.query.includes("from notification_channels") && s.query.includes("for update"),
+  );
+  if (!statement) throw new Error("no statement locked channel rows");
+  const plan = await genericPlan(statement.query, `'{${ids.join(",")}}'`);
+  t.notOk(
+    plan.some((n) => n["Index Name"] === "notification_channels_waiting_idx" || n["Node Type"] === "Seq Scan"),
+    plan.map((n) => `${n["Node Type"]} ${n["Index Name"] ?? ""}`).join("; "),
   );
 });
