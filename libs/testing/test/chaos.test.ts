@@ -12,7 +12,11 @@ t.setTimeout(420_000);
 // terminal within 60 s of the last fault with no operator, and what ends unsettled is bounded by
 // the sends in flight when the workers were killed; and the client's webhook endpoint heard every
 // notification's acceptance, every channel's outcome and the completion of every notification
-// whose channels all ended, signed, and another client's nothing.
+// whose channels all ended, signed, and another client's nothing. Beside them, 60 scheduled
+// notifications (send_at 3-30 s ahead) and 120 digest items (4 users times 2 keys, window 10 s,
+// max_items 5) are held, come due and close while the faults happen: every scheduled send is
+// received once and none before its send_at; every item is in exactly one digest, sent once,
+// whose notification lists it once and reaches each provider once.
 t.test(
   "under kills, restarts and provider outages nothing is lost, nothing is sent twice, nothing stays stuck",
   async (t) => {
@@ -26,6 +30,9 @@ t.test(
       providerFaults: true,
       quietHours: true,
       settleMs: 90_000,
+      scheduled: 60,
+      digestItems: 120,
+      digestUsers: 4,
     });
     t.comment(formatChaosReport(report));
     t.equal(report.refused, 0, "every notification was accepted (an upstream retrying 503s with its idempotency key)");
@@ -50,7 +57,32 @@ t.test(
     t.equal(report.webhooks.unsigned, 0, "every webhook post verified");
     t.equal(report.webhooks.otherClient, 0, "another client's endpoint heard nothing");
     t.equal(report.webhooks.stillOwed, 0, "nothing is still owed");
-    const unsettled = tallies.reduce((n, [, c]) => n + c.unsettledReceived + c.unsettledNotReceived, 0);
+    const scheduled = report.scheduled;
+    const digests = report.digests;
+    if (!scheduled || !digests) throw new Error("the run posted scheduled notifications and digest items");
+    t.equal(scheduled.refused, 0, "every scheduled notification was accepted");
+    t.equal(scheduled.expected, 60 * 2, "60 scheduled notifications, 2 sends each on average");
+    t.equal(scheduled.missing, 0, "every scheduled send reached its provider (or was cut by a kill)");
+    t.equal(scheduled.duplicates, 0, "no scheduled send reached its provider twice");
+    t.equal(scheduled.early, 0, "nothing of a scheduled notification happened before its send_at");
+    t.equal(scheduled.waiting, 0, "no scheduled channel left waiting");
+    t.equal(digests.refused, 0, "every digest item was accepted");
+    t.equal(digests.sent, 120, "every item is listed in the one sent digest it joined");
+    t.equal(digests.missing, 0, "no item missing from its digest");
+    t.equal(digests.notSent, 0, "every item's digest was sent");
+    t.equal(digests.duplicates, 0, "no item listed twice");
+    t.equal(digests.misplaced, 0, "no item in a digest of another user or key, or one it did not join");
+    t.equal(digests.sentTwice, 0, "no digest sent twice");
+    t.equal(digests.early, 0, "no digest sent before it filled up or its window ended");
+    t.equal(digests.inconsistent, 0, "each digest notification's count and in-app body match its items");
+    t.ok(digests.digests >= 120 / 5, `digests were sent (${digests.digests})`);
+    t.equal(digests.sends.missing, 0, "every digest notification reached its providers (or was cut by a kill)");
+    t.equal(digests.sends.duplicates, 0, "no digest notification reached a provider twice");
+    t.equal(digests.sends.waiting, 0, "no digest notification's channel left waiting");
+    const unsettled =
+      tallies.reduce((n, [, c]) => n + c.unsettledReceived + c.unsettledNotReceived, 0) +
+      scheduled.unsettled +
+      digests.sends.unsettled;
     t.ok(unsettled <= 4 * (32 + 16), `unsettled (${unsettled}) bounded by the sends one kill can cut`);
   },
 );

@@ -70,7 +70,9 @@ export interface Routing {
  * For each notification of `notifications` (rows of id, user_id, client_id, priority), the user's
  * previous one in its client and lane when that one has no channel rows yet, as (id, earlier):
  * the latest created before it, within ORDER_LOOKBACK (any of them when several share that time).
- * A notification whose previous one is routed, or that has none, has no row.
+ * A notification whose previous one is routed, or that has none, has no row. A digest item that
+ * joined its digest is routed: it never has channel rows of its own (its digest's notification
+ * has them, created after it).
  */
 const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery<Row[]>) => sql`
   select n.id, w.id as earlier
@@ -84,6 +86,7 @@ const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery
           and created_at < (select created_at from notifications where id = n.id)
           and created_at >= (select created_at from notifications where id = n.id) - ${ORDER_LOOKBACK}::interval)
       and not exists (select 1 from notification_channels c where c.notification_id = p.id)
+      and not exists (select 1 from digest_items i where i.notification_id = p.id)
     limit 1
   ) w`;
 
