@@ -69,7 +69,9 @@ export async function endFallback(database: Database, id: string, step: number):
       or exists (select 1 from broadcast_recipients r
         join webhook_broadcast_tallies t on t.broadcast_id = r.broadcast_id and t.completed_at is null
         where r.notification_id = e.notification_id)
-    on conflict do nothing`;
+    -- Updated, not passed over: held locked until the commit, so the dispatcher cannot take it
+    -- and drop it before this change is visible (migration 0026).
+    on conflict (notification_id) do update set notification_id = excluded.notification_id`;
 }
 
 /** The next channel's outcome as routing decided it (`detail`: as RoutedChannel's). */

@@ -343,3 +343,36 @@ t.test("a recipient canceled by its client ends like any outcome, and is counted
     select 1 from webhook_events where type = 'channel.canceled' and notification_id = any(${canceled}::text[])`;
   t.equal(events.length, 2, "and each cancel is a channel.canceled event");
 });
+
+t.test("a channel ending while the dispatcher takes another channel's check still completes it", async (t) => {
+  await endpoint("race-client", ["notification.completed"]);
+  const id = randomUUID();
+  await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
+    values (${id}, 'race-client', 'u-race', 'account', 'welcome', 'transactional', '{}', ${id}, 'h', 0)`;
+  await sql`insert into notification_channels (notification_id, channel, status)
+    values (${id}, 'email', 'pending'), (${id}, 'in_app', 'pending')`;
+  // The first channel's outcome is committed with its check.
+  await sql`update notification_channels set status = 'delivered' where notification_id = ${id} and channel = 'email'`;
+  let commit = () => {};
+  const held = new Promise<void>((resolve) => {
+    commit = resolve;
+  });
+  let updated = () => {};
+  const changed = new Promise<void>((resolve) => {
+    updated = resolve;
+  });
+  // The second's is written, not committed, while a dispatcher round runs.
+  const second = sql.begin(async (tx) => {
+    await tx`update notification_channels set status = 'delivered' where notification_id = ${id} and channel = 'in_app'`;
+    updated();
+    await held;
+  });
+  await changed;
+  await checkCompletions(database, 100);
+  commit();
+  await second;
+  await drain();
+  const completed = await sql`
+    select data from webhook_events where type = 'notification.completed' and notification_id = ${id}`;
+  t.match(completed, [{ data: { status: "completed" } }], "written once both outcomes are committed");
+});
