@@ -115,7 +115,13 @@ export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch
 export { type CancelableChannel, type CancelTransaction, cancelNotification } from "./routing/cancel.js";
 export { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "./routing/channels.js";
 export { purgeCapCounts } from "./routing/daily-cap.js";
-export { type DueDeferral, listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "./routing/deferrals.js";
+export {
+  type DueDeferral,
+  type DuePosition,
+  listDueDeferrals,
+  type ReleasedChannel,
+  releaseDeferrals,
+} from "./routing/deferrals.js";
 export {
   endFallback,
   listOpenFallbacks,

@@ -1,8 +1,23 @@
 import { capDay, countsTowardCap, type LaneMessage, type Priority, type WorkItem } from "@notify/core";
-import { type DueDeferral, joinedDigest, listDueDeferrals, type ReleasedChannel, releaseDeferrals } from "@notify/db";
+import {
+  type DueDeferral,
+  type DuePosition,
+  joinedDigest,
+  listDueDeferrals,
+  type ReleasedChannel,
+  releaseDeferrals,
+} from "@notify/db";
 import { joinDigestItem } from "../digests/join.js";
 import { decideAndPlan, overCap, type RouteDeps } from "../routing/plan.js";
 import { overThrottle, throttleLimit } from "../routing/throttle.js";
+
+/**
+ * A round of release batches: each starts after the last timer the previous one read. One another
+ * processor held (SKIP LOCKED) is passed over until the next round, which starts from the first.
+ */
+export interface ReleaseRound {
+  after: DuePosition;
+}
 
 export interface ReleaseResult {
   /** Due notifications this run held the lock of and settled. */
@@ -30,9 +45,11 @@ export interface ReleaseResult {
  * `<notification>:<channel>` and the send guard absorb the repeat). A released channel stays
  * `deferred`, with its planned time, until its worker moves it on: status only moves forward.
  */
-export async function releaseDue(deps: RouteDeps, limit = 100): Promise<ReleaseResult> {
+export async function releaseDue(deps: RouteDeps, limit = 100, round?: ReleaseRound): Promise<ReleaseResult> {
   const now = deps.now();
-  const due = await listDueDeferrals(deps.database, now, limit);
+  const due = await listDueDeferrals(deps.database, now, limit, round?.after ?? null);
+  const last = due.at(-1);
+  if (round && last) round.after = { dueAt: last.due_at, id: last.notification_id };
   if (due.length === 0) return { settled: 0, published: 0, redeferred: 0 };
   const plans = await Promise.all(due.map(async (row) => ({ row, ...(await decideAndPlan(deps, row, row.channels)) })));
 

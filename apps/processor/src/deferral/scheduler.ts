@@ -3,7 +3,7 @@ import { purgeCapCounts as purgeCounts, purgeThrottleSlots as purgeSlots } from 
 import { sendDigests } from "../digests/send.js";
 import { every, type Leader } from "../periodic.js";
 import type { RouteDeps } from "../routing/plan.js";
-import { releaseDue } from "./release.js";
+import { type ReleaseRound, releaseDue } from "./release.js";
 
 const DAY_MS = 86_400_000;
 const PURGE_EVERY_MS = 3_600_000;
@@ -49,7 +49,8 @@ export function startScheduler(
     "releasing deferred notifications",
     async (isStopping) => {
       let result: Awaited<ReturnType<typeof releaseDue>>;
-      do result = await releaseDue(deps, batchSize);
+      const round: ReleaseRound = { after: null };
+      do result = await releaseDue(deps, batchSize, round);
       while (!isStopping() && result.settled === batchSize);
       await sendDigests(deps, 100, isStopping);
       if (Date.now() - lastPurge >= PURGE_EVERY_MS) {

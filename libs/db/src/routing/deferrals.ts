@@ -36,7 +36,12 @@ export type DueDeferral = Omit<
   channels: Channel[];
   /** ISO 8601, or null: no deadline. */
   deliver_by: string | null;
+  /** When it came due: with its id, where the next batch of a round starts. */
+  due_at: Date;
 };
+
+/** Where a round of releases stands: past this timer (its due time and id); null: from the start. */
+export type DuePosition = { dueAt: Date; id: string } | null;
 
 /**
  * Due deferrals, oldest first: read before the release transaction, as routing uses other
@@ -45,15 +50,26 @@ export type DueDeferral = Omit<
  * as they are (`offset 0`), the channels' status filtered outside. As one join, a generic plan
  * made on a fresh database hashed every notification, and intersected each notification's
  * channels with the reconciler's index of every waiting channel: 300-600 ms a batch of 500 with
- * 40,000 notifications due at once.
+ * 40,000 notifications due at once. A round of batches passes `after`, the last timer of its
+ * previous batch, so each batch's index scan starts where the last one ended rather than
+ * stepping again over every timer the round has deleted (with a million due at once, 100 ms a
+ * batch by the end).
  */
-export async function listDueDeferrals(database: Database, now: Date, limit: number): Promise<DueDeferral[]> {
-  return database.sql<DueDeferral[]>`
+export async function listDueDeferrals(
+  database: Database,
+  now: Date,
+  limit: number,
+  after: DuePosition = null,
+): Promise<DueDeferral[]> {
+  const { sql } = database;
+  return sql<DueDeferral[]>`
     with due as materialized (
       select notification_id, due_at from deferred_notifications
-      where due_at <= ${now} order by due_at, notification_id limit ${limit}
+      where due_at <= ${now}
+        ${after === null ? sql`` : sql`and (due_at, notification_id) > (${after.dueAt}, ${after.id})`}
+      order by due_at, notification_id limit ${limit}
     )
-    select d.notification_id, n.client_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.data,
+    select d.notification_id, d.due_at, n.client_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.data,
            n.created_at, n.digest, n.throttle, n.digest_of,
            to_char(n.deliver_by at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as deliver_by,
            array(select c.channel from (
