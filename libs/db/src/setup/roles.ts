@@ -122,7 +122,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // expansion finishing, the dispatcher's counts, retention; workers and receipts: the channel
   // trigger's look for a tally.
   webhook_broadcast_tallies: { ingest: [S, I, U], processor: [S, I, U, D], workers: [S], receipts: [S] },
-  webhook_completion_checks: { processor: [S, I, U, D], workers: [I], receipts: [I] },
+  // A channel's outcome asks for its notification's check by an insert that updates the one
+  // already waiting (ON CONFLICT DO UPDATE: select and update rights), holding it until commit.
+  webhook_completion_checks: { processor: [S, I, U, D], workers: [S, I, U], receipts: [S, I, U] },
   webhook_deliveries: { ingest: [S, I, U], processor: [S, I, U, D], workers: [S, I, U], receipts: [I] },
   webhook_endpoints: { ingest: [S, I, U, D], processor: [S], workers: [S, U], receipts: [S] },
   webhook_events: { ingest: [S, I], processor: [S, I, D], workers: [S, I], receipts: [I] },
