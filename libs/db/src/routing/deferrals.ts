@@ -47,13 +47,12 @@ export type DuePosition = { dueAt: Date; id: string } | null;
  * Due deferrals, oldest first: read before the release transaction, as routing uses other
  * connections. The due rows are taken first, alone, in the timer index's order up to the limit;
  * each one's notification and channels are then looked up by key, in subqueries the planner keeps
- * as they are (`offset 0`), the channels' status filtered outside. As one join, a generic plan
- * made on a fresh database hashed every notification, and intersected each notification's
- * channels with the reconciler's index of every waiting channel: 300-600 ms a batch of 500 with
- * 40,000 notifications due at once. A round of batches passes `after`, the last timer of its
- * previous batch, so each batch's index scan starts where the last one ended rather than
- * stepping again over every timer the round has deleted (with a million due at once, 100 ms a
- * batch by the end).
+ * as they are (`offset 0`), the channels' status filtered outside. Written as one join, the
+ * generic plan a fresh database gets hashes every notification and intersects each one's
+ * channels with the reconciler's index of every waiting channel (300-600 ms a batch of 500 with
+ * 40,000 due at once). A round of batches passes `after`, the last timer of its previous batch,
+ * so each batch's index scan starts where the last one ended instead of stepping over every
+ * timer the round has already released and deleted.
  */
 export async function listDueDeferrals(
   database: Database,
