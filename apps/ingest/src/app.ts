@@ -10,6 +10,8 @@ import { Hono } from "hono";
 import { type AuthEnv, authenticate } from "./auth/middleware.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import type { IngestDeps } from "./deps.js";
+import { inboxCors } from "./inbox/cors.js";
+import { DEFAULT_INBOX_SETTINGS } from "./inbox/settings.js";
 import { mountAudiences } from "./routes/audiences.js";
 import { mountBroadcasts } from "./routes/broadcasts.js";
 import { mountCancel } from "./routes/cancel.js";
@@ -65,11 +67,15 @@ export function createApp(given: IngestDeps) {
 
   // Every route of the public API lives under the version prefix.
   const v1 = new Hono<AuthEnv>();
-  const lifecycle = versionLifecycle("v1", deps.lifecycle ?? {});
-  if (lifecycle !== null) v1.use(lifecycle);
   // The inbox routes take a user's inbox token instead: no API key is looked up there.
   const inbox = `${API}${INBOX_PATH}`;
   const inboxRoutes = (path: string) => path === inbox || path.startsWith(`${inbox}/`);
+  // Browsers call them from the caller's pages (preflights answered here, before anything else);
+  // no other route answers CORS.
+  const cors = inboxCors(deps.inbox?.corsOrigins ?? DEFAULT_INBOX_SETTINGS.corsOrigins);
+  v1.use((c, next) => (inboxRoutes(c.req.path) ? cors(c, next) : next()));
+  const lifecycle = versionLifecycle("v1", deps.lifecycle ?? {});
+  if (lifecycle !== null) v1.use(lifecycle);
   v1.use(
     authenticate(
       deps.lookupKey,

@@ -1,4 +1,15 @@
-import { adminServer, bool, common, httpServer, int, optionalInt, port, preauthThrottle, text } from "@notify/config";
+import {
+  adminServer,
+  bool,
+  common,
+  criticalCategories,
+  httpServer,
+  int,
+  optionalInt,
+  port,
+  preauthThrottle,
+  text,
+} from "@notify/config";
 import { parseRfc3339 } from "@notify/core";
 import * as v from "valibot";
 
@@ -15,6 +26,16 @@ const optionalDate = () =>
       }),
     ),
   );
+
+/** An origin exactly as a browser's Origin header names it: scheme, host and port, nothing else. */
+const isOrigin = (value: string): boolean => {
+  try {
+    const url = new URL(value);
+    return (url.protocol === "https:" || url.protocol === "http:") && url.origin === value;
+  } catch {
+    return false;
+  }
+};
 
 export const IngestConfig = v.pipe(
   v.object({
@@ -122,6 +143,33 @@ export const IngestConfig = v.pipe(
      * clients times this, whatever a client's key sends.
      */
     INBOX_REVOCATIONS_PER_CLIENT: int(100_000, 1, 10_000_000),
+    /**
+     * The origins whose pages may call the /api/v1/inbox routes from a browser (CORS), comma-separated
+     * as browsers send them (https://app.example.com, no path), or * for any. Credentials are never
+     * allowed: the inbox token travels in the X-Inbox-Token header, never in a cookie, so a page can
+     * only call with a token its own backend minted. No other route answers CORS.
+     */
+    INBOX_CORS_ORIGINS: v.pipe(
+      v.optional(v.string(), "*"),
+      v.rawTransform(({ dataset, addIssue, NEVER }) => {
+        if (dataset.value.trim() === "*") return "*" as const;
+        const origins = dataset.value
+          .split(",")
+          .map((o) => o.trim())
+          .filter((o) => o !== "");
+        const bad = origins.filter((o) => !isOrigin(o));
+        if (origins.length > 0 && bad.length === 0) return origins;
+        addIssue({
+          message:
+            origins.length === 0
+              ? "must be * or comma-separated origins, e.g. https://app.example.com"
+              : `${bad.map((o) => `"${o}"`).join(", ")}: not an origin as browsers send it (http(s)://host[:port], lowercase, no path), nor *`,
+        });
+        return NEVER;
+      }),
+    ),
+    // The inbox's preference centre shows them locked (the processor's list).
+    ...criticalCategories(),
     /**
      * The operator console at /console on the operator's port (ADMIN_HOST:ADMIN_PORT): sign in
      * with an operator key; it acts only through the public API. Served only when ADMIN_HOST is

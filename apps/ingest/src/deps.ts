@@ -54,7 +54,12 @@ export interface IngestDeps {
   inboxDatabase?: Database;
   /** The inbox token revocations held in memory, kept current from NATS (start.ts); read from the inbox pool when absent. */
   inboxRevocations?: InboxRevocations;
-  /** The inbox's rate limits, stream caps and timers (default: DEFAULT_INBOX_SETTINGS). */
+  /** The inbox's rate limits, stream caps, timers and CORS origins (default: DEFAULT_INBOX_SETTINGS). */
   inbox?: Partial<InboxSettings>;
+  /**
+   * The categories no preference suppresses (CRITICAL_CATEGORIES, the processor's): the inbox's
+   * preference centre shows them locked and refuses an opt-out of them. None when absent.
+   */
+  criticalCategories?: readonly string[];
   isStopping: () => boolean;
 }

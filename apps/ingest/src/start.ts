@@ -132,7 +132,9 @@ export async function startIngest(
         revocationsPerClient: config.INBOX_REVOCATIONS_PER_CLIENT,
         pollMs: config.INBOX_POLL_MS,
         keepAliveMs: config.INBOX_KEEPALIVE_SECONDS * 1000,
+        corsOrigins: config.INBOX_CORS_ORIGINS,
       },
+      criticalCategories: config.CRITICAL_CATEGORIES,
       isStopping: () => stopping,
     });
     // The console carries operator keys and sessions: never over plain HTTP beyond this machine.

@@ -80,6 +80,10 @@ const POLICY: Record<string, Scope | "inbox-token" | "public"> = {
   "GET /inbox": "inbox-token",
   "PATCH /inbox/{itemId}": "inbox-token",
   "GET /inbox/stream": "inbox-token",
+  "GET /inbox/counts": "inbox-token",
+  "POST /inbox/mark-all": "inbox-token",
+  "GET /inbox/preferences": "inbox-token",
+  "PATCH /inbox/preferences": "inbox-token",
   "GET /openapi.json": "public",
   "GET /docs": "public",
   // Outside /api/v1 (the links in email): the token's MAC is the authority, no key is looked at.

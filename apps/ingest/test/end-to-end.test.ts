@@ -3,12 +3,14 @@ import { eventually, startTestStack } from "@notify/testing";
 import t from "tap";
 
 // One notification the whole way over the real processes: ingest -> Postgres + JetStream lane
-// -> processor -> email work queue -> worker -> SendGrid sandbox -> status -> GET delivered.
-// Routing reads preferences afresh for every notification here (PREFERENCE_CACHE_TTL_MS 0), so an
-// opt-out applies to the very next one rather than within the cache's 5 s.
+// -> processor -> email work queue -> worker -> SendGrid sandbox -> status -> GET delivered; and
+// the preferences a user changes (an unsubscribe link, the inbox's preference centre) honoured.
+// The processor holds each user's profile for a minute here (PREFERENCE_CACHE_TTL_MS): an
+// opt-out applies to the very next notification because ingest announces the change, not
+// because the cache has aged out.
 const { stack, auth } = await startTestStack(t, {
   partitions: 4,
-  appSettings: { processor: { PREFERENCE_CACHE_TTL_MS: "0" } },
+  appSettings: { processor: { PREFERENCE_CACHE_TTL_MS: "60000" } },
 });
 
 const post = (body: unknown, key = randomUUID()) =>
@@ -163,6 +165,57 @@ t.test("one-click unsubscribe: the link a promotional email carries opts out, an
   const suppressed = await channelOf(next, "suppressed");
   t.equal(suppressed.reason, "category_opted_out");
   t.same(await mailsOf(next), [], "the provider received nothing for it");
+});
+
+t.test("a preference the user changes in the inbox's preference centre is one routing honours", async (t) => {
+  const user = "centre-user";
+  const contacts = await fetch(`${stack.baseUrl}/api/v1/users/${user}/contacts`, {
+    method: "PUT",
+    headers: { ...auth, "content-type": "application/json" },
+    body: JSON.stringify({ email: "centre-user@example.com" }),
+  });
+  t.equal(contacts.status, 200);
+  const minted = await fetch(`${stack.baseUrl}/api/v1/users/${user}/inbox-tokens`, { method: "POST", headers: auth });
+  const inbox = { "x-inbox-token": ((await minted.json()) as { token: string }).token };
+  const change = (body: unknown) =>
+    fetch(`${stack.baseUrl}/api/v1/inbox/preferences`, {
+      method: "PATCH",
+      headers: { ...inbox, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  const send = async (category: string, channels: string[]) => {
+    const body = { user_id: user, category, template_id: "welcome", data: { name: "Cy" }, priority: "transactional" };
+    return ((await (await post({ ...body, channels })).json()) as { notification_id: string }).notification_id;
+  };
+  const channelOf = (id: string, channel: string) =>
+    eventually(async () => {
+      const r = await fetch(`${stack.baseUrl}/api/v1/notifications/${id}`, { headers: auth });
+      const found = ((await r.json()) as { channels: Record<string, { status: string; reason: string | null }> })
+        .channels[channel];
+      return found && !["pending", "deferred", "retrying", "parked", "unsettled"].includes(found.status)
+        ? found
+        : undefined;
+    });
+
+  t.match(await channelOf(await send("account", ["email"]), "email"), { status: "delivered" });
+  t.equal((await change({ channel_optout: ["email"] })).status, 200);
+  t.match(
+    await channelOf(await send("account", ["email"]), "email"),
+    { status: "suppressed", reason: "opted_out" },
+    "the next email after the user's opt-out",
+  );
+  t.equal((await change({ channel_optout: [], category_optout: ["deals"] })).status, 200);
+  t.match(await channelOf(await send("account", ["email"]), "email"), { status: "delivered" }, "opted in again");
+  t.match(
+    await channelOf(await send("deals", ["in_app"]), "in_app"),
+    { status: "suppressed", reason: "category_opted_out" },
+    "a category the user refuses",
+  );
+  // security is critical in ingest as in the processor (both read CRITICAL_CATEGORIES).
+  const locked = await change({ category_optout: ["deals", "security"] });
+  t.equal(locked.status, 400);
+  t.match(await locked.json(), { code: "validation_failed", detail: /"security" is a critical category/ });
+  t.match(await channelOf(await send("security", ["in_app"]), "in_app"), { status: "delivered" });
 });
 
 t.test("every app stops cleanly on SIGTERM with exit code 0", async (t) => {

@@ -85,6 +85,10 @@ const ROUTES: Array<[string, string]> = [
   ["GET", "/ops/users/{id}/contact-changes"],
   ["GET", "/inbox"],
   ["PATCH", "/inbox/{itemId}"],
+  ["GET", "/inbox/counts"],
+  ["POST", "/inbox/mark-all"],
+  ["GET", "/inbox/preferences"],
+  ["PATCH", "/inbox/preferences"],
 ];
 
 const segment = fc.oneof(
@@ -143,6 +147,8 @@ const field = fc.constantFrom(
   "read",
   "seen",
   "archived",
+  "action",
+  "before_id",
   "ttl_seconds",
   "rate_limit",
   "members",

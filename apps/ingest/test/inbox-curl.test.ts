@@ -70,10 +70,12 @@ t.test("the documented flow: mint, list, stream with curl -N, resume after Last-
   );
 
   const live = curlStream(stream, token, t);
-  // The comment is written right after the ready event, but may reach curl in a later chunk.
-  const opening = await live.waitFor("the ready event and a comment", (events) => events.length >= 2);
+  // The counts and the comment are written right after the ready event, but may reach curl in
+  // later chunks.
+  const opening = await live.waitFor("the ready event, the counts and a comment", (events) => events.length >= 3);
   t.equal(opening[0]?.event, "ready");
-  t.equal(opening[1]?.comment, "keep-alive", "an idle stream sends a comment at once");
+  t.match(opening[1], { event: "counts", data: '{"unread":1,"unseen":1,"total":1}' }, "then the counts");
+  t.equal(opening[2]?.comment, "keep-alive", "an idle stream sends a comment at once");
   const second = await store("user-123", "stored while streaming");
   const [delivered] = (await live.waitFor("a notification event", (e) => e.some((x) => x.event === "notification")))
     .filter((e) => e.event === "notification")
@@ -87,6 +89,22 @@ t.test("the documented flow: mint, list, stream with curl -N, resume after Last-
     [String(second)],
     "everything after Last-Event-ID, and only that",
   );
+});
+
+t.test("docs/inbox.md's preference, count and mark-all commands work as shown", async (t) => {
+  const section = doc.slice(doc.indexOf("## Preferences, counts and mark-all"));
+  const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? "";
+  const [read, change, count, markAll] = block.split("\n").filter((line) => line.startsWith("curl "));
+  const { token } = JSON.parse(await run(mint)) as { token: string };
+  await store("user-123", "to be marked read");
+  t.match(JSON.parse(await run(read, token)), {
+    channel_optout: [],
+    categories: [{ category: "account", opted_out: false, locked: false }],
+  });
+  t.match(JSON.parse(await run(change, token)), { channel_optout: ["sms"], time_zone: "Europe/London" });
+  const before = JSON.parse(await run(count, token)) as { unread: number; unseen: number; total: number };
+  t.ok(before.unread > 0, `something to mark (${JSON.stringify(before)})`);
+  t.same(JSON.parse(await run(markAll, token)), { ...before, unread: 0 });
 });
 
 t.test("the stream's answer suits curl and proxies", async (t) => {

@@ -188,6 +188,19 @@ t.test("open streams are capped per token and per user (429) and per process (50
   );
 });
 
+t.test("a stopping process refuses new streams (503, Retry-After, the connection closed)", async (t) => {
+  let stopping = false;
+  const { app } = await ingestApp(t, { database, bus, isStopping: () => stopping });
+  const token = (await mint(app, "quinn")).token;
+  opened(await openStream(app, token));
+  stopping = true;
+  const refused = await openStream(app, token);
+  t.equal(refused.status, 503);
+  t.ok(Number(refused.res.headers.get("retry-after")) >= 1, "with Retry-After");
+  t.equal(refused.res.headers.get("connection"), "close", "the kept-alive connection is not reused");
+  t.match(await refused.res.json(), { code: "dependency_unavailable" });
+});
+
 t.test("one client's users cannot take the process's streams from another's (429 per client)", async (t) => {
   const bankKey = await seedApiKey(database, { clientId: "bank", name: "bank inbox", scopes: ["inbox"] });
   const { app } = await ingestApp(t, { database, bus, inbox: { streamsPerProcess: 8 } });

@@ -266,6 +266,10 @@ function callOf(route: string, f: Fixtures): Call {
     "GET /api/v1/inbox": { headers: inbox },
     "GET /api/v1/inbox/stream": { headers: inbox },
     "PATCH /api/v1/inbox/:itemId": { headers: inbox, body: json({ read: true }) },
+    "GET /api/v1/inbox/counts": { headers: inbox },
+    "POST /api/v1/inbox/mark-all": { headers: inbox, body: json({ action: "seen" }) },
+    "GET /api/v1/inbox/preferences": { headers: inbox },
+    "PATCH /api/v1/inbox/preferences": { headers: inbox, body: json({ locale: "en", time_zone: "Europe/London" }) },
     "POST /api/v1/audiences": { body: json({ name: "more" }) },
     "POST /api/v1/audiences/:id/members/import": {
       headers: { "content-type": "application/x-ndjson" },

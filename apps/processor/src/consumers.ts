@@ -1,4 +1,11 @@
-import { type Bus, type ConsumerRunner, decodeJson, onTemplateChanged, runConsumer } from "@notify/bus";
+import {
+  type Bus,
+  type ConsumerRunner,
+  decodeJson,
+  onProfileChanged,
+  onTemplateChanged,
+  runConsumer,
+} from "@notify/bus";
 import { LaneMessage, PRIORITIES, type Priority, schemaProblem } from "@notify/core";
 import type { Database } from "@notify/db";
 import { retryLogLevel } from "@notify/http";
@@ -57,12 +64,15 @@ export async function laneDeps(deps: ProcessorDeps, lane: Priority): Promise<Rou
   // A template given a version on any ingest instance: unpinned renders read the latest again.
   // The subscription ends with the connection.
   onTemplateChanged(deps.bus, (event) => render.forget(event.template_id));
+  // A user's preferences or contacts changed through ingest: their next notification reads them.
+  const profiles = createProfileSource({ database, ttlMs: deps.preferenceTtlMs });
+  onProfileChanged(deps.bus, (event) => profiles.forget(event.user_id));
   return {
     database,
     bus: deps.bus,
     log: deps.log.child({ lane }),
     render,
-    profiles: createProfileSource({ database, ttlMs: deps.preferenceTtlMs }),
+    profiles,
     policy: deps.policy,
     now: deps.now ?? (() => new Date()),
   };

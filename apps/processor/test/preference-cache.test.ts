@@ -105,3 +105,21 @@ t.test("the TTL counts from the Postgres read", async (t) => {
   offset = TTL_MS + 100;
   t.same((await profiles.load("cache-age")).preferences.categoryOptout, ["news"], "not from memory past the TTL");
 });
+
+t.test("a change announced is read by the next load, and a read in flight then is not kept", async (t) => {
+  const profiles = createProfileSource({ database, ttlMs: 60_000 });
+  await seedUser(database, "cache-told", { channel_optout: [] });
+  t.same((await profiles.load("cache-told")).preferences.channelOptout, []);
+  await seedUser(database, "cache-told", { channel_optout: ["sms"] });
+  profiles.forget("cache-told");
+  t.same((await profiles.load("cache-told")).preferences.channelOptout, ["sms"], "read afresh after forget");
+
+  // A read that may have begun before the change committed: used once, not cached.
+  await seedUser(database, "cache-told", { channel_optout: ["sms"] });
+  profiles.forget("cache-told");
+  const inFlight = profiles.load("cache-told");
+  await seedUser(database, "cache-told", { channel_optout: ["push"] });
+  profiles.forget("cache-told");
+  await inFlight;
+  t.same((await profiles.load("cache-told")).preferences.channelOptout, ["push"], "the read after the change");
+});

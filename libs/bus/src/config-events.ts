@@ -18,6 +18,15 @@ export interface TemplateChanged {
 }
 
 /**
+ * A user's preferences or contacts changed (through the API, the inbox's preference centre or an
+ * unsubscribe link): every processor drops the profile it holds of that user, so the next
+ * notification is routed by the change.
+ */
+export interface ProfileChanged {
+  user_id: string;
+}
+
+/**
  * Inbox tokens were revoked: every ingest instance adds the revocation to the set it holds in
  * memory and ends the streams it covers. Announced on the key events' subject (a credential
  * change, heard by the same instances); `inbox_user_id` is what tells it from a key change, which
@@ -36,6 +45,7 @@ type Announcer = Pick<Bus, "nc" | "naming">;
 
 export const keyEventsSubject = (bus: Pick<Bus, "naming">) => subjectName(bus.naming, "notify.events.keys");
 export const templateEventsSubject = (bus: Pick<Bus, "naming">) => subjectName(bus.naming, "notify.events.templates");
+export const profileEventsSubject = (bus: Pick<Bus, "naming">) => subjectName(bus.naming, "notify.events.profiles");
 
 /** Publishes one announcement; answers whether the server had it within `timeoutMs`. */
 async function announce(bus: Announcer, subject: string, event: object, timeoutMs: number): Promise<boolean> {
@@ -105,3 +115,11 @@ export const announceTemplateChanged = (bus: Announcer, event: TemplateChanged, 
 /** Each template change announced by any ingest instance. */
 export const onTemplateChanged = (bus: Announcer, listener: (event: TemplateChanged) => void) =>
   hear<TemplateChanged>(bus, templateEventsSubject(bus), "template_id", listener);
+
+/** Tells every processor instance that a user's profile changed (PREFERENCE_CACHE_TTL_MS bounds a miss). */
+export const announceProfileChanged = (bus: Announcer, event: ProfileChanged, timeoutMs = 2000) =>
+  announce(bus, profileEventsSubject(bus), event, timeoutMs);
+
+/** Each profile change announced by any ingest instance. */
+export const onProfileChanged = (bus: Announcer, listener: (event: ProfileChanged) => void) =>
+  hear<ProfileChanged>(bus, profileEventsSubject(bus), "user_id", listener);

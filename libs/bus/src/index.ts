@@ -10,10 +10,13 @@ export {
 export {
   announceInboxTokensRevoked,
   announceKeyChanged,
+  announceProfileChanged,
   announceTemplateChanged,
   onInboxTokensRevoked,
   onKeyChanged,
+  onProfileChanged,
   onTemplateChanged,
+  type ProfileChanged,
 } from "./config-events.js";
 export {
   type Bus,

@@ -56,15 +56,16 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   ingest: {
     ...none,
     purpose:
-      "publishes accepted notifications to the lanes; asks the processor for the dead letters (GET /api/v1/dead-letters and /dead-letters/{seq}, on notify.ops.dlq.list and notify.ops.dlq.show) and their replays (POST /api/v1/dead-letters/replay, on notify.ops.replay), and the cancel of a notification (POST /api/v1/notifications/{id}/cancel, on notify.ops.cancel): it reads no stream and creates no consumer, holds no work item and no send guard; announces and hears key revocations and template changes; reads the streams' state, the workers' reports, breaker decisions and token buckets for the operator's routes",
+      "publishes accepted notifications to the lanes; asks the processor for the dead letters (GET /api/v1/dead-letters and /dead-letters/{seq}, on notify.ops.dlq.list and notify.ops.dlq.show) and their replays (POST /api/v1/dead-letters/replay, on notify.ops.replay), and the cancel of a notification (POST /api/v1/notifications/{id}/cancel, on notify.ops.cancel): it reads no stream and creates no consumer, holds no work item and no send guard; announces and hears key revocations and template changes, announces changes of users' preferences and contacts; reads the streams' state, the workers' reports, breaker decisions and token buckets for the operator's routes",
     publishes: [
       ["NOTIFY_LANE_TRANSACTIONAL", "notify.lane.transactional.*"],
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
     ],
     reads: ["notify_workers", "notify_breakers", "notify_rate"],
     inspects: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ", "NOTIFY_WEBHOOKS"],
-    // Key revocations and rotations, template versions: every instance drops what it cached at once.
-    announces: ["notify.events.keys", "notify.events.templates"],
+    // Key revocations and rotations, template versions, users' preferences and contacts: every
+    // instance drops what it cached at once.
+    announces: ["notify.events.keys", "notify.events.templates", "notify.events.profiles"],
     hears: ["notify.events.keys", "notify.events.templates"],
     // The processor reads the dead letters for it: whoever may create a consumer on a stream may
     // give it any deliver subject (the server does not check it against the creator's publish
@@ -74,7 +75,7 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
   processor: {
     ...none,
     purpose:
-      "pulls the lanes, publishes work items, broadcast recipients and outbound webhook attempts, hears template changes; its reconciler looks up the oldest stored message of a subject; answers ingest's dead-letter reads and replays (notify.ops.dlq.list, notify.ops.dlq.show, notify.ops.replay: reads dead letters, checks and resets the send guard, republishes work items) and its cancels (notify.ops.cancel: takes the send guard of each channel not sent yet)",
+      "pulls the lanes, publishes work items, broadcast recipients and outbound webhook attempts, hears template and user profile changes; its reconciler looks up the oldest stored message of a subject; answers ingest's dead-letter reads and replays (notify.ops.dlq.list, notify.ops.dlq.show, notify.ops.replay: reads dead letters, checks and resets the send guard, republishes work items) and its cancels (notify.ops.cancel: takes the send guard of each channel not sent yet)",
     publishes: [
       ["NOTIFY_WORK", "notify.work.*.*"],
       ["NOTIFY_LANE_PROMOTIONAL", "notify.lane.promotional.*"],
@@ -84,7 +85,7 @@ export const ROLE_ACCESS: Record<Role, RoleAccess> = {
     browses: ["NOTIFY_DLQ"],
     gets: [...LANES, "NOTIFY_WORK", "NOTIFY_DLQ"],
     kv: ["notify_leases", "notify_send_guard"],
-    hears: ["notify.events.templates"],
+    hears: ["notify.events.templates", "notify.events.profiles"],
     answers: ["notify.ops.dlq.list", "notify.ops.dlq.show", "notify.ops.replay", "notify.ops.cancel"],
   },
   workers: {

@@ -221,10 +221,11 @@ export const categoryList = (fallback: string) =>
 /**
  * The categories no preference can suppress. The processor routes them whatever the user's
  * opt-outs; the workers leave the unsubscribe link off their email, since the opt-out it would
- * record changes nothing. Both read the same setting, so they agree on which categories these are.
+ * record changes nothing; ingest's inbox preference centre shows them locked. All read the same
+ * setting, so they agree on which categories these are.
  */
 export const criticalCategories = () => ({
-  /** Categories that no preference can suppress (comma-separated). Their email carries no List-Unsubscribe, whatever its priority, unless UNSUBSCRIBE_CATEGORIES lists the category. Give the processor and the workers the same list. */
+  /** Categories that no preference can suppress (comma-separated). Their email carries no List-Unsubscribe, whatever its priority, unless UNSUBSCRIBE_CATEGORIES lists the category. Give the processor, the workers and ingest (whose inbox preference centre shows them locked) the same list. */
   CRITICAL_CATEGORIES: categoryList("security,otp"),
 });
 

@@ -58,7 +58,14 @@ export {
 } from "./directory/authentication.js";
 export { type ContactsRow, listContactChanges, readContacts, writeContacts } from "./directory/contacts.js";
 export { loadCredentialKeys, loadUnsubscribeKey } from "./directory/deployment-secrets.js";
-export { optOutCategory, type PreferencesRow, readPreferences, writePreferences } from "./directory/preferences.js";
+export {
+  optOutCategory,
+  type PreferencesPatch,
+  type PreferencesRow,
+  patchPreferences,
+  readPreferences,
+  writePreferences,
+} from "./directory/preferences.js";
 export {
   listTemplateSummaries,
   readTemplateVersion,
@@ -67,12 +74,19 @@ export {
 } from "./directory/templates.js";
 export { readUserZones } from "./directory/time-zone.js";
 export {
+  countInboxItems,
   INBOX_FILTERS,
+  INBOX_MARK_ACTIONS,
+  type InboxCounts,
+  type InboxMarkAction,
   inboxItemsSince,
   latestInboxItemId,
   listenForInboxItems,
+  listenForInboxStates,
   listInboxItems,
   listInboxItemsAfter,
+  markAllInboxItems,
+  recentInboxCategories,
   setInboxItemState,
 } from "./inbox/items.js";
 export {

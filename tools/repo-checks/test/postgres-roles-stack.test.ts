@@ -188,6 +188,10 @@ t.test("the inbox: a token minted, items read, marked and streamed", async (t) =
     return body.data?.length ? body.data : undefined;
   });
   t.equal((await api("PATCH", `/inbox/${page[0]?.id}`, { read: true }, inbox)).status, 200);
+  t.equal((await api("GET", "/inbox/counts", undefined, inbox)).status, 200);
+  t.equal((await api("POST", "/inbox/mark-all", { action: "seen" }, inbox)).status, 200);
+  t.equal((await api("GET", "/inbox/preferences", undefined, inbox)).status, 200, "the user's categories");
+  t.equal((await api("PATCH", "/inbox/preferences", { time_zone: "Europe/London" }, inbox)).status, 200);
   const stream = new AbortController();
   const response = await fetch(`${base}/api/v1/inbox/stream`, { headers: inbox, signal: stream.signal });
   t.equal(response.status, 200, "a stream LISTENs for new items");

@@ -1,38 +1,104 @@
-import { type Database, inboxItemsSince, listenForInboxItems } from "@notify/db";
+import {
+  countInboxItems,
+  type Database,
+  type InboxCounts,
+  type InboxOwner,
+  inboxItemsSince,
+  listenForInboxItems,
+  listenForInboxStates,
+} from "@notify/db";
 import type { Logger } from "@notify/log";
 
-type Wake = () => void;
+/** What woke a stream: items stored for its user, or a change of their states (its counts). */
+export type InboxChange = "items" | "states";
+
+/** `since`: the hub's sequence at the wake-up; a count asked with it reflects the change. */
+type Wake = (change: InboxChange, since: number) => void;
 
 /**
  * What feeds a process's open streams, one source for all of them: a stream queries only when
- * woken. Postgres NOTIFY (in the same statement as the insert) wakes a user's streams at once,
- * through one LISTEN per process; one poller per process covers a lost LISTEN connection: every
- * `pollMs` one statement finds which of the users with open streams got items since the newest
- * item it saw, and wakes theirs. Both run only while a stream is open.
+ * woken. Postgres NOTIFY (in the same statement as the insert or the update) wakes a user's
+ * streams at once, through one LISTEN connection per process, on two channels: stored items
+ * (the stream reads them, and counts when it found any) and changed states (the stream counts,
+ * and reads no item). One poller per process covers a lost LISTEN connection: every `pollMs` one
+ * statement finds which of the users with open streams got items since the newest item it saw,
+ * and wakes theirs. When the LISTEN is back after a loss, every stream counts again (a change of
+ * states has no trace the poller could find), and while there is none the poller has each stream
+ * count at every poll. All of it runs only while a stream is open.
+ *
+ * `counts` shares one statement among the streams of one owner woken by the same change: a
+ * count started after a wake-up reflects it, so a stream woken at `since` joins a count already
+ * under way that started at or after it.
  */
 export interface InboxHub {
   subscribe(userId: string, wake: Wake): () => void;
+  /** The owner's counts as of `since` (a wake-up's sequence, or `sequence()`) or later. */
+  counts(owner: InboxOwner, since: number): Promise<InboxCounts>;
+  /** The hub's sequence now: a count asked with it reflects every change heard so far. */
+  sequence(): number;
 }
 
 export function createInboxHub(database: Database, log: Logger, options: { pollMs: number }): InboxHub {
   const listeners = new Map<string, Set<Wake>>();
-  let listening: Promise<{ unlisten(): Promise<void> } | null> | null = null;
+  let listening: Promise<Array<{ unlisten(): Promise<void> }> | null> | null = null;
+  // Where the LISTEN stands: asked for (pending), in place (on), or failed (the poller stands in).
+  let listenState: "off" | "pending" | "on" | "failed" = "off";
   let timer: NodeJS.Timeout | undefined;
   // The newest item id the poller has seen; null until its first statement (or after it stopped).
   let seen: number | null = null;
   let polling = false;
+  // Every wake-up takes the next number; a count records the number it started at.
+  let sequence = 0;
+  const counting = new Map<string, { started: number; counts: Promise<InboxCounts> }>();
 
-  const wakeUser = (userId: string) => {
-    for (const wake of listeners.get(userId) ?? []) wake();
+  const wakeUser = (userId: string, change: InboxChange) => {
+    const set = listeners.get(userId);
+    if (set === undefined) return;
+    sequence += 1;
+    for (const wake of set) wake(change, sequence);
+  };
+  const wakeAll = (change: InboxChange) => {
+    for (const userId of [...listeners.keys()]) wakeUser(userId, change);
+  };
+
+  const onListening = () => {
+    // The first LISTEN misses nothing (each stream counts when it opens); a later one follows a
+    // lost connection, whose notifications are gone.
+    if (listenState === "on") {
+      wakeAll("items");
+      wakeAll("states");
+    }
+    if (listenState !== "off") listenState = "on";
   };
 
   const listen = () => {
-    listening ??= listenForInboxItems(database, wakeUser).catch((error: unknown) => {
-      // The poller still finds new items, only later; the next stream retries the LISTEN.
-      log.warn({ err: error }, "inbox LISTEN failed; streams are woken by the poller");
-      listening = null;
-      return null;
-    });
+    if (listening !== null) return;
+    listenState = "pending";
+    const held = Promise.allSettled([
+      listenForInboxItems(database, (userId) => wakeUser(userId, "items")),
+      // Both are issued again on the one connection after a loss, items first: once the states'
+      // is back, both are.
+      listenForInboxStates(database, (userId) => wakeUser(userId, "states"), onListening),
+    ])
+      .then((results) => {
+        const listens = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+        const failed = results.find((r) => r.status === "rejected");
+        if (failed === undefined) return listens;
+        // Both or neither: a half left in place would wake streams twice once both are retried.
+        void Promise.all(listens.map((l) => l.unlisten())).catch(() => {});
+        throw failed.reason;
+      })
+      .catch((error: unknown) => {
+        // The poller still finds new items, only later, and has streams count at each poll; the
+        // next stream retries the LISTEN.
+        log.warn({ err: error }, "inbox LISTEN failed; streams are woken by the poller");
+        if (listening === held) {
+          listening = null;
+          listenState = "failed";
+        }
+        return null;
+      });
+    listening = held;
   };
 
   const poll = async () => {
@@ -44,11 +110,12 @@ export function createInboxHub(database: Database, log: Logger, options: { pollM
       const starting = seen === null;
       const found = await inboxItemsSince(database, seen, asked);
       seen = found.top ?? seen ?? 0;
-      for (const userId of found.userIds) wakeUser(userId);
+      for (const userId of found.userIds) wakeUser(userId, "items");
       // A stream subscribed before the first statement, or while one ran, may have read its
       // inbox before items the statement counts as seen: it reads once more, so none is missed.
       const before = new Set(starting ? [] : asked);
-      for (const userId of [...listeners.keys()]) if (!before.has(userId)) wakeUser(userId);
+      for (const userId of [...listeners.keys()]) if (!before.has(userId)) wakeUser(userId, "items");
+      if (listenState === "failed") wakeAll("states");
     } catch (error) {
       failed = true;
       log.warn({ err: error }, "the inbox poll failed; the next one retries");
@@ -78,7 +145,8 @@ export function createInboxHub(database: Database, log: Logger, options: { pollM
     if (listening === null) return;
     const held = listening;
     listening = null;
-    void held.then((l) => l?.unlisten()).catch(() => {});
+    listenState = "off";
+    void held.then((all) => Promise.all((all ?? []).map((l) => l.unlisten()))).catch(() => {});
   };
 
   return {
@@ -93,6 +161,20 @@ export function createInboxHub(database: Database, log: Logger, options: { pollM
         if (set.size === 0 && listeners.get(userId) === set) listeners.delete(userId);
         stopWhenIdle();
       };
+    },
+    sequence: () => sequence,
+    counts(owner, since) {
+      const key = `${owner.clientId}\n${owner.userId}`;
+      const running = counting.get(key);
+      if (running !== undefined && running.started >= since) return running.counts;
+      const entry = {
+        started: sequence,
+        counts: countInboxItems(database, owner).finally(() => {
+          if (counting.get(key) === entry) counting.delete(key);
+        }),
+      };
+      counting.set(key, entry);
+      return entry.counts;
     },
   };
 }

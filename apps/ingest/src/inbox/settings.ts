@@ -29,6 +29,12 @@ export interface InboxSettings {
    * heard ends its streams at once.
    */
   recheckMs: number;
+  /**
+   * The origins whose pages may call the inbox routes from a browser (INBOX_CORS_ORIGINS): `*`
+   * for any, or a list. The token travels in a header, never a cookie, so no answer allows
+   * credentials, and a page can only use a token its own backend handed it.
+   */
+  corsOrigins: "*" | readonly string[];
 }
 
 export const DEFAULT_INBOX_SETTINGS: InboxSettings = {
@@ -41,6 +47,7 @@ export const DEFAULT_INBOX_SETTINGS: InboxSettings = {
   pollMs: 5000,
   keepAliveMs: 15_000,
   recheckMs: 1000,
+  corsOrigins: "*",
 };
 
 /** Seconds a 429 or 503 for a stream cap asks a client to wait before it opens another. */

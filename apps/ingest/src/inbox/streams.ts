@@ -114,6 +114,13 @@ export function createInboxStreams(deps: {
       const { owner, tokenKey } = credential;
       const user = userKey(owner.clientId, owner.userId);
       const retry = { retryAfterSeconds: STREAM_CAP_RETRY_SECONDS };
+      // A stopping process would end the stream within a recheck; a client reconnecting at once
+      // on its kept-alive connection would hold the server's close open for as long.
+      if (deps.isStopping()) {
+        throw new AppError("dependency_unavailable", "this process is stopping: open the stream again", {
+          context: retry,
+        });
+      }
       if ((byToken.get(tokenKey) ?? 0) >= settings.streamsPerToken) {
         throw new AppError(
           "rate_limited",

@@ -5,8 +5,8 @@ import type { ContactsRequest } from "./schemas.js";
 
 /**
  * PUT /api/v1/users/{id}/contacts: replaces both addresses, recording a change with the key
- * that made it (`by`). Routing reads them through the same cache as preferences, so it sees the
- * change within 5 s.
+ * that made it (`by`). Routing reads them through the same cache as preferences, which the
+ * route's announcement clears.
  */
 export async function putContacts(
   database: Database,

@@ -4,8 +4,9 @@ import { type StoredPreferences, toStoredPreferences } from "./get-preferences.j
 import type { PreferencesRequest } from "./schemas.js";
 
 /**
- * PUT /api/v1/users/{id}/preferences: replaces the document. The processor keeps a user's
- * preferences in memory up to PREFERENCE_CACHE_TTL_MS (5 s), so routing sees the change within it.
+ * PUT /api/v1/users/{id}/preferences: replaces the document. The route announces the change, so
+ * the processors drop the user's cached profile; one that missed it reads the document again
+ * within PREFERENCE_CACHE_TTL_MS (5 s).
  */
 export async function putPreferences(
   database: Database,

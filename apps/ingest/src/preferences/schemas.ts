@@ -110,6 +110,29 @@ export const TimeZone = v.pipe(
   v.check(isTimeZone, "time_zone must be an IANA time zone, e.g. Europe/London"),
 );
 
+/** Channels the user refuses: each once, in the canonical order. */
+export const ChannelOptout = v.pipe(
+  v.array(
+    v.picklist(CHANNELS, `channel_optout may only contain ${CHANNELS.join(", ")}`),
+    "channel_optout must be an array",
+  ),
+  v.maxLength(16, "channel_optout has too many entries"),
+  v.transform((channels) => sortChannels(channels)),
+);
+
+/** Categories the user refuses (critical categories are sent regardless): each once, sorted. */
+export const CategoryOptout = v.pipe(
+  v.array(
+    v.pipe(
+      v.string("category_optout entries must be strings"),
+      v.regex(CATEGORY_PATTERN, "category_optout entries must be 1-64 of a-z, 0-9, '_', '.', '-'"),
+    ),
+    "category_optout must be an array",
+  ),
+  v.maxLength(MAX_CATEGORY_OPTOUTS, `category_optout may hold at most ${MAX_CATEGORY_OPTOUTS} categories`),
+  v.transform((categories) => [...new Set(categories)].sort()),
+);
+
 /**
  * Body of PUT /api/v1/users/{id}/preferences. PUT replaces the whole document: an absent field
  * takes its default. Sets (opt-outs, subscriptions by endpoint) are stored without repeats.
@@ -118,32 +141,9 @@ const preferencesRequest = (allowPrivateHosts: boolean) =>
   v.strictObject({
     user_id: v.optional(UserId),
     /** Channels the user refuses. */
-    channel_optout: v.optional(
-      v.pipe(
-        v.array(
-          v.picklist(CHANNELS, `channel_optout may only contain ${CHANNELS.join(", ")}`),
-          "channel_optout must be an array",
-        ),
-        v.maxLength(16, "channel_optout has too many entries"),
-        v.transform((channels) => sortChannels(channels)),
-      ),
-      [],
-    ),
+    channel_optout: v.optional(ChannelOptout, []),
     /** Categories the user refuses (critical categories are sent regardless). */
-    category_optout: v.optional(
-      v.pipe(
-        v.array(
-          v.pipe(
-            v.string("category_optout entries must be strings"),
-            v.regex(CATEGORY_PATTERN, "category_optout entries must be 1-64 of a-z, 0-9, '_', '.', '-'"),
-          ),
-          "category_optout must be an array",
-        ),
-        v.maxLength(MAX_CATEGORY_OPTOUTS, `category_optout may hold at most ${MAX_CATEGORY_OPTOUTS} categories`),
-        v.transform((categories) => [...new Set(categories)].sort()),
-      ),
-      [],
-    ),
+    category_optout: v.optional(CategoryOptout, []),
     /** Quiet window; null for none. */
     quiet_hours: v.optional(v.nullable(QuietHours), null),
     /** Promotional notifications per day in the user's time zone; null for no cap. */

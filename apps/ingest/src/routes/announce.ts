@@ -1,3 +1,4 @@
+import { announceProfileChanged, type Bus } from "@notify/bus";
 import type { Context } from "hono";
 import type { AuthEnv } from "../auth/middleware.js";
 
@@ -14,5 +15,21 @@ export async function spreadChange(
   change.forget?.();
   if (!(await change.announce())) {
     c.get("log").warn(change.fields, `change not announced on NATS; other instances see it within ${change.within}`);
+  }
+}
+
+/**
+ * A user's preferences or contacts changed: every processor drops what it holds of the user, so
+ * the next notification is routed by the change. Where NATS does not take the announcement, the
+ * processors' profile cache bound (PREFERENCE_CACHE_TTL_MS) applies; the change is committed
+ * either way.
+ */
+export async function spreadProfileChange(
+  log: { warn(fields: object, message: string): void },
+  bus: Pick<Bus, "nc" | "naming">,
+  userId: string,
+): Promise<void> {
+  if (!(await announceProfileChanged(bus, { user_id: userId }))) {
+    log.warn({ user_id: userId }, "change not announced on NATS; processors see it within PREFERENCE_CACHE_TTL_MS");
   }
 }

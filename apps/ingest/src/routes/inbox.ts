@@ -1,12 +1,15 @@
 import { announceInboxTokensRevoked } from "@notify/bus";
 import { AppError, isUuid, validate } from "@notify/core";
 import {
+  countInboxItems,
+  type InboxCounts,
   type InboxTokenRevocation,
   insertInboxTokenRevocation,
   latestInboxItemId,
   listInboxItems,
   listInboxItemsAfter,
   loadCredentialKeys,
+  markAllInboxItems,
   setInboxItemState,
 } from "@notify/db";
 import { limitBody, readJson } from "@notify/http";
@@ -16,12 +19,17 @@ import * as v from "valibot";
 import type { AuthEnv } from "../auth/middleware.js";
 import type { IngestDeps } from "../deps.js";
 import { decodeCursor, encodeCursor } from "../inbox/cursor.js";
-import { createInboxHub } from "../inbox/hub.js";
+import { createInboxHub, type InboxChange } from "../inbox/hub.js";
+import { changeInboxPreferences, type InboxPreferencesAnswer, readInboxPreferences } from "../inbox/preferences.js";
 import { createInboxRevocations, mayNameLiveToken, revocationExpiresMs } from "../inbox/revocations.js";
 import {
+  InboxCountsSchema,
   InboxItemSchema,
   InboxItemUpdate,
+  InboxMarkAllRequest,
   InboxPage,
+  InboxPreferencesSchema,
+  InboxPreferencesUpdate,
   InboxQuery,
   InboxTokenResponse,
   IssueInboxTokenRequest,
@@ -30,7 +38,7 @@ import { DEFAULT_INBOX_SETTINGS, REVOCATION_CAP_RETRY_SECONDS } from "../inbox/s
 import { createInboxStreams, type StreamEnd } from "../inbox/streams.js";
 import { type InboxEnv, issueInboxToken, requireInboxToken } from "../inbox/tokens.js";
 import { parseUserIdParam } from "../preferences/schemas.js";
-import { spreadChange } from "./announce.js";
+import { spreadChange, spreadProfileChange } from "./announce.js";
 import { contract } from "./contract.js";
 
 const BATCH = 100;
@@ -51,6 +59,17 @@ const inboxToken = {
  */
 const INBOX_AUTH_PROBLEMS = ["invalid_request", "unauthenticated", "rate_limited"] as const;
 
+/** What a route that takes a JSON body from the user's client may answer besides. */
+const INBOX_BODY_PROBLEMS = [
+  "validation_failed",
+  "malformed_json",
+  "unsupported_media_type",
+  "payload_too_large",
+] as const;
+
+const sameCounts = (a: InboxCounts | undefined, b: InboxCounts) =>
+  a !== undefined && a.unread === b.unread && a.unseen === b.unseen && a.total === b.total;
+
 /** The reasons a stream's `token_ended` event gives (a stopping process ends streams without one). */
 const ENDED: Record<Exclude<StreamEnd, "stopping">, string> = {
   expired: "expired",
@@ -68,6 +87,7 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
   const { database } = deps;
   const inboxDatabase = deps.inboxDatabase ?? database;
   const settings = { ...DEFAULT_INBOX_SETTINGS, ...deps.inbox };
+  const critical = deps.criticalCategories ?? [];
   const revocations = deps.inboxRevocations ?? createInboxRevocations(inboxDatabase, { log: deps.log });
   const hub = createInboxHub(inboxDatabase, deps.log, { pollMs: settings.pollMs });
   const streams = createInboxStreams({
@@ -235,6 +255,106 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     },
   );
 
+  inbox.get(
+    `${INBOX_PATH}/counts`,
+    contract({
+      summary: "Count the user's inbox",
+      description:
+        "total: items not archived; unread: of those, not read; unseen: of those, not seen. The stream sends the same as a `counts` event whenever they change. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
+      tag: "Inbox",
+      scope: null,
+      headers: [inboxToken],
+      responses: { 200: { description: "The counts", schema: InboxCountsSchema } },
+      problems: [...INBOX_AUTH_PROBLEMS, "dependency_unavailable"],
+    }),
+    user,
+    async (c) => c.json(await countInboxItems(inboxDatabase, c.get("inboxOwner"))),
+  );
+
+  inbox.post(
+    `${INBOX_PATH}/mark-all`,
+    contract({
+      summary: "Mark every item of the inbox read, seen or archived",
+      description:
+        "One statement over the items not archived (the inbox view); an item already in that state keeps its first time. before_id bounds it to the items up to and including that id, so an item stored after the user's last look is left as it is. Answers the counts after it; the user's streams get a `counts` event. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
+      tag: "Inbox",
+      scope: null,
+      body: InboxMarkAllRequest,
+      headers: [inboxToken],
+      responses: { 200: { description: "The counts after the change", schema: InboxCountsSchema } },
+      problems: [...INBOX_BODY_PROBLEMS, ...INBOX_AUTH_PROBLEMS, "dependency_unavailable"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    user,
+    async (c) => {
+      const owner = c.get("inboxOwner");
+      const input = validate(InboxMarkAllRequest, await readJson(c));
+      const upTo = input.before_id === undefined ? null : Number(input.before_id);
+      const changed = await markAllInboxItems(inboxDatabase, owner, input.action, upTo);
+      c.get("log").info({ action: input.action, changed }, "inbox marked");
+      return c.json(await countInboxItems(inboxDatabase, owner));
+    },
+  );
+
+  const preferencesAnswer = (c: Context, answer: InboxPreferencesAnswer) => {
+    if (answer.updatedAt) c.header("last-modified", answer.updatedAt.toUTCString());
+    return c.json(answer.preferences);
+  };
+
+  inbox.get(
+    `${INBOX_PATH}/preferences`,
+    contract({
+      summary: "Read the user's own preferences (the preference centre)",
+      description:
+        "What the user may change of their preferences (channel and category opt-outs, quiet hours, time zone, locale; never the device tokens or the daily cap the server-side API sets), and the categories to show: those this client sent the user lately, those the user refuses, and the critical ones (CRITICAL_CATEGORIES), locked. The document is the user's, not the client's, as on the server-side API. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
+      tag: "Inbox",
+      scope: null,
+      headers: [inboxToken],
+      responses: {
+        200: {
+          description: "The user's preferences",
+          schema: InboxPreferencesSchema,
+          headers: { "Last-Modified": "When the document was last written" },
+        },
+      },
+      problems: [...INBOX_AUTH_PROBLEMS, "dependency_unavailable"],
+    }),
+    user,
+    async (c) => preferencesAnswer(c, await readInboxPreferences(inboxDatabase, c.get("inboxOwner"), critical)),
+  );
+
+  inbox.patch(
+    `${INBOX_PATH}/preferences`,
+    contract({
+      summary: "Change the user's own preferences",
+      description:
+        "The fields sent replace theirs and the others stay as they are (quiet_hours is sent whole, or null); application/json or application/merge-patch+json. The same validation as PUT /users/{id}/preferences; any other field is a 400 naming it, and an opt-out of a critical category is a 400 naming the category; nothing is written then. category_optout replaces the user's opt-outs. Routing sees the change as it sees a PUT's, within its preference cache's 5 s. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
+      tag: "Inbox",
+      scope: null,
+      body: InboxPreferencesUpdate,
+      headers: [inboxToken],
+      responses: {
+        200: {
+          description: "The user's preferences after the change",
+          schema: InboxPreferencesSchema,
+          headers: { "Last-Modified": "When the document was last written" },
+        },
+      },
+      problems: [...INBOX_BODY_PROBLEMS, ...INBOX_AUTH_PROBLEMS, "dependency_unavailable"],
+    }),
+    limitBody(deps.maxBodyBytes),
+    user,
+    async (c) => {
+      const patch = validate(InboxPreferencesUpdate, await readJson(c));
+      const { answer, changed } = await changeInboxPreferences(inboxDatabase, c.get("inboxOwner"), patch, critical);
+      if (changed.length > 0) {
+        c.get("log").info({ fields: changed }, "preferences changed by the user");
+        await spreadProfileChange(c.get("log"), deps.bus, c.get("inboxOwner").userId);
+      }
+      return preferencesAnswer(c, answer);
+    },
+  );
+
   inbox.patch(
     `${INBOX_PATH}/:itemId`,
     contract({
@@ -274,7 +394,7 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     contract({
       summary: "Stream new inbox items (Server-Sent Events)",
       description:
-        'text/event-stream: a `ready` event, then one `notification` event per new item (id = the item id, data = the item), and a comment line while idle. Reconnect with Last-Event-ID to receive everything stored after it; without it the stream starts at what is new. When the token stops working (it expires, it or all the user\'s tokens are revoked, or its key is revoked) the stream sends `token_ended` (data: {"reason": "expired" | "revoked" | "key_revoked"}) and ends: reconnect with a new token. Open streams are capped per token, per user and per client (429) and per process (503), all with Retry-After.',
+        'text/event-stream: a `ready` event, then one `notification` event per new item (id = the item id, data = the item), a `counts` event (no id; data = {"unread", "unseen", "total"}, as GET /inbox/counts) after `ready` and whenever they change (an item stored, or marked through any route on any instance), and a comment line while idle. Reconnect with Last-Event-ID to receive everything stored after it; without it the stream starts at what is new. When the token stops working (it expires, it or all the user\'s tokens are revoked, or its key is revoked) the stream sends `token_ended` (data: {"reason": "expired" | "revoked" | "key_revoked"}) and ends: reconnect with a new token. Open streams are capped per token, per user and per client (429) and per process (503), all with Retry-After.',
       tag: "Inbox",
       scope: null,
       headers: [
@@ -297,13 +417,18 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
           fields: [{ field: "Last-Event-ID", message: "must be an event id this stream sent" }],
         });
       }
+      // The client's next request goes to a connection of its own, to an instance still serving.
+      if (deps.isStopping()) c.header("Connection", "close");
       const open = streams.open(c.get("inboxToken"));
       // Woken (by NOTIFY or the process's poller) from before the first read on: nothing stored
-      // after that read is missed.
+      // after that read is missed. `pending`: items to read; `countsSince`: counts to send, as of
+      // that hub sequence or later (null: none due). The first counts follow `ready`.
       let pending = false;
+      let countsSince: number | null = hub.sequence();
       let wakeUp: (() => void) | undefined;
-      const wake = () => {
-        pending = true;
+      const wake = (change: InboxChange, since: number) => {
+        if (change === "items") pending = true;
+        else countsSince = Math.max(countsSince ?? 0, since);
         wakeUp?.();
       };
       const unsubscribe = hub.subscribe(owner.userId, wake);
@@ -338,6 +463,7 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
           }, settings.keepAliveMs);
           try {
             await stream.writeSSE({ event: "ready", data: JSON.stringify({ after: String(after) }), retry: 3000 });
+            let sent: InboxCounts | undefined;
             while (!stream.aborted && open.ended === undefined) {
               if (pending) {
                 pending = false;
@@ -347,7 +473,24 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
                   after = Number(item.id);
                 }
                 if (items.length === BATCH) pending = true;
-                if (items.length > 0) keepAliveDue = false;
+                if (items.length > 0) {
+                  keepAliveDue = false;
+                  // New items change the counts; a wake-up without any (another client's item of
+                  // the same user id, a redelivery) costs no count.
+                  countsSince = Math.max(countsSince ?? 0, hub.sequence());
+                }
+                continue;
+              }
+              if (countsSince !== null) {
+                const since = countsSince;
+                countsSince = null;
+                // Shared with this owner's other streams in this process woken by the same change.
+                const counts = await hub.counts(owner, since);
+                if (!sameCounts(sent, counts)) {
+                  // No id: ids are item ids, which Last-Event-ID resumes after.
+                  await stream.writeSSE({ event: "counts", data: JSON.stringify(counts) });
+                  sent = counts;
+                }
                 continue;
               }
               if (keepAliveDue) {
@@ -357,7 +500,9 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
               }
               await new Promise<void>((resolve) => {
                 wakeUp = resolve;
-                if (pending || keepAliveDue || stream.aborted || open.ended !== undefined) resolve();
+                if (pending || countsSince !== null || keepAliveDue || stream.aborted || open.ended !== undefined) {
+                  resolve();
+                }
               });
               wakeUp = undefined;
             }

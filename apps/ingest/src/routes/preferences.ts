@@ -12,6 +12,7 @@ import {
   PreferencesResponse,
   parseUserIdParam,
 } from "../preferences/schemas.js";
+import { spreadProfileChange } from "./announce.js";
 import { contract } from "./contract.js";
 
 const answer = (c: Context<AuthEnv>, stored: StoredPreferences) => {
@@ -26,7 +27,7 @@ const answer = (c: Context<AuthEnv>, stored: StoredPreferences) => {
  */
 export function mountPreferences(
   v1: Hono<AuthEnv>,
-  deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes" | "allowPrivatePushEndpoints">,
+  deps: Pick<IngestDeps, "database" | "bus" | "lookupKey" | "maxBodyBytes" | "allowPrivatePushEndpoints">,
 ): void {
   const request = deps.allowPrivatePushEndpoints ? DevelopmentPreferencesRequest : PreferencesRequest;
 
@@ -69,6 +70,7 @@ export function mountPreferences(
       checkBodyUserId(userId, input.user_id);
       const stored = await putPreferences(deps.database, userId, input);
       c.get("log").info({ user_id: userId }, "preferences replaced");
+      await spreadProfileChange(c.get("log"), deps.bus, userId);
       return answer(c, stored);
     },
   );

@@ -4,6 +4,7 @@ import { loadUnsubscribeKey, optOutCategory } from "@notify/db";
 import { type AppEnv, clientAddress, toAppError } from "@notify/http";
 import type { Context, Hono } from "hono";
 import type { IngestDeps } from "../deps.js";
+import { spreadProfileChange } from "./announce.js";
 
 /** Where the links in email point: `<UNSUBSCRIBE_BASE_URL>/u/{token}`, outside the versioned API. */
 export const UNSUBSCRIBE_PATH = "/u/:token";
@@ -48,7 +49,10 @@ const NOT_VALID = "this unsubscribe link is not valid";
  * a 404, the same for every reason, writes nothing, and spends one of the address's pre-auth
  * attempts.
  */
-export function mountUnsubscribe(app: Hono<AppEnv>, deps: Pick<IngestDeps, "database" | "preauthThrottle">): void {
+export function mountUnsubscribe(
+  app: Hono<AppEnv>,
+  deps: Pick<IngestDeps, "database" | "bus" | "preauthThrottle">,
+): void {
   let key: Buffer | undefined;
   const keyReady = () =>
     loadUnsubscribeKey(deps.database).then((loaded) => {
@@ -100,6 +104,7 @@ export function mountUnsubscribe(app: Hono<AppEnv>, deps: Pick<IngestDeps, "data
         { client_id: claims.clientId, category: claims.category },
         "a user unsubscribed from a category by one-click link",
       );
+      await spreadProfileChange(c.get("log"), deps.bus, claims.userId);
     }
     const category = escapeHtml(claims.category);
     return html(c, 200, "Unsubscribed", `<p>You will no longer receive <strong>${category}</strong> emails.</p>`);

@@ -6,6 +6,7 @@ import type { IngestDeps } from "../deps.js";
 import { getContacts, type StoredContacts } from "../preferences/get-contacts.js";
 import { putContacts } from "../preferences/put-contacts.js";
 import { ContactsRequest, ContactsResponse, checkBodyUserId, parseUserIdParam } from "../preferences/schemas.js";
+import { spreadProfileChange } from "./announce.js";
 import { contract } from "./contract.js";
 
 const answer = (c: Context<AuthEnv>, stored: StoredContacts) => {
@@ -19,7 +20,10 @@ const answer = (c: Context<AuthEnv>, stored: StoredContacts) => {
  * passcodes included), so writing one is a grant of its own, and each change is recorded with
  * the key that made it.
  */
-export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" | "lookupKey" | "maxBodyBytes">): void {
+export function mountUsers(
+  v1: Hono<AuthEnv>,
+  deps: Pick<IngestDeps, "database" | "bus" | "lookupKey" | "maxBodyBytes">,
+): void {
   v1.get(
     "/users/:id/contacts",
     contract({
@@ -51,6 +55,7 @@ export function mountUsers(v1: Hono<AuthEnv>, deps: Pick<IngestDeps, "database" 
       const { clientId, keyId } = c.get("principal");
       const stored = await putContacts(deps.database, userId, input, { clientId, keyId });
       c.get("log").info({ user_id: userId }, "contacts replaced");
+      await spreadProfileChange(c.get("log"), deps.bus, userId);
       return answer(c, stored);
     },
   );

@@ -22,6 +22,8 @@ export interface UserProfile {
 
 export interface ProfileSource {
   load(userId: string): Promise<UserProfile>;
+  /** Drops what is held of the user: their next load reads Postgres. */
+  forget(userId: string): void;
 }
 
 /**
@@ -93,7 +95,8 @@ interface Held {
 /**
  * Reads user profiles from Postgres through this process's memory: a profile is used only while
  * it is younger than `ttlMs` (5 s), counted from its Postgres read, so a preference or contact
- * change reaches routing within that and no later. A user without records is cached too, and
+ * change reaches routing within that and no later; `forget` (a change announced by ingest) makes
+ * the next notification read it afresh. A user without records is cached too, and
  * loads of one user at once share one read (the reads of one event-loop iteration go in one
  * statement). One user's notifications all go to one lane partition, so to one processor: a
  * cache shared between processors (a KV bucket, tried) was met by almost no load and cost each
@@ -112,25 +115,34 @@ export function createProfileSource(deps: {
   const loading = new Map<string, Promise<Held>>();
   const fresh = (held: Held | undefined): held is Held => held !== undefined && now() - held.readAt < deps.ttlMs;
 
+  // Bumped by each change heard: a read in flight when one arrives is not kept, since it may
+  // have read the row before the change committed.
+  let generation = 0;
   async function read(userId: string): Promise<Held> {
     const readAt = now();
     return { profile: frozen(toProfile(await readProfileRow(deps.database, userId))), readAt };
   }
 
   return {
+    forget(userId) {
+      generation += 1;
+      local?.delete(userId);
+      loading.delete(userId);
+    },
     async load(userId) {
       const held = local?.get(userId);
       if (fresh(held)) return held.profile;
       const inFlight = loading.get(userId);
       if (inFlight) return (await inFlight).profile;
       const reading = read(userId);
+      const started = generation;
       loading.set(userId, reading);
       try {
         const got = await reading;
-        local?.set(userId, got);
+        if (generation === started) local?.set(userId, got);
         return got.profile;
       } finally {
-        loading.delete(userId);
+        if (loading.get(userId) === reading) loading.delete(userId);
       }
     },
   };

@@ -74,3 +74,47 @@ export async function optOutCategory(database: Database, userId: string, categor
     returning user_id`;
   return rows.length > 0;
 }
+
+/** What a user changes of their own document (the inbox's preference centre); absent: unchanged. */
+export type PreferencesPatch = Partial<
+  Pick<PreferencesInput, "channel_optout" | "category_optout" | "quiet_hours" | "locale" | "time_zone">
+>;
+
+/**
+ * Changes the fields `patch` names and nothing else, in one statement (creating the document with
+ * the defaults otherwise), so a concurrent write of the other fields (the API's device tokens and
+ * cap) is never undone. A `category_optout` given replaces the opt-outs except those of
+ * `keepCategories` already stored, which stay. Answers what was stored.
+ */
+export async function patchPreferences(
+  database: Database,
+  userId: string,
+  patch: PreferencesPatch,
+  keepCategories: readonly string[],
+): Promise<PreferencesRow> {
+  const { sql } = database;
+  const json = (value: object) => sql.json(value as Parameters<Sql["json"]>[0]);
+  const quietHours = patch.quiet_hours ? json(patch.quiet_hours) : null;
+  const changed = (field: keyof PreferencesPatch, value: ReturnType<Sql>) =>
+    patch[field] === undefined ? sql.unsafe(`p.${field}`) : value;
+  const [row] = await sql<PreferencesRow[]>`
+    insert into user_preferences as p (user_id, channel_optout, category_optout, quiet_hours, locale, time_zone, updated_at)
+    values (${userId}, ${patch.channel_optout ?? []}, ${patch.category_optout ?? []}, ${quietHours},
+            ${patch.locale ?? null}, ${patch.time_zone ?? null}, now())
+    on conflict (user_id) do update set
+      channel_optout = ${changed("channel_optout", sql`excluded.channel_optout`)},
+      category_optout = ${changed(
+        "category_optout",
+        sql`array(
+          select distinct c collate "C" from unnest(excluded.category_optout || array(
+            select k from unnest(p.category_optout) k where k = any(${keepCategories as string[]}::text[])
+          )) c order by 1)`,
+      )},
+      quiet_hours = ${changed("quiet_hours", sql`excluded.quiet_hours`)},
+      locale = ${changed("locale", sql`excluded.locale`)},
+      time_zone = ${changed("time_zone", sql`excluded.time_zone`)},
+      updated_at = now()
+    returning channel_optout, category_optout, quiet_hours, rate_cap_per_day, device_tokens, locale, time_zone,
+              updated_at`;
+  return row as PreferencesRow;
+}

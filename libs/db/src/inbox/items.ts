@@ -1,6 +1,6 @@
 import type { Database } from "../pool.js";
 import type { Row } from "../rows.js";
-import { INBOX_NOTIFY_CHANNEL, type inboxItems } from "../schema/index.js";
+import { INBOX_NOTIFY_CHANNEL, INBOX_STATE_NOTIFY_CHANNEL, type inboxItems } from "../schema/index.js";
 import type { InboxOwner } from "./tokens.js";
 
 // The in-app inbox's items as its API reads and changes them, and the wake-ups of open streams.
@@ -104,7 +104,9 @@ export async function inboxItemsSince(
 
 /**
  * Sets or clears the user's states of one item. Seen and read are set once (the first time
- * counts) and cleared with false; null when the item is not this owner's.
+ * counts) and cleared with false; null when the item is not this owner's. A change that moves
+ * one of the owner's counts (a state set that was not, or cleared that was) wakes the user's
+ * streams in the same statement (INBOX_STATE_NOTIFY_CHANNEL); a repeat wakes none.
  */
 export async function setInboxItemState(
   database: Database,
@@ -115,23 +117,126 @@ export async function setInboxItemState(
   const { sql } = database;
   const state = (value: boolean | undefined, column: string) =>
     value === undefined ? sql.unsafe(column) : value ? sql`coalesce(${sql.unsafe(column)}, now())` : sql`null`;
+  // The row is locked before it is read, so `was_*` are the states this update replaces.
   const [row] = await sql<ItemRow[]>`
-    update inbox_items set
-      seen_at = ${state(change.seen, "seen_at")},
-      read_at = ${state(change.read, "read_at")},
-      archived_at = ${state(change.archived, "archived_at")}
-    where id = ${id} and user_id = ${owner.userId} and client_id = ${owner.clientId}
-    returning ${sql.unsafe(COLUMNS)}`;
+    with target as materialized (
+      select id as target_id, seen_at is null as was_unseen, read_at is null as was_unread,
+             archived_at is null as was_live
+      from inbox_items
+      where id = ${id} and user_id = ${owner.userId} and client_id = ${owner.clientId}
+      for no key update
+    ), updated as (
+      update inbox_items set
+        seen_at = ${state(change.seen, "seen_at")},
+        read_at = ${state(change.read, "read_at")},
+        archived_at = ${state(change.archived, "archived_at")}
+      from target where inbox_items.id = target.target_id
+      returning inbox_items.*, target.was_unseen, target.was_unread, target.was_live
+    )
+    select ${sql.unsafe(COLUMNS)},
+      case when (seen_at is null) <> was_unseen or (read_at is null) <> was_unread or (archived_at is null) <> was_live
+        then pg_notify(${INBOX_STATE_NOTIFY_CHANNEL}, user_id) end as notified
+    from updated`;
   return row === undefined ? null : toItem(row);
+}
+
+/** What an owner's badge shows: items not archived (`total`), and of those the unread and unseen. */
+export interface InboxCounts {
+  unread: number;
+  unseen: number;
+  total: number;
+}
+
+/**
+ * The owner's counts, each from its own partial index alone (inbox_items_live_idx,
+ * inbox_items_unread_idx, inbox_items_unseen_idx), without reading an item.
+ */
+export async function countInboxItems(database: Database, owner: InboxOwner): Promise<InboxCounts> {
+  const { sql } = database;
+  const mine = sql`user_id = ${owner.userId} and client_id = ${owner.clientId} and archived_at is null`;
+  const [row] = await sql<InboxCounts[]>`
+    select
+      (select count(*) from inbox_items where ${mine} and read_at is null)::int as unread,
+      (select count(*) from inbox_items where ${mine} and seen_at is null)::int as unseen,
+      (select count(*) from inbox_items where ${mine})::int as total`;
+  return { unread: row?.unread ?? 0, unseen: row?.unseen ?? 0, total: row?.total ?? 0 };
+}
+
+export const INBOX_MARK_ACTIONS = ["read", "seen", "archived"] as const;
+export type InboxMarkAction = (typeof INBOX_MARK_ACTIONS)[number];
+
+const MARKED_COLUMN: Record<InboxMarkAction, string> = { read: "read_at", seen: "seen_at", archived: "archived_at" };
+
+/**
+ * Marks every item of the owner's inbox (not archived) read, seen or archived in one statement,
+ * up to and including `upToId` when given (items stored after it are left as they are). Items
+ * already in that state keep their first time. The rows are locked in id order before any is
+ * written, so two of these (or one and an item's update) never wait for each other in a cycle.
+ * Wakes the user's streams (INBOX_STATE_NOTIFY_CHANNEL) when it changed any; answers how many.
+ */
+export async function markAllInboxItems(
+  database: Database,
+  owner: InboxOwner,
+  action: InboxMarkAction,
+  upToId: number | null,
+): Promise<number> {
+  const { sql } = database;
+  const column = sql.unsafe(MARKED_COLUMN[action]);
+  const [row] = await sql<{ changed: number }[]>`
+    with target as materialized (
+      select id from inbox_items
+      where user_id = ${owner.userId} and client_id = ${owner.clientId} and archived_at is null
+        and ${column} is null ${upToId === null ? sql`` : sql`and id <= ${upToId}`}
+      order by id
+      for no key update
+    ), updated as (
+      update inbox_items set ${column} = now() from target where inbox_items.id = target.id
+      returning inbox_items.id
+    )
+    select (select count(*) from updated)::int as changed,
+      (select pg_notify(${INBOX_STATE_NOTIFY_CHANNEL}, ${owner.userId}) where exists (select 1 from updated)) as notified`;
+  return row?.changed ?? 0;
+}
+
+/**
+ * The categories the client has sent the user lately: those of its newest `recent`
+ * notifications to the user and of its newest `recent` inbox items, in code-point order.
+ */
+export async function recentInboxCategories(database: Database, owner: InboxOwner, recent: number): Promise<string[]> {
+  const rows = await database.sql<{ category: string }[]>`
+    select category collate "C" as category from (
+      (select category from notifications where user_id = ${owner.userId} and client_id = ${owner.clientId}
+        order by created_at desc limit ${recent})
+      union
+      (select category from inbox_items where user_id = ${owner.userId} and client_id = ${owner.clientId}
+        order by id desc limit ${recent})
+    ) recent order by 1`;
+  return rows.map((r) => r.category);
 }
 
 /**
  * LISTENs for stored items (storeInboxItem notifies in the same statement as its insert) and
  * calls `wake` with the user id of each; resolves once listening, with the way to stop.
+ * `listening` runs each time the LISTEN is in place, the first time and after each reconnect
+ * (notifications sent while it was gone are lost).
  */
 export async function listenForInboxItems(
   database: Database,
   wake: (userId: string) => void,
+  listening?: () => void,
 ): Promise<{ unlisten(): Promise<void> }> {
-  return database.sql.listen(INBOX_NOTIFY_CHANNEL, wake);
+  return database.sql.listen(INBOX_NOTIFY_CHANNEL, wake, listening);
+}
+
+/**
+ * LISTENs for changes of items' states (setInboxItemState and markAllInboxItems notify in the
+ * same statement as their update) and calls `wake` with the user id of each; as
+ * listenForInboxItems otherwise.
+ */
+export async function listenForInboxStates(
+  database: Database,
+  wake: (userId: string) => void,
+  listening?: () => void,
+): Promise<{ unlisten(): Promise<void> }> {
+  return database.sql.listen(INBOX_STATE_NOTIFY_CHANNEL, wake, listening);
 }

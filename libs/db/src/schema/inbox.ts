@@ -36,6 +36,12 @@ export const inboxItems = pgTable(
     index("inbox_items_unread_idx")
       .on(t.userId, t.clientId, t.id)
       .where(sql`${t.archivedAt} is null and ${t.readAt} is null`),
+    // The unseen count (GET /inbox/counts, the stream's counts event): the live and unread
+    // indexes answer the other two counts from the index alone; without this one the unseen
+    // count read every live item of the user from the table.
+    index("inbox_items_unseen_idx")
+      .on(t.userId, t.clientId, t.id)
+      .where(sql`${t.archivedAt} is null and ${t.seenAt} is null`),
   ],
 );
 
@@ -101,3 +107,11 @@ export const inboxTokenRevocationCounts = pgTable("inbox_token_revocation_counts
 
 /** The Postgres channel that wakes the gateway's streams; the payload is the user id. */
 export const INBOX_NOTIFY_CHANNEL = "notify_inbox";
+
+/**
+ * The Postgres channel that tells the gateway's streams a user's counts changed (an item marked
+ * seen, read or archived, or the reverse); the payload is the user id. Apart from
+ * INBOX_NOTIFY_CHANNEL, so that a change of state costs a stream a count and never a read of its
+ * items.
+ */
+export const INBOX_STATE_NOTIFY_CHANNEL = "notify_inbox_state";

@@ -5,6 +5,7 @@ export { digestItems, digests, throttleSlots } from "./digests.js";
 export { idempotencyKeys } from "./idempotency.js";
 export {
   INBOX_NOTIFY_CHANNEL,
+  INBOX_STATE_NOTIFY_CHANNEL,
   inboxItems,
   inboxTokenRevocationCounts,
   inboxTokenRevocations,

@@ -66,8 +66,8 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   digests: { ingest: [S], processor: [S, I, U, D] },
   // ingest: the accept's claim, replays of a key, the purge, an unpublished batch released.
   idempotency_keys: { ingest: [S, I, U, D] },
-  // ingest: the inbox API (list, mark); processor: in-app channels settled from the inbox;
-  // workers: storing an item (a repeat finds the first).
+  // ingest: the inbox API (list, count, mark one or all); processor: in-app channels settled
+  // from the inbox; workers: storing an item (a repeat finds the first).
   inbox_items: { ingest: [S, U], processor: [S], workers: [S, I, U] },
   // ingest: each client's count of revocation rows, taken by a revocation that adds one (an
   // upsert), given back by the purge.
@@ -107,9 +107,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   templates: { ingest: [S, I, U], processor: [S] },
   // processor: per-user throttles taken when routing, purged once past the longest period.
   throttle_slots: { processor: [S, I, D] },
-  // ingest: the contacts and preferences APIs; processor: routing's profile, a replay's
-  // address; workers: the address a webhook endpoint asking for it (include: recipient) is
-  // given, and a push subscription the push service says is gone.
+  // ingest: the contacts and preferences APIs, and the inbox's preference centre; processor:
+  // routing's profile, a replay's address; workers: the address a webhook endpoint asking for it
+  // (include: recipient) is given, and a push subscription the push service says is gone.
   user_contacts: { ingest: [S, I, U], processor: [S], workers: [S] },
   user_preferences: { ingest: [S, I, U], processor: [S], workers: [S, U] },
   // Outbound webhooks. The triggers that write events (drizzle/0019_webhooks.sql) run as the

@@ -1,0 +1,1 @@
+CREATE INDEX "inbox_items_unseen_idx" ON "inbox_items" USING btree ("user_id","client_id","id") WHERE "inbox_items"."archived_at" is null and "inbox_items"."seen_at" is null;
