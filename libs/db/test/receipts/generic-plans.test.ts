@@ -113,3 +113,47 @@ t.test("receipts read a few rows each, whatever the table held when their plans 
     and status = 'delivered'`;
   t.equal(done.length, 40);
 });
+
+/** Index entries the statements of `run` read on provider_receipts (idx_tup_read of its indexes, flushed). */
+async function receiptIndexEntriesRead(run: () => Promise<unknown>): Promise<number> {
+  const read = async () => {
+    await generic`select pg_stat_force_next_flush()`;
+    await generic`select pg_stat_clear_snapshot()`;
+    const [r] = await generic<{ n: number }[]>`
+      select sum(idx_tup_read)::int as n from pg_stat_user_indexes where relname = 'provider_receipts'`;
+    return r?.n ?? 0;
+  };
+  const before = await read();
+  await run();
+  return (await read()) - before;
+}
+
+t.test("a later round finds its receipts by key, however many receipts waited for their send before", async (t) => {
+  // The plan of a later round's statement, made while the table is nearly empty.
+  const first = randomUUID();
+  await addSends([first]);
+  await recordReceipts(db, [delivered(first), bounced(first)]);
+
+  // Receipts that arrived before their send was recorded and were applied by the sweep: each
+  // leaves an entry in the index of waiting receipts until a vacuum removes it.
+  const early = Array.from({ length: 3000 }, () => randomUUID());
+  await addSends(early);
+  await sql`update notification_channels set provider = null, provider_id = null where notification_id = any(${early})`;
+  await recordReceipts(
+    sql,
+    early.map((id) => delivered(id, 7)),
+  );
+  await sql`update notification_channels set provider = 'sendgrid', provider_id = 'm-' || notification_id
+    where notification_id = any(${early})`;
+  while ((await applyPendingReceipts(sql)) > 0) {}
+
+  const batch = Array.from({ length: 20 }, () => randomUUID());
+  await addSends(batch);
+  const entries = await receiptIndexEntriesRead(() =>
+    recordReceipts(db, [...batch.map((id) => delivered(id)), ...batch.map(bounced)]),
+  );
+  t.ok(entries <= 40 * 4, `40 receipts, each a delivery and its bounce in one post: ${entries} index entries read`);
+  const moved =
+    await sql`select 1 from notification_channels where notification_id = any(${batch}) and status = 'bounced'`;
+  t.equal(moved.length, 20, "each channel moved to its last status");
+});
