@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs before `npm start` and `npm test`: installs dependencies when they are missing or
-// older than the lock file, then builds (tsc -b is incremental: quick when nothing changed).
+// older than the lock file, then builds (tsc -b is incremental: quick when nothing changed) and
+// bundles the inbox elements for a script tag.
 import { execFileSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -26,3 +27,5 @@ if (!existsSync(marker) || statSync(marker).mtimeMs < statSync(lock).mtimeMs) {
   run(npm, [fresh ? "ci" : "install", "--no-audit", "--no-fund"]);
 }
 run(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-b"]);
+// The inbox elements' script-tag bundle (esbuild, under a second), which the inbox demo page serves.
+run(process.execPath, [join(root, "libs", "inbox-elements", "scripts", "bundle.mjs")]);

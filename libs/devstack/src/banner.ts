@@ -47,10 +47,14 @@ export function banner(stack: Stack, dataDir: string): string {
   const consoleLine = consoleOff
     ? ""
     : `  Console:    ${stack.adminUrl}/console   (operator console: sign in with the dev key)\n`;
+  // The inbox demo: a product page with user-123's inbox and preferences, live.
+  const demoLine = stack.inboxDemoUrl
+    ? `  Inbox demo: ${stack.inboxDemoUrl}   (user-123's inbox and preferences in a product page: send the curl below, watch it arrive)\n`
+    : "";
   return `
 notify is running.
   API:        ${stack.baseUrl}/api/v1   (API docs: ${stack.baseUrl}/api/v1/docs; readiness and metrics: ${stack.adminUrl}/readyz, /metrics)
-${consoleLine}  Postgres:   ${stack.embedded.postgres ? `embedded PostgreSQL, data in ${here(join(dataDir, "postgres"))}` : "DATABASE_URL"}
+${consoleLine}${demoLine}  Postgres:   ${stack.embedded.postgres ? `embedded PostgreSQL, data in ${here(join(dataDir, "postgres"))}` : "DATABASE_URL"}
   NATS:       ${stack.embedded.nats ? `own nats-server at ${stack.natsUrl}, store in ${here(join(dataDir, "nats"))}` : `NATS_URL, namespace "${stack.namespace}"`}
   Dev key:    ${key}   (operator scope; kept in ${here(join(dataDir, "dev-api-key"))})
 
@@ -58,7 +62,7 @@ Channels (and what each provider received):
   email  ${provider("email", stack.sandboxes.sendgrid)}${failover}
   sms    ${provider("sms", stack.sandboxes.plivo)}
   push   ${provider("push", stack.sandboxes.push, `--cacert ${here(stack.pushCaFile)} `)}
-  in_app our own inbox (below)
+  in_app our own inbox (below${stack.inboxDemoUrl ? `, and live in ${stack.inboxDemoUrl}` : ""})
 
 Send a notification on all four channels:
   curl -sS -X POST ${stack.baseUrl}/api/v1/notifications \\

@@ -23,7 +23,7 @@ const Config = v.object({
   NATS_URL: v.optional(v.pipe(v.string(), v.minLength(1))),
   NATS_SERVER_BIN: v.optional(v.string()),
   NATS_NAMESPACE: v.optional(v.string()),
-  /** Ingest port; processor, workers and receipts take the next three, the sandboxes +10..14. 0: free ports, kept. */
+  /** Ingest port; processor, workers and receipts take the next three, the sandboxes +10..15, the inbox demo +16. 0: free ports, kept. */
   PORT: port(3000),
   LANE_PARTITIONS: int(16, 1, 64),
   /** Where the stack's own data lives (Postgres cluster, nats-server store, sandboxes, the development key). */
@@ -57,6 +57,7 @@ try {
     env: process.env,
     ...(dev ? { apps: [] } : config.ONE_PROCESS ? { oneProcess: true } : {}),
     seed: true,
+    inboxDemo: true,
     onLine: (source, line) => process.stdout.write(formatLine(source, line)),
   });
 } catch (error) {

@@ -46,8 +46,8 @@ export interface StackOptions {
   /**
    * Port of ingest; the others follow (processor +1, workers +2, receipts +3, the SendGrid
    * sandbox +10, the Plivo sandbox +11, the push sandbox +12, the SMTP sandbox +13 and its
-   * HTTP control routes +14, the webhook receiver +15). 0: every port is picked free on first start and kept for the
-   * next ones.
+   * HTTP control routes +14, the webhook receiver +15, the inbox demo page +16). 0: every port is picked free on first
+   * start and kept for the next ones.
    */
   basePort: number;
   /** Explicit ports (tests pick free ones); unset apps follow basePort, unset sandboxes pick a free port. */
@@ -76,9 +76,22 @@ export interface StackOptions {
   nodeOptions?: readonly string[];
   /** Create the development key, sample template and sample user when missing. */
   seed?: boolean;
+  /**
+   * Serve the inbox demo page (inbox-demo-cli: a product page embedding @notify/inbox-elements for
+   * the sample user, its tokens minted with the development key) once the apps are up; needs `seed`.
+   */
+  inboxDemo?: boolean;
 }
 
-type SandboxName = "sandbox" | "plivoSandbox" | "pushSandbox" | "smtpSandbox" | "smtpSandboxHttp" | "webhookSandbox";
+/** The development servers beside the apps: the provider sandboxes and the inbox demo page. */
+type SandboxName =
+  | "sandbox"
+  | "plivoSandbox"
+  | "pushSandbox"
+  | "smtpSandbox"
+  | "smtpSandboxHttp"
+  | "webhookSandbox"
+  | "inboxDemo";
 /** The operator's ports of the apps with a public one (health, readiness, metrics). */
 type AdminName = "ingestAdmin" | "receiptsAdmin";
 const ADMIN_OF: Partial<Record<AppName, AdminName>> = { ingest: "ingestAdmin", receipts: "receiptsAdmin" };
@@ -133,6 +146,8 @@ export interface Stack {
   ports: Record<AppName | SandboxName | AdminName, number>;
   /** Ingest's operator port: /readyz and /metrics. */
   adminUrl: string;
+  /** The inbox demo page (with `inboxDemo`), else null. */
+  inboxDemoUrl: string | null;
   /** The environment every app gets (without its PORT): what `turbo dev` starts the apps with. */
   appEnv: Record<string, string>;
   /**
@@ -357,6 +372,18 @@ export async function startStack(options: StackOptions): Promise<Stack> {
       await Promise.all([...apps].map(([name, proc]) => ready(proc, name)));
     }
     const baseUrl = `http://127.0.0.1:${ports.ingest}`;
+    let inboxDemoUrl: string | null = null;
+    if (options.inboxDemo && apiKey !== null) {
+      const demo = await startDemo({
+        port: ports.inboxDemo,
+        host: common.HOST ?? "127.0.0.1",
+        apiUrl: baseUrl,
+        apiKey,
+        onLine,
+      });
+      cleanups.push(() => demo.stop());
+      inboxDemoUrl = demo.url;
+    }
     writeStackEnv(options.dataDir, {
       DATABASE_URL: databaseUrl,
       NATS_URL: natsUrl,
@@ -374,6 +401,7 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     return {
       baseUrl,
       adminUrl: `http://127.0.0.1:${ports.ingestAdmin}`,
+      inboxDemoUrl,
       sandboxUrl: sendgrid.url,
       sandboxes: { sendgrid: sendgrid.url, plivo: plivo.url, push: push.url, smtp: smtp.url, webhooks: webhooks.url },
       providers: {
@@ -499,6 +527,36 @@ async function startSandboxes(
   };
 }
 
+const DEMO_ENTRY = join(ROOT, "libs", "devstack", "dist", "inbox-demo-cli.js");
+
+/**
+ * The inbox demo page (libs/devstack inbox-demo-cli) in a process of its own: the development
+ * key goes to it in its environment, and only inbox tokens leave it.
+ */
+async function startDemo(input: {
+  port: number;
+  host: string;
+  apiUrl: string;
+  apiKey: string;
+  onLine: (source: string, line: string) => void;
+}): Promise<{ url: string; stop(): Promise<void> }> {
+  const { ready, child, exited } = await spawnHelper<{ url: string }>({
+    entry: DEMO_ENTRY,
+    source: "demo",
+    onLine: input.onLine,
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOST: input.host,
+      PORT: String(input.port),
+      NOTIFY_BASE_URL: input.apiUrl,
+      NOTIFY_API_KEY: input.apiKey,
+      INBOX_DEMO_USER: SAMPLE_USER.userId,
+      INBOX_DEMO_NOTIFICATION: JSON.stringify(SAMPLE_NOTIFICATION),
+    },
+  });
+  return { url: ready.url, stop: () => stopChild(child, exited, () => child.kill("SIGTERM"), 5000) };
+}
+
 /** A browser's push subscription, made at the push sandbox (which keeps its private keys). */
 function pushSubscribe(origin: string, caFile: string): Promise<DeviceToken & { id: string }> {
   return new Promise((resolve, reject) => {
@@ -555,6 +613,7 @@ export async function choosePorts(
     smtpSandbox: 13,
     smtpSandboxHttp: 14,
     webhookSandbox: 15,
+    inboxDemo: 16,
     ingestAdmin: 100,
     receiptsAdmin: 103,
   };

@@ -65,6 +65,21 @@ t.test("the banner prints every command a newcomer needs, with the real addresse
   t.match(banner, `--cacert ${env.PUSH_SANDBOX_CA} ${env.PUSH_SANDBOX_URL}/sandbox/messages`);
   t.match(banner, "/inbox-tokens");
   t.match(banner, "npx notify dlq list");
+  t.match(banner, /Inbox demo: http:\/\/127\.0\.0\.1:\d+\//);
+});
+
+t.test("the inbox demo the banner prints answers, and mints user-123's token without showing the key", async (t) => {
+  const demo = /Inbox demo: (http:\/\/127\.0\.0\.1:\d+\/)/.exec(banner)?.[1];
+  if (demo === undefined) return t.fail("the banner prints the demo's URL");
+  const page = await fetch(demo);
+  t.equal(page.status, 200);
+  const html = await page.text();
+  t.match(html, "<notify-inbox");
+  t.notMatch(html, key, "the page never holds the key");
+  t.equal((await fetch(`${demo}notify-inbox.js`)).status, 200, "the elements' bundle is served");
+  const minted = (await (await fetch(`${demo}token`, { method: "POST" })).json()) as { token: string };
+  const inbox = await fetch(`${env.NOTIFY_BASE_URL}/api/v1/inbox`, { headers: { "x-inbox-token": minted.token } });
+  t.equal(inbox.status, 200, "its token opens user-123's inbox");
 });
 
 t.test("the console the banner prints answers there, and the dev key signs in", async (t) => {
@@ -178,10 +193,23 @@ t.test(
 );
 
 t.test("npm start killed on its own leaves no server behind", async (t) => {
+  const demo = /Inbox demo: (http:\/\/127\.0\.0\.1:\d+\/)/.exec(banner)?.[1] as string;
   process.kill(-(first.child.pid as number), "SIGKILL");
   await first.exited;
   await eventually(async () => (serversAlive(dataDir) ? undefined : true), 20_000, "Postgres and NATS to stop");
   t.pass("the supervisor stopped Postgres and nats-server once npm start was gone");
+  await eventually(
+    async () =>
+      (await fetch(demo).then(
+        () => "answers",
+        () => "gone",
+      )) === "gone"
+        ? true
+        : undefined,
+    20_000,
+    "the inbox demo to stop",
+  );
+  t.pass("and the watcher stopped the inbox demo");
 });
 
 t.test("with NATS_URL, each data folder keeps to a namespace of its own on the shared server", async (t) => {

@@ -36,11 +36,11 @@ const DEV_ONLY = new Set(["libs/devstack", "libs/testing"]);
  * CLI's; the dev-only packages and tools/ stand outside the floors.
  */
 export const LAYERS: ReadonlyArray<readonly string[]> = [
-  ["libs/core", "libs/config", "libs/telemetry"],
+  ["libs/core", "libs/config", "libs/telemetry", "libs/inbox-client"],
   ["libs/log"],
   ["libs/db", "libs/bus", "libs/providers"],
   ["libs/http", "libs/ops"],
-  ["libs/console", "libs/cli"],
+  ["libs/console", "libs/cli", "libs/inbox-elements"],
   ["apps/ingest", "apps/processor", "apps/workers", "apps/receipts"],
   ["apps/standalone"],
 ];
