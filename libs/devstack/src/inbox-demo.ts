@@ -85,6 +85,12 @@ export async function startInboxDemo(options: InboxDemoOptions): Promise<InboxDe
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
+    // A page on another site that rebinds its own name to 127.0.0.1 reaches this server as
+    // "same-origin" with its own name in Host: it is refused, so it can mint no token.
+    const hostname = (req.headers.host ?? "").replace(/:\d+$/, "");
+    if (hostname !== "127.0.0.1" && hostname !== "localhost") {
+      return send(res, 403, "text/plain", "the demo answers on 127.0.0.1 and localhost only");
+    }
     const url = new URL(req.url ?? "/", "http://demo");
     if (req.method === "POST" && url.pathname === "/token") {
       // Only this page's own script asks (a form post from another site could not read the answer anyway).

@@ -376,7 +376,8 @@ export async function startStack(options: StackOptions): Promise<Stack> {
     if (options.inboxDemo && apiKey !== null) {
       const demo = await startDemo({
         port: ports.inboxDemo,
-        host: common.HOST ?? "127.0.0.1",
+        // Loopback whatever HOST says: the page mints the development user's tokens for anyone who asks.
+        host: "127.0.0.1",
         apiUrl: baseUrl,
         apiKey,
         onLine,

@@ -1,6 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, mkdtempSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { eventually, startTestStack } from "@notify/testing";
@@ -130,6 +131,20 @@ t.test("the page embeds both elements; its server mints the token and keeps the 
   t.match(minted.token, /^ntu_/);
   const crossSite = await fetch(`${demoUrl}token`, { method: "POST", headers: { "sec-fetch-site": "cross-site" } });
   t.equal(crossSite.status, 403, "another site's page is not given one");
+  // A page whose own name was rebound to 127.0.0.1 sends that name in Host.
+  const rebound = await new Promise<number>((resolve, reject) => {
+    const port = new URL(demoUrl).port;
+    const req = httpRequest(
+      { host: "127.0.0.1", port, path: "/token", method: "POST", headers: { host: `attacker.example:${port}` } },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+  t.equal(rebound, 403, "a request naming another host is refused");
 
   await page.goto(demoUrl);
   await preferences.locator('[part~="save"]').waitFor();
@@ -261,10 +276,17 @@ t.test("a preference saved in <notify-preferences> holds back the next notificat
     t.match(await option.textContent(), /Always sent/, "with the reason");
   }
   await inApp.uncheck();
+  const patched = page.waitForRequest((r) => r.method() === "PATCH" && r.url().endsWith("/inbox/preferences"));
   await preferences.locator('[part~="save"]').click();
   await preferences.getByText("Your preferences are saved.").waitFor({ timeout: 10_000 });
+  t.same(
+    (await patched).postDataJSON(),
+    { channel_optout: ["in_app"] },
+    "only what the user changed is sent: no time zone guessed from the browser, nothing else overwritten",
+  );
   const stored = await inboxApi("/inbox/preferences");
   t.same(stored.channel_optout, ["in_app"], "stored: the user opted out of the in-app channel");
+  t.equal(stored.time_zone, null, "the user's time zone is left unset");
 
   const held = `held-${randomUUID().slice(0, 8)}`;
   const heldId = await send(held, ["in_app", "email"]);

@@ -27,6 +27,6 @@ export async function bundleSize(): Promise<{ minified: number; gzipped: number 
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   const { minified, gzipped } = await bundleSize();
-  const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} kB`;
+  const kb = (bytes: number) => `${(bytes / 1000).toFixed(1)} kB`;
   process.stdout.write(`@notify/inbox-client: ${kb(minified)} minified, ${kb(gzipped)} gzipped (esbuild, ESM)\n`);
 }

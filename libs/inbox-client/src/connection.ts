@@ -121,7 +121,8 @@ export function openConnection(
 
   const poll = async () => {
     pollTimer = undefined;
-    let delay = settings.pollIntervalMs;
+    // ±20 %: clients that fell back together (a proxy, an outage) do not poll in step.
+    let delay = settings.pollIntervalMs * (0.8 + Math.random() * 0.4);
     const since = lastId;
     try {
       const fresh: InboxItem[] = [];

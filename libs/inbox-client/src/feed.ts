@@ -311,6 +311,10 @@ export function createInboxFeed(
     error = null;
     emit();
     try {
+      // The newest item of all, read before this filter's page: when the page is empty the stream
+      // resumes after it, and an item stored between the two reads is replayed, not missed.
+      const newestOfAll =
+        filter === "all" ? undefined : ((await client.list({ filter: "all", limit: 1 })).items[0]?.id ?? "0");
       const [page, counts] = await Promise.all([
         client.list({ filter, limit: pageSize }),
         client.counts().catch((cause: unknown) => {
@@ -322,10 +326,9 @@ export function createInboxFeed(
       cursor = page.nextCursor;
       hasMore = page.hasMore;
       if (counts !== null) base = counts;
-      // The stream resumes after the newest item the user has: nothing stored since the list
-      // was read is missed. With none in this filter, after the newest of all (or from the start).
-      let resumeAfter = newestId();
-      if (resumeAfter === undefined) resumeAfter = (await client.list({ filter: "all", limit: 1 })).items[0]?.id ?? "0";
+      // The stream resumes after the newest item the user has: nothing stored since the page
+      // was read is missed. With none in this filter, after the newest of all read before it.
+      const resumeAfter = newestId() ?? newestOfAll ?? "0";
       loading = false;
       emit();
       if (starting !== undefined) connect(resumeAfter);

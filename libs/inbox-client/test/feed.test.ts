@@ -235,3 +235,32 @@ t.test("a mark that fails is rolled back, with the error in the state", async (t
   ]);
   t.match(feed.state.error, { name: "InboxApiError", status: 503, retryAfterSeconds: 2 });
 });
+
+t.test("an item stored right after an empty page is replayed by the stream, not skipped", async (t) => {
+  const inbox = new Inbox();
+  inbox.add({ read: true });
+  inbox.add({ read: true });
+  let stored: InboxItem | undefined;
+  let resumedAfter: string | undefined;
+  const { client } = fakeClient(inbox);
+  const list = client.list;
+  client.list = async (query = {}) => {
+    const page = await list(query);
+    // The page of unread items is empty; a new one is stored as it is answered.
+    if (query.filter === "unread" && stored === undefined) stored = inbox.add();
+    return page;
+  };
+  const connect = client.connect;
+  client.connect = (handlers, options) => {
+    resumedAfter = options?.lastEventId;
+    return connect(handlers, options);
+  };
+  const feed = createInboxFeed(client, { filter: "unread" });
+  await feed.start();
+  t.ok(stored !== undefined && resumedAfter !== undefined);
+  t.ok(
+    compareIds(resumedAfter as string, (stored as InboxItem).id) < 0,
+    `the stream resumes after ${resumedAfter}, before the item stored meanwhile (${stored?.id})`,
+  );
+  feed.stop();
+});

@@ -74,6 +74,8 @@ export class NotifyPreferences extends ConnectedElement {
   /** The channels offered (attribute: a space- or comma-separated list); all four by default. */
   declare channels: string[];
   declare protected form: Form | null;
+  /** The form as the stored document filled it: a save sends only what differs from it. */
+  private shown: Form | null = null;
   declare protected phase: "loading" | "load-failed" | "ready" | "saving" | "saved" | "save-failed";
   declare protected message: string;
   private stored: InboxPreferences | null = null;
@@ -230,6 +232,7 @@ export class NotifyPreferences extends ConnectedElement {
       timeZone: preferences.time_zone ?? quiet?.tz ?? browserZone(),
       language: preferences.locale ?? "",
     };
+    this.shown = this.form;
   }
 
   private change(update: Partial<Form>): void {
@@ -243,19 +246,40 @@ export class NotifyPreferences extends ConnectedElement {
     const client = this.inboxClient;
     const form = this.form;
     if (!client || !form || !this.stored || this.phase === "saving") return;
-    const shown = new Set(form.categories.map((c) => c.category));
+    const listed = new Set(form.categories.map((c) => c.category));
+    const before = this.shown ?? form;
+    const receiveChanged = PREFERENCE_CHANNELS.some((c) => form.receive[c] !== before.receive[c]);
+    const categoriesChanged = form.categories.some(
+      (c, i) => c.category !== before.categories[i]?.category || c.receive !== before.categories[i]?.receive,
+    );
+    const quietChanged =
+      form.quiet !== before.quiet ||
+      (form.quiet && (form.start !== before.start || form.end !== before.end || form.timeZone !== before.timeZone));
+    // Only the fields the user changed: the server merges them into the document, so what this
+    // form did not touch (a time zone it only guessed from the browser, a change made elsewhere
+    // meanwhile) stays as it is.
     const patch = {
-      channel_optout: PREFERENCE_CHANNELS.filter((c) =>
-        this.channels.includes(c) ? !form.receive[c] : this.stored?.channel_optout.includes(c),
-      ),
+      ...(receiveChanged
+        ? {
+            channel_optout: PREFERENCE_CHANNELS.filter((c) =>
+              this.channels.includes(c) ? !form.receive[c] : this.stored?.channel_optout.includes(c),
+            ),
+          }
+        : {}),
       // Opt-outs of topics this form does not list are kept as they are.
-      category_optout: [
-        ...this.stored.category_optout.filter((c) => !shown.has(c)),
-        ...form.categories.filter((c) => !c.receive && !c.locked).map((c) => c.category),
-      ],
-      quiet_hours: form.quiet ? { start: form.start, end: form.end, tz: form.timeZone } : null,
-      time_zone: form.timeZone,
-      locale: form.language === "" ? null : form.language,
+      ...(categoriesChanged
+        ? {
+            category_optout: [
+              ...this.stored.category_optout.filter((c) => !listed.has(c)),
+              ...form.categories.filter((c) => !c.receive && !c.locked).map((c) => c.category),
+            ],
+          }
+        : {}),
+      ...(quietChanged
+        ? { quiet_hours: form.quiet ? { start: form.start, end: form.end, tz: form.timeZone } : null }
+        : {}),
+      ...(form.timeZone !== before.timeZone ? { time_zone: form.timeZone } : {}),
+      ...(form.language !== before.language ? { locale: form.language === "" ? null : form.language } : {}),
     } as Patch;
     const generation = this.generation;
     this.phase = "saving";

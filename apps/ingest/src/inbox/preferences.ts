@@ -73,8 +73,7 @@ export async function readInboxPreferences(
  * PATCH /inbox/preferences: the fields sent replace theirs in one statement, the rest of the
  * document stays (a concurrent PUT of the cap or the device tokens is never undone). An opt-out of
  * a critical category is refused before anything is written, naming it. Routing reads the same
- * document as after a PUT /users/{id}/preferences, so it sees the change within its preference
- * cache's bound (PREFERENCE_CACHE_TTL_MS, 5 s).
+ * document as after a PUT /users/{id}/preferences; the route announces the change as that one does.
  */
 export async function changeInboxPreferences(
   database: Database,

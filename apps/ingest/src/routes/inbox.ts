@@ -328,7 +328,7 @@ export function mountInbox(v1: Hono<AuthEnv>, deps: IngestDeps): void {
     contract({
       summary: "Change the user's own preferences",
       description:
-        "The fields sent replace theirs and the others stay as they are (quiet_hours is sent whole, or null); application/json or application/merge-patch+json. The same validation as PUT /users/{id}/preferences; any other field is a 400 naming it, and an opt-out of a critical category is a 400 naming the category; nothing is written then. category_optout replaces the user's opt-outs. Routing sees the change as it sees a PUT's, within its preference cache's 5 s. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
+        "The fields sent replace theirs and the others stay as they are (quiet_hours is sent whole, or null); application/json or application/merge-patch+json. The same validation as PUT /users/{id}/preferences; any other field is a 400 naming it, and an opt-out of a critical category is a 400 naming the category; nothing is written then. category_optout replaces the user's opt-outs. The change is announced to the processors as a PUT's is, so the user's next notification is routed by it. Each token and each user has a rate limit (429 with Retry-After and the RateLimit headers).",
       tag: "Inbox",
       scope: null,
       body: InboxPreferencesUpdate,

@@ -105,8 +105,9 @@ export async function inboxItemsSince(
 /**
  * Sets or clears the user's states of one item. Seen and read are set once (the first time
  * counts) and cleared with false; null when the item is not this owner's. A change that moves
- * one of the owner's counts (a state set that was not, or cleared that was) wakes the user's
- * streams in the same statement (INBOX_STATE_NOTIFY_CHANNEL); a repeat wakes none.
+ * one of the owner's counts (archived or restored, or read or seen changed on an item not
+ * archived) wakes the user's streams in the same statement (INBOX_STATE_NOTIFY_CHANNEL); a
+ * repeat, or a change to an archived item's read or seen, wakes none.
  */
 export async function setInboxItemState(
   database: Database,
@@ -134,7 +135,9 @@ export async function setInboxItemState(
       returning inbox_items.*, target.was_unseen, target.was_unread, target.was_live
     )
     select ${sql.unsafe(COLUMNS)},
-      case when (seen_at is null) <> was_unseen or (read_at is null) <> was_unread or (archived_at is null) <> was_live
+      -- Read and seen count only while an item is not archived.
+      case when (archived_at is null) <> was_live
+          or (was_live and ((seen_at is null) <> was_unseen or (read_at is null) <> was_unread))
         then pg_notify(${INBOX_STATE_NOTIFY_CHANNEL}, user_id) end as notified
     from updated`;
   return row === undefined ? null : toItem(row);

@@ -70,6 +70,18 @@ t.test("a change of state wakes the user's streams when it moves a count, and on
   await setInboxItemState(database, owner("u3-marker"), marker, { archived: true });
   await woke;
   t.same(woken, ["u3", "u3-marker"]);
+
+  // Read and seen of an archived item count nowhere: changing them wakes nobody.
+  const archived = await store("u6");
+  woke = wokenFor("u6");
+  await setInboxItemState(database, owner("u6"), archived, { archived: true });
+  await woke;
+  await setInboxItemState(database, owner("u6"), archived, { read: true, seen: true });
+  const second = await store("u3-marker");
+  woke = wokenFor("u3-marker");
+  await setInboxItemState(database, owner("u3-marker"), second, { archived: true });
+  await woke;
+  t.same(woken, ["u3", "u3-marker", "u6", "u3-marker"], "the archived item's read and seen woke nobody");
 });
 
 t.test("the counts read their partial indexes alone, and mark-all locks in id order", async (t) => {
