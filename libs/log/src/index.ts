@@ -42,58 +42,7 @@ export interface LogConfig {
   destination?: NodeJS.WritableStream;
 }
 
-/**
- * How long an info or debug line may wait in memory before it is written, and how many bytes
- * wait at most. Written one by one, the access log's lines cost a system call each, a large
- * share of a busy app's CPU; written in batches, a few per hundred requests.
- */
-export const LOG_FLUSH_MS = 100;
-export const LOG_BUFFER_BYTES = 4096;
-
-/** pino's level number for warn: a line at or above it is written at once. */
-const WARN = 40;
-
-/** What writes each batched destination's queued lines as the process exits. */
-const exitFlushes = new Set<() => void>();
-
-/**
- * stdout, written synchronously in batches: lines below warn wait up to LOG_FLUSH_MS or until
- * LOG_BUFFER_BYTES are queued; a warning or an error is written at once with everything queued
- * before it, so the line that explains a crash is out before the crash. On exit pino writes
- * what is queued; a process killed outright loses at most LOG_FLUSH_MS of info lines.
- * Synchronous writes keep the lines in order whoever writes them.
- */
-function bufferedStdout(): { stream: pino.DestinationStream; written: (level: number) => void } {
-  const stream = pino.destination({ dest: 1, sync: true, minLength: LOG_BUFFER_BYTES });
-  let timer: NodeJS.Timeout | undefined;
-  const flush = () => {
-    timer = undefined;
-    try {
-      stream.flushSync();
-    } catch {
-      // stdout closed: there is nowhere to write the lines to.
-    }
-  };
-  // pino flushes only its asynchronous destinations on exit.
-  if (exitFlushes.size === 0)
-    process.once("exit", () => {
-      for (const f of exitFlushes) f();
-    });
-  exitFlushes.add(flush);
-  const written = (level: number) => {
-    if (level >= WARN) {
-      if (timer !== undefined) clearTimeout(timer);
-      flush();
-    } else if (timer === undefined) {
-      timer = setTimeout(flush, LOG_FLUSH_MS);
-      timer.unref();
-    }
-  };
-  return { stream, written };
-}
-
 export function createLogger(config: LogConfig): Logger {
-  const stdout = config.destination ? undefined : bufferedStdout();
   const options: LoggerOptions = {
     name: config.name,
     level: config.level,
@@ -106,19 +55,9 @@ export function createLogger(config: LogConfig): Logger {
     mixin: traceLogFields,
     mixinMergeStrategy: (line: object, fields: object) =>
       fields === NO_TRACE_FIELDS ? line : Object.assign(fields, line),
-    ...(stdout
-      ? {
-          hooks: {
-            logMethod(args, method, level) {
-              method.apply(this, args);
-              stdout.written(level);
-            },
-          },
-        }
-      : {}),
     ...config.options,
   };
-  return pino(options, config.destination ? (config.destination as pino.DestinationStream) : stdout?.stream);
+  return config.destination ? pino(options, config.destination as pino.DestinationStream) : pino(options);
 }
 
 /** Masks the password of a connection URL so it can be logged. */
