@@ -297,8 +297,6 @@ async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry:
         update provider_receipts r set applied_at = now()
         from input i cross join lateral (${sendOf(sql)}) k
         where r.provider = i.provider and r.event_id = i.event_id and r.applied_at is null
-          -- The receipts by their key, as a scan condition: joined only, every waiting one is read.
-          and r.event_id = any(${input.map((r) => r.event_id)}::text[])
         returning r.provider, r.event_id, r.provider_id
       ),
       -- Sorted, so every receipt is marked before any channel row is locked (lock-order.ts).

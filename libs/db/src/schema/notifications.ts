@@ -190,10 +190,6 @@ export const providerReceipts = pgTable(
     primaryKey({ columns: [t.eventId, t.provider] }),
     // The receipts waiting for their send, oldest first: what the pending sweep and the purge read.
     index("provider_receipts_waiting_idx").on(t.receivedAt, t.eventId).where(sql`${t.appliedAt} is null`),
-    // The same receipts by their key: what applying a later round or a bound receipt looks up.
-    // Without it a plan made while the table was nearly empty reads the whole waiting index,
-    // which keeps an entry for every receipt that ever waited until a vacuum removes it.
-    index("provider_receipts_waiting_key_idx").on(t.eventId, t.provider).where(sql`${t.appliedAt} is null`),
     // A channel's receipts, applied or not: whether a delivery was confirmed (channel fallback).
     index("provider_receipts_message_idx").on(t.providerId, t.provider),
   ],

@@ -1,1 +1,0 @@
-CREATE INDEX "provider_receipts_waiting_key_idx" ON "provider_receipts" USING btree ("event_id","provider") WHERE "provider_receipts"."applied_at" is null;
