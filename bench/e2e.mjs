@@ -12,8 +12,12 @@
 // durable work) in one process and in four, and the ratios of each floor's CPU per delivered
 // email to the service's are printed, and each app's CPU per email against that of the
 // four-process floors' stage doing its durable work, bare and with its checks. What every process spends idle is read before each service's and floor's
-// phases (the least of three readings) and taken off them. docs/capacity.md's sizing comes
-// from here.
+// phases (the least of three readings) and taken off them. Only the run's own processes are
+// counted (the apps, floors and sandboxes it started, its PostgreSQL server and nats-server),
+// process by process; a phase whose CPU cannot be right (a process not found or ended during it,
+// one that spent nothing once its idle was taken off, or under 100 µs an email in all) stops the
+// bench rather than print figures or ratios from it. Every process the bench starts is stopped
+// however it ends (bench/lib.mjs). docs/capacity.md's sizing comes from here.
 // The service runs as shipped (LOG_LEVEL info, its failover and limits) with one exception it
 // names in its output: the providers' limits and the per-key rate limit are lifted, since the
 // pipeline is measured, not a contract. Nothing is analysed: the database is as an operator's is,
@@ -32,7 +36,6 @@
 //   writes each app's and floor's V8 CPU profile there (bench/cpu-profile.mjs), summarised by
 //   bench/profile-top.mjs; BENCH_ALLOC_PROF=1 with it, their allocation profiles too;
 //   BENCH_NODE_OPTIONS adds Node.js options to every app and floor (a profiler's, docs/benchmarks.md#profiles).
-import { fork, spawn } from "node:child_process";
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -43,13 +46,19 @@ import postgres from "postgres";
 import {
   benchDatabase,
   benchNodeOptions,
-  cpuBetween,
+  cpuProblems,
+  cpuSpent,
   cpuTicks,
   dbState,
   floorExecArgv,
+  forkChild,
+  onAbort,
   pgWork,
   pgWorkLines,
+  processesOf,
   profileEnv,
+  serverProcesses,
+  stopChild,
   summarize,
   syscallCounts,
   syscallsBetween,
@@ -74,27 +83,72 @@ const PARTITIONS = Number(process.env.BENCH_PARTITIONS ?? 16);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
+/** Runs the teardowns (databases, namespaces, the service, a floor), each once, last first. */
+const tearDown = async () => {
+  for (const fn of teardowns.splice(0).reverse()) await fn();
+};
+// A failure or a signal tears down too (then bench/lib.mjs stops every process the bench started).
+onAbort(tearDown);
 
-/** What a process serving the pipeline is, to group its CPU and system calls by. */
-const groupOf = ({ pid, comm, cmdline }) => {
-  const app = /apps\/(ingest|processor|workers|receipts|standalone)\/dist\/main\.js/.exec(cmdline)?.[1];
-  if (pid === process.pid) return "load generator";
+/**
+ * The PostgreSQL and NATS servers of the run as this machine's processes (bench/lib.mjs
+ * serverProcesses): found once the first service is up.
+ */
+let servers = null;
+/**
+ * What a process serving the pipeline is, to group its CPU and system calls by: this process,
+ * the run's PostgreSQL server and nats-server, and the apps, sandboxes and floors this run
+ * started. Another's (another bench's, a test's, one an earlier run left running) is not counted.
+ */
+const groupOf = (p) => {
+  if (p.pid === process.pid) return "load generator";
+  const server = servers ? servers.groupOf(p) : p.comm === "postgres" || p.comm === "nats-server" ? p.comm : null;
+  if (server || !p.ours) return server;
+  const app = /apps\/(ingest|processor|workers|receipts|standalone)\/dist\/main\.js/.exec(p.cmdline)?.[1];
   if (app) return app;
-  if (/sandbox-cli\.js/.test(cmdline)) return "sandboxes";
+  if (/sandbox-cli\.js/.test(p.cmdline)) return "sandboxes";
   // A floor's process names its stages: the four-process floor's are counted one by one.
-  const stages = /floor-pipeline\.mjs (\S+)/.exec(cmdline)?.[1];
+  const stages = /floor-pipeline\.mjs (\S+)/.exec(p.cmdline)?.[1];
   if (stages) return stages.includes(",") ? "floor" : `floor:${stages}`;
-  return comm === "postgres" || comm === "nats-server" ? comm : null;
+  return null;
 };
 /** CPU ticks so far of every process that serves the pipeline, grouped by what it is. */
 const cpuSample = () => cpuTicks(groupOf);
-const cpuSince = (before) => cpuBetween(before, cpuSample());
 /** Sampling both: `since(sample())` answers the CPU (µs), and the write system calls and wake-ups, between. */
 const sample = () => ({ cpu: cpuSample(), calls: syscallCounts(groupOf) });
-const since = (before) => ({
-  cpu: cpuSince(before.cpu),
-  calls: syscallsBetween(before.calls, syscallCounts(groupOf)),
-});
+/** Also cpuSpent's `seen` and `ended`: what checkCpu needs to tell whether the CPU is right. */
+const since = (before) => {
+  const spent = cpuSpent(before.cpu, cpuSample());
+  return {
+    cpu: spent?.cpu ?? null,
+    seen: spent?.seen ?? null,
+    ended: spent?.ended ?? [],
+    calls: syscallsBetween(before.calls, syscallCounts(groupOf)),
+  };
+};
+/** The groups whose CPU a phase's figures sum: not this process, nor the sandboxes. */
+const measured = (group) => group !== "load generator" && group !== "sandboxes";
+
+/**
+ * The least CPU per delivery the processes a figure sums (the service's apps, or a floor's
+ * processes, with nats-server and PostgreSQL) can spend together: an email's durable work is
+ * several statements and acknowledged publishes, over a millisecond on every machine measured
+ * so far.
+ */
+const MIN_PIPELINE_US = 100;
+/**
+ * Refuses a phase's CPU that cannot be right (bench/lib.mjs cpuProblems), so that no figure or
+ * ratio is printed from it: the bench fails instead. `cpu` is the phase's, idle taken off;
+ * `spent` is since()'s; `groups` the processes its figures sum.
+ */
+function checkCpu(label, spent, cpu, delivered, groups) {
+  const problems = cpuProblems({ spent, cpu, delivered, groups, leastUs: MIN_PIPELINE_US });
+  if (problems.length > 0) {
+    throw new Error(
+      `${label}: the CPU measured cannot be right, and no figure or ratio is printed from it: ${problems.join("; ")}`,
+    );
+  }
+}
 /**
  * Write system calls and wake-ups per delivery by group, for a phase's lines (idle ones not
  * taken off). A wake-up is the main thread's: nats-server's Go threads are not counted.
@@ -127,8 +181,17 @@ async function measureIdle(label) {
   for (let i = 0; i < IDLE_WINDOWS; i++) {
     const from = cpuSample();
     await sleep(IDLE_WINDOW_MS);
-    const cpu = cpuSince(from);
-    if (cpu === null) return null;
+    const spent = cpuSpent(from, cpuSample());
+    if (spent === null) return null;
+    // A process that ends while idle is read leaves its group's reading short, and the phases
+    // after it would be charged with what it spent.
+    const ended = spent.ended.filter((p) => measured(p.group));
+    if (ended.length > 0) {
+      throw new Error(
+        `idle CPU, ${label}: ${ended.map((p) => `${p.group} process ${p.pid} (${p.cmdline})`).join(", ")} ended while it was read`,
+      );
+    }
+    const { cpu } = spent;
     readings.push(Object.fromEntries(Object.entries(cpu).map(([g, us]) => [g, (us * 1000) / IDLE_WINDOW_MS])));
   }
   const groups = [...new Set(readings.flatMap((r) => Object.keys(r)))];
@@ -277,11 +340,32 @@ async function startService(oneProcess) {
   let stopped;
   const stop = () => (stopped ??= Promise.all([stack.stop(), sql.end()]));
   teardowns.push(stop);
+  if (servers === null) {
+    servers = await serverProcesses(sql, TEST_NATS_URL);
+    console.log(
+      `CPU of PostgreSQL: ${servers.postmaster === null ? "every postgres process (its server is not on this machine)" : `the server of pid ${servers.postmaster} and its processes`}; of NATS: ${servers.nats === null ? "every nats-server (the one serving the run is not found)" : `the nats-server of pid ${servers.nats}`}`,
+    );
+    // Not counted (they are not this run's), but their work is on the same servers.
+    const strays = processesOf(({ cmdline, ours }) =>
+      !ours && /bench\/floor-\S+\.mjs/.test(cmdline) ? "stray" : null,
+    );
+    if (strays.length > 0) {
+      console.warn(
+        `warning: floors of another bench run are running, and load PostgreSQL and nats-server: ${strays.map((p) => `${p.pid} (${p.cmdline})`).join(", ")}`,
+      );
+    }
+  }
   await giveContacts(stack, sql);
-  return { stack, sql, stop, pg: await pgWork(sql) };
+  return {
+    stack,
+    sql,
+    stop,
+    pg: await pgWork(sql),
+    groups: oneProcess ? ["standalone"] : ["ingest", "processor", "workers", "receipts"],
+  };
 }
 const users = Array.from({ length: USERS }, (_, i) => `bench-user-${i}`);
-let { stack, sql, stop: stopService, pg } = await startService(false);
+let { stack, sql, stop: stopService, pg, groups: appGroups } = await startService(false);
 /** Every table's and index's bytes, and the notifications, to size what the bench's own take. */
 const storage = async () => {
   const [size] = await sql`/* bench */
@@ -356,7 +440,8 @@ async function outcome(ids) {
   return { delivered: rows.length, latencies, seconds: (last - first) / 1000 };
 }
 
-async function phase(name, send) {
+/** A phase of the service; its CPU checked (checkCpu) unless it is `warmUp`. */
+async function phase(name, send, { warmUp = false } = {}) {
   const logs = logSample();
   const pgBefore = await pg.read();
   const before = sample();
@@ -367,6 +452,7 @@ async function phase(name, send) {
   const pgSpent = await pg.between(pgBefore, await pg.read());
   const cpu = withoutIdle(spent.cpu, (Date.now() - started) / 1000, idle);
   const o = await outcome(ids);
+  if (!warmUp) checkCpu(name, spent, cpu, o.delivered, [...appGroups, "nats-server", "postgres"]);
   // The settle wait's idle 2 s are counted too (as they are in production): a small overstatement.
   return {
     name,
@@ -405,7 +491,7 @@ async function warmUp(label) {
   // Warm-up: connections, compiled templates, JIT; the same 500 emails as each floor's. The
   // statistics stay as autovacuum has them, as on an operator's database.
   idle = null;
-  await phase("warm-up", saturate(500, "transactional", ["email"]));
+  await phase("warm-up", saturate(500, "transactional", ["email"]), { warmUp: true });
   // What every process spends idle is taken off each phase, so a phase shows what its
   // notifications cost.
   idle = await measureIdle(label);
@@ -446,7 +532,7 @@ const kept = { bytes: stored.bytes - seeded.bytes, n: stored.n - seeded.n };
 // The same email at the fixed rate and at saturation with the four apps in one process
 // (apps/standalone), on a database and namespace of its own.
 await stopService();
-({ stack, sql, stop: stopService, pg } = await startService(true));
+({ stack, sql, stop: stopService, pg, groups: appGroups } = await startService(true));
 await warmUp("the four apps in one process");
 const single = [];
 single.push(await phase(PACED, steady(RATE, RATE_SECONDS, "transactional", PHASE_CHANNELS)));
@@ -508,7 +594,7 @@ console.log(`deadlocks in all phases: ${deadlocks} (target 0)`);
 if (CHANNELS === "mixed") {
   // The floors send email only: there is nothing to compare a mixed run with.
   console.log("BENCH_CHANNELS=mixed: the email-only floors are not run");
-  for (const fn of teardowns.reverse()) await fn();
+  await tearDown();
   process.exit(0);
 }
 
@@ -516,16 +602,19 @@ if (CHANNELS === "mixed") {
 // namespace and SendGrid sandbox (posting its signed events to the floor). First in one process,
 // then its four stages in four processes, each with its own connections, as the apps run.
 const webhookKeys = generateKeyPairSync("ec", { namedCurve: "prime256v1" });
-const forkFloor = (env) =>
+/** A child (bench/lib.mjs forkChild), once it has sent its first message: ready. */
+const forkReady = (module, args, options) =>
   new Promise((resolve, reject) => {
-    // The stages are an argument too, so that ps and the CPU sums tell the processes apart.
-    const child = fork(new URL("./floor-pipeline.mjs", import.meta.url), [env.FLOOR_STAGES], {
-      execArgv: floorExecArgv(),
-      env: { ...process.env, ...profileEnv(), ...env },
-      stdio: ["ignore", "ignore", "inherit", "ipc"],
-    });
+    const child = forkChild(module, args, options);
     child.once("message", () => resolve(child));
-    child.once("exit", (code) => reject(new Error(`floor-pipeline exited ${code}`)));
+    child.once("exit", (code, signal) => reject(new Error(`${module} ${args.join(" ")} exited (${signal ?? code})`)));
+  });
+const forkFloor = (env) =>
+  // The stages are an argument too, so that ps and the CPU sums tell the processes apart.
+  forkReady(new URL("./floor-pipeline.mjs", import.meta.url), [env.FLOOR_STAGES], {
+    execArgv: floorExecArgv(),
+    env: { ...process.env, ...profileEnv(), ...env },
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
   });
 const FLOOR_KEY = "floor-bench-key";
 /**
@@ -538,7 +627,9 @@ async function startFloor(split, checks) {
   const port = await freePort();
   const receiptPort = split.length > 1 ? await freePort() : port;
   const sandboxPort = await freePort();
-  const sandbox = spawn(process.execPath, [new URL("../libs/devstack/dist/sandbox-cli.js", import.meta.url).pathname], {
+  // The sandbox answers { ready } on its IPC channel once it listens, and stops when the channel closes.
+  const sandbox = await forkReady(new URL("../libs/devstack/dist/sandbox-cli.js", import.meta.url), [], {
+    execArgv: [],
     env: {
       ...process.env,
       HOST: "127.0.0.1",
@@ -547,7 +638,7 @@ async function startFloor(split, checks) {
       SANDBOX_EVENT_WEBHOOK_URL: `http://127.0.0.1:${receiptPort}/webhooks/sendgrid`,
       SANDBOX_WEBHOOK_PRIVATE_KEY: webhookKeys.privateKey.export({ format: "pem", type: "pkcs8" }).toString(),
     },
-    stdio: "ignore",
+    stdio: ["ignore", "ignore", "ignore", "ipc"],
   });
   const children = await Promise.all(
     split.map((stages) =>
@@ -576,20 +667,13 @@ async function startFloor(split, checks) {
   const stop = () =>
     (stopped ??= (async () => {
       await floorSql.end();
-      await Promise.all(
-        processes.map((child) =>
-          child.exitCode !== null || child.signalCode !== null
-            ? undefined
-            : new Promise((resolve) => {
-                child.once("exit", resolve);
-                child.kill();
-              }),
-        ),
-      );
+      await Promise.all(processes.map((child) => stopChild(child)));
       await sleep(1000);
     })());
   teardowns.push(stop);
-  return { port, sql: floorSql, stop, checks };
+  // The groups its CPU is summed from (groupOf's names for its processes).
+  const groups = split.length > 1 ? split.map((stages) => `floor:${stages}`) : ["floor"];
+  return { port, sql: floorSql, stop, checks, children, groups };
 }
 /**
  * Until every floor email of the phase is delivered and both of its events are stored. The
@@ -597,8 +681,12 @@ async function startFloor(split, checks) {
  * events are counted among those after the phase's first (`fromEvent`, on the primary key),
  * and the phase's receipts (by the channels' provider ids) only once all are delivered.
  */
-async function floorSettled(floorSql, ids, fromEvent) {
+async function floorSettled(floor, ids, fromEvent) {
+  const floorSql = floor.sql;
   for (;;) {
+    const gone = floor.children.find((child) => child.exitCode !== null || child.signalCode !== null);
+    if (gone)
+      throw new Error(`a floor process (${gone.spawnargs.slice(-1)[0]}) exited (${gone.signalCode ?? gone.exitCode})`);
     const [c] = await floorSql`
       select count(*)::int as delivered from channel_status_events where id > ${fromEvent} and status = 'delivered'`;
     if (c.delivered >= ids.length) {
@@ -611,8 +699,11 @@ async function floorSettled(floorSql, ids, fromEvent) {
     await sleep(500);
   }
 }
-/** Posts `count` notifications to a floor, as fast as CONCURRENCY allows or at `rate` a second. */
-const floorPhase = async (floor, count, rate) => {
+/**
+ * Posts `count` notifications to a floor, as fast as CONCURRENCY allows or at `rate` a second;
+ * its CPU checked (checkCpu) unless `label` is null (the warm-up).
+ */
+const floorPhase = async (floor, count, rate, label) => {
   const [{ last }] = await floor.sql`select coalesce(max(id), 0)::text as last from channel_status_events`;
   const ids = [];
   const before = sample();
@@ -643,10 +734,11 @@ const floorPhase = async (floor, count, rate) => {
     }
     ids.push(...(await Promise.all(pending)));
   }
-  await floorSettled(floor.sql, ids, last);
+  await floorSettled(floor, ids, last);
   const seconds = (Date.now() - started) / 1000;
   const spent = since(before);
   const cpu = withFloorTotal(withoutIdle(spent.cpu, seconds, floor.idle));
+  if (label) checkCpu(label, spent, cpu, count, [...floor.groups, "nats-server", "postgres"]);
   const calls = spent.calls && {
     writes: withFloorTotal(spent.calls.writes),
     wakeups: withFloorTotal(spent.calls.wakeups),
@@ -663,8 +755,8 @@ async function runFloor(label, split, checks = false) {
   floor.idle = null;
   await floorPhase(floor, 500);
   floor.idle = await measureIdle(label);
-  const paced = await floorPhase(floor, RATE * RATE_SECONDS, RATE);
-  const run = await floorPhase(floor, EMAILS);
+  const paced = await floorPhase(floor, RATE * RATE_SECONDS, RATE, `${label}, email at ${RATE}/s`);
+  const run = await floorPhase(floor, EMAILS, undefined, `${label}, email at saturation`);
   await floor.stop();
   return { ...run, paced };
 }
@@ -864,5 +956,5 @@ if (mixed)
     command: "npm run bench:e2e",
   });
 
-for (const fn of teardowns.reverse()) await fn();
+await tearDown();
 process.exit(0);

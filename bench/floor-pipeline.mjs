@@ -135,6 +135,9 @@ if (STAGES.has("receipt"))
   });
 
 process.on("SIGTERM", () => process.exit(0));
+// Its bench's end, however it ends (a SIGKILL included), closes the IPC channel: a floor never
+// outlives the bench that forked it.
+process.on("disconnect", () => process.exit(0));
 if (STAGES.has("accept") || STAGES.has("receipt"))
   serve({ fetch: app.fetch, port: Number(env.PORT), hostname: "127.0.0.1" }, () => process.send?.("ready"));
 else process.send?.("ready");

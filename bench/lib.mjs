@@ -1,11 +1,16 @@
-import { execSync, fork } from "node:child_process";
+import { execSync } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
-import { appendFileSync, existsSync, readdirSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { MIGRATIONS_FOLDER } from "@notify/db";
 import { APP_NODE_OPTIONS } from "@notify/devstack";
 import { freshDatabase, TEST_PG_URL } from "@notify/testing";
 import autocannon from "autocannon";
 import postgres from "postgres";
+import { forkChild } from "./children.mjs";
+
+// Every process a bench starts goes through bench/children.mjs, which stops them however the
+// bench ends.
+export { forkChild, onAbort, runningChildren, spawnChild, stopChild, stopChildren } from "./children.mjs";
 
 /** Runs autocannon and returns req/s and latency percentiles (ms). */
 export async function load({ url, body, headers, connections, seconds, uniqueKeys }) {
@@ -53,7 +58,7 @@ export function startFloor(port, env) {
 
 function startServer(script, env) {
   return new Promise((resolve, reject) => {
-    const child = fork(new URL(script, import.meta.url), {
+    const child = forkChild(new URL(script, import.meta.url), [], {
       // The apps' runtime options: a floor runs as the app it is compared with.
       execArgv: floorExecArgv(),
       env: { ...process.env, ...env },
@@ -106,24 +111,60 @@ const TICKS = (() => {
 })();
 
 /**
- * Each process under /proc that `groupOf` names a group for (it gets the pid, comm and command
- * line, arguments joined by spaces): its group, comm, the fields of its stat after the command,
- * and the text of each of `files` (under /proc/<pid>/). A process that ends meanwhile is skipped.
+ * Every process under /proc, read once: its pid, its parent's, comm, command line (arguments
+ * joined by spaces) and the fields of its stat after the command. A process that ends meanwhile
+ * is left out.
  */
-function* groupedProcesses(groupOf, files = []) {
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
+function readProcesses() {
+  const all = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const cmdline = readFileSync(`/proc/${name}/cmdline`, "utf8").replaceAll("\0", " ");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const group = groupOf({ pid: Number(pid), comm, cmdline });
-      if (!group) continue;
-      const texts = files.map((file) => readFileSync(`/proc/${pid}/${file}`, "utf8"));
-      yield { group, comm, fields: stat.slice(stat.lastIndexOf(")") + 2).split(" "), texts };
+      all.push({ pid: Number(name), ppid: Number(fields[1]), comm, cmdline, fields });
     } catch {}
   }
+  return all;
 }
+
+/**
+ * Each process under /proc that `groupOf` names a group for: its key (pid and start time, so
+ * that a pid used again is another process), pid, parent's pid, group, comm, command line, the
+ * fields of its stat after the command, and the text of each of `files` (under /proc/<pid>/).
+ * `groupOf` gets the pid, the parent's pid, comm, the command line and `ours`: whether the
+ * process descends from this one (an app, a floor or a sandbox this bench started, not one of
+ * another bench or one an earlier run left running). A process that ends meanwhile is skipped.
+ */
+function* groupedProcesses(groupOf, files = []) {
+  const all = readProcesses();
+  const parentOf = new Map(all.map((p) => [p.pid, p.ppid]));
+  const ours = (pid) => {
+    for (let p = parentOf.get(pid), hops = 0; p !== undefined && hops < 100; p = parentOf.get(p), hops++) {
+      if (p === process.pid) return true;
+    }
+    return false;
+  };
+  for (const p of all) {
+    const group = groupOf({ pid: p.pid, ppid: p.ppid, comm: p.comm, cmdline: p.cmdline, ours: ours(p.pid) });
+    if (!group) continue;
+    let texts;
+    try {
+      texts = files.map((file) => readFileSync(`/proc/${p.pid}/${file}`, "utf8"));
+    } catch {
+      continue;
+    }
+    yield { ...p, key: `${p.pid}:${p.fields[19]}`, group, texts };
+  }
+}
+
+/** The processes `groupOf` names a group for (as groupedProcesses asks it): `{ pid, group, cmdline }` each. */
+export const processesOf = (groupOf) =>
+  existsSync("/proc/self/stat")
+    ? [...groupedProcesses(groupOf)].map(({ pid, group, cmdline }) => ({ pid, group, cmdline: cmdline.trim() }))
+    : [];
 
 /** `after` less `before`, group by group (a group missing from one counts 0 there). */
 const countsBetween = (before, after) =>
@@ -131,55 +172,218 @@ const countsBetween = (before, after) =>
     [...new Set([...Object.keys(before), ...Object.keys(after)])].map((k) => [k, (after[k] ?? 0) - (before[k] ?? 0)]),
   );
 
+/** Every group of two readings, at 0. */
+const zeros = (before, after) => Object.fromEntries([...Object.keys(before), ...Object.keys(after)].map((k) => [k, 0]));
+
+/**
+ * Where a reading keeps its processes one by one: an enumerable symbol, which a spread
+ * (`{ server: 0, ...reading }`) copies and Object.entries and JSON leave out, so a reading still
+ * reads as its sums by group.
+ */
+const PROCESSES = Symbol("processes");
+
 /**
  * CPU ticks so far (user + system, from /proc) of every process `groupOf` names a group for,
- * summed by group; null where /proc is missing (not Linux).
+ * summed by group (and kept process by process, for cpuSpent); null where /proc is missing (not
+ * Linux).
  */
 export function cpuTicks(groupOf) {
   if (!existsSync("/proc/self/stat")) return null;
   const groups = {};
-  for (const { group, comm, fields } of groupedProcesses(groupOf)) {
+  const processes = new Map();
+  for (const { key, pid, ppid, group, comm, cmdline, fields } of groupedProcesses(groupOf)) {
     // PostgreSQL runs a process per connection and autovacuum workers that come and go: one
-    // ending between two samples would take all its time out of the sum. The postmaster reaps
-    // them, and its reaped children's time (cutime, cstime) puts it back.
-    const reaped = comm === "postgres" ? Number(fields[13]) + Number(fields[14]) : 0;
-    groups[group] = (groups[group] ?? 0) + Number(fields[11]) + Number(fields[12]) + reaped;
+    // ending between two readings would take its time with it. The postmaster reaps them, and
+    // its reaped children's time (cutime, cstime) keeps it.
+    const reaps = comm === "postgres";
+    const ticks = Number(fields[11]) + Number(fields[12]) + (reaps ? Number(fields[13]) + Number(fields[14]) : 0);
+    groups[group] = (groups[group] ?? 0) + ticks;
+    processes.set(key, {
+      pid,
+      ppid,
+      group,
+      comm,
+      cmdline: cmdline.replace(/\s+/g, " ").trim().slice(0, 200),
+      ticks,
+      reaps,
+    });
   }
+  groups[PROCESSES] = processes;
   return groups;
 }
 
 /**
+ * What the processes of two cpuTicks() readings spent in between, process by process:
+ * `{ cpu, seen, ended }`, or null if either reading is. `cpu` is µs by group: each process's
+ * ticks less its own in the first reading (all of them for one that started in between). A
+ * process of the first reading gone from the second was reaped by a process counted with its
+ * children's time (PostgreSQL's postmaster: its time moved there, and its first reading comes
+ * off there), or it `ended` uncounted: its time after the first reading is unknown, so its
+ * group's figure is short of it, and the caller must not trust it. `seen` counts, by group, the
+ * processes in both readings: a group with none was not measured at all. (Readings whose
+ * processes were not kept, such as a copy made with Object.entries, are taken by their sums
+ * alone: `seen` is null, and a process that ended takes its whole time off its group.)
+ */
+export function cpuSpent(before, after) {
+  if (!before || !after) return null;
+  const was = before[PROCESSES];
+  const is = after[PROCESSES];
+  const toUs = (ticks) => Object.fromEntries(Object.entries(ticks).map(([g, n]) => [g, (n * 1e6) / TICKS]));
+  if (!was || !is) return { cpu: toUs(countsBetween(before, after)), seen: null, ended: [] };
+  const ticks = zeros(before, after);
+  const seen = {};
+  for (const [key, p] of is) {
+    const then = was.get(key);
+    ticks[p.group] += p.ticks - (then?.ticks ?? 0);
+    if (then) seen[p.group] = (seen[p.group] ?? 0) + 1;
+  }
+  const reapers = new Map([...is.values()].filter((p) => p.reaps).map((p) => [p.pid, p.group]));
+  const ended = [];
+  for (const [key, p] of was) {
+    if (is.has(key)) continue;
+    const reaper = reapers.get(p.ppid);
+    if (reaper !== undefined) ticks[reaper] -= p.ticks;
+    else ended.push({ pid: p.pid, group: p.group, comm: p.comm, cmdline: p.cmdline });
+  }
+  return { cpu: toUs(ticks), seen, ended };
+}
+
+/** Microseconds of CPU per group between two cpuTicks() readings (null if either is): cpuSpent's `cpu`. */
+export const cpuBetween = (before, after) => cpuSpent(before, after)?.cpu ?? null;
+
+/**
+ * Why the CPU of a run cannot be right, as sentences (none when it can be trusted): one of
+ * `groups` (the processes whose CPU a figure sums) had no process in both readings (none was
+ * found, or the one read is not the one that did the work); one of their processes ended in
+ * between (its time after the first reading is lost); one spent nothing (once its idle was taken
+ * off: the idle reading swallowed the run); or all of them together spent under `leastUs` per
+ * unit of work (`delivered` units). `spent` is cpuSpent's answer, `cpu` the figures derived
+ * from it (its `cpu` less idle, say). Nothing is wrong with a run not measured (no /proc).
+ */
+export function cpuProblems({ spent, cpu = spent?.cpu ?? null, delivered, groups, leastUs }) {
+  if (!spent || !cpu) return [];
+  const problems = spent.ended
+    .filter((p) => groups.includes(p.group))
+    .map((p) => `${p.group} process ${p.pid} (${p.cmdline}) ended during the run`);
+  for (const g of groups) {
+    if (spent.seen && !spent.seen[g]) problems.push(`no ${g} process ran throughout the run`);
+    else if (!((cpu[g] ?? 0) > 0)) {
+      problems.push(
+        `${g} spent ${((cpu[g] ?? 0) / 1000).toFixed(1)} ms (${((spent.cpu[g] ?? 0) / 1000).toFixed(1)} ms as read, before any idle was taken off)`,
+      );
+    }
+  }
+  const perUnit = groups.reduce((n, g) => n + (cpu[g] ?? 0), 0) / delivered;
+  if (!(perUnit >= leastUs)) {
+    problems.push(
+      `${groups.join(", ")} spent ${perUnit.toFixed(1)} µs per delivery together (${delivered} deliveries), under the least believable ${leastUs} µs`,
+    );
+  }
+  return problems;
+}
+
+/**
  * Write system calls so far (from /proc/<pid>/io) of every process `groupOf` names a group for,
- * and the times its main thread was woken (its voluntary context switches), summed by group:
- * `{ writes, wakeups }`, each by group; null where /proc is missing. On loopback a write also
- * runs the receiver's side of TCP, so writes are much of what a message costs between processes,
- * and a wake-up costs a Node.js process 0.1-0.2 ms on a small virtual machine. (PostgreSQL's
- * backends that end between two samples are not counted; the pools keep theirs.)
+ * and the times its main thread was woken (its voluntary context switches), summed by group
+ * (and kept process by process): `{ writes, wakeups }`, each by group; null where /proc is
+ * missing. On loopback a write also runs the receiver's side of TCP, so writes are much of what
+ * a message costs between processes, and a wake-up costs a Node.js process 0.1-0.2 ms on a small
+ * virtual machine. (A process whose io this process may not read, another user's, is left out.)
  */
 export function syscallCounts(groupOf) {
   if (!existsSync("/proc/self/io")) return null;
   const writes = {};
   const wakeups = {};
-  for (const { group, texts } of groupedProcesses(groupOf, ["io", "status"])) {
+  const processes = new Map();
+  for (const { key, group, texts } of groupedProcesses(groupOf, ["io", "status"])) {
     const [io, status] = texts;
-    writes[group] = (writes[group] ?? 0) + Number(/^syscw: (\d+)/m.exec(io)?.[1] ?? 0);
-    wakeups[group] = (wakeups[group] ?? 0) + Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+    const w = Number(/^syscw: (\d+)/m.exec(io)?.[1] ?? 0);
+    const k = Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+    writes[group] = (writes[group] ?? 0) + w;
+    wakeups[group] = (wakeups[group] ?? 0) + k;
+    processes.set(key, { group, writes: w, wakeups: k });
+  }
+  return { writes, wakeups, [PROCESSES]: processes };
+}
+
+/**
+ * Per group between two syscallCounts() samples: `{ writes, wakeups }` (null if either is),
+ * process by process as cpuSpent takes them; a process that ended in between counts nothing.
+ */
+export function syscallsBetween(before, after) {
+  if (!before || !after) return null;
+  const was = before[PROCESSES];
+  const is = after[PROCESSES];
+  if (!was || !is) {
+    return {
+      writes: countsBetween(before.writes, after.writes),
+      wakeups: countsBetween(before.wakeups, after.wakeups),
+    };
+  }
+  const writes = zeros(before.writes, after.writes);
+  const wakeups = zeros(before.wakeups, after.wakeups);
+  for (const [key, p] of is) {
+    const then = was.get(key);
+    writes[p.group] += p.writes - (then?.writes ?? 0);
+    wakeups[p.group] += p.wakeups - (then?.wakeups ?? 0);
   }
   return { writes, wakeups };
 }
 
-/** Per group between two syscallCounts() samples: `{ writes, wakeups }` (null if either is). */
-export function syscallsBetween(before, after) {
-  if (!before || !after) return null;
-  return { writes: countsBetween(before.writes, after.writes), wakeups: countsBetween(before.wakeups, after.wakeups) };
+/** The pid of the process listening on TCP `port` on this machine (whose comm is `comm`, if given), or null. */
+export function listenerPid(port, comm) {
+  const inodes = new Set();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text;
+    try {
+      text = readFileSync(table, "utf8");
+    } catch {
+      continue;
+    }
+    for (const line of text.split("\n").slice(1)) {
+      const [, local, , state, , , , , , inode] = line.trim().split(/\s+/);
+      if (state === "0A" && Number.parseInt(local.split(":")[1], 16) === port) inodes.add(inode);
+    }
+  }
+  if (inodes.size === 0) return null;
+  for (const p of readProcesses()) {
+    if (comm !== undefined && p.comm !== comm) continue;
+    let fds;
+    try {
+      fds = readdirSync(`/proc/${p.pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        const socket = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${p.pid}/fd/${fd}`));
+        if (socket && inodes.has(socket[1])) return p.pid;
+      } catch {}
+    }
+  }
+  return null;
 }
 
-/** Microseconds of CPU per group between two cpuTicks() samples (null if either is). */
-export function cpuBetween(before, after) {
-  if (!before || !after) return null;
-  return Object.fromEntries(
-    Object.entries(countsBetween(before, after)).map(([k, ticks]) => [k, (ticks * 1e6) / TICKS]),
-  );
+/**
+ * The PostgreSQL and NATS servers a bench uses, as processes of this machine: `postmaster`, the
+ * pid of the PostgreSQL server `sql` is connected to (its backend's parent), and `nats`, that of
+ * the nats-server listening on `natsUrl`'s port; each null when not found here. `groupOf` names
+ * "postgres" for that postmaster and its children (backends, autovacuum, background workers) and
+ * "nats-server" for that nats-server, and nothing for another server on the machine (another
+ * bench's or a test's embedded PostgreSQL, which would take its whole time off the sum when it
+ * stops); a server not found makes every process of its name count, as the other benches do.
+ */
+export async function serverProcesses(sql, natsUrl) {
+  const [{ pid: backend }] = await sql`/* bench */ select pg_backend_pid() as pid`;
+  const postmaster = readProcesses().find((p) => p.pid === backend && p.comm === "postgres")?.ppid ?? null;
+  const natsPort = Number(new URL(natsUrl.split(",")[0]).port || 4222);
+  const nats = listenerPid(natsPort, "nats-server");
+  const groupOf = ({ pid, ppid, comm }) => {
+    if (comm === "postgres" && (postmaster === null || pid === postmaster || ppid === postmaster)) return "postgres";
+    if (comm === "nats-server" && (nats === null || pid === nats)) return "nats-server";
+    return null;
+  };
+  return { postmaster, nats, groupOf };
 }
 
 /**
