@@ -18,6 +18,8 @@ export interface CliDeps {
   bus?: () => Promise<Bus>;
   /** Categories no preference suppresses (CRITICAL_CATEGORIES), for the replay's preference check. */
   criticalCategories?: readonly string[];
+  /** The environment's settings a command reads besides (retention: ARCHIVE_*); none when unset. */
+  env?: Record<string, string | undefined>;
 }
 
 /** A subcommand: gets its own arguments (after `notify <group> <name>`); throws to fail. */

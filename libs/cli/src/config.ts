@@ -1,4 +1,4 @@
-import { common } from "@notify/config";
+import { archive, common } from "@notify/config";
 import * as v from "valibot";
 
 const HINT = "run it next to `npm start` (it reads .data/stack.env) or set DATABASE_URL and NATS_URL";
@@ -21,4 +21,9 @@ export const NatsConfig = v.object({
   /** The operator's NATS user on a server with one user per role (nats/nats.conf: operator). */
   NATS_USER: common.NATS_USER,
   NATS_PASSWORD: common.NATS_PASSWORD,
+});
+
+/** What `notify retention` reads when given neither --dir nor --url: the processor's archive settings. */
+export const ArchiveConfig = v.object({
+  ...archive(),
 });

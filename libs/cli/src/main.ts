@@ -46,6 +46,7 @@ const deps = {
     .split(",")
     .map((c) => c.trim())
     .filter(Boolean),
+  env: process.env,
 };
 
 try {

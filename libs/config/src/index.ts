@@ -1,7 +1,17 @@
 import { isIP } from "node:net";
 import * as v from "valibot";
+import { parseArchiveUrl } from "./archive.js";
 
-const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|_URL$/i;
+export {
+  type ArchiveLocation,
+  type ArchiveTarget,
+  ArchiveUrlError,
+  archiveTarget,
+  formatArchiveLocation,
+  parseArchiveUrl,
+} from "./archive.js";
+
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|_URL$|_ENDPOINT$/i;
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -203,6 +213,49 @@ export const telemetry = () => ({
   OTEL_SERVICE_NAME: v.optional(v.pipe(v.string(), v.minLength(1, "must not be empty"))),
   /** true: no tracing even with an endpoint set. */
   OTEL_SDK_DISABLED: bool(false),
+});
+
+/** Unset or empty (compose passes `${VAR:-}` through as ""), else one of the forms parseArchiveUrl reads. */
+const archiveUrl = () =>
+  v.optional(
+    v.pipe(
+      v.string(),
+      v.rawTransform(({ dataset, addIssue, NEVER }) => {
+        if (dataset.value === "") return undefined;
+        try {
+          return parseArchiveUrl(dataset.value);
+        } catch (error) {
+          addIssue({ message: (error as Error).message });
+          return NEVER;
+        }
+      }),
+    ),
+  );
+
+/**
+ * Where retention writes its archive and where `notify retention restore` reads it. ARCHIVE_URL,
+ * when set, is used over ARCHIVE_DIR.
+ */
+export const archive = () => ({
+  /** Where archived notifications go: a folder (a path or file:///path) or s3://bucket/prefix on any S3-compatible store (AWS S3, MinIO, R2, ...), the objects under <prefix>/YYYY/MM/DD/ by their created_at day, each data object (gzipped NDJSON) with its manifest. Over ARCHIVE_DIR when set. Credentials: the AWS SDK's chain (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, a role), never in the URL. */
+  ARCHIVE_URL: archiveUrl(),
+  /** The archive folder when ARCHIVE_URL is unset (a volume in containers): ARCHIVE_DIR/YYYY/MM/DD/*.ndjson.gz and their manifests. */
+  ARCHIVE_DIR: text("archive"),
+  /** Endpoint of an S3-compatible store other than AWS (MinIO, R2, Ceph, ...), e.g. http://minio:9000; requests then use path-style addressing (<endpoint>/<bucket>/<key>). Unset: AWS S3 in ARCHIVE_S3_REGION. */
+  ARCHIVE_S3_ENDPOINT: v.optional(
+    v.union([
+      v.literal(""),
+      v.pipe(
+        v.string(),
+        v.url("must be a URL"),
+        v.regex(/^https?:\/\/[^/@]+\/?$/i, "must be http(s)://host[:port], with no path or credentials"),
+      ),
+    ]),
+  ),
+  /** Region the S3 requests are signed for. Unset: AWS_REGION, else us-east-1 (what MinIO expects by default). */
+  ARCHIVE_S3_REGION: v.optional(
+    v.union([v.literal(""), v.pipe(v.string(), v.regex(/^[a-z0-9-]{1,64}$/, "must be a region name, e.g. eu-west-1"))]),
+  ),
 });
 
 /** A comma-separated list of category names (empty entries dropped), or `fallback` when unset. */

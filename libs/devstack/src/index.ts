@@ -14,6 +14,13 @@ export {
   startPlivoSandbox,
 } from "./sandboxes/plivo.js";
 export {
+  createS3Sandbox,
+  type RunningS3Sandbox,
+  type S3SandboxObject,
+  type S3SandboxOptions,
+  startS3Sandbox,
+} from "./sandboxes/s3.js";
+export {
   createSendgridSandbox,
   SandboxAddressEventRequest,
   SandboxFault,

@@ -5,7 +5,7 @@
 // when the committed table differs from what the schemas say.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { CliConfig, NatsConfig } from "@notify/cli";
+import { ArchiveConfig, CliConfig, NatsConfig } from "@notify/cli";
 import { IngestConfig } from "@notify/ingest";
 import { ProcessorConfig } from "@notify/processor";
 import { ReceiptsConfig } from "@notify/receipts";
@@ -35,7 +35,7 @@ const READERS: Array<{ reader: string; entries: Entries; sources: string[] }> = 
   { reader: "standalone", entries: entriesOf(StandaloneConfig), sources: ["apps/standalone/src/config.ts"] },
   {
     reader: "notify CLI",
-    entries: { ...entriesOf(CliConfig), ...entriesOf(NatsConfig) },
+    entries: { ...entriesOf(CliConfig), ...entriesOf(NatsConfig), ...entriesOf(ArchiveConfig) },
     sources: ["libs/cli/src/config.ts"],
   },
 ];
