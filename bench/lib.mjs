@@ -443,7 +443,7 @@ export function dbState() {
 const HISTORY_NOTIFICATIONS = Number(process.env.BENCH_HISTORY_NOTIFICATIONS ?? 1_000_000);
 const HISTORY_TEMPLATE = "notify_bench_history";
 /** Bumped whenever seedHistory writes something else, so a cached template is rebuilt. */
-const HISTORY_VERSION = 1;
+const HISTORY_VERSION = 2;
 
 const _withDatabase = (url, name) => {
   const u = new URL(url);
@@ -506,8 +506,9 @@ export async function benchDatabase(t, state = dbState()) {
 
 /**
  * A history like a year of a running service's, written server-side into `sql`'s database:
- * `notifications` notifications over the last 30 days to `users` users with contacts, each with
- * an email channel (every fifth an SMS channel too), delivered, with their status history
+ * `notifications` notifications over the last 30 days, in the log's daily partitions, to `users`
+ * users with contacts, each with an email channel (every fifth an SMS channel too), delivered,
+ * with their status history
  * (pending, sent, delivered), their attempt and their provider receipts (SendGrid's processed
  * and delivered, Plivo's delivered). Not analysed: that is autovacuum's to do, as in service.
  */
@@ -516,30 +517,44 @@ export async function seedHistory(
   { notifications = HISTORY_NOTIFICATIONS, users = Math.max(1, Math.floor(notifications / 10)) } = {},
 ) {
   const n = notifications;
+  // Ids as ingest makes them (UUIDv7 of the notification's time, which decides its partition of
+  // the log), the row number in their last 48 bits; the same for every table of the seed.
+  const base = new Date().toISOString();
+  const at = sql`${base}::timestamptz - interval '30 days' * (${n}::int - i) / ${n}::int - interval '1 hour'`;
+  const id = sql`overlay(notify_log_bound(${at}) placing '7' || lpad(to_hex(i % 4096), 3, '0') || '-8'
+    || lpad(to_hex((i / 4096) % 4096), 3, '0') || '-' || lpad(to_hex(i), 12, '0') from 15)`;
+  // The log as a service that has run for a month has it: a partition a day (the migrated
+  // database's own, made from now on, are empty and go).
+  for (const { suffix } of await sql`select suffix from notify_log_partitions where not is_default`) {
+    await sql`select notify_log_detach(${suffix})`;
+    await sql`select notify_log_drop(${suffix})`;
+  }
+  await sql`select notify_log_extend(${base}::timestamptz + interval '7 days', interval '1 day',
+    ${base}::timestamptz - interval '31 days')`;
   await sql`insert into user_contacts (user_id, email, phone)
     select 'history-' || i, 'history-' || i || '@example.com', '+1415555' || lpad((i % 10000)::text, 4, '0')
     from generate_series(1, ${users}::int) i
     on conflict do nothing`;
   await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key,
       request_hash, partition, created_at)
-    select 'history-' || i, 'history', 'history-' || (i % ${users}::int + 1), 'account', 'welcome',
+    select ${id}, 'history', 'history-' || (i % ${users}::int + 1), 'account', 'welcome',
       case when i % 5 = 4 then 'promotional' else 'transactional' end, jsonb_build_object('name', 'Ada ' || i),
-      'history-' || i, md5(i::text), i % 16, now() - interval '30 days' * (${n}::int - i) / ${n}::int - interval '1 hour'
+      'history-' || i, md5(i::text), i % 16, ${at}
     from generate_series(1, ${n}::int) i`;
   // Every notification's channels: (i, channel, provider, provider id).
-  const channels = sql`select i, c.channel, c.provider, c.channel || '-history-' || i as provider_id,
-      now() - interval '30 days' * (${n}::int - i) / ${n}::int - interval '1 hour' as at
+  const channels = sql`select i, ${id} as id, c.channel, c.provider, c.channel || '-history-' || i as provider_id,
+      ${at} as at
     from generate_series(1, ${n}::int) i
     cross join (values ('email', 'sendgrid'), ('sms', 'plivo')) as c(channel, provider)
     where c.channel = 'email' or i % 5 = 0`;
   await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts,
       updated_at, routed_at, routed_status)
-    select 'history-' || i, channel, 'delivered', provider, provider_id, 1, at + interval '2 seconds', at, 'pending'
+    select id, channel, 'delivered', provider, provider_id, 1, at + interval '2 seconds', at, 'pending'
     from (${channels}) c`;
   await sql`insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, at)
-    select 'history-' || i, channel, 1, 'sent', provider, provider_id, at + interval '1 second' from (${channels}) c`;
+    select id, channel, 1, 'sent', provider, provider_id, at + interval '1 second' from (${channels}) c`;
   await sql`insert into channel_status_events (notification_id, channel, status, attempt, provider_id, at)
-    select 'history-' || i, channel, s.status, s.attempt, case when s.attempt = 0 then null else provider_id end,
+    select id, channel, s.status, s.attempt, case when s.attempt = 0 then null else provider_id end,
       at + s.after
     from (${channels}) c
     cross join (values ('pending', 0, interval '0'), ('sent', 1, interval '1 second'), ('delivered', 1, interval '2 seconds'))

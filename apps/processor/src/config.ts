@@ -1,4 +1,4 @@
-import { categoryList, common, criticalCategories, int, port, text } from "@notify/config";
+import { archive, categoryList, common, criticalCategories, int, port, text } from "@notify/config";
 import * as v from "valibot";
 
 export const ProcessorConfig = v.object({
@@ -54,8 +54,14 @@ export const ProcessorConfig = v.object({
   RETENTION_DAYS: int(90, 1, 36_500),
   /** How often the retention job looks for notifications past the window. */
   RETENTION_INTERVAL_MS: int(3_600_000, 1000, 86_400_000),
-  /** Where archived notifications go: ARCHIVE_DIR/YYYY-MM/*.ndjson.gz (a volume in containers). */
-  ARCHIVE_DIR: text("archive"),
+  /**
+   * Hours of notifications per partition of the log (24: a partition a day, UTC). The retention job
+   * keeps a week of partitions made ahead and retires a partition once all of it is past
+   * RETENTION_DAYS; a change applies to the partitions made after it.
+   */
+  LOG_PARTITION_HOURS: int(24, 1, 744),
+  /** Where archived notifications go: ARCHIVE_URL (a folder or s3://), else ARCHIVE_DIR. */
+  ...archive(),
   /** How often the reconciler looks for stalled work (one instance at a time runs it). */
   RECONCILE_INTERVAL_MS: int(10_000, 1000, 3_600_000),
   /** Seconds work may sit unchanged, with nothing left in NATS to move it on, before the reconciler drives it on. */

@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { busConfigFrom, connectBus, loadTopologyFile } from "@notify/bus";
-import { loadConfig } from "@notify/config";
+import { archiveTarget, loadConfig } from "@notify/config";
 import { createDb } from "@notify/db";
 import {
   createMetrics,
@@ -14,7 +14,7 @@ import {
   toAppError,
 } from "@notify/http";
 import { createLogger } from "@notify/log";
-import { startCancelResponder, startDeadLetterResponder } from "@notify/ops";
+import { openArchiveStore, startCancelResponder, startDeadLetterResponder } from "@notify/ops";
 import { startTelemetry } from "@notify/telemetry";
 import { startExpander } from "./broadcasts/expander.js";
 import { ProcessorConfig } from "./config.js";
@@ -127,9 +127,16 @@ export async function startProcessor(
       { intervalMs: config.BROADCAST_POLL_INTERVAL_MS, batchSize: config.BROADCAST_BATCH_SIZE, leader },
     );
     opened.add(expander, (job) => job.stop());
+    const archive = opened.add(openArchiveStore(archiveTarget(config, env)), (store) => store.close());
     const retention = startRetention(
       { database, log },
-      { intervalMs: config.RETENTION_INTERVAL_MS, days: config.RETENTION_DAYS, dir: config.ARCHIVE_DIR, leader },
+      {
+        intervalMs: config.RETENTION_INTERVAL_MS,
+        days: config.RETENTION_DAYS,
+        store: archive,
+        partitionHours: config.LOG_PARTITION_HOURS,
+        leader,
+      },
     );
     opened.add(retention, (job) => job.stop());
     const reconciler = startReconciler(
@@ -192,6 +199,7 @@ export async function startProcessor(
           reconciler.stop(),
           webhooks.stop(),
         ]);
+        archive.close();
         await bus.close();
         await Promise.all([database.close(), transactionalDatabase.close()]);
         await server.close();

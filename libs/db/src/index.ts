@@ -126,6 +126,16 @@ export {
 } from "./reconciler/stalled.js";
 export { readSweepPosition, saveSweepPosition, withSweepLock } from "./reconciler/sweep.js";
 export { type ArchiveLine, type ArchiveRecord, restoreArchived, takeArchiveBatch } from "./retention/archive.js";
+export {
+  detachedLines,
+  detachedPartitions,
+  detachPartition,
+  dropDetached,
+  extendLog,
+  type LogPartition,
+  logPartitions,
+  partitionsPastRetention,
+} from "./retention/partitions.js";
 export { type CancelableChannel, type CancelTransaction, cancelNotification } from "./routing/cancel.js";
 export { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "./routing/channels.js";
 export { purgeCapCounts } from "./routing/daily-cap.js";

@@ -20,13 +20,15 @@ import type { Sql } from "./pool.js";
  *    A channel row a transaction inserts is seen by no other writer before the commit: only
  *    another insert of the same row waits for it.
  * 3. What is written after the channel rows and never held by a writer that then waits for one:
- *    attempt lines and history rows (their foreign-key checks take KEY SHARE on the
- *    notification's row, which only a delete of the notification conflicts with), the daily cap's
+ *    attempt lines and history rows (no foreign keys: they lock nothing else), the daily cap's
  *    counters.
  *
- * Retention's delete of old notifications goes the other way (the notification's row, then its
- * channel rows by cascade): a writer at a notification older than the retention window may
- * still meet it, and the deadlock cancels one of the two, which a retry repeats.
+ * Retention takes a whole range of the log out at once (detaching its partitions, which waits
+ * for every statement on the log's tables and holds the next ones for that moment); its
+ * row-by-row path, for the few rows kept outside the ranges, deletes a notification's channel
+ * rows, history and attempts before its row: a writer at a notification older than the
+ * retention window may still meet it, and the deadlock cancels one of the two, which a retry
+ * repeats.
  */
 
 /**
@@ -38,3 +40,27 @@ import type { Sql } from "./pool.js";
  */
 export const lockChannels = (sql: Sql | TransactionSql, rows: PendingQuery<Row[]>): PendingQuery<Row[]> =>
   sql`${rows} order by c.notification_id, c.channel for no key update of c`;
+
+/**
+ * As lockChannels, for channels named by their key: `keys` is a select answering at least
+ * `notification_id` and `channel` (and whatever else the statement carries on, answered as
+ * `k.*`). Its rows are sorted by key, and each has its channel row looked up by that key (an
+ * index probe in the one partition of the log that holds it, whatever plan the statement was
+ * given: a lateral subquery kept as it is, `offset 0`) and locked as an UPDATE locks it, in that
+ * order. Joined with the table instead, a prepared statement's generic plan, made while the
+ * log's partitions were nearly empty, hashes every partition once per row. `where`, a condition
+ * on the channel row `c` and the key row `k`, is checked again against the row's newest version
+ * once its lock is granted: a row that no longer meets it is left out.
+ */
+export const lockChannelKeys = (
+  sql: Sql | TransactionSql,
+  keys: PendingQuery<Row[]>,
+  where: PendingQuery<Row[]>,
+): PendingQuery<Row[]> => sql`
+  select k.* from (select * from (${keys}) k order by k.notification_id, k.channel offset 0) k
+  cross join lateral (
+    select 1 from notification_channels c
+    where c.notification_id = k.notification_id and c.channel = k.channel and ${where}
+    offset 0
+    for no key update of c
+  ) c`;

@@ -1,3 +1,11 @@
+export {
+  type ArchiveStore,
+  ArchiveStoreError,
+  folderStore,
+  openArchiveStore,
+  type S3StoreOptions,
+  s3Store,
+} from "./archive-store.js";
 export { createEmptyAudience, findAudience, importMembersFromFile } from "./audiences.js";
 export { broadcastProgress } from "./broadcasts.js";
 export { CANCEL_QUEUE, cancelChannels, startCancelResponder } from "./cancel.js";
@@ -21,7 +29,18 @@ export { replay } from "./dead-letters/replay.js";
 export { replayDeadLetters } from "./dead-letters/replay-selected.js";
 export { startDeadLetterResponder } from "./dead-letters/responder.js";
 export { issueKey, listAllKeys, revokeKeyById, rotateKeyById } from "./keys.js";
-export { ARCHIVE_BATCH, archiveAll, DEFAULT_RETENTION_DAYS, restoreUser } from "./retention.js";
+export { PARTITION_ARCHIVE_CHUNK, type RetiredPartitions, retirePartitions } from "./partition-retention.js";
+export {
+  ARCHIVE_BATCH,
+  ArchiveIntegrityError,
+  type ArchiveManifest,
+  archiveAll,
+  archiveBatch,
+  DEFAULT_RETENTION_DAYS,
+  type NotificationRestore,
+  restoreNotification,
+  restoreUser,
+} from "./retention.js";
 export {
   addSuppressionEntry,
   exportSuppressionsCsv,

@@ -138,6 +138,8 @@ t.test("readDeadLetters: oldest first, by channel, reason and notification", asy
   t.same(await readDeadLetters(bus, { since: new Date(Date.now() + 60_000) }), [], "nothing after now");
   const states = await channelStates(database, all);
   t.equal(statusNow(states, all.find((l) => l.seq === b.seq) as StoredLetter), "failed");
+  // As retention takes it: the notification and its channel rows.
+  await database.sql`delete from notification_channels where notification_id = ${a.item.notification_id}`;
   await database.sql`delete from notifications where id = ${a.item.notification_id}`;
   const again = await channelStates(database, all);
   t.equal(statusNow(again, all.find((l) => l.seq === a.seq) as StoredLetter), "gone", "its notification is gone");

@@ -20,7 +20,7 @@ export {
 export { eventually } from "./eventually.js";
 export { captureLogger } from "./logger.js";
 export { startNatsWithUsers } from "./nats-users.js";
-export { inOutbox, seedNotification, settled } from "./notifications.js";
+export { idAt, inOutbox, seedNotification, settled } from "./notifications.js";
 export { OTLP_KIND, type ReceivedSpan, startOtlpReceiver } from "./otlp.js";
 export { proxiedDependencies, whileCut } from "./outage.js";
 export { freshAppRoles } from "./postgres-roles.js";

@@ -1,5 +1,17 @@
+import { randomBytes } from "node:crypto";
 import type { Database } from "@notify/db";
 import { eventually } from "./eventually.js";
+
+/**
+ * A UUIDv7 made at `ms`, as ingest's newId() would have made it then: a notification created in
+ * the past needs one, as the log is partitioned by the time in its id.
+ */
+export function idAt(ms: number): string {
+  const time = Math.floor(ms).toString(16).padStart(12, "0");
+  const random = randomBytes(10).toString("hex");
+  const variant = ((Number.parseInt(random.slice(3, 4), 16) & 0x3) | 0x8).toString(16);
+  return `${time.slice(0, 8)}-${time.slice(8, 12)}-7${random.slice(0, 3)}-${variant}${random.slice(4, 7)}-${random.slice(7, 19)}`;
+}
 
 /**
  * A notification row of `clientId` for `userId` (nothing published), for tests that store what a

@@ -1,6 +1,6 @@
-import { type Database, purgeSentDigests, purgeWebhookHistory } from "@notify/db";
+import { type Database, extendLog, purgeSentDigests, purgeWebhookHistory } from "@notify/db";
 import type { Logger } from "@notify/log";
-import { archiveAll } from "@notify/ops";
+import { type ArchiveStore, archiveAll, retirePartitions } from "@notify/ops";
 import { every, type Leader } from "../periodic.js";
 
 export interface RetentionJob {
@@ -8,22 +8,38 @@ export interface RetentionJob {
   stop(): Promise<void>;
 }
 
+/** How far ahead the log's partitions are made: a week, or two partitions if they are wider. */
+const partitionsAheadMs = (hours: number) => Math.max(7 * 86_400_000, 2 * hours * 3_600_000);
+
 /**
- * The scheduled side of retention: every `intervalMs` it archives what is past the window,
- * in short transactions (libs/ops retention.ts), the same work `notify retention run` does, and
- * forgets the outbound webhook history of the same age.
+ * The scheduled side of retention, on the leader: every `intervalMs` (and at start) it makes the
+ * log's partitions a week ahead, retires the partitions wholly past the window (archived into the
+ * store, a folder or an S3 bucket, then dropped: libs/ops partition-retention.ts), archives the few
+ * rows kept outside them row by row (libs/ops retention.ts, the same work `notify retention run`
+ * does), and forgets the outbound webhook history of the same age.
  */
 export function startRetention(
   deps: { database: Database; log: Logger },
-  options: { intervalMs: number; days: number; dir: string; leader?: Leader },
+  options: { intervalMs: number; days: number; store: ArchiveStore; partitionHours: number; leader?: Leader },
 ): RetentionJob {
   return every(
     options.intervalMs,
     deps.log,
     "archiving notifications",
     async () => {
-      const archived = await archiveAll(deps.database, { dir: options.dir, days: options.days });
-      if (archived > 0) deps.log.info({ archived, dir: options.dir }, "archived notifications past retention");
+      const made = await extendLog(deps.database, {
+        aheadMs: partitionsAheadMs(options.partitionHours),
+        widthHours: options.partitionHours,
+      });
+      if (made > 0) deps.log.info({ made, hours: options.partitionHours }, "made the log's partitions ahead");
+      const retired = await retirePartitions(deps.database, { store: options.store, days: options.days });
+      if (retired.partitions > 0) {
+        deps.log.info({ ...retired, archive: options.store.location }, "retired the log's partitions past retention");
+      }
+      const archived = await archiveAll(deps.database, { store: options.store, days: options.days });
+      if (archived > 0) {
+        deps.log.info({ archived, archive: options.store.location }, "archived notifications past retention");
+      }
       // Outbound webhook events, deliveries and attempts are kept as long as the notifications,
       // and so are sent digests.
       const purged = await drain(() => purgeWebhookHistory(deps.database, options.days));

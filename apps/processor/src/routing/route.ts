@@ -50,14 +50,9 @@ export async function routeNotification(
   // the digest is routed alone while under it.
   if (message.digest && message.throttle?.over_limit !== "digest") return joinDigestItem(deps, message);
   const { input, profile, planned: decided } = await decideAndPlan(deps, message, message.channels);
-  let recorded: Recorded;
-  try {
-    recorded = await record(deps, message, input, decided, options);
-  } catch (error) {
-    // The row was removed by ingest's compensation (its publish failed): nothing to route.
-    if ((error as { code?: string }).code === "23503") return "gone";
-    throw error;
-  }
+  const recorded = await record(deps, message, input, decided, options);
+  // The row was removed by ingest's compensation (its publish failed): nothing to route.
+  if (recorded.gone) return "gone";
   const { first, planned, held, earlier } = recorded;
   if (held) return "held";
   // Over its throttle with `over_limit: "digest"`: its own channels are suppressed (throttled)
@@ -134,6 +129,8 @@ interface Recorded {
   throttled: boolean;
   earlier: string | null;
   planned: Planned[];
+  /** The notification is not in the log: nothing was written. */
+  gone: boolean;
 }
 
 /**
@@ -153,7 +150,7 @@ async function record(
 ): Promise<Recorded> {
   const cap = input.preferences.rateCapPerDay;
   const sending = decided.some((p) => p.status === "pending");
-  const { first, capped, throttled, held, earlier } = await recordRoutedChannels(deps.database, {
+  const { first, capped, throttled, held, earlier, gone } = await recordRoutedChannels(deps.database, {
     notificationId: message.notification_id,
     clientId: message.client_id,
     userId: message.user_id,
@@ -168,7 +165,7 @@ async function record(
     throttle: throttleLimit(message.throttle, input.now),
   });
   const planned = throttled ? overThrottle(decided) : capped ? overCap(decided) : decided;
-  return { first, held, throttled, earlier, planned };
+  return { first, held, throttled, earlier, planned, gone: gone === true };
 }
 
 const publish = (deps: RouteDeps, message: LaneMessage, items: readonly WorkItem[]) =>

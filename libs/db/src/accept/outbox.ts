@@ -1,4 +1,5 @@
 import type { LaneMessage } from "@notify/core";
+import { eachId, withinIds } from "../log-keys.js";
 import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { publishOutbox } from "../schema/index.js";
@@ -23,7 +24,14 @@ export async function removeUnpublished(database: Database, outboxId: string, id
     with batch as (select id from publish_outbox where id = ${outboxId}::bigint for update skip locked),
     removed as (
       delete from notifications where id = any(${ids as string[]}::text[]) and exists (select 1 from batch)
-      returning client_id, dedup_key
+        -- The range of the ids, which the log's partitions are pruned by (log-keys.ts).
+        and ${withinIds(database.sql, "id", ids)}
+      returning id, client_id, dedup_key
+    ),
+    -- The fallback chain is written with the notification (no foreign key cascades to it).
+    chains as (
+      delete from notification_fallbacks f using removed r
+      where f.notification_id = r.id and ${withinIds(database.sql, "f.notification_id", ids)}
     ),
     released as (
       delete from idempotency_keys k using removed r where k.client_id = r.client_id and k.key = r.dedup_key
@@ -86,10 +94,15 @@ export async function sweepPublishOutbox(
     }
     if (work.length === 0) return 0;
     const rows = await tx<LaneRow[]>`
-      select id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, partition, created_at,
-        deliver_by, send_at, digest, throttle, digest_of, trace_parent
-      from notifications where id = any(${work.flatMap((w) => w.taken)}::text[])
-      order by created_at, id`;
+      select n.id, n.client_id, n.user_id, n.category, n.template_id, n.template_version, n.priority, n.requested_channels, n.data,
+        n.partition, n.created_at, n.deliver_by, n.send_at, n.digest, n.throttle, n.digest_of, n.trace_parent
+      from ${eachId(
+        tx,
+        work.flatMap((w) => w.taken),
+      )} k
+      -- Each looked up by its id, in its own partition (log-keys.ts).
+      cross join lateral (select * from notifications n where n.id = k.id offset 0) n
+      order by n.created_at, n.id`;
     const failed = await publish(
       rows.map((row) => {
         const { message, partition, traceParent } = asLaneNotification(row);

@@ -2,6 +2,7 @@ import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import { type ChannelRef, refKey } from "../channel-ref.js";
 import { lockChannels } from "../lock-order.js";
+import { amongIdsOf, withinIdsOf } from "../log-keys.js";
 import type { Sql } from "../pool.js";
 
 // A channel's status moves and provider attempts, as its worker writes them.
@@ -83,7 +84,9 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
         select c.notification_id, c.channel, i.status, i.movable, i.reason, i.history, i.provider, i.provider_id,
           i.attempts, i.next_attempt_at
         from input i join notification_channels c using (notification_id, channel)
-        where c.status = any(string_to_array(i.movable, ','))`,
+        where c.status = any(string_to_array(i.movable, ','))
+          -- The batch's range of ids, which the log's partitions are pruned by (log-keys.ts).
+          and ${withinIdsOf(sql, "c.notification_id", "input", "notification_id")}`,
       )}
     ), moved as (
       update notification_channels c set
@@ -97,6 +100,7 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
       from locked i
       where c.notification_id = i.notification_id and c.channel = i.channel
         and c.status = any(string_to_array(i.movable, ','))
+        and ${amongIdsOf(sql, "c.notification_id", "locked", "notification_id")}
       returning c.notification_id, c.channel, c.status, coalesce(i.history, c.reason) as reason, c.attempts,
         c.provider_id, c.updated_at
     ), history as (

@@ -1,4 +1,5 @@
 import type { Channel, ChannelResult, ChannelStatus, KeysetPosition, Priority, SendAtLocal } from "@notify/core";
+import { eachId } from "../log-keys.js";
 import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels, notifications } from "../schema/index.js";
@@ -100,7 +101,10 @@ const fallbackPending = (sql: Database["sql"]) => sql`exists (
   select 1 from notification_fallbacks f
   join notification_channels w on w.notification_id = f.notification_id and w.channel = f.watching
   where f.notification_id = n.id and f.done_at is null
-    and (w.status not in ('delivered', 'unsettled') or (f.steps -> f.next_step -> 'when') ? 'unconfirmed'))`;
+    and (w.status not in ('delivered', 'unsettled') or (f.steps -> f.next_step -> 'when') ? 'unconfirmed')
+  -- Looked up per notification (\`offset 0\` keeps it a subquery): as the hashed set PostgreSQL
+  -- may choose instead, it reads every open chain of the log (log-keys.ts).
+  offset 0)`;
 
 /**
  * The digest a notification belongs to, as an item (its row in digest_items) or as the digest's
@@ -205,7 +209,9 @@ export async function readNotifications(database: Database, ids: readonly string
   const rows = await sql<HeadRow[]>`
     select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by, n.send_at, n.send_at_local,
            n.trace_parent, ${fallbackPending(sql)} as fallback_pending, ${digestOf(sql)} as digest
-    from notifications n where n.id = any(${ids as string[]}::text[])`;
+    from ${eachId(sql, ids)} k
+    -- Each looked up by its id, in its own partition (log-keys.ts).
+    cross join lateral (select * from notifications n where n.id = k.id offset 0) n`;
   return withChannels(sql, rows);
 }
 
@@ -277,8 +283,13 @@ const keysetInstant = (sql: Database["sql"], after: KeysetPosition) =>
 async function withChannels(sql: Database["sql"], page: readonly HeadRow[]): Promise<NotificationRecord[]> {
   const channels = page.length
     ? await sql<ChannelRow[]>`
-        select notification_id, channel, status, provider, provider_id, reason, updated_at, next_attempt_at
-        from notification_channels where notification_id = any(${page.map((row) => row.id)}::text[])`
+        select c.notification_id, c.channel, c.status, c.provider, c.provider_id, c.reason, c.updated_at, c.next_attempt_at
+        from ${eachId(
+          sql,
+          page.map((row) => row.id),
+        )} k
+        -- Each notification's looked up by its id, in its own partition (log-keys.ts).
+        cross join lateral (select * from notification_channels c where c.notification_id = k.id offset 0) c`
     : [];
   const records = new Map(page.map((row) => [row.id, toRecord(row)]));
   for (const row of channels) {

@@ -1,7 +1,8 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import type { TransactionSql } from "postgres";
 import { unnestColumns } from "../batch.js";
-import { lockChannels } from "../lock-order.js";
+import { lockChannelKeys } from "../lock-order.js";
+import { amongIdsOf, withinIds } from "../log-keys.js";
 import type { Sql } from "../pool.js";
 
 /**
@@ -14,6 +15,7 @@ const moveLockedChannels = (sql: Sql | TransactionSql) => sql`
     update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
     from locked l
     where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
+      and ${amongIdsOf(sql, "c.notification_id", "locked", "notification_id")}
     returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
   ),
   history as (
@@ -86,34 +88,81 @@ interface BatchRow {
 }
 
 /**
+ * The notification a receipt's payload names (SendGrid's custom_args, Plivo's signed report URL:
+ * the ids our providers send each message with), as SQL over the receipt row `alias`; null when
+ * it names none. A send is looked for among that notification's channels alone, in its own
+ * partition of the log (log-keys.ts): a provider id is the id of one message, sent for that
+ * notification. A receipt that names none is looked for in every partition.
+ */
+const namedIn = (alias: string): string =>
+  `(case when jsonb_typeof(${alias}.payload -> 'notification_id') = 'string' then ${alias}.payload ->> 'notification_id' end)`;
+
+/** Whether every receipt of `rows` names its notification. */
+const allNamed = (rows: readonly { payload: unknown }[]): boolean =>
+  rows.every((r) => typeof (r.payload as { notification_id?: unknown } | null)?.notification_id === "string");
+
+/**
  * The channel a receipt `i` belongs to, found by its provider id: joined laterally, so that it is
  * an index lookup per receipt. As an EXISTS the planner, which takes a batch for a hundred rows
  * whatever its size, would rather hash the whole table once per statement: a sequential scan of
- * every channel for each post of one receipt, growing with the table.
+ * every channel for each post of one receipt, growing with the table. With `named` (namedIn),
+ * among the channels of the notification the receipt names, when it names one.
  */
-const sendOf = (sql: Sql | TransactionSql) =>
-  sql`select true as found from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id limit 1`;
+const sendOf = (sql: Sql | TransactionSql, named?: string) =>
+  named === undefined
+    ? sql`select true as found from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id limit 1`
+    : sql`
+      select true as found from notification_channels c
+      where ${sql.unsafe(named)} is not null and c.notification_id = ${sql.unsafe(named)}
+        and c.provider = i.provider and c.provider_id = i.provider_id
+      union all
+      select true from notification_channels c
+      where ${sql.unsafe(named)} is null and c.provider = i.provider and c.provider_id = i.provider_id
+      limit 1`;
 
 /**
- * The channel row `c` of each row of `outer` (which has `provider` and `provider_id`), found
- * laterally by its provider id and then joined by its key. Joined by the provider id directly, a
- * plan made while the table was nearly empty (a prepared statement's generic plan on a fresh
- * database) may look the channel up by its provider alone and read every send of that provider
- * per receipt. A lateral subquery the planner may not merge into the join (`offset 0`) has only
- * the two columns of one index to look up by.
+ * The channel (`f.notification_id`, `f.channel`) of each row of `outer` (which has `provider` and
+ * `provider_id`), found laterally by its provider id. Joined by the provider id directly, a plan
+ * made while the table was nearly empty (a prepared statement's generic plan on a fresh database)
+ * may look the channel up by its provider alone and read every send of that provider per
+ * receipt. A lateral subquery the planner may not merge into the join (`offset 0`) has only the
+ * two columns of one index to look up by. With `named` as sendOf's.
  */
-const channelOf = (sql: Sql | TransactionSql, outer: string) => sql`
+const sendLookup = (sql: Sql | TransactionSql, outer: string, named?: string) => sql`
   cross join lateral (
+    ${
+      named === undefined
+        ? sql``
+        : sql`
+    -- The notification the receipt names, looked up in its partition alone (see namedIn).
+    select f.notification_id, f.channel from notification_channels f
+    where ${sql.unsafe(named)} is not null and f.notification_id = ${sql.unsafe(named)}
+      and f.provider = ${sql.unsafe(outer)}.provider and f.provider_id = ${sql.unsafe(outer)}.provider_id
+    union all`
+    }
     select f.notification_id, f.channel from notification_channels f
     where f.provider = ${sql.unsafe(outer)}.provider and f.provider_id = ${sql.unsafe(outer)}.provider_id
+      ${named === undefined ? sql`` : sql`and ${sql.unsafe(named)} is null`}
     -- Kept a subquery of its own (not merged into the join), so both columns are its index condition.
     offset 0
-  ) f
-  -- The provider id again on \`c\`: a statement that waits for a row's lock checks its conditions
-  -- on \`c\` again against the row's newest version (another send's id may have replaced it).
-  -- As IS NOT DISTINCT FROM, which no index answers, so the row is still found by its key.
-  join notification_channels c on c.notification_id = f.notification_id and c.channel = f.channel
-    and (c.provider, c.provider_id) is not distinct from (${sql.unsafe(outer)}.provider, ${sql.unsafe(outer)}.provider_id)`;
+  ) f`;
+
+/**
+ * The channel row `c` of each row of `outer`, found by sendLookup and then joined by its key:
+ * for a read. A statement that locks the rows it finds goes by lockChannelKeys (lock-order.ts).
+ */
+const channelOf = (sql: Sql | TransactionSql, outer: string, named?: string) => sql`
+  ${sendLookup(sql, outer, named)}
+  join notification_channels c on c.notification_id = f.notification_id and c.channel = f.channel`;
+
+/**
+ * Of a channel row `c` locked for the key row `k` (lockChannelKeys), whether it still holds the
+ * send `k` found it by and a status `k` may move: checked again against the row's newest version
+ * once its lock is granted (another send's id may have replaced it meanwhile). As IS NOT
+ * DISTINCT FROM, which no index answers, so the row is still found by its key.
+ */
+const stillMovable = (sql: Sql | TransactionSql) =>
+  sql`(c.provider, c.provider_id) is not distinct from (k.provider, k.provider_id) and c.status = any(k.movable)`;
 
 /**
  * Numbers receipts by round as they come: the n-th status-moving event of one message is in round
@@ -185,19 +234,20 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       select i.provider, i.event_id, i.provider_id, i.status, i.reason, i.payload,
         case when i.round = 1 and k.found then now() end
       from input i
-      left join lateral (${sendOf(sql)}) k on true
+      left join lateral (${sendOf(sql, namedIn("i"))}) k on true
       order by i.event_id, i.provider
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
     ),
     locked as materialized (
-      ${lockChannels(
+      ${lockChannelKeys(
         sql,
         sql`
-        select c.notification_id, c.channel, i.status, i.reason, i.movable
+        select f.notification_id, f.channel, i.status, i.reason, i.movable, s.provider, s.provider_id
         from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
-        ${channelOf(sql, "s")}
-        where s.applied and i.status <> ${NO_STATUS} and c.status = any(i.movable)`,
+        ${sendLookup(sql, "s", namedIn("i"))}
+        where s.applied and i.status <> ${NO_STATUS}`,
+        stillMovable(sql),
       )}
     ),
     ${moveLockedChannels(sql)}
@@ -235,17 +285,28 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
 
 /** The channels (and their notification's traceparent) of receipts just applied. */
 async function appliedWithTraces(sql: Sql, rows: BatchRow[]): Promise<AppliedReceipt[]> {
+  const named = rows.map((r) => {
+    const id = (r.payload as { notification_id?: unknown } | null)?.notification_id;
+    return typeof id === "string" ? id : null;
+  });
   const keys = unnestColumns(sql, "k", {
     provider: ["text", rows.map((r) => r.provider)],
     provider_id: ["text", rows.map((r) => r.provider_id)],
+    notification_id: ["text", named],
   });
+  // When every receipt names its notification, the rows joined are within their range of ids,
+  // which the log's partitions are pruned by (log-keys.ts).
+  const within = allNamed(rows)
+    ? sql`where ${withinIds(sql, "c.notification_id", named as string[])} and ${withinIds(sql, "n.id", named as string[])}`
+    : sql``;
   const found = await sql<
     { provider: string; provider_id: string; notification_id: string; channel: string; trace_parent: string | null }[]
   >`
     select c.provider, c.provider_id, c.notification_id, c.channel, n.trace_parent
     from ${keys}
-    ${channelOf(sql, "k")}
-    join notifications n on n.id = c.notification_id`;
+    ${channelOf(sql, "k", "k.notification_id")}
+    join notifications n on n.id = c.notification_id
+    ${within}`;
   const byMessage = new Map(found.map((f) => [keyOf(f.provider, f.provider_id), f]));
   return rows.flatMap((r) => {
     const f = byMessage.get(keyOf(r.provider, r.provider_id));
@@ -277,6 +338,28 @@ async function retryDeadlock<T>(run: () => Promise<T>): Promise<T> {
 }
 
 /**
+ * The `marked` step of a round: marks applied each receipt of `input` whose send is recorded and
+ * that is not applied yet. It is an insert whose every row conflicts with the receipt as stored
+ * (by recordReceipts' first statement, or claimed by the pending sweep), so each receipt is found
+ * by the conflict check's probe of the key index, a lookup no plan replaces. An update joined
+ * with its input leaves how to find the rows to the planner, and a prepared statement's generic
+ * plan, made while the table is nearly empty, reads the whole partial index of waiting receipts
+ * (an entry for every receipt that ever waited, until a vacuum) or, with each key looked up
+ * laterally first, hashes the whole table. A receipt the check finds applied (a sweep applied it
+ * meanwhile) is left as it is and not answered. A receipt no longer stored (the purge deletes
+ * only unapplied receipts hours old, and skips those a sweep holds) is stored again, applied,
+ * with an empty payload.
+ */
+const markStored = (sql: Sql | TransactionSql) => sql`
+  insert into provider_receipts as r (provider, event_id, provider_id, status, reason, payload, applied_at)
+  select i.provider, i.event_id, i.provider_id, i.status, i.reason, '{}', now()
+  from input i cross join lateral (${sendOf(sql)}) k
+  -- In key order, as the receipts step 1 stores them (lock-order.ts).
+  order by i.event_id, i.provider
+  on conflict (event_id, provider) do update set applied_at = now() where r.applied_at is null
+  returning r.provider, r.event_id, r.provider_id`;
+
+/**
  * Applies stored, unapplied receipts whose channel is recorded under their provider id, one
  * statement per round (the n-th status-moving event of one message is in round n, so a delivery
  * and its bounce keep their order). Answers the keys of the receipts it applied.
@@ -293,21 +376,19 @@ async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry:
       with input as (
         select * from jsonb_to_recordset(${sql.json(input as never)}) as r(${sql.unsafe(batchColumns)})
       ),
+      -- Each receipt found by its key, whatever the plan (markStored).
       marked as (
-        update provider_receipts r set applied_at = now()
-        from input i cross join lateral (${sendOf(sql)}) k
-        where r.provider = i.provider and r.event_id = i.event_id and r.applied_at is null
-        returning r.provider, r.event_id, r.provider_id
+        ${markStored(sql)}
       ),
       -- Sorted, so every receipt is marked before any channel row is locked (lock-order.ts).
       locked as materialized (
-        ${lockChannels(
+        ${lockChannelKeys(
           sql,
           sql`
-          select c.notification_id, c.channel, i.status, i.reason, i.movable
+          select f.notification_id, f.channel, i.status, i.reason, i.movable, m.provider, m.provider_id
           from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
-          ${channelOf(sql, "m")}
-          where c.status = any(i.movable)`,
+          ${sendLookup(sql, "m")}`,
+          stillMovable(sql),
         )}
       ),
       ${moveLockedChannels(sql)}
@@ -347,15 +428,7 @@ async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: 
         as i(provider text, provider_id text, notification_id text, channel text)
     ),
     locked as materialized (
-      ${lockChannels(
-        sql,
-        sql`
-        select c.notification_id, c.channel, i.provider, i.provider_id
-        from input i join notification_channels c on c.notification_id = i.notification_id and c.channel = i.channel
-        where c.provider_id is null
-          -- The channels by their key, as a scan condition: joined only, they would be hashed whole.
-          and c.notification_id = any(${binds.map((b) => b.notification_id)}::text[])`,
-      )}
+      ${lockChannelKeys(sql, sql`select notification_id, channel, provider, provider_id from input`, sql`c.provider_id is null`)}
     )
     update notification_channels c set provider = i.provider, provider_id = i.provider_id
     from locked i left join lateral (${sendOf(sql)}) k on true
@@ -421,15 +494,15 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
     const refs = due.filter((d) => d.notification_id !== null && d.channel !== null);
     await tx`
       with candidates as (
-        select c.notification_id, c.channel
+        select f.notification_id, f.channel
         from unnest(${due.map((d) => d.provider)}::text[], ${due.map((d) => d.provider_id)}::text[]) as k(provider, provider_id)
-        ${channelOf(tx, "k")}
+        ${sendLookup(tx, "k")}
         union
         select notification_id, channel
         from unnest(${refs.map((d) => d.notification_id) as string[]}::text[], ${refs.map((d) => d.channel) as string[]}::text[])
           as r(notification_id, channel)
       )
-      ${lockChannels(tx, tx`select c.notification_id from candidates t join notification_channels c using (notification_id, channel)`)}`;
+      ${lockChannelKeys(tx, tx`select notification_id, channel from candidates`, tx`true`)}`;
     // Their rounds are counted by bindAndApply, over those it may apply.
     const rows: BatchRow[] = due.map((d) => ({
       provider: d.provider,

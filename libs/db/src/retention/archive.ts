@@ -15,17 +15,17 @@ export interface ArchiveRecord {
   fallbacks?: Record<string, unknown>[];
 }
 
-/** A notification on its way out of the live log: its id, the month of its created_at, its ArchiveRecord as text. */
+/** A notification on its way out of the live log: its id, its created_at (ISO 8601, UTC, to the microsecond), its ArchiveRecord as text. */
 export interface ArchiveLine {
   id: string;
-  month: string;
+  created_at: string;
   line: string;
 }
 
 /**
  * Takes one batch of notifications older than `days` out of the live log: selects them (their
  * channels, history, attempts and fallback chain as one ArchiveRecord each), hands them to
- * `keep`, and deletes them (the rest goes with them by cascade) in the same short transaction, so
+ * `keep`, and deletes them and what hangs off them in the same short transaction, so
  * whatever `keep` wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it
  * from blocking ingest or another archiver; the oldest go first. A notification still waiting in
  * the publish outbox, with a channel still deferred, or in a digest not sent yet, stays: work
@@ -39,7 +39,7 @@ export async function takeArchiveBatch(
 ): Promise<number> {
   return database.sql.begin(async (tx) => {
     const rows = await tx<ArchiveLine[]>`
-      select n.id, to_char(n.created_at at time zone 'UTC', 'YYYY-MM') as month,
+      select n.id, to_char(n.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at,
         json_build_object(
           'version', 1,
           'notification', to_json(n),
@@ -50,6 +50,10 @@ export async function takeArchiveBatch(
         )::text as line
       from notifications n
       where n.created_at < now() - make_interval(days => ${options.days})
+        -- Row by row only in the default partition (rows kept past their range's retirement, ids
+        -- of another shape) and the first partition (the rows from before the log was
+        -- partitioned, until that partition is retired whole): every other range goes at once.
+        and n.tableoid = any(array[to_regclass('notifications_default'), to_regclass('notifications_p0')]::oid[])
         and not exists (select 1 from publish_outbox o where n.id = any(o.notification_ids))
         and not exists (select 1 from deferred_notifications d where d.notification_id = n.id)
         -- An item of a digest not sent yet: the digest's notification reads its data when sent.
@@ -62,7 +66,14 @@ export async function takeArchiveBatch(
       for update of n skip locked`;
     if (rows.length === 0) return 0;
     await keep(rows);
-    await tx`delete from notifications where id = any(${rows.map((r) => r.id)}::text[])`;
+    // The log's tables have no foreign keys to cascade along: each goes by its notification id.
+    const ids = rows.map((r) => r.id);
+    await tx`delete from notification_channels where notification_id = any(${ids}::text[])`;
+    await tx`delete from channel_status_events where notification_id = any(${ids}::text[])`;
+    await tx`delete from delivery_attempts where notification_id = any(${ids}::text[])`;
+    await tx`delete from notification_fallbacks where notification_id = any(${ids}::text[])`;
+    await tx`delete from digest_items where notification_id = any(${ids}::text[])`;
+    await tx`delete from notifications where id = any(${ids}::text[])`;
     return rows.length;
   });
 }
@@ -81,7 +92,7 @@ export async function restoreArchived(database: Database, record: ArchiveRecord)
     if (!inserted) return false;
     await tx`insert into notification_channels
       select * from jsonb_populate_recordset(null::notification_channels, ${json(record.channels as never)})`;
-    await tx`insert into channel_status_events overriding system value
+    await tx`insert into channel_status_events
       select * from jsonb_populate_recordset(null::channel_status_events, ${json(record.status_events as never)})
       on conflict do nothing`;
     await tx`insert into delivery_attempts

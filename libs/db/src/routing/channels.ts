@@ -2,6 +2,7 @@ import type { Channel, ChannelStatus } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import type { ChannelRef } from "../channel-ref.js";
+import { timeOrdered } from "../log-keys.js";
 import type { Database, Sql } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels } from "../schema/index.js";
@@ -32,6 +33,13 @@ export const routedReason = (p: Pick<RoutedChannel, "reason" | "detail">): strin
  */
 const ORDER_LOOKBACK = "1 hour";
 
+/**
+ * How far a notification's id (a UUIDv7 of the service that accepted it) may be from its
+ * created_at (PostgreSQL's time of the insert, by another clock, a moment later): far beyond any
+ * such gap, and the window it widens still lies in one daily partition of the log, or two.
+ */
+const ID_CLOCK_SLACK = "1 hour";
+
 /** What recording a routing did. */
 export interface RoutingRecord {
   /** This run wrote the channel rows (false: an earlier run did, or `held`). */
@@ -47,6 +55,12 @@ export interface RoutingRecord {
   held: boolean;
   /** That previous notification, when it was looked for and is still unrouted (held or not). */
   earlier: string | null;
+  /**
+   * Nothing was written: the notification is not in the log (ingest removed it when its publish
+   * failed). Its row is share-locked while the channels go in, as a foreign key would, so it
+   * cannot go between the check and the commit.
+   */
+  gone?: boolean;
 }
 
 /** One notification's routing, as recordRoutedChannels takes it. */
@@ -73,22 +87,36 @@ export interface Routing {
  * A notification whose previous one is routed, or that has none, has no row. A digest item that
  * joined its digest is routed: it never has channel rows of its own (its digest's notification
  * has them, created after it).
+ *
+ * With `windowed` (every id of `notifications` is a UUIDv7: timeOrdered, log-keys.ts) the
+ * previous one is looked for among the ids made in that window (ORDER_LOOKBACK and
+ * ID_CLOCK_SLACK before this one's, up to ID_CLOCK_SLACK after), so in the log's partitions of
+ * those hours only; ids of another shape (tests' own) say nothing of their time, and every
+ * partition is read for them.
  */
-const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery<Row[]>) => sql`
+const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery<Row[]>, windowed = false) => {
+  const window = (id: string) =>
+    windowed
+      ? sql`
+        and ${sql.unsafe(id)} >= notify_log_bound(notify_log_time(n.id) - ${ORDER_LOOKBACK}::interval - ${ID_CLOCK_SLACK}::interval)
+        and ${sql.unsafe(id)} < notify_log_bound(notify_log_time(n.id) + ${ID_CLOCK_SLACK}::interval)`
+      : sql``;
+  return sql`
   select n.id, w.id as earlier
   from (${notifications}) n
   cross join lateral (
     select p.id from notifications p
-    where p.user_id = n.user_id and p.client_id = n.client_id and p.priority = n.priority
+    where p.user_id = n.user_id and p.client_id = n.client_id and p.priority = n.priority ${window("p.id")}
       and p.created_at = (
         select max(created_at) from notifications
-        where user_id = n.user_id and client_id = n.client_id and priority = n.priority
+        where user_id = n.user_id and client_id = n.client_id and priority = n.priority ${window("id")}
           and created_at < (select created_at from notifications where id = n.id)
           and created_at >= (select created_at from notifications where id = n.id) - ${ORDER_LOOKBACK}::interval)
       and not exists (select 1 from notification_channels c where c.notification_id = p.id)
       and not exists (select 1 from digest_items i where i.notification_id = p.id)
     limit 1
   ) w`;
+};
 
 /**
  * The routings without a cap of one batch in one statement: for each notification not routed
@@ -119,9 +147,12 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
     routed_reason: ["text", plan(routedReason)],
     next_attempt_at: ["timestamptz", plan((p) => p.nextAttemptAt?.toISOString() ?? null)],
   });
-  const rows = await sql<{ id: string; inserted: number; routed: boolean; earlier: string | null }[]>`
+  const rows = await sql<{ id: string; inserted: number; routed: boolean; present: boolean; earlier: string | null }[]>`
     with input as (
       select * from ${input}
+    ), present as (
+      select p.id from input n
+      cross join lateral (select p.id from notifications p where p.id = n.id for key share) p
     ), planned as (
       select * from ${channels}
     ), routed as (
@@ -130,12 +161,17 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
       select n.id from input n
       where exists (select 1 from notification_channels c where c.notification_id = n.id offset 0)
     ), waiting as (
-      ${previousUnrouted(sql, sql`select id, user_id, client_id, priority from input where order_mode is not null`)}
+      ${previousUnrouted(
+        sql,
+        sql`select id, user_id, client_id, priority from input where order_mode is not null`,
+        timeOrdered(routings.map((r) => r.notificationId)),
+      )}
     ), inserted as (
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
       select d.id, d.channel, d.status, d.reason, d.next_attempt_at, d.status, d.routed_reason
       from planned d join input n on n.id = d.id
       where d.id not in (select id from routed)
+        and d.id in (select id from present)
         and not (n.order_mode = 'hold' and d.id in (select id from waiting))
       on conflict (notification_id, channel) do nothing
       returning notification_id
@@ -146,7 +182,8 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
       on conflict (notification_id) do nothing
     )
     -- Joined, not looked up per row: a subquery per row would scan the batch's rows once each.
-    select n.id, coalesce(i.inserted, 0) as inserted, n.id in (select id from routed) as routed, w.earlier
+    select n.id, coalesce(i.inserted, 0) as inserted, n.id in (select id from routed) as routed,
+           n.id in (select id from present) as present, w.earlier
     from input n
     left join (select notification_id, count(*)::int as inserted from inserted group by notification_id) i
       on i.notification_id = n.id
@@ -156,6 +193,8 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
     const row = byId.get(routing.notificationId);
     const first = (row?.inserted ?? 0) > 0;
     const earlier = row?.earlier ?? null;
+    if (row?.present === false)
+      return { first: false, capped: false, throttled: false, held: false, earlier: null, gone: true };
     const held = routing.order === "hold" && !first && !row?.routed && earlier !== null;
     return { first, capped: false, throttled: false, held, earlier };
   });
@@ -204,6 +243,8 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
   const throttle = routing.throttle ?? null;
   const sending = routing.channels.some((p) => p.status === "pending");
   return sql.begin(async (tx): Promise<RoutingRecord> => {
+    const [present] = await tx`select 1 from notifications where id = ${id} for key share`;
+    if (!present) return { first: false, capped: false, throttled: false, held: false, earlier: null, gone: true };
     let waiting: string | null = null;
     if (routing.order) {
       const [before] = await tx<{ routed: boolean; earlier: string | null }[]>`
@@ -212,6 +253,7 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
                  tx,
                  tx`select ${id}::text as id, ${routing.userId}::text as user_id, ${routing.clientId}::text as client_id,
                       ${routing.priority}::text as priority`,
+                 timeOrdered([id]),
                )}) w) as earlier`;
       waiting = before?.earlier ?? null;
       if (hold && !before?.routed && waiting !== null)

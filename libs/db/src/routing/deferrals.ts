@@ -1,4 +1,5 @@
 import type { Channel, ChannelStatus, Priority } from "@notify/core";
+import { withinIds } from "../log-keys.js";
 import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notifications } from "../schema/index.js";
@@ -144,6 +145,8 @@ export async function releaseDeferrals<T>(
           -- the reconciler's index of every waiting channel (a million entries read per batch
           -- with a million scheduled); the || '' keeps that index out.
           where notification_id = any(${[...locked]}) and status || '' = 'deferred'
+            -- Their range of ids, which the log's partitions are pruned by (log-keys.ts).
+            and ${withinIds(tx, "notification_id", [...locked])}
           -- In key order, as every writer locks channel rows (lock-order.ts).
           order by notification_id, channel
           for update`
@@ -170,6 +173,11 @@ export async function releaseDeferrals<T>(
                         ${updates.map(routedReason) as string[]}::text[])
                  as u(notification_id, channel, status, reason, next_attempt_at, history)
             where c.notification_id = u.notification_id and c.channel = u.channel and c.status = 'deferred'
+              and ${withinIds(
+                tx,
+                "c.notification_id",
+                updates.map((u) => u.notificationId),
+              )}
             returning c.notification_id, c.channel, c.status, u.history, c.attempts, c.provider_id, c.updated_at
           )
           insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)

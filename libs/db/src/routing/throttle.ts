@@ -1,4 +1,5 @@
 import type { PendingQuery, Row, TransactionSql } from "postgres";
+import { eachId } from "../log-keys.js";
 import type { Database, Sql } from "../pool.js";
 
 /** A notification's throttle as a routing takes it: its key, limit and period, at the routing clock's `at`. */
@@ -96,7 +97,10 @@ export async function lockThrottles(tx: TransactionSql, notificationIds: readonl
   await tx`
     select pg_advisory_xact_lock(${THROTTLE_LOCK}, k) from (
       select distinct ${lockKey(tx, tx`client_id`, tx`user_id`, tx`throttle->>'key'`)} as k
-      from notifications where id = any(${notificationIds as string[]}) and throttle is not null
+      -- Each looked up by its id, in its own partition (log-keys.ts).
+      from ${eachId(tx, notificationIds)} i
+      cross join lateral (select client_id, user_id, throttle from notifications n where n.id = i.id offset 0) n
+      where throttle is not null
       order by k
     ) s`;
 }

@@ -1,6 +1,5 @@
 import { sql } from "drizzle-orm";
 import { index, integer, pgTable, primaryKey, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
-import { notifications } from "./notifications.js";
 
 /**
  * A digest: the notifications of one client, user, template and key collected over a window
@@ -40,9 +39,7 @@ export const digests = pgTable(
 export const digestItems = pgTable(
   "digest_items",
   {
-    notificationId: text("notification_id")
-      .primaryKey()
-      .references(() => notifications.id, { onDelete: "cascade" }),
+    notificationId: text("notification_id").primaryKey(),
     digestId: text("digest_id").notNull(),
     joinedAt: timestamp("joined_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     /** Canceled before its digest was sent: left out of it, and never routed on its own. */

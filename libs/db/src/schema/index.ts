@@ -12,6 +12,7 @@ export {
   inboxTokens,
 } from "./inbox.js";
 export {
+  channelStatusEventIds,
   channelStatusEvents,
   deliveryAttempts,
   notificationChannels,

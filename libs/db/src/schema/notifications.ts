@@ -1,6 +1,17 @@
 import type { DigestSpec, FallbackCondition, FallbackStep, SendAtLocal, ThrottleSpec } from "@notify/core";
 import { sql } from "drizzle-orm";
-import { bigint, index, integer, jsonb, pgTable, primaryKey, smallint, text, timestamp } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  index,
+  integer,
+  jsonb,
+  pgSequence,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  timestamp,
+} from "drizzle-orm/pg-core";
 
 /**
  * The notification log: append-only on the ingest path, one row per accepted notification.
@@ -74,9 +85,7 @@ export const publishOutbox = pgTable("publish_outbox", {
 export const notificationChannels = pgTable(
   "notification_channels",
   {
-    notificationId: text("notification_id")
-      .notNull()
-      .references(() => notifications.id, { onDelete: "cascade" }),
+    notificationId: text("notification_id").notNull(),
     channel: text("channel").notNull(),
     status: text("status").notNull(),
     provider: text("provider"),
@@ -132,13 +141,17 @@ export const sweepPositions = pgTable("sweep_positions", {
  * to see why a message was late (parked behind an open breaker, retried, replayed). Written in
  * the same statement as the status itself, so the two never disagree.
  */
+export const channelStatusEventIds = pgSequence("channel_status_events_id_seq");
+
 export const channelStatusEvents = pgTable(
   "channel_status_events",
   {
-    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    notificationId: text("notification_id")
-      .notNull()
-      .references(() => notifications.id, { onDelete: "cascade" }),
+    /**
+     * From a sequence rather than an identity column: PostgreSQL 15 has no identity columns on a
+     * partitioned table. Unique with the notification id, the partition key.
+     */
+    id: bigint("id", { mode: "number" }).notNull().default(sql`nextval('channel_status_events_id_seq')`),
+    notificationId: text("notification_id").notNull(),
     channel: text("channel").notNull(),
     status: text("status").notNull(),
     reason: text("reason"),
@@ -147,16 +160,14 @@ export const channelStatusEvents = pgTable(
     providerId: text("provider_id"),
     at: timestamp("at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
   },
-  (t) => [index("channel_status_events_channel_idx").on(t.notificationId, t.channel, t.id)],
+  (t) => [primaryKey({ name: "channel_status_events_pkey", columns: [t.notificationId, t.channel, t.id] })],
 );
 
 /** Every provider call, with its outcome: the history a dead letter carries. */
 export const deliveryAttempts = pgTable(
   "delivery_attempts",
   {
-    notificationId: text("notification_id")
-      .notNull()
-      .references(() => notifications.id, { onDelete: "cascade" }),
+    notificationId: text("notification_id").notNull(),
     channel: text("channel").notNull(),
     attempt: integer("attempt").notNull(),
     outcome: text("outcome").notNull(),
@@ -213,9 +224,7 @@ export interface TakenFallback {
 export const notificationFallbacks = pgTable(
   "notification_fallbacks",
   {
-    notificationId: text("notification_id")
-      .primaryKey()
-      .references(() => notifications.id, { onDelete: "cascade" }),
+    notificationId: text("notification_id").primaryKey(),
     steps: jsonb("steps").$type<FallbackStep[]>().notNull(),
     nextStep: integer("next_step").notNull().default(0),
     watching: text("watching").notNull(),

@@ -1,5 +1,4 @@
 import { bigint, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from "drizzle-orm/pg-core";
-import { notifications } from "./notifications.js";
 
 export interface QuietHours {
   /** "HH:MM", 24-hour, in tz. A window may cross midnight (start > end). */
@@ -84,9 +83,7 @@ export const promotionalDailyCounts = pgTable(
 export const deferredNotifications = pgTable(
   "deferred_notifications",
   {
-    notificationId: text("notification_id")
-      .primaryKey()
-      .references(() => notifications.id, { onDelete: "cascade" }),
+    notificationId: text("notification_id").primaryKey(),
     userId: text("user_id").notNull(),
     dueAt: timestamp("due_at", { withTimezone: true, mode: "date" }).notNull(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),

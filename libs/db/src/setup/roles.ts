@@ -28,8 +28,9 @@ const D = "delete";
  * What each app's statements do with each table. SELECT comes with every UPDATE and DELETE:
  * their WHERE clauses and RETURNING read the table. UPDATE also stands for row locks (`for
  * update`, which Postgres grants with UPDATE only). INSERT ... ON CONFLICT DO UPDATE needs
- * INSERT, UPDATE and SELECT. No app needs a sequence (identity columns draw from theirs without
- * a grant), TRUNCATE, or anything on the drizzle schema. Foreign-key checks and cascades run as
+ * INSERT, UPDATE and SELECT. Identity columns draw from their sequences without a grant; the
+ * few plain sequences are in SEQUENCE_ACCESS. No app needs TRUNCATE or anything on the drizzle
+ * schema. A partitioned table is granted as one table: statements name it, not its partitions. Foreign-key checks and cascades run as
  * the table's owner, and LISTEN, NOTIFY and advisory locks need no privilege.
  *
  * A table not listed here is granted to no app: a migration that adds one decides here who may
@@ -51,13 +52,13 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   broadcasts: { ingest: [S, I, U], processor: [S, U] },
   // ingest: timelines and dead letters' histories; processor: routing, releases, replays,
   // fallbacks, the inbox sweep, archiving; workers and receipts: every status they move.
-  channel_status_events: { ingest: [S], processor: [S, I], workers: [I], receipts: [I] },
+  channel_status_events: { ingest: [S], processor: [S, I, D], workers: [I], receipts: [I] },
   // ingest: an address change recorded with the key that made it, and the operator's list.
   contact_changes: { ingest: [S, I] },
   // processor: quiet hours' timers (routing, release, a fallback's step).
   deferred_notifications: { processor: [S, I, U, D] },
   // ingest: timelines; processor: archiving; workers: each attempt, and a dead letter's history.
-  delivery_attempts: { ingest: [S], processor: [S], workers: [S, I] },
+  delivery_attempts: { ingest: [S], processor: [S, D], workers: [S, I] },
   // ingest: the secrets its API keys' and unsubscribe links' MACs are made with; workers: the
   // unsubscribe links' (each created by the first process that needs it).
   deployment_secrets: { ingest: [S, I], workers: [S, I] },
@@ -81,9 +82,10 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   inbox_tokens: { ingest: [S, D] },
   // ingest: reads (timelines, lists, dead letters); processor: routing, releases, fallbacks,
   // replays, sweeps; workers: the channel read and status moves; receipts: binding and moving.
-  notification_channels: { ingest: [S], processor: [S, I, U], workers: [S, U], receipts: [S, U] },
-  // ingest: the accept's fallback chain, reads; processor: taking and ending steps.
-  notification_fallbacks: { ingest: [S, I], processor: [S, U] },
+  notification_channels: { ingest: [S], processor: [S, I, U, D], workers: [S, U], receipts: [S, U] },
+  // ingest: the accept's fallback chain, reads, an unpublished batch removed; processor: taking
+  // and ending steps, archiving.
+  notification_fallbacks: { ingest: [S, I, D], processor: [S, U, D] },
   // ingest: the accept, reads, an unpublished batch removed; processor: routing reads,
   // broadcast batches, archiving (row lock, delete); workers and receipts: reads.
   notifications: { ingest: [S, I, D], processor: [S, I, U, D], workers: [S], receipts: [S] },
@@ -179,6 +181,25 @@ export function scramVerifier(password: string, salt = randomBytes(16), iteratio
 const quoted = (identifier: string) => `"${identifier.replaceAll('"', '""')}"`;
 
 /** The privileges' names in SQL. */
+/**
+ * The plain sequences an app draws from with its inserts (nextval in a column default needs USAGE):
+ * the status history's ids, a sequence because a partitioned table has no identity column.
+ */
+export const SEQUENCE_ACCESS: Readonly<Record<string, readonly DbApp[]>> = {
+  channel_status_events_id_seq: ["processor", "workers", "receipts"],
+};
+
+/**
+ * The functions only one app may call (their migration revokes them from PUBLIC): the log's
+ * partition upkeep, which runs as the tables' owner and belongs to the processor's leader.
+ */
+export const FUNCTION_ACCESS: Readonly<Record<string, readonly DbApp[]>> = {
+  "notify_log_extend(timestamptz, interval, timestamptz)": ["processor"],
+  "notify_log_detach(text)": ["processor"],
+  "notify_log_archive_lines(text, text, integer)": ["processor"],
+  "notify_log_drop(text)": ["processor"],
+};
+
 const SQL_PRIVILEGE: Record<TablePrivilege, string> = {
   select: "SELECT",
   insert: "INSERT",
@@ -205,9 +226,11 @@ export async function applyAppRoles(url: string, roles: Readonly<Record<DbApp, A
       const [self] = await tx<{ user: string; database: string }[]>`
         select current_user as user, current_database() as database`;
       const tables = new Set(
-        (await tx<{ name: string }[]>`select tablename as name from pg_tables where schemaname = 'public'`).map(
-          (row) => row.name,
-        ),
+        (
+          await tx<{ name: string }[]>`
+            select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+            where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition`
+        ).map((row) => row.name),
       );
       for (const app of DB_APPS) {
         const { name, password } = roles[app];
@@ -228,6 +251,13 @@ export async function applyAppRoles(url: string, roles: Readonly<Record<DbApp, A
           const privileges = access[app];
           if (privileges === undefined || privileges.length === 0 || !tables.has(table)) continue;
           await tx.unsafe(`grant ${privileges.map((p) => SQL_PRIVILEGE[p]).join(", ")} on "${table}" to "${name}"`);
+        }
+        for (const [sequence, apps] of Object.entries(SEQUENCE_ACCESS)) {
+          if (apps.includes(app)) await tx.unsafe(`grant usage on sequence "${sequence}" to "${name}"`);
+        }
+        await tx.unsafe(`revoke all on all functions in schema public from "${name}"`);
+        for (const [fn, apps] of Object.entries(FUNCTION_ACCESS)) {
+          if (apps.includes(app)) await tx.unsafe(`grant execute on function ${fn} to "${name}"`);
         }
       }
       return {

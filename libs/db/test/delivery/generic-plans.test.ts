@@ -27,13 +27,13 @@ const addSends = async (ids: string[], status = "pending") => {
     select id, 'email', ${status}, 'sendgrid', 'm-' || id from unnest(${ids}::text[]) id`;
 };
 
-/** Rows of notification_channels read by `run`, in one transaction. */
+/** Rows of notification_channels (all its partitions) read by `run`, in one transaction. */
 async function rowsRead(run: (tx: typeof sql) => Promise<unknown>): Promise<number> {
   return generic.begin(async (tx) => {
     const read = async () => {
       const [r] = await tx<{ n: number }[]>`
         select sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n
-        from pg_stat_xact_user_tables where relname = 'notification_channels'`;
+        from pg_stat_xact_user_tables where relname ~ '^notification_channels(_p[0-9_]+|_default)?$'`;
       return r?.n ?? 0;
     };
     const before = await read();

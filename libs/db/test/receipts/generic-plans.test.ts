@@ -42,7 +42,7 @@ async function rowsRead(run: (tx: typeof sql) => Promise<unknown>): Promise<numb
     const read = async () => {
       const [r] = await tx<{ n: number }[]>`
         select sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n
-        from pg_stat_xact_user_tables where relname in ('notification_channels', 'provider_receipts')`;
+        from pg_stat_xact_user_tables where relname ~ '^(notification_channels(_p[0-9_]+|_default)?|provider_receipts)$'`;
       return r?.n ?? 0;
     };
     const before = await read();
@@ -58,7 +58,7 @@ async function rowsReadAcross(run: () => Promise<unknown>): Promise<number> {
     await generic`select pg_stat_clear_snapshot()`;
     const [r] = await generic<{ n: number }[]>`
       select sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0))::int as n
-      from pg_stat_user_tables where relname in ('notification_channels', 'provider_receipts')`;
+      from pg_stat_user_tables where relname ~ '^(notification_channels(_p[0-9_]+|_default)?|provider_receipts)$'`;
     return r?.n ?? 0;
   };
   const before = await read();
@@ -112,4 +112,108 @@ t.test("receipts read a few rows each, whatever the table held when their plans 
   const done = await sql`select 1 from notification_channels where notification_id = any(${[...late, ...waiting]})
     and status = 'delivered'`;
   t.equal(done.length, 40);
+});
+
+/**
+ * Entries of provider_receipts the statements of `run` read: its indexes' entries and the rows of
+ * its sequential scans (the cumulative statistics, flushed).
+ */
+async function receiptEntriesRead(run: () => Promise<unknown>): Promise<number> {
+  const read = async () => {
+    await generic`select pg_stat_force_next_flush()`;
+    await generic`select pg_stat_clear_snapshot()`;
+    const [r] = await generic<{ n: number }[]>`
+      select ((select sum(idx_tup_read) from pg_stat_user_indexes where relname = 'provider_receipts')
+        + (select seq_tup_read from pg_stat_user_tables where relname = 'provider_receipts'))::int as n`;
+    return r?.n ?? 0;
+  };
+  const before = await read();
+  await run();
+  return (await read()) - before;
+}
+
+/**
+ * Holds a snapshot open on another connection until the answered function is called: no entry of
+ * a row dead since then is marked dead in the index by a scan that passes it, so each is read by
+ * every scan that reaches it, as a bitmap scan reads them until a vacuum in any case.
+ */
+async function holdSnapshot(): Promise<() => Promise<void>> {
+  const other = postgres(url, { max: 1, onnotice: () => {} });
+  let release = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let taken = () => {};
+  const held = new Promise<void>((resolve) => {
+    taken = resolve;
+  });
+  const open = other.begin("isolation level repeatable read", async (tx) => {
+    await tx`select 1`;
+    taken();
+    await released;
+  });
+  await held;
+  return async () => {
+    release();
+    await open;
+    await other.end();
+  };
+}
+
+t.test("a later round finds its receipts by key, however many receipts waited for their send before", async (t) => {
+  // The plans of a later round's statement and of the binding one, made while the table is nearly empty.
+  const [first, unbound] = [randomUUID(), randomUUID()];
+  await addSends([first, unbound]);
+  await sql`update notification_channels set provider = null, provider_id = null where notification_id = ${unbound}`;
+  await recordReceipts(db, [delivered(first), bounced(first)]);
+  await recordReceipts(db, [delivered(unbound, 1, { notification_id: unbound, channel: "email" })]);
+
+  const release = await holdSnapshot();
+  t.teardown(release);
+  // Receipts that arrived before their send was recorded, applied by the sweep: each leaves an
+  // entry in the index of waiting receipts until a vacuum removes it.
+  const early = Array.from({ length: 3000 }, () => randomUUID());
+  await addSends(early);
+  await sql`update notification_channels set provider = null, provider_id = null where notification_id = any(${early})`;
+  await recordReceipts(
+    sql,
+    early.map((id) => delivered(id, 7)),
+  );
+  await sql`update notification_channels set provider = 'sendgrid', provider_id = 'm-' || notification_id
+    where notification_id = any(${early})`;
+  while ((await applyPendingReceipts(sql)) > 0) {}
+  const [waited] = await sql<{ n: number }[]>`select count(*)::int as n from provider_receipts
+    where applied_at is not null and event_id = any(${early.map((id) => `e7-${id}`)})`;
+  t.equal(waited?.n, 3000, "the early receipts are applied");
+
+  const batch = Array.from({ length: 20 }, () => randomUUID());
+  await addSends(batch);
+  const later = await receiptEntriesRead(() =>
+    recordReceipts(db, [...batch.map((id) => delivered(id)), ...batch.map(bounced)]),
+  );
+  t.ok(later <= 40 * 4, `40 receipts, each a delivery and its bounce in one post: ${later} entries read`);
+  const moved =
+    await sql`select 1 from notification_channels where notification_id = any(${batch}) and status = 'bounced'`;
+  t.equal(moved.length, 20, "each channel moved to its last status");
+
+  const late = Array.from({ length: 20 }, () => randomUUID());
+  await addSends(late);
+  await sql`update notification_channels set provider = null, provider_id = null where notification_id = any(${late})`;
+  const bound = await receiptEntriesRead(() =>
+    recordReceipts(
+      db,
+      late.map((id) => delivered(id, 1, { notification_id: id, channel: "email" })),
+    ),
+  );
+  t.ok(bound <= 20 * 4, `20 receipts bound by their payload: ${bound} entries read`);
+  const done = await sql<{ n: number }[]>`select count(*)::int as n from notification_channels
+    where notification_id = any(${late}) and status = 'delivered' and provider_id = 'm-' || notification_id`;
+  t.equal(done[0]?.n, 20, "each channel bound and moved");
+  const applied = await sql<{ n: number }[]>`select count(*)::int as n from provider_receipts
+    where event_id = any(${[...batch.flatMap((id) => [`e1-${id}`, `e2-${id}`]), ...late.map((id) => `e1-${id}`)]})
+      and applied_at is not null`;
+  t.equal(applied[0]?.n, 60, "each receipt applied");
+  const kept = await sql<{ n: number }[]>`select count(*)::int as n from provider_receipts
+    where event_id = any(${late.map((id) => `e1-${id}`)}) and payload->>'notification_id' = substr(event_id, 4)`;
+  t.equal(kept[0]?.n, 20, "each bound receipt keeps its payload");
 });

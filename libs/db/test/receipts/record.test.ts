@@ -242,6 +242,8 @@ t.test("receipts that arrive before their sends are recorded are bound and appli
   t.equal(events.length, 100, "one history row each");
 
   // The same, left for the sweep: its transaction binds and applies them all in as few statements.
+  await sql`delete from notification_channels where notification_id = any(${ids})`;
+  await sql`delete from channel_status_events where notification_id = any(${ids})`;
   await sql`delete from notifications where id = any(${ids})`;
   // Only these pending (the tests above leave some of their own).
   await sql`delete from provider_receipts where applied_at is null`;

@@ -77,7 +77,8 @@ t.test("a release locks its channels by key, not through the index of every wait
     (s) => s.query.includes("from notification_channels") && s.query.includes("for update"),
   );
   if (!statement) throw new Error("no statement locked channel rows");
-  const plan = await genericPlan(statement.query, `'{${ids.join(",")}}'`);
+  // The ids, for each of its parameters (their match, and their range: log-keys.ts).
+  const plan = await genericPlan(statement.query, statement.parameters.map(() => `'{${ids.join(",")}}'`).join(", "));
   t.notOk(
     plan.some((n) => n["Index Name"] === "notification_channels_waiting_idx" || n["Node Type"] === "Seq Scan"),
     plan.map((n) => `${n["Node Type"]} ${n["Index Name"] ?? ""}`).join("; "),

@@ -6,6 +6,8 @@ import {
   applyAppRoles,
   DB_APPS,
   type DbApp,
+  FUNCTION_ACCESS,
+  SEQUENCE_ACCESS,
   scramVerifier,
   TABLE_ACCESS,
   type TablePrivilege,
@@ -76,30 +78,46 @@ t.test("each role logs in and holds nothing beyond LOGIN", async (t) => {
   }
 });
 
-t.test("each role holds exactly its tables' privileges: no sequence, no schema of its own", async (t) => {
+t.test("each role holds exactly its tables' privileges: its sequences only, no schema of its own", async (t) => {
   for (const app of DB_APPS) {
     const { name } = roles[app];
     t.same(await privilegesOf(name), expected(app), `${app}'s tables`);
-    const [other] = await database.sql<{ sequences: number; create: boolean; drizzle: boolean }[]>`
-      select (select count(*)::int from pg_sequences s
-              where has_sequence_privilege(${name}, format('%I.%I', s.schemaname, s.sequencename), 'USAGE,SELECT,UPDATE'))
-               as sequences,
+    const [other] = await database.sql<{ sequences: string[]; create: boolean; drizzle: boolean }[]>`
+      select array(select s.sequencename::text from pg_sequences s
+              where has_sequence_privilege(${name}, format('%I.%I', s.schemaname, s.sequencename), 'USAGE,SELECT,UPDATE')
+              order by 1) as sequences,
         has_schema_privilege(${name}, 'public', 'CREATE') as create,
         has_schema_privilege(${name}, 'drizzle', 'USAGE') as drizzle`;
+    const sequences = Object.entries(SEQUENCE_ACCESS)
+      .filter(([, apps]) => apps.includes(app))
+      .map(([sequence]) => sequence)
+      .sort();
     t.same(
       other,
-      { sequences: 0, create: false, drizzle: false },
-      `${app}: no sequence, no CREATE, no migrations table`,
+      { sequences, create: false, drizzle: false },
+      `${app}: its sequences, no CREATE, no migrations table`,
+    );
+    const functions = await database.sql<{ fn: string }[]>`
+      select p.oid::regprocedure::text as fn from pg_proc p
+      where p.proname like 'notify_log_%' and p.prosecdef and has_function_privilege(${name}, p.oid, 'EXECUTE')
+      order by 1`;
+    t.same(
+      functions.map((f) => f.fn.replace(/timestamp with time zone/g, "timestamptz")),
+      Object.entries(FUNCTION_ACCESS)
+        .filter(([, apps]) => apps.includes(app))
+        .map(([fn]) => fn.replace(/, /g, ","))
+        .sort(),
+      `${app}: the log's upkeep functions only if it is the processor`,
     );
   }
 });
 
-t.test("refused outside its grants: the server says so, and identity columns need no sequence", async (t) => {
+t.test("refused outside its grants: the server says so; the status history draws its ids", async (t) => {
   const id = `roles-${randomBytes(4).toString("hex")}`;
   await seedNotification(database, { id, clientId: "c", userId: "u" });
   const workers = as("workers");
   await workers`insert into channel_status_events (notification_id, channel, status, attempt) values (${id}, 'email', 'pending', 0)`;
-  t.pass("workers insert a status event (its id from the identity sequence, the foreign key checked)");
+  t.pass("workers insert a status event (its id from the granted sequence)");
   await t.rejects(workers`select id from api_keys limit 1`, { code: "42501" }, "workers read no API key");
   await t.rejects(workers`delete from notifications where id = ${id}`, { code: "42501" }, "nor delete a notification");
   const receipts = as("receipts");
@@ -110,11 +128,16 @@ t.test("refused outside its grants: the server says so, and identity columns nee
   await t.rejects(ingest`select * from drizzle.__drizzle_migrations`, { code: "42501" }, "nor the migrations");
   const processor = as("processor");
   await t.rejects(processor`select key_hash from api_keys`, { code: "42501" }, "the processor reads no key");
-  // Deleting a notification cascades to its channels and events as the tables' owner.
-  await processor`delete from notifications where id = ${id}`;
-  const [left] = await database.sql<{ n: number }[]>`
-    select count(*)::int as n from channel_status_events where notification_id = ${id}`;
-  t.equal(left?.n, 0, "a delete's cascade needs no grant on the child tables");
+  await t.rejects(
+    workers`select notify_log_drop('_p20000101')`,
+    { code: "42501" },
+    "only the processor may call the log's upkeep",
+  );
+  await t.rejects(
+    processor`select * from notify_log_archive_lines('_p20000101', '', 1)`,
+    /no detached log partition/,
+    "the processor may (and is told there is nothing to read)",
+  );
 });
 
 t.test("a second run converges: a grant made by hand goes, a new password takes", async (t) => {

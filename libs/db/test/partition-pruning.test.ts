@@ -1,0 +1,553 @@
+import { type Channel, newId } from "@notify/core";
+import { freshDatabase } from "@notify/testing";
+import postgres from "postgres";
+import t, { type Test } from "tap";
+import {
+  type AcceptedRow,
+  acceptNotifications,
+  applyPendingReceipts,
+  cancelNotification,
+  checkCompletions,
+  claimDelivery,
+  type Database,
+  endFallback,
+  findUnroutedNotifications,
+  findWaitingChannels,
+  listDueDeferrals,
+  listOpenFallbacks,
+  listPendingChannels,
+  loadChannel,
+  moveStatus,
+  readDeliveryHistory,
+  readFallbackRoutable,
+  readNotification,
+  readNotificationTimeline,
+  recordAttempt,
+  recordReceipts,
+  recordRoutedChannels,
+  releaseDeferrals,
+  removeUnpublished,
+  settleInAppFromInbox,
+  settlePendingChannel,
+  settleWaitingChannel,
+  startFallbackWait,
+  storeInboxItem,
+  sweepPublishOutbox,
+  takeFallbackStep,
+  touchWaitingChannel,
+} from "../src/index.js";
+
+// Every statement of a notification's path reaches the partitions of the notification log it
+// needs and no other: one per table for one notification (the partition its id falls in), and a
+// sweep only the partitions of its range. The log here has 35 and more daily partitions with rows
+// in each, and every statement runs as the services run it: a prepared statement on a generic
+// plan (plan_cache_mode = force_generic_plan), which prunes only when the executor starts, or
+// per row of a nested loop. auto_explain logs each statement's plan as it ran (EXPLAIN ANALYZE),
+// statements of trigger functions included, and a partition counts as touched when a node of it
+// ran (`Actual Loops` > 0); those pruned are missing from the plan ("Subplans Removed") or never ran.
+// A statement that touches more is shown with its plan (PRUNING_PLANS=1 shows every one).
+const { database: admin, url } = await freshDatabase(t);
+await admin.sql`select notify_log_extend(now() + interval '35 days', interval '1 day')`;
+
+const LOG_PARTITION =
+  /^(notifications|notification_channels|channel_status_events|delivery_attempts|notification_fallbacks)_(p|default)/;
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Subplan Name"?: string;
+  "Actual Loops"?: number;
+  "Subplans Removed"?: number;
+  Plans?: PlanNode[];
+}
+interface Logged {
+  query: string;
+  plan: PlanNode;
+}
+const logged: Logged[] = [];
+const sql = postgres(url, {
+  max: 1,
+  onnotice: (notice) => {
+    const message = String(notice.message ?? "");
+    if (!message.startsWith("duration:")) return;
+    const { "Query Text": query, Plan: plan } = JSON.parse(message.slice(message.indexOf("{"))) as {
+      "Query Text": string;
+      Plan: PlanNode;
+    };
+    logged.push({ query, plan });
+  },
+  connection: {
+    session_preload_libraries: "auto_explain",
+    "auto_explain.log_min_duration": "0",
+    "auto_explain.log_analyze": true,
+    "auto_explain.log_timing": "off",
+    "auto_explain.log_format": "json",
+    "auto_explain.log_nested_statements": true,
+    client_min_messages: "log",
+    plan_cache_mode: "force_generic_plan",
+  } as Record<string, string | number | boolean>,
+});
+t.teardown(() => sql.end({ timeout: 1 }));
+const database: Database = { sql, close: () => sql.end(), ping: async () => true };
+
+const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+
+/** A plan as lines of nodes, a table's partitions scanned alike folded into one line with their count. */
+function outline(plan: PlanNode, depth = 0): string {
+  const table = (node: PlanNode) => (node["Relation Name"] ?? "").replace(/_(p\d+(_\d+)?|default)$/, "_*");
+  const ran = (node: PlanNode) => (node["Actual Loops"] ?? 0) > 0;
+  const words = [
+    plan["Node Type"],
+    table(plan),
+    plan["Subplan Name"] ?? "",
+    plan["Subplans Removed"] === undefined ? "" : `(${plan["Subplans Removed"]} removed)`,
+    ran(plan) ? "" : "(never ran)",
+  ];
+  const lines = [`${"  ".repeat(depth)}${words.filter(Boolean).join(" ")}`];
+  const children = plan.Plans ?? [];
+  for (let i = 0; i < children.length; ) {
+    const child = children[i] as PlanNode;
+    let same = i + 1;
+    while (
+      LOG_PARTITION.test(child["Relation Name"] ?? "") &&
+      same < children.length &&
+      children[same]?.["Node Type"] === child["Node Type"] &&
+      table(children[same] as PlanNode) === table(child)
+    )
+      same++;
+    const alike = children.slice(i, same);
+    lines.push(
+      alike.length === 1
+        ? outline(child, depth + 1)
+        : `${"  ".repeat(depth + 1)}${child["Node Type"]} ${table(child)} x${alike.length} (${alike.filter(ran).length} ran)`,
+    );
+    i = same;
+  }
+  return lines.join("\n");
+}
+
+/** The log partitions a plan ran a node of, by table. */
+function touched(plan: PlanNode): Map<string, Set<string>> {
+  const byTable = new Map<string, Set<string>>();
+  for (const node of nodes(plan)) {
+    const match = LOG_PARTITION.exec(node["Relation Name"] ?? "");
+    if (!match?.[1] || (node["Actual Loops"] ?? 0) === 0) continue;
+    const partitions = byTable.get(match[1]) ?? new Set();
+    partitions.add(node["Relation Name"] as string);
+    byTable.set(match[1], partitions);
+  }
+  return byTable;
+}
+
+/** The partitions' suffixes, a few of them. */
+const suffixes = (table: string, partitions: Set<string>): string => {
+  const names = [...partitions].map((name) => name.slice(table.length + 1)).sort();
+  return names.length > 4 ? `${names.slice(0, 3).join(", ")}, … ${names.at(-1)}` : names.join(", ");
+};
+
+/**
+ * What a step is about, and so how many partitions of each log table it may touch: notifications
+ * by id (the partitions that hold them), ids and a window of time around each (the partitions
+ * the windows overlap), a range of ids (the partitions it overlaps), or the whole log (a sweep,
+ * for the reason given).
+ */
+type About =
+  | readonly string[]
+  | { ids: readonly string[]; before: string; after: string }
+  | { from: string; to: string }
+  | { all: string };
+
+async function partitionsOf(about: About): Promise<number> {
+  if ("all" in about) return Number.POSITIVE_INFINITY;
+  const [row] =
+    "from" in about
+      ? await admin.sql<{ count: number }[]>`
+          select count(*)::int as count from notify_log_partitions
+          where not is_default and coalesce(from_id, '') < ${about.to} and to_id > ${about.from}`
+      : "ids" in about
+        ? await admin.sql<{ count: number }[]>`
+            select count(distinct p.suffix)::int as count
+            from notify_log_partitions p, unnest(${about.ids as string[]}::text[]) id
+            where not p.is_default
+              and coalesce(p.from_id, '') < notify_log_bound(notify_log_time(id) + ${about.after}::interval)
+              and p.to_id > notify_log_bound(notify_log_time(id) - ${about.before}::interval)`
+        : await admin.sql<{ count: number }[]>`
+            select count(distinct tableoid)::int as count from notifications where id = any(${about as string[]}::text[])`;
+  return Math.max(1, row?.count ?? 0);
+}
+
+const report: string[] = [];
+
+/** A statement in a few words: its CTEs' names, or its start. */
+function summary(query: string): string {
+  const text = query
+    .replace(/--[^\n]*/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
+  const ctes = [...text.matchAll(/(?:^with|\)\s*,)\s+"?(\w+)"?\s+as\s+(?:materialized\s+)?\(/gi)].map((m) => m[1]);
+  return ctes.length > 0 ? `with ${ctes.join(", ")}` : text.slice(0, 60);
+}
+
+/**
+ * Runs `run` and checks every statement it sent (and every statement of a trigger it fired):
+ * each touches at most as many partitions of each log table as `about` needs. A statement whose
+ * summary starts with one of `unbounded`'s keys may touch every partition, for the reason given.
+ */
+async function step<T>(
+  t: Test,
+  name: string,
+  about: About,
+  run: () => Promise<T>,
+  unbounded: Record<string, string> = {},
+): Promise<T> {
+  logged.length = 0;
+  const result = await run();
+  const needed = await partitionsOf(about);
+  for (const { query, plan } of logged.splice(0)) {
+    const byTable = touched(plan);
+    if (byTable.size === 0) continue;
+    const statement = `${name}: ${summary(query)}`;
+    const counts = [...byTable].map(([table, partitions]) => `${table} ${partitions.size}`).join(", ");
+    report.push(`${statement} | ${counts}`);
+    const reason =
+      "all" in about ? about.all : Object.entries(unbounded).find(([start]) => summary(query).startsWith(start))?.[1];
+    const over = reason === undefined && [...byTable.values()].some((partitions) => partitions.size > needed);
+    if (over || process.env.PRUNING_PLANS) t.comment(`${statement}\n${query}\n${outline(plan)}`);
+    for (const [table, partitions] of byTable)
+      t.ok(
+        reason !== undefined || partitions.size <= needed,
+        `${statement}: ${partitions.size} partitions of ${table} (${suffixes(table, partitions)}), ${
+          reason === undefined ? `its keys need ${needed}` : `any (${reason})`
+        }`,
+      );
+  }
+  return result;
+}
+
+// A log of 35 and more days with rows in every partition: 4,200 notifications, an email and an
+// sms channel each (with their provider ids), two status events and an attempt per channel, a
+// fallback chain on every fourth, a receipt for every tenth email; some channels still waiting.
+// The ids are UUIDv7 of their day (ids of the days ahead stand in for the days behind of a
+// running log: where a partition lies in the range makes no difference to pruning).
+await admin.sql`
+  create table seed as
+  select i, substr(notify_log_bound(at), 1, 14) || '7' || substr(h, 1, 3) || '-8' || substr(h, 4, 3) || '-' || substr(h, 7, 12) as id, at
+  from (select i, now() + (i % 42 - 6) * interval '1 day' + (i * 37 % 86400) * interval '1 second' as at, md5(i::text) as h
+        from generate_series(1, 4200) i) s`;
+await admin.sql`
+  insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
+  select id, 'c', 'u-' || (i % 700), 'account', 'welcome', 'transactional', '{}', id, 'h', 0, at from seed`;
+await admin.sql`
+  insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts, updated_at, routed_status)
+  select id, c.channel, case when i % 20 = 0 then 'retrying' when i % 20 = 1 then 'pending' else 'delivered' end,
+         c.provider, c.prefix || i, 1, at, 'pending'
+  from seed cross join (values ('email', 'sendgrid', 'sg-'), ('sms', 'plivo', 'pl-')) c(channel, provider, prefix)`;
+await admin.sql`
+  insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
+  select c.notification_id, c.channel, s.status, null, 1, c.provider_id, s.at
+  from notification_channels c cross join (values ('retrying', now()), ('delivered', now())) s(status, at)`;
+await admin.sql`
+  insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
+  select notification_id, channel, 1, 'accepted', provider, provider_id, null from notification_channels`;
+await admin.sql`
+  insert into notification_fallbacks (notification_id, steps, watching, done_at)
+  select id, '[{"channel": "sms", "when": ["failed"]}]', 'email', case when i % 8 = 0 then null else now() end
+  from seed where i % 4 = 0`;
+await admin.sql`
+  insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, applied_at)
+  select 'sendgrid', 'ev-' || i, 'sg-' || i, 'delivered', null, jsonb_build_object('event', 'delivered'), now()
+  from seed where i % 10 = 0`;
+await admin.sql`drop table seed`;
+// An enabled endpoint: the triggers of the channels and fallback chains write their events,
+// reading the log as they do.
+await admin.sql`
+  insert into webhook_endpoints (id, client_id, url, event_types, include, description, secret)
+  values ('we-1', 'c', 'https://hooks.example/notify', null, '{notification_data,recipient}', null, 'whsec-test')`;
+await admin.sql`analyze`;
+
+const [ranges] = await admin.sql<{ count: number }[]>`
+  select count(*)::int as count from notify_log_partitions where from_id is not null and not is_default`;
+t.ok((ranges?.count ?? 0) >= 35, `the log has ${ranges?.count} daily partitions`);
+
+const accepted = (over: Partial<AcceptedRow> = {}): AcceptedRow => {
+  const id = newId();
+  return {
+    id,
+    client_id: "c",
+    key: id,
+    request_hash: "h",
+    user_id: "hot-user",
+    category: "account",
+    template_id: "welcome",
+    template_version: 1,
+    priority: "transactional",
+    channels: ["email"],
+    data: {},
+    partition: 0,
+    deliver_by: null,
+    fallback: null,
+    ...over,
+  };
+};
+const email = (status: "pending" | "deferred" = "pending", at: Date | null = null) => ({
+  channel: "email" as const,
+  status,
+  reason: status === "deferred" ? "quiet_hours" : null,
+  nextAttemptAt: at,
+});
+
+t.test("a notification's path, from its accept to its receipts, reaches its own partitions", async (t) => {
+  const first = accepted({ fallback: [{ channel: "sms", when: ["failed"] }] });
+  const second = accepted();
+  const third = accepted();
+  const fourth = accepted();
+  let outboxId: string | null = null;
+  await step(t, "accept", [first.id], async () => {
+    outboxId = (await acceptNotifications(database, [first, second, third, fourth], 24)).outboxId;
+  });
+  await step(t, "outbox sweep", [first.id, second.id, third.id, fourth.id], () =>
+    sweepPublishOutbox(database, { graceMs: 0, maxIds: 100 }, async () => new Set()),
+  );
+  const doomed = accepted();
+  await step(t, "accept (to remove)", [doomed.id], async () => {
+    outboxId = (await acceptNotifications(database, [doomed], 24)).outboxId;
+  });
+  await step(t, "remove unpublished", [doomed.id], () => removeUnpublished(database, outboxId as string, [doomed.id]));
+
+  const routing = (id: string, over: object = {}) => ({
+    notificationId: id,
+    clientId: "c",
+    userId: "hot-user",
+    priority: "transactional",
+    channels: [email()],
+    deferredUntil: null,
+    cap: null,
+    order: "hold" as const,
+    ...over,
+  });
+  // Routing looks for the user's previous notification among the ids of the hours before
+  // (ORDER_LOOKBACK and ID_CLOCK_SLACK before, ID_CLOCK_SLACK after: channels.ts).
+  const around = (id: string) => ({ ids: [id], before: "2 hours", after: "1 hour" });
+  const later = new Date(Date.now() - 1000);
+  const routed = [
+    await step(t, "routing", around(first.id), () => recordRoutedChannels(database, routing(first.id))),
+    await step(t, "routing with a cap", around(second.id), () =>
+      recordRoutedChannels(database, routing(second.id, { cap: { userId: "hot-user", day: "2030-01-01", cap: 10 } })),
+    ),
+    await step(t, "routing deferred", around(third.id), () =>
+      recordRoutedChannels(database, routing(third.id, { channels: [email("deferred", later)], deferredUntil: later })),
+    ),
+    await step(t, "routing, reported", around(fourth.id), () =>
+      recordRoutedChannels(database, routing(fourth.id, { order: "report" })),
+    ),
+  ];
+  t.same(
+    routed.map((r) => r.first),
+    [true, true, true, true],
+    "each routed",
+  );
+  t.same(await step(t, "pending channels", [first.id], () => listPendingChannels(database, first.id)), ["email"]);
+
+  // The workers.
+  const ref = { notification_id: first.id, channel: "email" as Channel };
+  const read = await step(t, "channel read", [first.id], () =>
+    loadChannel(sql, { ...ref, address: "ada@example.com" }),
+  );
+  t.equal(read?.status, "pending");
+  const retried = await step(t, "status move", [first.id], () =>
+    moveStatus(sql, ref, "retrying", { attempts: 1, nextAttemptAt: new Date() }),
+  );
+  t.ok(retried, "moved to retrying");
+  const sent = await step(t, "status move with its attempt", [first.id], () =>
+    moveStatus(sql, ref, "delivered", {
+      provider: "sendgrid",
+      providerId: `sg-hot-${first.id}`,
+      attempts: 1,
+      attempt: { attempt: 1, outcome: "accepted", provider: "sendgrid", providerId: `sg-hot-${first.id}`, error: null },
+    }),
+  );
+  t.ok(sent, "moved to delivered");
+  await step(t, "attempt", [first.id], () =>
+    recordAttempt(sql, ref, { attempt: 2, outcome: "accepted", provider: "sendgrid", providerId: "x", error: null }),
+  );
+  const history = await step(t, "delivery history", [first.id], () => readDeliveryHistory(sql, ref));
+  t.equal(history.history.length, 2, "both attempts");
+  await step(t, "in-app store", [first.id], () =>
+    storeInboxItem(sql, { userId: "hot-user", notificationId: first.id, category: "account", title: null, body: "b" }),
+  );
+
+  // The receipts.
+  const bounced = await step(t, "receipt naming its notification", [first.id], () =>
+    recordReceipts(
+      sql,
+      [
+        {
+          provider: "sendgrid",
+          eventId: `ev-hot-${first.id}`,
+          providerId: `sg-hot-${first.id}`,
+          status: "bounced",
+          reason: "mailbox full",
+          payload: { event: "bounce", notification_id: first.id, channel: "email" },
+        },
+      ],
+      { onApplied: () => {} },
+    ),
+  );
+  t.same(bounced, { stored: 1, duplicates: 0, pending: 0 }, "the bounce applied");
+
+  await step(t, "receipt naming no notification", { all: "found by its provider id alone" }, () =>
+    recordReceipts(sql, [
+      {
+        provider: "sendgrid",
+        eventId: `ev-open-${first.id}`,
+        providerId: `sg-hot-${first.id}`,
+        status: null,
+        reason: null,
+        payload: { event: "open" },
+      },
+    ]),
+  );
+  // A receipt ahead of its send: kept, then bound by the channel its payload names.
+  const early = await step(
+    t,
+    "receipt ahead of its send",
+    [fourth.id],
+    () =>
+      recordReceipts(sql, [
+        {
+          provider: "sendgrid",
+          eventId: `ev-early-${fourth.id}`,
+          providerId: `sg-early-${fourth.id}`,
+          status: "delivered",
+          reason: null,
+          payload: { event: "delivered", notification_id: fourth.id, channel: "email" },
+        },
+      ]),
+    {
+      // The bind never takes a provider id another channel holds, whichever notification's.
+      "with input, locked": "a provider id may be held in any partition",
+      // applyInRounds's rows carry no payload: a later round finds sends by provider id alone.
+      "with input, marked": "sends found by provider id alone",
+    },
+  );
+  t.same(early, { stored: 1, duplicates: 0, pending: 0 }, "bound to the channel it names, and applied");
+
+  // The reads by id.
+  const status = await step(t, "status read", [first.id], () => readNotification(database, "c", first.id));
+  t.equal(status?.channels.email?.status, "bounced");
+  const timeline = await step(t, "timeline read", [first.id], () => readNotificationTimeline(database, first.id));
+  t.ok(
+    timeline.some((e) => e.event === "receipt"),
+    "the timeline shows the receipt",
+  );
+
+  // The deferral release.
+  const due = await step(t, "due deferrals", [third.id], () => listDueDeferrals(database, new Date(), 10));
+  t.same(
+    due.map((d) => d.notification_id),
+    [third.id],
+  );
+  await step(t, "deferral release", [third.id], () =>
+    releaseDeferrals(database, [third.id], new Date(), async (ops) => {
+      await ops.settleChannels([
+        { notificationId: third.id, channel: "email", status: "pending", reason: null, nextAttemptAt: null },
+      ]);
+      await ops.finish([third.id]);
+    }),
+  );
+
+  // The fallback chain.
+  await step(t, "fallback read", [first.id], () => readFallbackRoutable(database, first.id));
+  await step(t, "fallback wait", [first.id], () => startFallbackWait(database, first.id, 0, new Date()));
+  const stepped = await step(t, "fallback step", [first.id], () =>
+    takeFallbackStep(database, {
+      notificationId: first.id,
+      userId: "hot-user",
+      step: 0,
+      from: "email",
+      because: "failed",
+      next: { channel: "sms", status: "pending", reason: null, nextAttemptAt: null },
+    }),
+  );
+  t.ok(stepped, "the chain moved on");
+  await step(t, "fallback end", [first.id], () => endFallback(database, first.id, 1));
+
+  // The cancel.
+  const canceled = await step(t, "cancel", [second.id], () =>
+    cancelNotification(database, { id: second.id, clientId: "c" }, (ops) =>
+      ops.cancel(
+        ops.channels.map((c) => c.channel),
+        "canceled",
+        "canceled by the client",
+      ),
+    ),
+  );
+  t.same(canceled, { routed: true, result: ["email"] });
+  await step(t, "settle pending", [third.id], () =>
+    settlePendingChannel(database, { notification_id: third.id, channel: "email" }, "suppressed", "opted out"),
+  );
+  const checked = await step(t, "completion checks", [first.id, second.id, third.id, fourth.id], () =>
+    checkCompletions(database, 100),
+  );
+  t.ok(checked > 0, `${checked} completion checks taken`);
+
+  // A webhook post of one of its events, with the notification's data and the user's address.
+  const [owed] = await admin.sql<{ event_id: number; run: number }[]>`
+    select d.event_id::int, d.run from webhook_deliveries d join webhook_events e on e.id = d.event_id
+    where e.notification_id = ${first.id} limit 1`;
+  const claimed = await step(t, "webhook claim", [first.id], () =>
+    claimDelivery(database, { endpointId: "we-1", eventId: owed?.event_id ?? 0, run: owed?.run ?? 0, attempt: 1 }),
+  );
+  t.ok(typeof claimed === "object", "claimed");
+});
+
+t.test("the sweeps read the range they cover", async (t) => {
+  const unrouted = accepted();
+  await acceptNotifications(database, [unrouted], 24);
+  const from = unrouted.id.slice(0, 8);
+  const range = {
+    from: `${from}-0000-0000-0000-000000000000`,
+    to: `${(Number.parseInt(from, 16) + 1).toString(16).padStart(8, "0")}-0000-0000-0000-000000000000`,
+  };
+  await step(t, "unrouted sweep", range, () =>
+    findUnroutedNotifications(database, { from: range.from, before: range.to, limit: 100 }),
+  );
+  let found: Awaited<ReturnType<typeof findWaitingChannels>> = [];
+  await step(t, "waiting channels sweep", { all: "a channel may wait in any partition" }, async () => {
+    found = await findWaitingChannels(database, { before: new Date(), limit: 10 });
+  });
+  const waiting = found[0];
+  if (waiting) {
+    const id = waiting.message.notification_id;
+    await step(t, "touch waiting channel", [id], () => touchWaitingChannel(database, waiting));
+    await step(t, "settle waiting channel", [id], () =>
+      settleWaitingChannel(database, { ...waiting, updatedAt: new Date(0) }, { status: "suppressed", reason: "x" }),
+    );
+  }
+  await step(t, "in-app settle sweep", { all: "an in-app send may be unsettled in any partition" }, () =>
+    settleInAppFromInbox(database, new Date(), 10),
+  );
+  await step(t, "open fallbacks sweep", { all: "a chain may be open in any partition" }, () =>
+    listOpenFallbacks(database, new Date(), 10),
+  );
+  // Receipts kept before their sends were recorded: one whose send now is, one naming its channel.
+  const [kept] = await admin.sql<{ notification_id: string; provider_id: string }[]>`
+    select notification_id, provider_id from notification_channels where provider = 'sendgrid' limit 1`;
+  const late = accepted();
+  await acceptNotifications(database, [late], 24);
+  await admin.sql`insert into notification_channels (notification_id, channel, status) values (${late.id}, 'email', 'pending')`;
+  await admin.sql`
+    insert into provider_receipts (provider, event_id, provider_id, status, reason, payload)
+    values ('sendgrid', 'ev-kept', ${kept?.provider_id ?? ""}, 'bounced', null, '{}'),
+           ('sendgrid', 'ev-named', 'sg-named', 'delivered', null,
+            ${admin.sql.json({ notification_id: late.id, channel: "email" })})`;
+  await step(t, "pending receipts sweep", { all: "a receipt may wait for any send" }, () =>
+    applyPendingReceipts(sql, 10),
+  );
+});
+
+t.test("the statements and the partitions they touched", async (t) => {
+  t.comment(report.join("\n"));
+  t.pass();
+});
