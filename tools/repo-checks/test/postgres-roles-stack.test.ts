@@ -17,6 +17,7 @@ import {
   eventually,
   freshAppRoles,
   freshDatabase,
+  idAt,
   postNotification,
   seedNotification,
   settledView,
@@ -316,10 +317,18 @@ t.test("receipts before their send and never matched; stalled and unrouted work;
   const unrouted = newId();
   await seedNotification(database, { id: unrouted, clientId: "dev", userId: SAMPLE_USER.userId });
   await database.sql`update notifications set data = '{"name": "Ada"}' where id = ${unrouted}`;
-  // A settled notification three days old: archived and deleted.
-  const old = await postNotification(base, key, { ...SAMPLE_NOTIFICATION, channels: ["in_app"] });
-  await settledView(base, key, old);
-  await database.sql`update notifications set created_at = now() - interval '3 days' where id = ${old}`;
+  // A delivered notification three days old (its id made then, as ingest made it): archived and
+  // deleted, row by row or with its partition, as the processor's role.
+  const threeDaysAgo = Date.now() - 3 * 86_400_000;
+  const old = idAt(threeDaysAgo);
+  await seedNotification(database, {
+    id: old,
+    clientId: "dev",
+    userId: SAMPLE_USER.userId,
+    createdAt: new Date(threeDaysAgo),
+  });
+  await database.sql`insert into notification_channels (notification_id, channel, status)
+    values (${old}, 'in_app', 'delivered')`;
 
   await eventually(
     async () => {

@@ -89,6 +89,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: the accept, reads, an unpublished batch removed; processor: routing reads,
   // broadcast batches, archiving (row lock, delete); workers and receipts: reads.
   notifications: { ingest: [S, I, D], processor: [S, I, U, D], workers: [S], receipts: [S] },
+  // Views of the log's partitions (made ahead, detached): the processor's retention job reads them.
+  notify_log_detached: { processor: [S] },
+  notify_log_partitions: { processor: [S] },
   // processor: the promotional daily cap (take a slot, purge old days).
   promotional_daily_counts: { processor: [S, I, U, D] },
   // ingest: timelines; processor: fallbacks' delivery confirmations; receipts: all of it.
@@ -229,7 +232,7 @@ export async function applyAppRoles(url: string, roles: Readonly<Record<DbApp, A
         (
           await tx<{ name: string }[]>`
             select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-            where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition`
+            where n.nspname = 'public' and c.relkind in ('r', 'p', 'v') and not c.relispartition`
         ).map((row) => row.name),
       );
       for (const app of DB_APPS) {

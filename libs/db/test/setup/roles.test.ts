@@ -3,6 +3,14 @@ import { freshAppRoles, freshDatabase, seedNotification, TEST_PG_URL } from "@no
 import postgres from "postgres";
 import t from "tap";
 import {
+  detachedLines,
+  detachedPartitions,
+  detachPartition,
+  dropDetached,
+  extendLog,
+  logPartitions,
+} from "../../src/retention/partitions.js";
+import {
   applyAppRoles,
   DB_APPS,
   type DbApp,
@@ -29,7 +37,8 @@ async function privilegesOf(name: string): Promise<Record<string, string[]>> {
     select t.tablename as table,
       array(select p from unnest(${ALL as unknown as string[]}::text[]) p
             where has_table_privilege(${name}, format('public.%I', t.tablename), p)) as privileges
-    from pg_tables t where t.schemaname = 'public' order by 1`;
+    from (select tablename from pg_tables where schemaname = 'public'
+          union all select viewname from pg_views where schemaname = 'public') t order by 1`;
   return Object.fromEntries(rows.filter((r) => r.privileges.length > 0).map((r) => [r.table, r.privileges]));
 }
 
@@ -137,6 +146,29 @@ t.test("refused outside its grants: the server says so; the status history draws
     processor`select * from notify_log_archive_lines('_p20000101', '', 1)`,
     /no detached log partition/,
     "the processor may (and is told there is nothing to read)",
+  );
+});
+
+t.test("the processor's role keeps the log's partitions: makes, detaches, archives and drops", async (t) => {
+  const processor = as("processor");
+  const db = { sql: processor } as unknown as Parameters<typeof extendLog>[0];
+  const before = await logPartitions(db);
+  t.ok(
+    (await extendLog(db, { aheadMs: (before.length + 3) * 86_400_000, widthHours: 24 })) > 0,
+    "makes partitions ahead",
+  );
+  const last = (await logPartitions(db)).at(-1);
+  if (!last) throw new Error("no partition");
+  t.equal(await detachPartition(db, last.suffix), 0, "detaches one (nothing in it to keep)");
+  t.same(await detachedPartitions(db), [last.suffix]);
+  t.same(await detachedLines(db, last.suffix, "", 10), [], "reads it for the archive");
+  await dropDetached(db, last.suffix);
+  t.same(await detachedPartitions(db), [], "and drops it");
+  const workers = as("workers");
+  await t.rejects(
+    workers`select * from notify_log_partitions`,
+    { code: "42501" },
+    "another app reads no partition list",
   );
 });
 
