@@ -8,7 +8,7 @@ import t from "tap";
 import { folderStore } from "../src/archive-store.js";
 import { retirePartitions } from "../src/partition-retention.js";
 import { restoreNotification } from "../src/retention.js";
-import { idAt, live, snapshot } from "./retention-support.js";
+import { live, seed, snapshot } from "./retention-support.js";
 
 // Retention by partition: a range of the log wholly past the window is detached, archived and
 // dropped at once; what still has work to do stays, in the default partition.
@@ -16,20 +16,7 @@ const { database } = await freshDatabase(t);
 const DAY_MS = 86_400_000;
 
 /** A delivered notification whose id (and created_at) is `inDays` from now, with what hangs off it. */
-async function seedAt(userId: string, inDays: number): Promise<string> {
-  const at = Date.now() + inDays * DAY_MS;
-  const id = idAt(at);
-  await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key,
-      request_hash, partition, created_at)
-    values (${id}, 'shop', ${userId}, 'news', 'welcome', 'promotional', '{"name":"Ada"}', ${id}, 'h', 1, ${new Date(at)})`;
-  await database.sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts)
-    values (${id}, 'email', 'delivered', 'sendgrid', ${`pm-${id}`}, 1)`;
-  await database.sql`insert into channel_status_events (notification_id, channel, status, attempt) values (${id}, 'email', 'delivered', 1)`;
-  await database.sql`insert into delivery_attempts (notification_id, channel, attempt, outcome) values (${id}, 'email', 1, 'accepted')`;
-  await database.sql`insert into notification_fallbacks (notification_id, steps, next_step, watching, taken, done_at)
-    values (${id}, '[{"channel":"sms","when":["failed"]}]', 1, 'email', '[]', ${new Date(at)})`;
-  return id;
-}
+const seedAt = (userId: string, inDays: number) => seed(database, userId, -inDays);
 
 const partitionOf = async (table: string, column: string, id: string) => {
   const [row] = await database.sql.unsafe<{ part: string }[]>(

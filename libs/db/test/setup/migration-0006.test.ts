@@ -1,13 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { TEST_PG_URL } from "@notify/testing";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import t from "tap";
 import { MIGRATIONS_FOLDER } from "../../src/setup/migrate.js";
+import { foldersUpTo } from "./migrations-support.js";
 
 // Migration 0006 replaces notifications.published_at with publish_outbox: rows the previous
 // version left unpublished must end up in the outbox (in batches of at most 500), published
@@ -23,17 +21,6 @@ t.teardown(async () => {
   await admin.unsafe(`drop database if exists ${name} with (force)`);
   await admin.end();
 });
-
-/** The migrations folder as it was before 0006. */
-function foldersUpTo(lastIdx: number): string {
-  const dir = mkdtempSync(join(tmpdir(), "notify-migrations-"));
-  cpSync(MIGRATIONS_FOLDER, dir, { recursive: true });
-  const journalFile = join(dir, "meta", "_journal.json");
-  const journal = JSON.parse(readFileSync(journalFile, "utf8")) as { entries: Array<{ idx: number }> };
-  journal.entries = journal.entries.filter((e) => e.idx <= lastIdx);
-  writeFileSync(journalFile, JSON.stringify(journal));
-  return dir;
-}
 
 t.test("unpublished rows move to the outbox in batches of 500; published ones do not", async (t) => {
   await migrate(drizzle(sql), { migrationsFolder: foldersUpTo(5) });

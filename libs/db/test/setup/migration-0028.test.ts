@@ -1,7 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { newId } from "@notify/core";
 import { TEST_PG_URL } from "@notify/testing";
@@ -10,6 +7,7 @@ import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import t, { type Test } from "tap";
 import { MIGRATIONS_FOLDER, runMigrations } from "../../src/setup/migrate.js";
+import { foldersUpTo } from "./migrations-support.js";
 
 // Migration 0028 turns the notification log (notifications, channels, status history, attempts,
 // fallback chains) into tables partitioned by id range, the existing tables becoming the `_p0`
@@ -34,17 +32,6 @@ async function databaseAt(t: Test, lastIdx: number): Promise<{ url: string; sql:
   await migrate(drizzle(migrator), { migrationsFolder: foldersUpTo(lastIdx) });
   await migrator.end();
   return { url: url.toString(), sql };
-}
-
-/** The migrations folder as it was up to migration `lastIdx`. */
-function foldersUpTo(lastIdx: number): string {
-  const dir = mkdtempSync(join(tmpdir(), "notify-migrations-"));
-  cpSync(MIGRATIONS_FOLDER, dir, { recursive: true });
-  const journalFile = join(dir, "meta", "_journal.json");
-  const journal = JSON.parse(readFileSync(journalFile, "utf8")) as { entries: Array<{ idx: number }> };
-  journal.entries = journal.entries.filter((e) => e.idx <= lastIdx);
-  writeFileSync(journalFile, JSON.stringify(journal));
-  return dir;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
