@@ -1,0 +1,2 @@
+-- placeholder: filled by its change
+SELECT 1;
