@@ -14,7 +14,6 @@
 // BENCH_CONCURRENCY (32), BENCH_SECONDS (8: the raw client's run), BENCH_DB_STATE.
 // BENCH_CPU_PROF_DIR=<dir> writes the worker's and the floor's V8 CPU profiles there;
 // BENCH_NODE_OPTIONS adds Node.js options to the worker and the floors (docs/benchmarks.md#profiles).
-import { fork, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -64,8 +63,18 @@ if (process.argv[2] === "--baseline") {
 
 const { spawnApp, waitReady } = await import("@notify/devstack");
 const { applyTopology, connectBus } = await import("@notify/bus");
-const { benchDatabase, benchNodeOptions, cpuBetween, cpuTicks, dbState, floorExecArgv, profileEnv, summarize } =
-  await import("./lib.mjs");
+const {
+  benchDatabase,
+  benchNodeOptions,
+  cpuBetween,
+  cpuTicks,
+  dbState,
+  floorExecArgv,
+  forkChild,
+  profileEnv,
+  spawnChild,
+  summarize,
+} = await import("./lib.mjs");
 const { freePort, freshNamespace, TEST_NATS_URL } = await import("@notify/testing");
 
 const ITEMS = Number(process.env.BENCH_ITEMS ?? 20_000);
@@ -82,7 +91,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function startSandbox() {
   const port = await freePort();
-  const child = spawn(process.execPath, [join(root, "libs/devstack/dist/sandbox-cli.js")], {
+  const child = spawnChild(process.execPath, [join(root, "libs/devstack/dist/sandbox-cli.js")], {
     env: { ...process.env, PORT: String(port), HOST: "127.0.0.1", SANDBOX_API_KEY: API_KEY },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -94,7 +103,7 @@ async function startSandbox() {
 function baseline(url) {
   return new Promise((resolve, reject) => {
     const args = ["--baseline", url, String(SECONDS), String(CONCURRENCY), String(WARM_MS)];
-    const child = fork(fileURLToPath(import.meta.url), args, {
+    const child = forkChild(fileURLToPath(import.meta.url), args, {
       execArgv: floorExecArgv(),
     });
     child.once("message", resolve);
@@ -219,7 +228,7 @@ async function worker(sandboxUrl) {
 
 async function floor(sandboxUrl, checks) {
   const { url, database, namespace, bus, publish, last } = await backlog();
-  const child = fork(join(root, "bench/floor-delivery.mjs"), {
+  const child = forkChild(join(root, "bench/floor-delivery.mjs"), [], {
     execArgv: floorExecArgv(),
     env: {
       ...process.env,

@@ -14,14 +14,22 @@
 //   BENCH_CPU_PROF_DIR=<dir> writes the processor's and the floor's V8 CPU profiles there (bench/cpu-profile.mjs),
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the processor's numbers);
 //   BENCH_NODE_OPTIONS adds Node.js options to the processor and the floor (docs/benchmarks.md#profiles).
-import { fork } from "node:child_process";
 import { createHash } from "node:crypto";
 import { applyTopology, connectBus } from "@notify/bus";
 import { newId, partitionOf } from "@notify/core";
 import { acceptNotifications, seedTemplate } from "@notify/db";
 import { SAMPLE_TEMPLATE, spawnApp } from "@notify/devstack";
 import { freePort, freshNamespace, TEST_NATS_URL } from "@notify/testing";
-import { benchDatabase, benchNodeOptions, cpuMeter, dbState, floorExecArgv, profileEnv, summarize } from "./lib.mjs";
+import {
+  benchDatabase,
+  benchNodeOptions,
+  cpuMeter,
+  dbState,
+  floorExecArgv,
+  forkChild,
+  profileEnv,
+  summarize,
+} from "./lib.mjs";
 
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? 20000);
 const WARM = Number(process.env.BENCH_WARM ?? 2000);
@@ -168,7 +176,7 @@ try {
   });
   // Stopped before the floor runs: its periodic jobs would spend Postgres' and NATS' CPU in the floor's window.
   await processor.stop();
-  const floor = fork(new URL("./floor-processor.mjs", import.meta.url), {
+  const floor = forkChild(new URL("./floor-processor.mjs", import.meta.url), [], {
     execArgv: floorExecArgv(),
     env: {
       ...process.env,

@@ -13,7 +13,6 @@
 //   BENCH_CPU_PROF_DIR=<dir> writes the receipts app's V8 CPU profile there (bench/cpu-profile.mjs),
 //   summarised by bench/profile-top.mjs (the profiler's own cost is then in the app's numbers);
 //   BENCH_NODE_OPTIONS adds Node.js options to the app and the floor (docs/benchmarks.md#profiles).
-import { fork } from "node:child_process";
 import { generateKeyPairSync, randomBytes, randomUUID } from "node:crypto";
 import { spawnApp, waitReady } from "@notify/devstack";
 import {
@@ -31,6 +30,7 @@ import {
   cpuTicks,
   dbState,
   floorExecArgv,
+  forkChild,
   profileEnv,
   summarize,
 } from "./lib.mjs";
@@ -188,7 +188,7 @@ await waitReady(`http://127.0.0.1:${adminPort}/readyz`, 30_000, () => receipts.c
 
 const floorPort = await freePort();
 const floor = await new Promise((resolve, reject) => {
-  const child = fork(new URL("./floor-receipts.mjs", import.meta.url), {
+  const child = forkChild(new URL("./floor-receipts.mjs", import.meta.url), [], {
     execArgv: floorExecArgv(),
     env: { ...process.env, ...serverEnv, DATABASE_URL: floorDb.url, PORT: String(floorPort) },
     stdio: ["ignore", "ignore", "inherit", "ipc"],
