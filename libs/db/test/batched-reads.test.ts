@@ -2,8 +2,7 @@ import { randomUUID } from "node:crypto";
 import { countingDatabase, freshDatabase, seedNotification } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
-import type { ChannelRef } from "../src/channel-ref.js";
-import { loadChannel } from "../src/delivery/channel.js";
+import { type DeliveryRef, loadChannel } from "../src/delivery/channel.js";
 import { readProfileRow } from "../src/index.js";
 
 const { database, url } = await freshDatabase(t);
@@ -21,15 +20,15 @@ await sql`insert into notification_channels ${sql(
 await sql`insert into user_contacts (user_id, email, phone) values ('u0', 'u0@example.com', null), ('u1', null, '+15550001')`;
 await sql`insert into user_preferences (user_id, channel_optout, locale) values ('u1', ${["sms"]}, 'fr'), ('u2', ${["email"]}, null)`;
 
-const refs: ChannelRef[] = ids.flatMap((id) => [
-  { notification_id: id, channel: "email" as const },
-  { notification_id: id, channel: "sms" as const },
-  { notification_id: id, channel: "push" as const },
+const refs: DeliveryRef[] = ids.flatMap((id, i) => [
+  { notification_id: id, channel: "email" as const, user_id: `u${i}` },
+  { notification_id: id, channel: "sms" as const, user_id: `u${i}` },
+  { notification_id: id, channel: "push" as const, user_id: `u${i}` },
 ]);
-const missing: ChannelRef = { notification_id: randomUUID(), channel: "email" };
+const missing: DeliveryRef = { notification_id: randomUUID(), channel: "email", user_id: "u0" };
 
 /** What one read of one channel finds, asked on its own. */
-async function alone(ref: ChannelRef) {
+async function alone(ref: DeliveryRef) {
   const [row] = await sql`select status, attempts, attempts_before_replay from notification_channels
     where notification_id = ${ref.notification_id} and channel = ${ref.channel}`;
   return row ? { ...row } : undefined;
@@ -38,7 +37,7 @@ async function alone(ref: ChannelRef) {
 t.test("channel reads made in one iteration go in one statement, each answered with its own row", async (t) => {
   const db = await countingDatabase(t, url);
   const statements = db.statements;
-  const asked = [...refs, missing, refs[0] as ChannelRef];
+  const asked = [...refs, missing, refs[0] as DeliveryRef];
   const rows = await Promise.all(asked.map((ref) => loadChannel(db.sql, ref)));
   t.equal(statements(), 1, `${asked.length} reads, one statement`);
   t.same(
@@ -114,5 +113,5 @@ t.test("a failed statement fails every read of its batch, and the next batch rea
     failed.map((f) => f.status),
     ["rejected", "rejected", "rejected", "rejected"],
   );
-  t.same({ ...(await loadChannel(db.sql, refs[0] as ChannelRef)) }, await alone(refs[0] as ChannelRef));
+  t.same({ ...(await loadChannel(db.sql, refs[0] as DeliveryRef)) }, await alone(refs[0] as DeliveryRef));
 });

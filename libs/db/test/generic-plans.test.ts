@@ -47,7 +47,7 @@ t.test("the hot path's batched statements run on a kept generic plan", async (t)
       cap: null,
     });
     await readProfileRow(database, `u-${id}`);
-    await loadChannel(database.sql, { notification_id: id, channel: "email" });
+    await loadChannel(database.sql, { notification_id: id, channel: "email", user_id: `u-${id}` });
     await moveStatus(database.sql, { notification_id: id, channel: "email" }, "delivered", {
       provider: "sendgrid",
       providerId: `p-${id}`,

@@ -174,7 +174,7 @@ async function runProcessor(db: Database, ids: string[]): Promise<void> {
   const waits = async () => {
     for (const id of shuffled(ids)) {
       await startFallbackWait(db, id, 1, new Date(Date.now() + 60_000));
-      await endFallback(db, id, 1);
+      await endFallback(db, id, "u", 1);
     }
   };
   const release = (due: string[]) =>

@@ -239,20 +239,22 @@ await admin.sql`
   insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
   select id, 'c', 'u-' || (i % 700), 'account', 'welcome', 'transactional', '{}', id, 'h', 0, at from seed`;
 await admin.sql`
-  insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts, updated_at, routed_status)
+  insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts, updated_at, routed_status,
+    user_id)
   select id, c.channel, case when i % 20 = 0 then 'retrying' when i % 20 = 1 then 'pending' else 'delivered' end,
-         c.provider, c.prefix || i, 1, at, 'pending'
+         c.provider, c.prefix || i, 1, at, 'pending', 'u-' || (i % 700)
   from seed cross join (values ('email', 'sendgrid', 'sg-'), ('sms', 'plivo', 'pl-')) c(channel, provider, prefix)`;
 await admin.sql`
-  insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-  select c.notification_id, c.channel, s.status, null, 1, c.provider_id, s.at
+  insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at, user_id)
+  select c.notification_id, c.channel, s.status, null, 1, c.provider_id, s.at, c.user_id
   from notification_channels c cross join (values ('retrying', now()), ('delivered', now())) s(status, at)`;
 await admin.sql`
-  insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
-  select notification_id, channel, 1, 'accepted', provider, provider_id, null from notification_channels`;
+  insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error, user_id)
+  select notification_id, channel, 1, 'accepted', provider, provider_id, null, user_id from notification_channels`;
 await admin.sql`
-  insert into notification_fallbacks (notification_id, steps, watching, done_at)
-  select id, '[{"channel": "sms", "when": ["failed"]}]', 'email', case when i % 8 = 0 then null else now() end
+  insert into notification_fallbacks (notification_id, steps, watching, done_at, user_id)
+  select id, '[{"channel": "sms", "when": ["failed"]}]', 'email', case when i % 8 = 0 then null else now() end,
+    'u-' || (i % 700)
   from seed where i % 4 = 0`;
 await admin.sql`
   insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, applied_at)
@@ -352,7 +354,7 @@ t.test("a notification's path, from its accept to its receipts, reaches its own 
   // The workers.
   const ref = { notification_id: first.id, channel: "email" as Channel };
   const read = await step(t, "channel read", [first.id], () =>
-    loadChannel(sql, { ...ref, address: "ada@example.com" }),
+    loadChannel(sql, { ...ref, user_id: "hot-user", address: "ada@example.com" }),
   );
   t.equal(read?.status, "pending");
   const retried = await step(t, "status move", [first.id], () =>
@@ -471,7 +473,7 @@ t.test("a notification's path, from its accept to its receipts, reaches its own 
     }),
   );
   t.ok(stepped, "the chain moved on");
-  await step(t, "fallback end", [first.id], () => endFallback(database, first.id, 1));
+  await step(t, "fallback end", [first.id], () => endFallback(database, first.id, "hot-user", 1));
 
   // The cancel.
   const canceled = await step(t, "cancel", [second.id], () =>
@@ -486,6 +488,32 @@ t.test("a notification's path, from its accept to its receipts, reaches its own 
   t.same(canceled, { routed: true, result: ["email"] });
   await step(t, "settle pending", [third.id], () =>
     settlePendingChannel(database, { notification_id: third.id, channel: "email" }, "suppressed", "opted out"),
+  );
+  // Every row the path wrote for its notifications carries their user (migration 0029).
+  const hot = [first.id, second.id, third.id, fourth.id];
+  const written = await admin.sql<{ table: string; rows: number; without: number }[]>`
+    select t.table, count(*)::int as rows, count(*) filter (where t.user_id is null)::int as without from (
+      select 'notification_channels' as table, user_id from notification_channels where notification_id = any(${hot})
+      union all select 'channel_status_events', user_id from channel_status_events where notification_id = any(${hot})
+      union all select 'delivery_attempts', user_id from delivery_attempts where notification_id = any(${hot})
+      union all select 'notification_fallbacks', user_id from notification_fallbacks where notification_id = any(${hot})
+      union all select 'webhook_completion_checks', user_id from webhook_completion_checks where notification_id = any(${hot})
+    ) t group by t.table order by t.table`;
+  t.same(
+    written.map((w) => w.table),
+    [
+      "channel_status_events",
+      "delivery_attempts",
+      "notification_channels",
+      "notification_fallbacks",
+      "webhook_completion_checks",
+    ],
+    "the path wrote rows of each table",
+  );
+  t.same(
+    written.filter((w) => w.without > 0),
+    [],
+    "none without its user",
   );
   const checked = await step(t, "completion checks", [first.id, second.id, third.id, fourth.id], () =>
     checkCompletions(database, 100),

@@ -22,12 +22,14 @@ export async function seed(
       request_hash, partition, created_at)
     values (${id}, 'shop', ${userId}, 'news', 'welcome', 'promotional', '{"name":"Ada"}', ${id}, 'h', 1,
       ${new Date(createdAt)}::timestamptz + interval '123 microseconds')`;
-  await database.sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts)
-    values (${id}, 'email', 'delivered', 'sendgrid', ${`pm-${id}`}, 1)`;
-  await database.sql`insert into channel_status_events (notification_id, channel, status, attempt) values (${id}, 'email', 'delivered', 1)`;
-  await database.sql`insert into delivery_attempts (notification_id, channel, attempt, outcome) values (${id}, 'email', 1, 'accepted')`;
-  await database.sql`insert into notification_fallbacks (notification_id, steps, next_step, watching, taken, done_at)
-    values (${id}, '[{"channel":"sms","when":["failed"]}]', 1, 'email', '[]', ${new Date(createdAt)})`;
+  await database.sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts, user_id)
+    values (${id}, 'email', 'delivered', 'sendgrid', ${`pm-${id}`}, 1, ${userId})`;
+  await database.sql`insert into channel_status_events (notification_id, channel, status, attempt, user_id)
+    values (${id}, 'email', 'delivered', 1, ${userId})`;
+  await database.sql`insert into delivery_attempts (notification_id, channel, attempt, outcome, user_id)
+    values (${id}, 'email', 1, 'accepted', ${userId})`;
+  await database.sql`insert into notification_fallbacks (notification_id, steps, next_step, watching, taken, done_at, user_id)
+    values (${id}, '[{"channel":"sms","when":["failed"]}]', 1, 'email', '[]', ${new Date(createdAt)}, ${userId})`;
   return id;
 }
 

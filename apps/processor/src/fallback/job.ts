@@ -46,14 +46,14 @@ export async function runFallbacks(deps: RouteDeps, limit = 200): Promise<Fallba
 async function decide(deps: RouteDeps, chain: OpenFallback, now: Date, round: FallbackRound): Promise<void> {
   const step = chain.steps[chain.next_step];
   if (step === undefined) {
-    await endFallback(deps.database, chain.notification_id, chain.next_step);
+    await endFallback(deps.database, chain.notification_id, chain.user_id, chain.next_step);
     round.ended++;
     return;
   }
   const due = chain.confirm_by !== null && chain.confirm_by.getTime() <= now.getTime();
   const decision = decideFallback(step, chain, due);
   if (decision.action === "stop") {
-    await endFallback(deps.database, chain.notification_id, chain.next_step);
+    await endFallback(deps.database, chain.notification_id, chain.user_id, chain.next_step);
     round.ended++;
   } else if (decision.action === "wait") {
     if (decision.confirmWithinSeconds !== undefined && chain.confirm_by === null) {

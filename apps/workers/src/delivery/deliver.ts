@@ -30,7 +30,12 @@ export async function deliver(deps: DeliverDeps, item: WorkItem): Promise<Dispos
   const started = performance.now();
   // The address about to be sent to, looked up on the suppression list by the same read.
   const address = item.channel === "email" || item.channel === "sms" ? suppressionAddress(item.channel, item.to) : null;
-  const row = await loadChannel(deps.sql, { notification_id: item.notification_id, channel: item.channel, address });
+  const row = await loadChannel(deps.sql, {
+    notification_id: item.notification_id,
+    channel: item.channel,
+    user_id: item.user_id,
+    address,
+  });
   if (!row) return { terminate: "no channel row for this work item" };
   // Made when a line is written: at the levels above info most items write none.
   let log: Logger | undefined;

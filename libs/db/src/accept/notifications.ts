@@ -104,8 +104,8 @@ export async function acceptNotifications(
       returning id, created_at
     ),
     fallbacks as (
-      insert into notification_fallbacks (notification_id, steps, watching)
-      select id, fallback, channels[1] from input
+      insert into notification_fallbacks (notification_id, steps, watching, user_id)
+      select id, fallback, channels[1], user_id from input
       where fallback is not null and id in (select notification_id from claimed)
     ),
     outbox as (

@@ -17,10 +17,11 @@ export type DeliveryChannelRow = Omit<
 > & { status: ChannelStatus; suppression?: SuppressionHold };
 
 /**
- * A channel to read, and the address it is about to be sent to, as the suppression list keeps it
- * (libs/core suppressionAddress), for a channel whose addresses can be suppressed.
+ * A channel to read, its notification's user (the work item's), and the address it is about to
+ * be sent to, as the suppression list keeps it (libs/core suppressionAddress), for a channel whose
+ * addresses can be suppressed.
  */
-export type DeliveryRef = ChannelRef & { address?: string | null };
+export type DeliveryRef = ChannelRef & { user_id: string; address?: string | null };
 
 const deliveryKey = (ref: DeliveryRef) => `${refKey(ref)}\u0000${ref.address ?? ""}`;
 
@@ -35,6 +36,7 @@ export const loadChannel: (sql: Sql, ref: DeliveryRef) => Promise<DeliveryChanne
       notification_id: ["text", refs.map((r) => r.notification_id)],
       channel: ["text", refs.map((r) => r.channel)],
       address: ["text", refs.map((r) => r.address ?? null)],
+      user_id: ["text", refs.map((r) => r.user_id)],
     });
     const rows = await sql<
       Array<
@@ -54,7 +56,8 @@ export const loadChannel: (sql: Sql, ref: DeliveryRef) => Promise<DeliveryChanne
       left join lateral (
         select s.client_id, s.reason, s.created_at from suppressions s
         where k.address is not null and s.channel = k.channel and s.address = k.address
-          and s.client_id in ('', (select n.client_id from notifications n where n.id = k.notification_id))
+          and s.client_id in ('', (
+            select n.client_id from notifications n where n.id = k.notification_id and n.user_id = k.user_id))
         order by s.created_at limit 1
       ) s on true`;
     const found = new Map(

@@ -72,9 +72,9 @@ export async function resetChannelForReplay(
         attempts_before_replay = attempts, next_attempt_at = null, updated_at = now()
       where notification_id = ${target.notificationId} and channel = ${target.channel} and status = any(${target.from as ChannelStatus[]})
         and (status <> 'pending' or reason = ${target.reason})
-      returning notification_id, channel, status, reason, attempts, updated_at
+      returning notification_id, channel, status, reason, attempts, updated_at, user_id
     )
-    insert into channel_status_events (notification_id, channel, status, reason, attempt, at)
-    select notification_id, channel, status, reason, attempts, updated_at from moved`;
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, at, user_id)
+    select notification_id, channel, status, reason, attempts, updated_at, user_id from moved`;
   return moved.count > 0;
 }

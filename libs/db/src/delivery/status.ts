@@ -73,9 +73,15 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
     with input as (
       select * from ${input}
     ), tried as (
-      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
-      select notification_id, channel, tried_attempt, tried_outcome, tried_provider, tried_provider_id, tried_error
-      from input where tried_attempt is not null
+      -- Each attempt line carries its channel's user, read from the channel row by key.
+      insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error, user_id)
+      select i.notification_id, i.channel, i.tried_attempt, i.tried_outcome, i.tried_provider, i.tried_provider_id,
+        i.tried_error, c.user_id
+      from input i left join lateral (
+        select c.user_id from notification_channels c
+        where c.notification_id = i.notification_id and c.channel = i.channel offset 0
+      ) c on true
+      where i.tried_attempt is not null
       on conflict do nothing
     ), locked as materialized (
       ${lockChannels(
@@ -102,10 +108,11 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
         and c.status = any(string_to_array(i.movable, ','))
         and ${amongIdsOf(sql, "c.notification_id", "locked", "notification_id")}
       returning c.notification_id, c.channel, c.status, coalesce(i.history, c.reason) as reason, c.attempts,
-        c.provider_id, c.updated_at
+        c.provider_id, c.updated_at, c.user_id
     ), history as (
-      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-      select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved
+      -- Each history row carries the user of the channel row it records the move of.
+      insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at, user_id)
+      select notification_id, channel, status, reason, attempts, provider_id, updated_at, user_id from moved
     )
     select notification_id, channel from moved`;
   const moved = new Set(rows.map(refKey));
@@ -125,7 +132,9 @@ export const moveStatus = (sql: Sql, ref: ChannelRef, to: ChannelStatus, fields:
 
 export async function recordAttempt(sql: Sql, ref: ChannelRef, a: Attempt): Promise<void> {
   await sql`
-    insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error)
-    values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.provider ?? null}, ${a.providerId}, ${a.error})
+    insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error, user_id)
+    values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.provider ?? null}, ${a.providerId}, ${a.error},
+      -- The channel's user, from its row.
+      (select c.user_id from notification_channels c where c.notification_id = ${ref.notification_id} and c.channel = ${ref.channel}))
     on conflict do nothing`;
 }

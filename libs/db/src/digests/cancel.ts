@@ -14,8 +14,8 @@ export async function cancelDigestItem(
   item: { id: string; clientId: string; at: Date },
 ): Promise<DigestItemCancel | null> {
   return database.sql.begin(async (tx) => {
-    const [row] = await tx<{ digest_id: string; status: string; canceled: boolean }[]>`
-      select d.id as digest_id, d.status, i.canceled_at is not null as canceled
+    const [row] = await tx<{ digest_id: string; user_id: string; status: string; canceled: boolean }[]>`
+      select d.id as digest_id, d.user_id, d.status, i.canceled_at is not null as canceled
       from digest_items i join digests d on d.id = i.digest_id
       where i.notification_id = ${item.id} and d.client_id = ${item.clientId}
       for update of d, i`;
@@ -23,7 +23,7 @@ export async function cancelDigestItem(
     if (row.canceled) return "already_canceled";
     if (row.status === "sent") return "too_late";
     await tx`update digest_items set canceled_at = ${item.at} where notification_id = ${item.id}`;
-    await tx`update digests set item_count = item_count - 1 where id = ${row.digest_id}`;
+    await tx`update digests set item_count = item_count - 1 where id = ${row.digest_id} and user_id = ${row.user_id}`;
     return "canceled";
   }) as Promise<DigestItemCancel | null>;
 }

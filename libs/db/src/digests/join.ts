@@ -57,7 +57,8 @@ export async function joinDigest(database: Database, join: DigestJoin): Promise<
           digestId = opened.id;
         }
         const [item] = await tx`
-          insert into digest_items (notification_id, digest_id, joined_at) values (${join.notificationId}, ${digestId}, ${join.now})
+          insert into digest_items (notification_id, digest_id, joined_at, user_id)
+          values (${join.notificationId}, ${digestId}, ${join.now}, ${join.userId})
           on conflict (notification_id) do nothing
           returning notification_id`;
         if (!item) throw new AlreadyJoined();
@@ -65,7 +66,7 @@ export async function joinDigest(database: Database, join: DigestJoin): Promise<
           update digests set item_count = item_count + 1,
             status = case when item_count + 1 >= max_items then 'closed' else status end,
             closes_at = case when item_count + 1 >= max_items then least(closes_at, ${join.now}) else closes_at end
-          where id = ${digestId}`;
+          where id = ${digestId} and user_id = ${join.userId}`;
         return { digestId, joined: true };
       }
       throw new Error(`no open digest of key ${join.key} could be locked`);

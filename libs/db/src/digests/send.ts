@@ -72,7 +72,7 @@ export async function sendDueDigests(
       const last = list.at(-1);
       if (!first || !last) {
         // Every item was removed since (retention, a cancel): nothing to send.
-        await tx`update digests set status = 'sent', sent_at = ${options.now} where id = ${digest.id}`;
+        await tx`update digests set status = 'sent', sent_at = ${options.now} where id = ${digest.id} and user_id = ${digest.user_id}`;
         continue;
       }
       const id = newId();
@@ -86,7 +86,7 @@ export async function sendDueDigests(
         returning id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data,
                   partition, created_at, deliver_by, send_at, digest, throttle, digest_of, trace_parent`;
       await tx`
-        update digests set status = 'sent', sent_at = ${options.now}, notification_id = ${id} where id = ${digest.id}`;
+        update digests set status = 'sent', sent_at = ${options.now}, notification_id = ${id} where id = ${digest.id} and user_id = ${digest.user_id}`;
       if (row) sent.push(asLaneNotification(row as never));
     }
     return sent;

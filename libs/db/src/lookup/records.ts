@@ -116,7 +116,8 @@ const digestOf = (sql: Database["sql"]) => sql`(
     'canceled', exists (select 1 from digest_items i where i.notification_id = n.id and i.canceled_at is not null),
     'statuses', (select coalesce(json_agg(c.status), '[]') from notification_channels c where c.notification_id = d.notification_id))
   from digests d
-  where d.id = coalesce((select i.digest_id from digest_items i where i.notification_id = n.id), n.digest_of))`;
+  where d.id = coalesce((select i.digest_id from digest_items i where i.notification_id = n.id), n.digest_of)
+    and d.user_id = n.user_id)`;
 
 interface DigestRow {
   id: string;

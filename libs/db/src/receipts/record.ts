@@ -8,7 +8,7 @@ import type { Sql } from "../pool.js";
 /**
  * The `moved` and `history` steps of a receipts statement: each channel row in its `locked` step
  * (notification_id, channel, status, reason, movable) moves forward if its status is still
- * movable, and each move is logged in the channel's status history.
+ * movable, and each move is logged in the channel's status history with the channel row's user.
  */
 const moveLockedChannels = (sql: Sql | TransactionSql) => sql`
   moved as (
@@ -16,11 +16,11 @@ const moveLockedChannels = (sql: Sql | TransactionSql) => sql`
     from locked l
     where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
       and ${amongIdsOf(sql, "c.notification_id", "locked", "notification_id")}
-    returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
+    returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.user_id
   ),
   history as (
-    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
-    select notification_id, channel, status, reason, attempts, provider_id from moved
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, user_id)
+    select notification_id, channel, status, reason, attempts, provider_id, user_id from moved
   )`;
 
 /**
@@ -305,7 +305,9 @@ async function appliedWithTraces(sql: Sql, rows: BatchRow[]): Promise<AppliedRec
     select c.provider, c.provider_id, c.notification_id, c.channel, n.trace_parent
     from ${keys}
     ${channelOf(sql, "k", "k.notification_id")}
-    join notifications n on n.id = c.notification_id
+    -- The channel row's user (a row written before migration 0029 carries none until it is
+    -- filled in: docs/capacity.md, "Sharded by user").
+    join notifications n on n.id = c.notification_id and n.user_id = coalesce(c.user_id, n.user_id)
     ${within}`;
   const byMessage = new Map(found.map((f) => [keyOf(f.provider, f.provider_id), f]));
   return rows.flatMap((r) => {

@@ -123,10 +123,10 @@ export async function settleWaitingChannel(
         updated_at = now()
       where notification_id = ${found.message.notification_id} and channel = ${found.channel}
         and status = ${found.status} and date_trunc('milliseconds', updated_at) = ${found.updatedAt}
-      returning notification_id, channel, status, attempts, provider_id, updated_at
+      returning notification_id, channel, status, attempts, provider_id, updated_at, user_id
     )
-    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-    select notification_id, channel, status, ${routedReason(outcome)}, attempts, provider_id, updated_at from moved`;
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at, user_id)
+    select notification_id, channel, status, ${routedReason(outcome)}, attempts, provider_id, updated_at, user_id from moved`;
   return rows.count > 0;
 }
 
@@ -155,9 +155,9 @@ export async function settleInAppFromInbox(database: Database, before: Date, lim
         provider_id = 'inbox:' || locked.item_id, updated_at = now()
       from locked
       where c.notification_id = locked.notification_id and c.channel = 'in_app' and c.status = 'unsettled'
-      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at
+      returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at, c.user_id
     )
-    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-    select notification_id, channel, status, reason, attempts, provider_id, updated_at from moved`;
+    insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at, user_id)
+    select notification_id, channel, status, reason, attempts, provider_id, updated_at, user_id from moved`;
   return rows.count;
 }

@@ -81,25 +81,28 @@ export async function takeArchiveBatch(
 /**
  * Puts one archived notification back into the live log with its channels, history, attempts
  * and fallback chain, in one transaction. A notification already live is left alone (false), so a restore
- * can be repeated.
+ * can be repeated. A row archived without its user (written before migration 0029) is restored
+ * with the notification's.
  */
 export async function restoreArchived(database: Database, record: ArchiveRecord): Promise<boolean> {
   const json = database.sql.json;
+  const owned = (rows: Record<string, unknown>[]) =>
+    rows.map((row) => ({ ...row, user_id: row.user_id ?? record.notification.user_id }));
   return database.sql.begin(async (tx) => {
     const [inserted] = await tx`insert into notifications
       select * from jsonb_populate_record(null::notifications, ${json(record.notification as never)})
       on conflict do nothing returning id`;
     if (!inserted) return false;
     await tx`insert into notification_channels
-      select * from jsonb_populate_recordset(null::notification_channels, ${json(record.channels as never)})`;
+      select * from jsonb_populate_recordset(null::notification_channels, ${json(owned(record.channels) as never)})`;
     await tx`insert into channel_status_events
-      select * from jsonb_populate_recordset(null::channel_status_events, ${json(record.status_events as never)})
+      select * from jsonb_populate_recordset(null::channel_status_events, ${json(owned(record.status_events) as never)})
       on conflict do nothing`;
     await tx`insert into delivery_attempts
-      select * from jsonb_populate_recordset(null::delivery_attempts, ${json(record.attempts as never)})`;
+      select * from jsonb_populate_recordset(null::delivery_attempts, ${json(owned(record.attempts) as never)})`;
     if (record.fallbacks !== undefined && record.fallbacks.length > 0) {
       await tx`insert into notification_fallbacks
-        select * from jsonb_populate_recordset(null::notification_fallbacks, ${json(record.fallbacks as never)})`;
+        select * from jsonb_populate_recordset(null::notification_fallbacks, ${json(owned(record.fallbacks) as never)})`;
     }
     return true;
   });

@@ -39,26 +39,29 @@ export async function cancelNotification<T>(
 ): Promise<{ routed: false } | { routed: true; result: T } | null> {
   const { id, clientId } = target;
   const result = await database.sql.begin(async (tx) => {
-    const [head] = await tx<{ routed: boolean }[]>`
-      select exists (select 1 from notification_channels c where c.notification_id = n.id) as routed
+    const [head] = await tx<{ routed: boolean; user_id: string }[]>`
+      select exists (select 1 from notification_channels c where c.notification_id = n.id) as routed, n.user_id
       from notifications n where n.id = ${id} and n.client_id = ${clientId}`;
     if (!head) return null;
     if (!head.routed) return { routed: false as const };
+    // The notification's user: every statement after the first names it.
+    const userId = head.user_id;
     await tx`
       with ended as (
         update notification_fallbacks set done_at = now()
         where notification_id = ${id} and done_at is null
         returning notification_id)
-      insert into webhook_completion_checks (notification_id)
-      select e.notification_id from ended e join notifications n on n.id = e.notification_id
+      insert into webhook_completion_checks (notification_id, user_id)
+      select e.notification_id, n.user_id from ended e join notifications n on n.id = e.notification_id and n.user_id = ${userId}
       where webhook_wanted(n.client_id, 'notification.completed')
         or exists (select 1 from broadcast_recipients r
           join webhook_broadcast_tallies t on t.broadcast_id = r.broadcast_id and t.completed_at is null
-          where r.notification_id = e.notification_id)
+          where r.notification_id = e.notification_id and r.user_id = ${userId})
       -- Updated, not passed over: held locked until the commit, so the dispatcher cannot take it
       -- and drop it before this change is visible (migration 0026).
-      on conflict (notification_id) do update set notification_id = excluded.notification_id`;
-    const timer = await tx`select 1 from deferred_notifications where notification_id = ${id} for update`;
+      on conflict (notification_id) do update set user_id = excluded.user_id`;
+    const timer = await tx`
+      select 1 from deferred_notifications where notification_id = ${id} and user_id = ${userId} for update`;
     const channels = await lockChannels(
       tx,
       tx`select c.notification_id, c.channel, c.status from notification_channels c where c.notification_id = ${id}`,
@@ -77,12 +80,12 @@ export async function cancelNotification<T>(
               and c.status in ('pending', 'deferred', 'retrying', 'parked')
             returning c.notification_id, c.channel, c.status, c.attempts, c.provider_id, c.updated_at
           ), history as (
-            insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-            select notification_id, channel, status, ${history}, attempts, provider_id, updated_at from moved
+            insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at, user_id)
+            select notification_id, channel, status, ${history}, attempts, provider_id, updated_at, ${userId}::text from moved
           )
           select channel from moved order by channel`;
         await tx`
-          delete from deferred_notifications d where d.notification_id = ${id}
+          delete from deferred_notifications d where d.notification_id = ${id} and d.user_id = ${userId}
             and not exists (select 1 from notification_channels c
               where c.notification_id = ${id} and c.status = 'deferred')`;
         return moved.map((m) => m.channel);

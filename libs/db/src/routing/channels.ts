@@ -152,7 +152,7 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
       select * from ${input}
     ), present as (
       select p.id from input n
-      cross join lateral (select p.id from notifications p where p.id = n.id for key share) p
+      cross join lateral (select p.id from notifications p where p.id = n.id and p.user_id = n.user_id for key share) p
     ), planned as (
       select * from ${channels}
     ), routed as (
@@ -167,8 +167,9 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
         timeOrdered(routings.map((r) => r.notificationId)),
       )}
     ), inserted as (
-      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
-      select d.id, d.channel, d.status, d.reason, d.next_attempt_at, d.status, d.routed_reason
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason,
+        user_id)
+      select d.id, d.channel, d.status, d.reason, d.next_attempt_at, d.status, d.routed_reason, n.user_id
       from planned d join input n on n.id = d.id
       where d.id not in (select id from routed)
         and d.id in (select id from present)
@@ -243,7 +244,8 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
   const throttle = routing.throttle ?? null;
   const sending = routing.channels.some((p) => p.status === "pending");
   return sql.begin(async (tx): Promise<RoutingRecord> => {
-    const [present] = await tx`select 1 from notifications where id = ${id} for key share`;
+    const [present] = await tx`
+      select 1 from notifications where id = ${id} and user_id = ${routing.userId} for key share`;
     if (!present) return { first: false, capped: false, throttled: false, held: false, earlier: null, gone: true };
     let waiting: string | null = null;
     if (routing.order) {
@@ -260,8 +262,9 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
         return { first: false, capped: false, throttled: false, held: true, earlier: waiting };
     }
     const inserted = await tx`
-      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
-      select ${id}, c, s, r, n, s, rr
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason,
+        user_id)
+      select ${id}, c, s, r, n, s, rr, ${routing.userId}::text
       from unnest(${channels}::text[], ${statuses}::text[], ${reasons}::text[], ${planned}::timestamptz[],
                   ${routedReasons}::text[]) as d(c, s, r, n, rr)
       where not exists (select 1 from notification_channels where notification_id = ${id})

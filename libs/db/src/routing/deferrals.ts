@@ -178,10 +178,10 @@ export async function releaseDeferrals<T>(
                 "c.notification_id",
                 updates.map((u) => u.notificationId),
               )}
-            returning c.notification_id, c.channel, c.status, u.history, c.attempts, c.provider_id, c.updated_at
+            returning c.notification_id, c.channel, c.status, u.history, c.attempts, c.provider_id, c.updated_at, c.user_id
           )
-          insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at)
-          select notification_id, channel, status, history, attempts, provider_id, updated_at from moved`;
+          insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, at, user_id)
+          select notification_id, channel, status, history, attempts, provider_id, updated_at, user_id from moved`;
       },
       async redefer(timers) {
         if (timers.length === 0) return;

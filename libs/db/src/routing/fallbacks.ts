@@ -55,23 +55,24 @@ export async function startFallbackWait(database: Database, id: string, step: nu
  * not cover. A notification's outcome waits for its open chain, and no channel changes when the
  * chain ends, so the end itself asks the webhook dispatcher to decide whether the notification is
  * completed, as a channel's outcome does (drizzle/0020's trigger: for an endpoint that wants
- * notification.completed, or a broadcast's tally that counts it).
+ * notification.completed, or a broadcast's tally that counts it). `userId`: the notification's
+ * user (the open chain's).
  */
-export async function endFallback(database: Database, id: string, step: number): Promise<void> {
+export async function endFallback(database: Database, id: string, userId: string, step: number): Promise<void> {
   await database.sql`
     with ended as (
       update notification_fallbacks set done_at = now()
       where notification_id = ${id} and next_step = ${step} and done_at is null
       returning notification_id)
-    insert into webhook_completion_checks (notification_id)
-    select e.notification_id from ended e join notifications n on n.id = e.notification_id
+    insert into webhook_completion_checks (notification_id, user_id)
+    select e.notification_id, n.user_id from ended e join notifications n on n.id = e.notification_id and n.user_id = ${userId}
     where webhook_wanted(n.client_id, 'notification.completed')
       or exists (select 1 from broadcast_recipients r
         join webhook_broadcast_tallies t on t.broadcast_id = r.broadcast_id and t.completed_at is null
-        where r.notification_id = e.notification_id)
+        where r.notification_id = e.notification_id and r.user_id = ${userId})
     -- Updated, not passed over: held locked until the commit, so the dispatcher cannot take it
     -- and drop it before this change is visible (migration 0026).
-    on conflict (notification_id) do update set notification_id = excluded.notification_id`;
+    on conflict (notification_id) do update set user_id = excluded.user_id`;
 }
 
 /** The next channel's outcome as routing decided it (`detail`: as RoutedChannel's). */
@@ -124,14 +125,16 @@ export async function takeFallbackStep(
         on conflict (notification_id) do update set due_at = least(deferred_notifications.due_at, excluded.due_at)`;
     }
     await tx`
-      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason)
-      values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt}, ${next.status}, ${history})
+      insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason,
+        user_id)
+      values (${id}, ${next.channel}, ${next.status}, ${next.reason}, ${next.nextAttemptAt}, ${next.status}, ${history},
+        ${take.userId})
       on conflict do nothing`;
     // An outcome other than queued (suppressed, expired, deferred) shows in its timeline at once.
     if (next.status !== "pending") {
       await tx`
-        insert into channel_status_events (notification_id, channel, status, reason, attempt)
-        values (${id}, ${next.channel}, ${next.status}, ${history}, 0)`;
+        insert into channel_status_events (notification_id, channel, status, reason, attempt, user_id)
+        values (${id}, ${next.channel}, ${next.status}, ${history}, 0, ${take.userId})`;
     }
     return true;
   });

@@ -44,6 +44,8 @@ export const digestItems = pgTable(
     joinedAt: timestamp("joined_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     /** Canceled before its digest was sent: left out of it, and never routed on its own. */
     canceledAt: timestamp("canceled_at", { withTimezone: true, mode: "date" }),
+    /** The notification's user: see notification_channels.user_id (schema/notifications.ts). */
+    userId: text("user_id"),
   },
   (t) => [index("digest_items_digest_idx").on(t.digestId, t.notificationId)],
 );

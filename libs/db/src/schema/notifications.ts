@@ -109,6 +109,12 @@ export const notificationChannels = pgTable(
     routedAt: timestamp("routed_at", { withTimezone: true, mode: "date" }).defaultNow(),
     routedStatus: text("routed_status"),
     routedReason: text("routed_reason"),
+    /**
+     * The notification's user (its shard on a PostgreSQL distributed by user). Null on rows
+     * written before migration 0029 until they are filled in (docs/capacity.md, "Sharded by
+     * user"); a row of a later notification id must carry it (the table's user_id check).
+     */
+    userId: text("user_id"),
   },
   (t) => [
     primaryKey({ columns: [t.notificationId, t.channel] }),
@@ -159,6 +165,8 @@ export const channelStatusEvents = pgTable(
     attempt: integer("attempt").notNull(),
     providerId: text("provider_id"),
     at: timestamp("at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    /** The notification's user: see notification_channels.user_id. */
+    userId: text("user_id"),
   },
   (t) => [primaryKey({ name: "channel_status_events_pkey", columns: [t.notificationId, t.channel, t.id] })],
 );
@@ -176,6 +184,8 @@ export const deliveryAttempts = pgTable(
     providerId: text("provider_id"),
     error: text("error"),
     at: timestamp("at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    /** The notification's user: see notification_channels.user_id. */
+    userId: text("user_id"),
   },
   (t) => [primaryKey({ columns: [t.notificationId, t.channel, t.attempt] })],
 );
@@ -233,6 +243,8 @@ export const notificationFallbacks = pgTable(
     taken: jsonb("taken").$type<TakenFallback[]>().notNull().default([]),
     doneAt: timestamp("done_at", { withTimezone: true, mode: "date" }),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    /** The notification's user: see notification_channels.user_id. */
+    userId: text("user_id"),
   },
   (t) => [index("notification_fallbacks_open_idx").on(t.createdAt).where(sql`${t.doneAt} is null`)],
 );

@@ -146,6 +146,8 @@ export const webhookCompletionChecks = pgTable(
   {
     notificationId: text("notification_id").primaryKey(),
     createdAt: timestamp("created_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
+    /** The notification's user: see notification_channels.user_id (schema/notifications.ts). */
+    userId: text("user_id"),
   },
   // The dispatcher takes the oldest checks first.
   (t) => [index("webhook_completion_checks_created_idx").on(t.createdAt)],

@@ -12,18 +12,25 @@
  *   write goes to all of them.
  * - `by-key`: distributed by another column, not co-located with the user's rows (`why` says
  *   why); `colocateWith` names the table of its own group it goes with, if any.
- * - `by-user-missing`: one user's rows that do not carry the user id yet: each is reached by
- *   `key` (a notification id), and gains `user_id` before the schema can be distributed.
+ *
+ * A `by-user` table with `filledFrom` is the notification log's: its `user_id` is written on every
+ * row since migration 0029, and is null on the rows written before it (nothing on one node needs
+ * them to carry it), until the operator's backfill fills them in by notification id
+ * (docs/capacity.md, "Sharded by user"), which runs before the schema is distributed. Each such
+ * table checks `user_id IS NOT NULL OR notification_id < cut` unless the id is not a UUIDv7 (NOT
+ * VALID: no old row is read), so every row of a notification made after the migration carries
+ * its user.
  *
  * A partitioned table counts once, by its parent's name: Citus distributes its partitions with it.
  */
 export type Distribution =
-  | { kind: "by-user"; column: "user_id" }
+  | { kind: "by-user"; column: "user_id"; filledFrom?: "0029" }
   | { kind: "reference" }
-  | { kind: "by-key"; column: string; why: string; colocateWith?: string }
-  | { kind: "by-user-missing"; key: string; why: string };
+  | { kind: "by-key"; column: string; why: string; colocateWith?: string };
 
 const BY_USER = { kind: "by-user", column: "user_id" } as const;
+/** The notification log's tables that gained user_id in migration 0029 (see `filledFrom`). */
+const BY_USER_SINCE_0029 = { kind: "by-user", column: "user_id", filledFrom: "0029" } as const;
 const REFERENCE = { kind: "reference" } as const;
 
 /**
@@ -45,27 +52,18 @@ export const TABLE_DISTRIBUTION: Readonly<Record<string, Distribution>> = {
   // One row per broadcast: read and moved on (cursor, count) by its expander, once a batch; its
   // (client, dedup key) stays unique only in a table that is not split.
   broadcasts: REFERENCE,
-  channel_status_events: {
-    kind: "by-user-missing",
-    key: "notification_id",
-    why: "each row is written in the statement that moves its channel, whose writer has the notification's message (its user), or finds the channel first (receipts)",
-  },
+  // A channel's status history: each row written with the move of its channel, and its user.
+  channel_status_events: BY_USER_SINCE_0029,
   // A user's address changes, listed per user.
   contact_changes: BY_USER,
   // A user's quiet-hours timers; carries the user already.
   deferred_notifications: BY_USER,
-  delivery_attempts: {
-    kind: "by-user-missing",
-    key: "notification_id",
-    why: "written by the worker for its work item, whose lane message names the user",
-  },
+  // A channel's provider attempts, with its channel row's user.
+  delivery_attempts: BY_USER_SINCE_0029,
   // The deployment's MAC secrets: a few rows, read by every process.
   deployment_secrets: REFERENCE,
-  digest_items: {
-    kind: "by-user-missing",
-    key: "notification_id",
-    why: "written by joinDigest, which has the user (its digest's key names it); read with the digest's notifications",
-  },
+  // A digest's items, written by joinDigest with the digest's user.
+  digest_items: BY_USER_SINCE_0029,
   // A (client, user, template, key)'s digests: joined, sent and read per user.
   digests: BY_USER,
   idempotency_keys: {
@@ -85,16 +83,10 @@ export const TABLE_DISTRIBUTION: Readonly<Record<string, Distribution>> = {
     column: "token_hash",
     why: "an opaque token is looked up by its hash before its user is known: one shard per lookup",
   },
-  notification_channels: {
-    kind: "by-user-missing",
-    key: "notification_id",
-    why: "written by routing, the workers and the receipts, which have the notification's message (its user), except a receipt that names only the provider's message id",
-  },
-  notification_fallbacks: {
-    kind: "by-user-missing",
-    key: "notification_id",
-    why: "written by the accept in the statement that inserts the notification, which has the user",
-  },
+  // A notification's channels, written by routing and the fallback chain with its user.
+  notification_channels: BY_USER_SINCE_0029,
+  // A notification's fallback chain, written with the notification by the accept.
+  notification_fallbacks: BY_USER_SINCE_0029,
   // The log's head: one row per notification, read by the user's history and by id.
   notifications: BY_USER,
   // A user's promotional sends per day.
@@ -134,11 +126,9 @@ export const TABLE_DISTRIBUTION: Readonly<Record<string, Distribution>> = {
   // Asked on every status move by the channel trigger (is any broadcast awaiting completion?);
   // one row per broadcast whose completion an endpoint wants.
   webhook_broadcast_tallies: REFERENCE,
-  webhook_completion_checks: {
-    kind: "by-user-missing",
-    key: "notification_id",
-    why: "asked for by the channel trigger, endFallback and the cancel, which have the notification's channels (their user, once they carry it); the dispatcher then reads those channels",
-  },
+  // Asked for by the channel trigger, endFallback and the cancel with the notification's user;
+  // the dispatcher takes the oldest of every user's (multi-shard).
+  webhook_completion_checks: BY_USER_SINCE_0029,
   webhook_deliveries: {
     kind: "by-key",
     column: "endpoint_id",
@@ -160,21 +150,28 @@ export const TABLE_DISTRIBUTION: Readonly<Record<string, Distribution>> = {
  * - `multi-shard`: reaches many users' rows by nature (a sweep, retention or a purge, a
  *   broadcast's expansion or count, a batch of many users, a lookup by an id the caller holds
  *   without its user): on Citus it runs on every shard, or takes its work one shard at a time.
- * - `by-id`: reaches one user's rows by another key (a notification's, a digest's id) while its
- *   caller holds the user id (`why` says where from): it gains `user_id = ` before it runs on
- *   Citus, and leaves this list.
+ * - `unfilled`: reaches one notification's rows of a `filledFrom` table by the notification id
+ *   while its caller holds the user (`why` says where from): `user_id = ` would miss the rows
+ *   written before migration 0029 until the backfill has filled them in (docs/capacity.md), so it
+ *   gains it then, before the schema is distributed, and leaves this list.
  * - `whole-row`: writes whole rows (user_id among their columns) without naming the column: Citus
  *   routes each row by its own user_id.
  */
 export interface UnscopedStatement {
   at: string;
   table: string;
-  kind: "multi-shard" | "by-id" | "whole-row";
+  kind: "multi-shard" | "unfilled" | "whole-row";
   why: string;
 }
 
 /** Pinned: a statement leaves it when it names user_id, and joins it only with its reason. */
 export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
+  {
+    at: "accept/outbox.ts#removeUnpublished",
+    table: "notification_fallbacks",
+    kind: "multi-shard",
+    why: "removes the fallback chains of one accepted batch's unpublished notifications, many users' requests",
+  },
   {
     at: "accept/outbox.ts#removeUnpublished",
     table: "notifications",
@@ -188,34 +185,40 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
     why: "counts a broadcast's outcomes over all its recipients, every user of the audience",
   },
   {
-    at: "delivery/channel.ts#loadChannel",
-    table: "notifications",
-    kind: "by-id",
-    why: "the worker's read of its channel looks the notification's client up by id; its work item names the user (WorkItem.user_id)",
+    at: "broadcasts/progress.ts#countAndKeep",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "counts a broadcast's outcomes over its recipients' channels, every user of the audience",
+  },
+  {
+    at: "delivery/dead-letters.ts#readChannelStates",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "the operator's dead-letter listing reads the channels of many letters at once, many users'",
+  },
+  {
+    at: "delivery/dead-letters.ts#readStatusEvents",
+    table: "channel_status_events",
+    kind: "unfilled",
+    why: "a dead letter's channel history, by its notification id; the stored letter's work item carries the user (WorkItem.user_id)",
+  },
+  {
+    at: "delivery/history.ts#readDeliveryHistory",
+    table: "delivery_attempts",
+    kind: "unfilled",
+    why: "the worker's dead letter reads its channel's attempts by the notification id; its work item names the user (WorkItem.user_id)",
   },
   {
     at: "digests/cancel.ts#cancelDigestItem",
-    table: "digests",
-    kind: "by-id",
-    why: "a cancel's digest, found from the item and moved by its id; the cancel's first statement (cancelNotification) reads the notification, whose user_id it can return",
-  },
-  {
-    at: "digests/join.ts#joinDigest",
-    table: "digests",
-    kind: "by-id",
-    why: "counts the item into the digest it locked, by id; the join has the user (DigestJoin.userId)",
-  },
-  {
-    at: "digests/send.ts#sendDueDigests",
-    table: "digests",
-    kind: "by-id",
-    why: "marks each due digest sent by its id; the due rows it took carry their user_id",
-  },
-  {
-    at: "digests/send.ts#sendDueDigests",
-    table: "notifications",
+    table: "digest_items",
     kind: "multi-shard",
-    why: "reads the items of every due digest taken at once, digests of many users",
+    why: "the cancel API names a notification and its client, not its user: the item is found, and marked, by the notification id on every shard",
+  },
+  {
+    at: "digests/join.ts#joinedDigest",
+    table: "digest_items",
+    kind: "unfilled",
+    why: "whether the notification joined a digest, by its id; the join and the deferral release hold the user (DigestJoin.userId, the deferral row's user_id)",
   },
   {
     at: "digests/send.ts#purgeSentDigests",
@@ -224,22 +227,100 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
     why: "retention: forgets sent digests of every user past the window",
   },
   {
+    at: "digests/send.ts#sendDueDigests",
+    table: "digest_items",
+    kind: "multi-shard",
+    why: "reads the items of every due digest taken at once, digests of many users",
+  },
+  {
+    at: "digests/send.ts#sendDueDigests",
+    table: "notifications",
+    kind: "multi-shard",
+    why: "reads the items of every due digest taken at once, digests of many users",
+  },
+  {
     at: "inbox/items.ts#inboxItemsSince",
     table: "inbox_items",
     kind: "multi-shard",
     why: "the streams' poller starts at the newest item id of all users (one poll serves every stream of a process)",
   },
   {
-    at: "lookup/records.ts#digestOf",
-    table: "digests",
-    kind: "by-id",
-    why: "a fragment of the notification reads: the digest of the notification row it is read with, whose user_id is that digest's",
+    at: "lock-order.ts#lockChannelKeys",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "locks the channel rows of a batch of moves in key order, channels of many users (a fragment of the workers' and receipts' batched statements)",
   },
   {
-    at: "receipts/record.ts#appliedWithTraces",
-    table: "notifications",
-    kind: "by-id",
-    why: "a receipt's notification, joined from its channel row for the traceparent; the channel row carries its user once notification_channels does (by-user-missing)",
+    at: "lookup/records.ts#fallbackPending",
+    table: "notification_channels",
+    kind: "unfilled",
+    why: "a fragment of the notification reads: the chain of the notification row it is read with, by its id; that row carries the user",
+  },
+  {
+    at: "lookup/records.ts#fallbackPending",
+    table: "notification_fallbacks",
+    kind: "unfilled",
+    why: "a fragment of the notification reads: the chain of the notification row it is read with, by its id; that row carries the user",
+  },
+  {
+    at: "lookup/records.ts#withChannels",
+    table: "notification_channels",
+    kind: "unfilled",
+    why: "the channels of a page of notification rows just read, by their ids; those rows carry their users",
+  },
+  {
+    at: "lookup/timeline.ts#readNotificationTimeline",
+    table: "channel_status_events",
+    kind: "multi-shard",
+    why: "the timeline API names a notification and its client, not its user: its history is read by the notification id",
+  },
+  {
+    at: "lookup/timeline.ts#readNotificationTimeline",
+    table: "delivery_attempts",
+    kind: "multi-shard",
+    why: "the timeline API names a notification and its client, not its user: its attempts are read by the notification id",
+  },
+  {
+    at: "lookup/timeline.ts#readNotificationTimeline",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "the timeline API names a notification and its client, not its user: its channels are read by the notification id",
+  },
+  {
+    at: "lookup/timeline.ts#readNotificationTimeline",
+    table: "notification_fallbacks",
+    kind: "multi-shard",
+    why: "the timeline API names a notification and its client, not its user: its chain is read by the notification id",
+  },
+  {
+    at: "receipts/record.ts#applyPendingReceipts",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "the pending sweep: every user's receipts waiting for their send",
+  },
+  {
+    at: "receipts/record.ts#bindAndApply",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "binds a receipt batch's provider ids to the channels its payloads name, channels of many users",
+  },
+  {
+    at: "receipts/record.ts#channelOf",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "a receipt's channel, found by provider id or the payload's notification id, not by a user",
+  },
+  {
+    at: "receipts/record.ts#sendLookup",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "a provider's event names its message (provider id) or a notification id from its payload, not a user: the send is looked up on every shard",
+  },
+  {
+    at: "receipts/record.ts#sendOf",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "a provider's event names its message (provider id) or a notification id from its payload, not a user: the send is looked up on every shard",
   },
   {
     at: "reconciler/stalled.ts#findUnroutedNotifications",
@@ -248,10 +329,46 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
     why: "the reconciler's sweep of the log by id range, every user's notifications",
   },
   {
-    at: "reconciler/stalled.ts#settleInAppFromInbox",
-    table: "inbox_items",
+    at: "reconciler/stalled.ts#touchWaitingChannel",
+    table: "notification_channels",
+    kind: "unfilled",
+    why: "a stalled channel the reconciler found, by its key; the lane message it republishes names the user",
+  },
+  {
+    at: "retention/archive.ts#restoreArchived",
+    table: "channel_status_events",
+    kind: "whole-row",
+    why: "puts archived rows back whole (jsonb_populate_recordset), each with its user_id (the notification's when archived without one)",
+  },
+  {
+    at: "retention/archive.ts#restoreArchived",
+    table: "delivery_attempts",
+    kind: "whole-row",
+    why: "puts archived rows back whole (jsonb_populate_recordset), each with its user_id (the notification's when archived without one)",
+  },
+  {
+    at: "retention/archive.ts#restoreArchived",
+    table: "notification_channels",
+    kind: "whole-row",
+    why: "puts archived rows back whole (jsonb_populate_recordset), each with its user_id (the notification's when archived without one)",
+  },
+  {
+    at: "retention/archive.ts#restoreArchived",
+    table: "notification_fallbacks",
+    kind: "whole-row",
+    why: "puts archived rows back whole (jsonb_populate_recordset), each with its user_id (the notification's when archived without one)",
+  },
+  {
+    at: "retention/archive.ts#restoreArchived",
+    table: "notifications",
+    kind: "whole-row",
+    why: "puts an archived row back whole (jsonb_populate_record), its user_id among its columns",
+  },
+  {
+    at: "retention/archive.ts#takeArchiveBatch",
+    table: "channel_status_events",
     kind: "multi-shard",
-    why: "the reconciler's sweep of unsettled in-app channels, every user's",
+    why: "retention: archives and deletes the oldest notifications' history, every user's",
   },
   {
     at: "retention/archive.ts#takeArchiveBatch",
@@ -261,9 +378,33 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
   },
   {
     at: "retention/archive.ts#takeArchiveBatch",
+    table: "delivery_attempts",
+    kind: "multi-shard",
+    why: "retention: archives and deletes the oldest notifications' attempts, every user's",
+  },
+  {
+    at: "retention/archive.ts#takeArchiveBatch",
+    table: "digest_items",
+    kind: "multi-shard",
+    why: "retention: checks and deletes the oldest notifications' digest items, every user's",
+  },
+  {
+    at: "retention/archive.ts#takeArchiveBatch",
     table: "digests",
     kind: "multi-shard",
     why: "retention: the archive batch's check that no open digest waits for an item it takes",
+  },
+  {
+    at: "retention/archive.ts#takeArchiveBatch",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "retention: archives and deletes the oldest notifications' channels, every user's",
+  },
+  {
+    at: "retention/archive.ts#takeArchiveBatch",
+    table: "notification_fallbacks",
+    kind: "multi-shard",
+    why: "retention: archives and deletes the oldest notifications' fallback chains, every user's",
   },
   {
     at: "retention/archive.ts#takeArchiveBatch",
@@ -272,34 +413,28 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
     why: "retention: takes the oldest notifications of the default and first partitions, every user's, and deletes them",
   },
   {
-    at: "retention/archive.ts#restoreArchived",
-    table: "notifications",
-    kind: "whole-row",
-    why: "puts an archived row back whole (jsonb_populate_record), its user_id among its columns",
+    at: "routing/cancel.ts#cancelNotification",
+    table: "notification_channels",
+    kind: "unfilled",
+    why: "locks and moves the canceled notification's channels by its id; the cancel's first read returns the notification's user_id",
   },
   {
-    at: "routing/cancel.ts#cancelNotification",
-    table: "notifications",
-    kind: "multi-shard",
-    why: "the cancel API names a notification and its client, not its user: the first read probes every shard's index once; the chain's end looks its client up by id again",
-  },
-  {
-    at: "routing/cancel.ts#cancelNotification",
-    table: "broadcast_recipients",
-    kind: "by-id",
-    why: "whether a broadcast's tally counts the canceled notification, by its id; the cancel's first read can return the notification's user_id",
-  },
-  {
-    at: "routing/cancel.ts#cancelNotification",
-    table: "deferred_notifications",
-    kind: "by-id",
-    why: "locks and drops the canceled notification's timer by its id; the cancel's first read can return the notification's user_id",
+    at: "routing/channels.ts#listPendingChannels",
+    table: "notification_channels",
+    kind: "unfilled",
+    why: "a redelivered routing's pending channels, by the notification id; its lane message names the user",
   },
   {
     at: "routing/channels.ts#recordRoutedChannels",
-    table: "notifications",
-    kind: "by-id",
-    why: "checks that the notification being routed is still there, by id; routing has the user (Routing.userId)",
+    table: "notification_channels",
+    kind: "unfilled",
+    why: "whether the notification was routed before (and throttled), and its suppression over a cap, by its id; routing has the user (Routing.userId)",
+  },
+  {
+    at: "routing/channels.ts#settlePendingChannel",
+    table: "notification_channels",
+    kind: "unfilled",
+    why: "settles a redelivered routing's pending channel by its key; its lane message names the user",
   },
   {
     at: "routing/daily-cap.ts#purgeCapCounts",
@@ -314,16 +449,22 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
     why: "a release takes the due timers of many users at once (FOR UPDATE SKIP LOCKED), moves or drops them",
   },
   {
-    at: "routing/fallbacks.ts#endFallback",
-    table: "broadcast_recipients",
-    kind: "by-id",
-    why: "whether a broadcast's tally counts the notification whose chain ends, by its id; the job's open chain carries the user (OpenFallback.user_id)",
+    at: "routing/deferrals.ts#releaseDeferrals",
+    table: "notification_channels",
+    kind: "multi-shard",
+    why: "a release locks the deferred channels of many users' due timers at once",
   },
   {
-    at: "routing/fallbacks.ts#endFallback",
-    table: "notifications",
-    kind: "by-id",
-    why: "the ended chain's notification, for its client, by id; the job's open chain carries the user (OpenFallback.user_id)",
+    at: "routing/fallbacks.ts#startFallbackWait",
+    table: "notification_fallbacks",
+    kind: "unfilled",
+    why: "starts a chain's wait by the notification id; the job's open chain carries the user (OpenFallback.user_id)",
+  },
+  {
+    at: "routing/fallbacks.ts#takeFallbackStep",
+    table: "notification_fallbacks",
+    kind: "unfilled",
+    why: "moves a chain on by compare-and-set on the notification id; the step carries the user (its userId)",
   },
   {
     at: "routing/throttle.ts#purgeThrottleSlots",
@@ -336,5 +477,11 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
     table: "broadcast_recipients",
     kind: "multi-shard",
     why: "the dispatcher's round: the broadcasts of many completed notifications, counted at once",
+  },
+  {
+    at: "webhooks/dispatch.ts#checkCompletions",
+    table: "webhook_completion_checks",
+    kind: "multi-shard",
+    why: "the dispatcher's round takes the oldest checks of every user",
   },
 ];

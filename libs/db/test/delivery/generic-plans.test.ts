@@ -47,10 +47,10 @@ t.test(
   async (t) => {
     const [first] = [randomUUID()];
     await addSends([first as string]);
-    await loadChannel(db, { notification_id: first as string, channel: "email" });
+    await loadChannel(db, { notification_id: first as string, channel: "email", user_id: "u" });
     const many = Array.from({ length: 4000 }, () => randomUUID());
     await addSends(many);
-    const refs = many.slice(0, 20).map((id) => ({ notification_id: id, channel: "email" as const }));
+    const refs = many.slice(0, 20).map((id) => ({ notification_id: id, channel: "email" as const, user_id: "u" }));
     const reads = await rowsRead((tx) => Promise.all(refs.map((ref) => loadChannel(tx, ref))));
     t.ok(reads <= 20 * 4, `20 channels read: ${reads} rows read`);
     t.same(

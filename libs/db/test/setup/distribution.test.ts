@@ -1,7 +1,8 @@
+import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freshDatabase } from "@notify/testing";
+import { freshDatabase, idAt } from "@notify/testing";
 import t from "tap";
 import { TABLE_DISTRIBUTION, UNSCOPED_STATEMENTS } from "../../src/setup/distribution.js";
 
@@ -52,7 +53,10 @@ t.test("a table distributed by a column has it, NOT NULL, of one type within its
     if (plan.kind !== "by-user" && plan.kind !== "by-key") continue;
     const column = columns.get(`${table}.${plan.column}`);
     t.ok(column, `${table} has ${plan.column}`);
-    t.ok(column?.notNull, `${table}.${plan.column} is NOT NULL (a distribution column holds no null)`);
+    // A log table's user_id is null on the rows written before migration 0029 (the next test
+    // holds every later row to it).
+    if (plan.kind !== "by-user" || plan.filledFrom === undefined)
+      t.ok(column?.notNull, `${table}.${plan.column} is NOT NULL (a distribution column holds no null)`);
     if (plan.kind === "by-user" && column) userColumnTypes.add(column.type);
     if (plan.kind === "by-key" && plan.colocateWith !== undefined) {
       const group = TABLE_DISTRIBUTION[plan.colocateWith];
@@ -68,14 +72,16 @@ t.test("a table distributed by a column has it, NOT NULL, of one type within its
   t.same([...userColumnTypes], ["text"], "every by-user table's user_id is text: one co-location group");
 });
 
-t.test("the tables still missing the user id are exactly the pinned ones, each with its key", async (t) => {
-  // Shrinks as tables gain user_id, and never grows silently: a new table of a user's rows
-  // carries the user id from the start.
-  const missing = Object.entries(TABLE_DISTRIBUTION).flatMap(([table, plan]) =>
-    plan.kind === "by-user-missing" ? [{ table, key: plan.key }] : [],
-  );
+t.test("a log table's user_id is required of every row of a notification past the cut", async (t) => {
+  // The tables whose user_id is null on rows written before migration 0029: each checks, NOT VALID
+  // (no old row is read), that a row of a later notification id carries its user, and a partition
+  // made later has the check too. Shrinks as the backfill lets a table's user_id become NOT NULL.
+  const filled = Object.entries(TABLE_DISTRIBUTION)
+    .filter(([, plan]) => plan.kind === "by-user" && plan.filledFrom !== undefined)
+    .map(([table]) => table)
+    .sort();
   t.same(
-    missing.map((m) => m.table).sort(),
+    filled,
     [
       "channel_status_events",
       "delivery_attempts",
@@ -84,11 +90,59 @@ t.test("the tables still missing the user id are exactly the pinned ones, each w
       "notification_fallbacks",
       "webhook_completion_checks",
     ],
-    "the pinned list (edit it only to remove a table that gained user_id)",
+    "the pinned list (edit it only to remove a table whose user_id became NOT NULL)",
   );
-  for (const { table, key } of missing) {
-    t.ok(columns.get(`${table}.${key}`)?.notNull, `${table} is reached by ${key}, NOT NULL`);
-    t.notOk(columns.has(`${table}.user_id`), `${table} has no user_id yet (else it is by-user)`);
+  const [made] = await sql<{ made: number }[]>`
+    select notify_log_extend(max(to_at) + interval '2 days', interval '1 day') as made from notify_log_partitions`;
+  t.ok((made?.made ?? 0) > 0, "the log has partitions made after the migration");
+  const checks = await sql<{ table: string; def: string; valid: boolean }[]>`
+    select c.relname as table, pg_get_constraintdef(k.oid) as def, k.convalidated as valid
+    from pg_constraint k join pg_class c on c.oid = k.conrelid join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public' and k.contype = 'c' and k.conname = c.relname || '_user_id_check'
+      and not c.relispartition`;
+  t.same(checks.map((c) => c.table).sort(), filled, "each table has its user_id check");
+  const cuts = new Set(checks.map((c) => /< '([^']+)'/.exec(c.def)?.[1]));
+  t.equal(cuts.size, 1, "one cut for all");
+  const cut = [...cuts][0] ?? "";
+  t.ok(
+    checks.every((c) => !c.valid),
+    "not validated: no row written before it was read",
+  );
+  const [bounds] = await sql<{ last: string; cut_at: Date }[]>`
+    select max(to_id) as last, notify_log_time(${cut}) as cut_at from notify_log_partitions`;
+  const cutAt = bounds?.cut_at.getTime() ?? 0;
+  t.ok(cutAt > Date.now() + 23 * 3_600_000, "the cut is a day or more ahead of the migration");
+  const later = idAt(cutAt + 86_400_000);
+  const earlier = idAt(Date.now() - 1000);
+  t.ok(later >= cut && later < (bounds?.last ?? ""), "a notification id past the cut, in a partition made later");
+  const rows: Record<string, (id: string, user: string | null) => Promise<unknown>> = {
+    notification_channels: (id, user) =>
+      sql`insert into notification_channels (notification_id, channel, status, user_id) values (${id}, 'email', 'pending', ${user})`,
+    channel_status_events: (id, user) =>
+      sql`insert into channel_status_events (notification_id, channel, status, attempt, user_id) values (${id}, 'email', 'pending', 0, ${user})`,
+    delivery_attempts: (id, user) =>
+      sql`insert into delivery_attempts (notification_id, channel, attempt, outcome, user_id) values (${id}, 'email', 1, 'accepted', ${user})`,
+    notification_fallbacks: (id, user) =>
+      sql`insert into notification_fallbacks (notification_id, steps, watching, user_id) values (${id}, '[]', 'email', ${user})`,
+    digest_items: (id, user) =>
+      sql`insert into digest_items (notification_id, digest_id, user_id) values (${id}, 'd', ${user})`,
+    webhook_completion_checks: (id, user) =>
+      sql`insert into webhook_completion_checks (notification_id, user_id) values (${id}, ${user})`,
+  };
+  for (const table of filled) {
+    const insert = rows[table];
+    if (!insert) {
+      t.fail(`${table}: a row to try`);
+      continue;
+    }
+    await t.rejects(
+      insert(later, null),
+      { code: "23514" },
+      `${table}: a later notification's row without its user is refused`,
+    );
+    await t.resolves(insert(later, "u1"), `${table}: with its user it goes in`);
+    await t.resolves(insert(earlier, null), `${table}: a row of an earlier notification may lack it`);
+    await t.resolves(insert(randomUUID(), null), `${table}: so may one of an id no service makes (not a UUIDv7)`);
   }
 });
 

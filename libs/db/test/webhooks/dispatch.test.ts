@@ -171,7 +171,7 @@ t.test("a notification whose fallback chain stops after its channel ended is com
   const completed = () =>
     sql`select data from webhook_events where type = 'notification.completed' and notification_id = ${id}`;
   t.same(await completed(), [], "not while the chain may send another channel");
-  await endFallback(database, id, 0);
+  await endFallback(database, id, "u-chain", 0);
   await drain();
   t.match(await completed(), [{ data: { status: "suppressed" } }], "completed once the chain stops");
 });
