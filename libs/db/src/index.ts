@@ -2,7 +2,7 @@
 // @notify/devstack and the benches import, by name, from the module of the stage that owns it
 // (README.md). A name used only inside this package, or by its tests, is imported from its module.
 
-export { findIdempotencyRecords, purgeExpiredIdempotencyKeys } from "./accept/idempotency.js";
+export { DEDUP_WINDOW_HOURS, findIdempotencyRecords, purgeExpiredIdempotencyKeys } from "./accept/idempotency.js";
 export { type AcceptedRow, acceptNotifications } from "./accept/notifications.js";
 export { deleteSettledOutboxRows, narrowOutboxRow, removeUnpublished, sweepPublishOutbox } from "./accept/outbox.js";
 export { readLatestTemplateParams } from "./accept/template-params.js";
@@ -131,10 +131,12 @@ export {
   detachedPartitions,
   detachPartition,
   dropDetached,
+  extendIdempotencyKeys,
   extendLog,
   type LogPartition,
   logPartitions,
   partitionsPastRetention,
+  retireIdempotencyKeys,
 } from "./retention/partitions.js";
 export { type CancelableChannel, type CancelTransaction, cancelNotification } from "./routing/cancel.js";
 export { listPendingChannels, recordRoutedChannels, settlePendingChannel } from "./routing/channels.js";

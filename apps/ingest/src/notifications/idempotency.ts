@@ -1,10 +1,11 @@
 import { AppError } from "@notify/core";
-import { type Database, findIdempotencyRecords } from "@notify/db";
+import { type Database, DEDUP_WINDOW_HOURS, findIdempotencyRecords } from "@notify/db";
 import type { Context } from "@notify/telemetry";
 import type { Prepared } from "./prepare.js";
 
-/** The 24 h dedup window and the in-progress lock of a first request (30 s). */
-export const DEDUP_WINDOW_HOURS = 24;
+/** The dedup window (@notify/db's: the processor makes the guard's partitions by it). */
+export { DEDUP_WINDOW_HOURS };
+/** The in-progress lock of a first request. */
 export const IN_FLIGHT_MS = 30_000;
 
 export type CreateResult = { kind: "accepted"; notificationId: string } | { kind: "replayed"; notificationId: string };

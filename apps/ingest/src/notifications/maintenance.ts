@@ -10,7 +10,8 @@ export interface Maintenance {
 
 /**
  * Ingest's background work: the recovery sweep (committed but unpublished rows) every
- * interval, and about once a minute the purge of idempotency records past the window, of
+ * interval, and about once a minute the purge of idempotency records past the window (those
+ * the guard's default partition took), of
  * expired opaque inbox tokens, and of inbox token revocations whose tokens have all expired.
  */
 export function startMaintenance(

@@ -45,8 +45,9 @@ const firstError = (outcomes: PromiseSettledResult<unknown>[]) =>
   outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected")?.reason;
 
 /**
- * Deletes idempotency records past the dedup window, a bounded slice at a time so that the
- * purge never holds long locks against ingest.
+ * Deletes idempotency records past the dedup window from the guard's default partition (rows of
+ * days the processor had not made a partition for yet: rare), a bounded slice at a time so that
+ * the purge never holds long locks against ingest. The guard's daily partitions are dropped whole.
  */
 export const purgeExpiredKeys = (database: Database, windowHours: number, limit = 5000): Promise<number> =>
   purgeExpiredIdempotencyKeys(database, windowHours, limit);

@@ -1,4 +1,12 @@
-import { type Database, extendLog, purgeSentDigests, purgeWebhookHistory } from "@notify/db";
+import {
+  type Database,
+  DEDUP_WINDOW_HOURS,
+  extendIdempotencyKeys,
+  extendLog,
+  purgeSentDigests,
+  purgeWebhookHistory,
+  retireIdempotencyKeys,
+} from "@notify/db";
 import type { Logger } from "@notify/log";
 import { type ArchiveStore, archiveAll, retirePartitions } from "@notify/ops";
 import { every, type Leader } from "../periodic.js";
@@ -11,9 +19,14 @@ export interface RetentionJob {
 /** How far ahead the log's partitions are made: a week, or two partitions if they are wider. */
 const partitionsAheadMs = (hours: number) => Math.max(7 * 86_400_000, 2 * hours * 3_600_000);
 
+/** Days of the idempotency guard's partitions made beyond those a claim made now writes in. */
+const IDEMPOTENCY_MARGIN_DAYS = 3;
+
 /**
  * The scheduled side of retention, on the leader: every `intervalMs` (and at start) it makes the
- * log's partitions a week ahead, retires the partitions wholly past the window (archived into the
+ * log's partitions a week ahead and the idempotency guard's daily ones through the dedup window
+ * and three days more, drops the guard's partitions of days past (a day after the day's end),
+ * retires the partitions wholly past the window (archived into the
  * store, a folder or an S3 bucket, then dropped: libs/ops partition-retention.ts), archives the few
  * rows kept outside them row by row (libs/ops retention.ts, the same work `notify retention run`
  * does), and forgets the outbound webhook history of the same age.
@@ -32,6 +45,13 @@ export function startRetention(
         widthHours: options.partitionHours,
       });
       if (made > 0) deps.log.info({ made, hours: options.partitionHours }, "made the log's partitions ahead");
+      const slots = await extendIdempotencyKeys(deps.database, {
+        windowHours: DEDUP_WINDOW_HOURS,
+        marginDays: IDEMPOTENCY_MARGIN_DAYS,
+      });
+      if (slots > 0) deps.log.info({ made: slots }, "made the idempotency guard's daily partitions ahead");
+      const past = await retireIdempotencyKeys(deps.database, DEDUP_WINDOW_HOURS);
+      if (past > 0) deps.log.info({ dropped: past }, "dropped the idempotency guard's partitions of days past");
       const retired = await retirePartitions(deps.database, { store: options.store, days: options.days });
       if (retired.partitions > 0) {
         deps.log.info({ ...retired, archive: options.store.location }, "retired the log's partitions past retention");

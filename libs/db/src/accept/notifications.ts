@@ -40,11 +40,17 @@ export interface AcceptedBatch {
   outboxId: string | null;
 }
 
+/** SQLSTATE of a claim that found one of its later slots held (drizzle/0030_idempotency_slots.sql). */
+const SPREAD_RACE = "NI030";
+/** How many times the statement runs when it meets that race (once more is enough: see the retry). */
+const SPREAD_ATTEMPTS = 3;
+
 /**
  * The group commit's one statement: claims the idempotency keys (a key older than
- * `dedupWindowHours` is taken over), inserts the notifications whose key was claimed (with their
- * fallback chains) and lists them in one outbox row, committed together or not at all. Two rows of one batch must not
- * share a (client, key): the caller sends the first and treats the rest as in flight.
+ * `dedupWindowHours` is taken over; a claim writes a row in each UTC day its window overlaps),
+ * inserts the notifications whose key was claimed (with their fallback chains) and lists them in
+ * one outbox row, committed together or not at all. Two rows of one batch must not share a
+ * (client, key): the caller sends the first and treats the rest as in flight.
  */
 export async function acceptNotifications(
   database: Database,
@@ -78,7 +84,7 @@ export async function acceptNotifications(
     fallback: text((r) => (r.fallback == null ? null : JSON.stringify(r.fallback))),
     trace_parent: text((r) => r.trace_parent ?? null),
   });
-  const [batch] = await database.sql<{ ids: string[] | null; created_at: Date | null; outbox_id: string | null }[]>`
+  const statement = () => database.sql<{ ids: string[] | null; created_at: Date | null; outbox_id: string | null }[]>`
     with input as (
       select i.id, i.client_id, i.key, i.request_hash, i.user_id, i.category, i.template_id,
         i.template_version::int as template_version, i.priority,
@@ -88,31 +94,79 @@ export async function acceptNotifications(
         i.fallback::jsonb as fallback, i.trace_parent
       from ${input}
     ),
+    -- A key held by a record of the legacy table (claimed before the guard was partitioned, and
+    -- still in the window) is not claimed: nothing writes to that table any more, so what this
+    -- statement's snapshot reads of it is all there is.
+    fresh as (
+      select * from input i
+      where not exists (select 1 from idempotency_keys_legacy l
+        where l.client_id = i.client_id and l.key = i.key and l.created_at >= now() - make_interval(hours => ${dedupWindowHours}))
+    ),
+    -- The claim in the slot of the statement's day: where every claim of the key still in the
+    -- window has a row, so the key (client_id, key, slot) serializes two claims of one key. In
+    -- key order, as every batch takes them.
     claimed as (
-      insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
-      select client_id, key, request_hash, id, now() from input
-      on conflict (client_id, key) do update
+      insert into idempotency_keys (client_id, key, slot, request_hash, notification_id, created_at)
+      select client_id, key, notify_idempotency_slot(now()), request_hash, id, now() from fresh
+      order by client_id, key
+      on conflict (client_id, key, slot) do update
         set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()
         where idempotency_keys.created_at < now() - make_interval(hours => ${dedupWindowHours})
       returning notification_id
+    ),
+    -- The won claims' rows in the later days the window overlaps, where the claims of those days
+    -- look (a row there past the window is taken over too).
+    spread as (
+      insert into idempotency_keys (client_id, key, slot, request_hash, notification_id, created_at)
+      select i.client_id, i.key, s.slot, i.request_hash, i.id, now()
+      from input i
+      join claimed c on c.notification_id = i.id
+      cross join generate_series(notify_idempotency_slot(now()) + interval '1 day',
+        notify_idempotency_slot(now() + make_interval(hours => ${dedupWindowHours})), interval '1 day') as s(slot)
+      order by i.client_id, i.key, s.slot
+      on conflict (client_id, key, slot) do update
+        set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()
+        where idempotency_keys.created_at < now() - make_interval(hours => ${dedupWindowHours})
+      returning notification_id
+    ),
+    -- A claim won only with all its rows; one that found a later slot held (another claim across
+    -- midnight got there first) fails the statement (notify_idempotency_spread, SQLSTATE NI030),
+    -- which runs again.
+    won as (
+      select c.notification_id from claimed c
+      left join (select notification_id, count(*)::int as written from spread group by notification_id) s
+        on s.notification_id = c.notification_id
+      where notify_idempotency_spread(coalesce(s.written, 0), make_interval(hours => ${dedupWindowHours}))
     ),
     inserted as (
       insert into notifications (id, client_id, user_id, category, template_id, template_version, priority, requested_channels, data, dedup_key, request_hash, partition, deliver_by, send_at, send_at_local, digest, throttle, trace_parent)
       select id, client_id, user_id, category, template_id, template_version, priority, channels, data, key,
              request_hash, partition, deliver_by, send_at, send_at_local, digest, throttle, trace_parent
-      from input where id in (select notification_id from claimed)
+      from input where id in (select notification_id from won)
       returning id, created_at
     ),
     fallbacks as (
       insert into notification_fallbacks (notification_id, steps, watching, user_id)
       select id, fallback, channels[1], user_id from input
-      where fallback is not null and id in (select notification_id from claimed)
+      where fallback is not null and id in (select notification_id from won)
     ),
     outbox as (
       insert into publish_outbox (notification_ids) select array_agg(id) from inserted having count(*) > 0 returning id
     )
     select array_agg(id) as ids, max(created_at) as created_at, (select id from outbox)::text as outbox_id
     from inserted`;
+  // A statement that met a claim across midnight holding one of its later slots wrote nothing; run
+  // again, it is later than that claim and meets it in its own day's slot.
+  let result: Awaited<ReturnType<typeof statement>>;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      result = await statement();
+      break;
+    } catch (error) {
+      if (attempt >= SPREAD_ATTEMPTS || (error as { code?: string }).code !== SPREAD_RACE) throw error;
+    }
+  }
+  const [batch] = result;
   // One row whatever the batch's size: no row (and no timestamp) to parse per notification.
   return {
     inserted: new Set(batch?.ids ?? []),

@@ -33,8 +33,15 @@ export async function removeUnpublished(database: Database, outboxId: string, id
       delete from notification_fallbacks f using removed r
       where f.notification_id = r.id and ${withinIds(database.sql, "f.notification_id", ids)}
     ),
+    -- Every slot's row of the claim (a few partitions' key indexes: this runs on a failed publish
+    -- only), and its record in the legacy table if it was claimed there.
     released as (
-      delete from idempotency_keys k using removed r where k.client_id = r.client_id and k.key = r.dedup_key
+      delete from idempotency_keys k using removed r
+      where k.client_id = r.client_id and k.key = r.dedup_key and k.notification_id = r.id
+    ),
+    released_legacy as (
+      delete from idempotency_keys_legacy k using removed r
+      where k.client_id = r.client_id and k.key = r.dedup_key and k.notification_id = r.id
     )
     select count(*)::int as removed from removed`;
   return row?.removed ?? 0;

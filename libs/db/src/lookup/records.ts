@@ -312,10 +312,11 @@ export interface NotificationSearch {
 
 /**
  * Notifications of any client matching every criterion given, newest first (created_at desc,
- * then id). An Idempotency-Key is found through the 24 h idempotency guard (its primary key is
- * (client, key)) and, with a user id as well, through the notification's own dedup_key at any
- * age: notifications have no index on dedup_key (the ingest path keeps its inserts cheap), so
- * without a user it is looked up in the guard only. A broadcast's recipients carry
+ * then id). An Idempotency-Key is found through the 24 h idempotency guard (today's slot of it,
+ * where every record still in the window has a row, and its legacy table) and, with a user id as
+ * well, through the notification's own dedup_key at any age: notifications have no index on
+ * dedup_key (the ingest path keeps its inserts cheap), so without a user it is looked up in the
+ * guard only. A broadcast's recipients carry
  * `broadcast:<broadcast id>:<user id>` there.
  */
 export async function searchNotificationRecords(
@@ -330,7 +331,11 @@ export async function searchNotificationRecords(
     idempotencyKey === undefined
       ? sql``
       : sql`and (n.id in (select k.notification_id from idempotency_keys k
-                  where k.client_id = ${clientId as string} and k.key = ${idempotencyKey})
+                  where k.client_id = ${clientId as string} and k.key = ${idempotencyKey}
+                    and k.slot = notify_idempotency_slot(now())
+                  union all
+                  select l.notification_id from idempotency_keys_legacy l
+                  where l.client_id = ${clientId as string} and l.key = ${idempotencyKey})
                 ${userId === undefined ? sql`` : sql`or n.dedup_key = ${idempotencyKey}`})`;
   const rows = await sql<HeadRow[]>`
     select n.id, n.client_id, n.user_id, n.category, n.template_id, n.priority, n.created_at, n.deliver_by, n.send_at, n.send_at_local,

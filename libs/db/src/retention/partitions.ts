@@ -92,3 +92,35 @@ export async function detachedLines(
 export async function dropDetached(database: Database, suffix: string): Promise<void> {
   await database.sql`select notify_log_drop(${suffix})`;
 }
+
+/**
+ * Makes the idempotency guard's daily partitions from today through the days a claim made now
+ * writes ahead (its window), and `marginDays` more for a job that runs late; answers how many it
+ * made. Rows the default partition took for a day being made move in. Waits at most LOCK_TIMEOUT
+ * for the table's lock and throws if it did not get it.
+ */
+export async function extendIdempotencyKeys(
+  database: Database,
+  options: { windowHours: number; marginDays: number },
+): Promise<number> {
+  return database.sql.begin(async (tx) => {
+    await tx`select set_config('lock_timeout', ${LOCK_TIMEOUT}, true)`;
+    const [row] = await tx<{ made: number }[]>`
+      select notify_idempotency_extend(now() + make_interval(hours => ${options.windowHours}, days => ${options.marginDays})) as made`;
+    return row?.made ?? 0;
+  });
+}
+
+/**
+ * Drops the idempotency guard's partitions of days no claim or read reaches any more (a day after
+ * the day's end), and empties the legacy table once its records are past the window; answers how
+ * many partitions it dropped. Waits at most LOCK_TIMEOUT for the table's lock.
+ */
+export async function retireIdempotencyKeys(database: Database, windowHours: number): Promise<number> {
+  return database.sql.begin(async (tx) => {
+    await tx`select set_config('lock_timeout', ${LOCK_TIMEOUT}, true)`;
+    const [row] = await tx<{ dropped: number }[]>`
+      select notify_idempotency_retire(make_interval(hours => ${windowHours})) as dropped`;
+    return row?.dropped ?? 0;
+  });
+}

@@ -2,7 +2,7 @@
 export { apiKeys, deploymentSecrets } from "./api-keys.js";
 export { audienceMembers, audiences, broadcastProgress, broadcastRecipients, broadcasts } from "./audiences.js";
 export { digestItems, digests, throttleSlots } from "./digests.js";
-export { idempotencyKeys } from "./idempotency.js";
+export { idempotencyKeys, idempotencyKeysLegacy } from "./idempotency.js";
 export {
   INBOX_NOTIFY_CHANNEL,
   INBOX_STATE_NOTIFY_CHANNEL,

@@ -69,7 +69,14 @@ export const TABLE_DISTRIBUTION: Readonly<Record<string, Distribution>> = {
   idempotency_keys: {
     kind: "by-key",
     column: "key",
-    why: "claimed by (client, key) before anything else is trusted: a reused key naming another user must still meet its first claim, which a table split by user would keep on another shard",
+    why: "claimed by (client, key) before anything else is trusted: a reused key naming another user must still meet its first claim, which a table split by user would keep on another shard; its daily partitions (by slot) are distributed with it",
+  },
+  // The guard's records from before it was partitioned by day: read by (client, key), as the guard.
+  idempotency_keys_legacy: {
+    kind: "by-key",
+    column: "key",
+    why: "read by (client, key) as the guard is, and co-located with it; written no more, and emptied once its records are past the window",
+    colocateWith: "idempotency_keys",
   },
   // A user's inbox: every read and mark names its owner.
   inbox_items: BY_USER,

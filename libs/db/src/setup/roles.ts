@@ -67,6 +67,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   digests: { ingest: [S], processor: [S, I, U, D] },
   // ingest: the accept's claim, replays of a key, the purge, an unpublished batch released.
   idempotency_keys: { ingest: [S, I, U, D] },
+  // ingest: claims and reads consult the records from before the guard was partitioned, and a
+  // failed publish releases its key there too.
+  idempotency_keys_legacy: { ingest: [S, D] },
   // ingest: the inbox API (list, count, mark one or all); processor: in-app channels settled
   // from the inbox; workers: storing an item (a repeat finds the first).
   inbox_items: { ingest: [S, U], processor: [S], workers: [S, I, U] },
@@ -193,14 +196,18 @@ export const SEQUENCE_ACCESS: Readonly<Record<string, readonly DbApp[]>> = {
 };
 
 /**
- * The functions only one app may call (their migration revokes them from PUBLIC): the log's
- * partition upkeep, which runs as the tables' owner and belongs to the processor's leader.
+ * The functions only one app may call (their migration revokes them from PUBLIC): the log's and
+ * the idempotency guard's partition upkeep, which runs as the tables' owner and belongs to the
+ * processor's leader, and the purge of the guard's default partition, ingest's.
  */
 export const FUNCTION_ACCESS: Readonly<Record<string, readonly DbApp[]>> = {
   "notify_log_extend(timestamptz, interval, timestamptz)": ["processor"],
   "notify_log_detach(text)": ["processor"],
   "notify_log_archive_lines(text, text, integer)": ["processor"],
   "notify_log_drop(text)": ["processor"],
+  "notify_idempotency_extend(timestamptz)": ["processor"],
+  "notify_idempotency_retire(interval)": ["processor"],
+  "notify_idempotency_purge(interval, integer)": ["ingest"],
 };
 
 const SQL_PRIVILEGE: Record<TablePrivilege, string> = {

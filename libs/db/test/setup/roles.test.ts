@@ -2,13 +2,16 @@ import { randomBytes } from "node:crypto";
 import { freshAppRoles, freshDatabase, seedNotification, TEST_PG_URL } from "@notify/testing";
 import postgres from "postgres";
 import t from "tap";
+import { purgeExpiredIdempotencyKeys } from "../../src/accept/idempotency.js";
 import {
   detachedLines,
   detachedPartitions,
   detachPartition,
   dropDetached,
+  extendIdempotencyKeys,
   extendLog,
   logPartitions,
+  retireIdempotencyKeys,
 } from "../../src/retention/partitions.js";
 import {
   applyAppRoles,
@@ -108,7 +111,7 @@ t.test("each role holds exactly its tables' privileges: its sequences only, no s
     );
     const functions = await database.sql<{ fn: string }[]>`
       select p.oid::regprocedure::text as fn from pg_proc p
-      where p.proname like 'notify_log_%' and p.prosecdef and has_function_privilege(${name}, p.oid, 'EXECUTE')
+      where p.proname like 'notify\\_%' and p.prosecdef and has_function_privilege(${name}, p.oid, 'EXECUTE')
       order by 1`;
     t.same(
       functions.map((f) => f.fn.replace(/timestamp with time zone/g, "timestamptz")),
@@ -116,7 +119,7 @@ t.test("each role holds exactly its tables' privileges: its sequences only, no s
         .filter(([, apps]) => apps.includes(app))
         .map(([fn]) => fn.replace(/, /g, ","))
         .sort(),
-      `${app}: the log's upkeep functions only if it is the processor`,
+      `${app}: the upkeep functions its FUNCTION_ACCESS names, no other`,
     );
   }
 });
@@ -171,6 +174,28 @@ t.test("the processor's role keeps the log's partitions: makes, detaches, archiv
     "another app reads no partition list",
   );
 });
+
+t.test(
+  "the processor's role keeps the idempotency guard's partitions; ingest purges its default partition",
+  async (t) => {
+    const processor = as("processor");
+    const db = { sql: processor } as unknown as Parameters<typeof extendIdempotencyKeys>[0];
+    t.ok((await extendIdempotencyKeys(db, { windowHours: 24, marginDays: 10 })) > 0, "makes partitions ahead");
+    t.equal(await retireIdempotencyKeys(db, 24), 0, "retires (none is past)");
+    const ingest = { sql: as("ingest") } as unknown as Parameters<typeof purgeExpiredIdempotencyKeys>[0];
+    t.equal(await purgeExpiredIdempotencyKeys(ingest, 24), 0, "ingest purges the default partition");
+    await t.rejects(
+      as("workers")`select notify_idempotency_retire(interval '1 day')`,
+      { code: "42501" },
+      "another app may not drop them",
+    );
+    await t.rejects(
+      as("ingest")`select notify_idempotency_extend(now())`,
+      { code: "42501" },
+      "nor may ingest make them",
+    );
+  },
+);
 
 t.test("a second run converges: a grant made by hand goes, a new password takes", async (t) => {
   const { name } = roles.workers;
