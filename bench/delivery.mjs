@@ -127,8 +127,8 @@ async function backlog() {
   const ids = Array.from({ length: ITEMS }, () => randomUUID());
   await database.sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
     select id, 'bench', 'u-' || id, 'account', 'welcome', 'transactional', '{}', id, 'h', 0 from unnest(${ids}::text[]) id`;
-  await database.sql`insert into notification_channels (notification_id, channel, status)
-    select id, 'email', 'pending' from unnest(${ids}::text[]) id`;
+  await database.sql`insert into notification_channels (notification_id, channel, status, user_id)
+    select id, 'email', 'pending', 'u-' || id from unnest(${ids}::text[]) id`;
   // The status history written before the backlog's: the senders' deliveries are counted after it.
   const [{ last }] = await database.sql`select coalesce(max(id), 0)::text as last from channel_status_events`;
   const publish = async () => {

@@ -67,17 +67,20 @@ if (STAGES.has("accept")) {
 }
 
 const pull = (stream, durable) => ({ stream, durable, concurrency: CONCURRENCY });
-const insertChannel = perIteration(async (ids) => {
-  await sql`insert into notification_channels (notification_id, channel, status)
-    select id, 'email', 'pending' from ${unnestColumns(sql, "n", { id: ["text", ids] })}`;
-  return ids.map(() => undefined);
+const insertChannel = perIteration(async (channels) => {
+  await sql`insert into notification_channels (notification_id, channel, status, user_id)
+    select id, 'email', 'pending', user_id from ${unnestColumns(sql, "n", {
+      id: ["text", channels.map((c) => c.id)],
+      user_id: ["text", channels.map((c) => c.user_id)],
+    })}`;
+  return channels.map(() => undefined);
 });
 if (STAGES.has("route")) {
   const route = CHECKS && routeChecks(database);
   void consume(bus, pull(bus.streams.lane("transactional"), "processor-transactional-p0"), async (message) => {
     const email = route ? await route(message) : { to: `${message.user_id}@example.com`, name: message.data?.name };
     if (email === null) return;
-    await insertChannel(message.notification_id);
+    await insertChannel({ id: message.notification_id, user_id: message.user_id });
     const item = route
       ? {
           notification_id: message.notification_id,

@@ -25,16 +25,19 @@ const bus = await connectBus({
   partitions: PARTITIONS,
 });
 
-const insertChannel = perIteration(async (ids) => {
+const insertChannel = perIteration(async (channels) => {
   await database.sql`
-    insert into notification_channels (notification_id, channel, status)
-    select id, 'email', 'pending' from ${unnestColumns(database.sql, "n", { id: ["text", ids] })} on conflict do nothing`;
-  return ids.map(() => undefined);
+    insert into notification_channels (notification_id, channel, status, user_id)
+    select id, 'email', 'pending', user_id from ${unnestColumns(database.sql, "n", {
+      id: ["text", channels.map((c) => c.id)],
+      user_id: ["text", channels.map((c) => c.user_id)],
+    })} on conflict do nothing`;
+  return channels.map(() => undefined);
 });
 
 async function route(message) {
   const profile = await readProfileRow(database, message.user_id);
-  await insertChannel(message.notification_id);
+  await insertChannel({ id: message.notification_id, user_id: message.user_id });
   // The welcome template's email variant, as the processor renders it.
   const name = message.data.name;
   await bus.publish(

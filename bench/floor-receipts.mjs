@@ -40,11 +40,11 @@ function record(provider, events) {
         from input i
         where c.provider = ${provider} and c.provider_id = i.provider_id and i.status <> 'none'
           and c.status = any(${MOVABLE})
-        returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id
+        returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.user_id
       ),
       history as (
-        insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id)
-        select notification_id, channel, status, reason, attempts, provider_id from moved
+        insert into channel_status_events (notification_id, channel, status, reason, attempt, provider_id, user_id)
+        select notification_id, channel, status, reason, attempts, provider_id, user_id from moved
       )
       update provider_receipts r set applied_at = now()
       from input i

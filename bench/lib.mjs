@@ -443,7 +443,7 @@ export function dbState() {
 const HISTORY_NOTIFICATIONS = Number(process.env.BENCH_HISTORY_NOTIFICATIONS ?? 1_000_000);
 const HISTORY_TEMPLATE = "notify_bench_history";
 /** Bumped whenever seedHistory writes something else, so a cached template is rebuilt. */
-const HISTORY_VERSION = 2;
+const HISTORY_VERSION = 3;
 
 const _withDatabase = (url, name) => {
   const u = new URL(url);
@@ -543,19 +543,19 @@ export async function seedHistory(
     from generate_series(1, ${n}::int) i`;
   // Every notification's channels: (i, channel, provider, provider id).
   const channels = sql`select i, ${id} as id, c.channel, c.provider, c.channel || '-history-' || i as provider_id,
-      ${at} as at
+      ${at} as at, 'history-' || (i % ${users}::int + 1) as user_id
     from generate_series(1, ${n}::int) i
     cross join (values ('email', 'sendgrid'), ('sms', 'plivo')) as c(channel, provider)
     where c.channel = 'email' or i % 5 = 0`;
   await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts,
-      updated_at, routed_at, routed_status)
-    select id, channel, 'delivered', provider, provider_id, 1, at + interval '2 seconds', at, 'pending'
+      updated_at, routed_at, routed_status, user_id)
+    select id, channel, 'delivered', provider, provider_id, 1, at + interval '2 seconds', at, 'pending', user_id
     from (${channels}) c`;
-  await sql`insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, at)
-    select id, channel, 1, 'sent', provider, provider_id, at + interval '1 second' from (${channels}) c`;
-  await sql`insert into channel_status_events (notification_id, channel, status, attempt, provider_id, at)
+  await sql`insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, at, user_id)
+    select id, channel, 1, 'sent', provider, provider_id, at + interval '1 second', user_id from (${channels}) c`;
+  await sql`insert into channel_status_events (notification_id, channel, status, attempt, provider_id, at, user_id)
     select id, channel, s.status, s.attempt, case when s.attempt = 0 then null else provider_id end,
-      at + s.after
+      at + s.after, user_id
     from (${channels}) c
     cross join (values ('pending', 0, interval '0'), ('sent', 1, interval '1 second'), ('delivered', 1, interval '2 seconds'))
       as s(status, attempt, after)
