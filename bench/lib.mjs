@@ -560,9 +560,12 @@ export async function seedHistory(
     cross join (values ('pending', 0, interval '0'), ('sent', 1, interval '1 second'), ('delivered', 1, interval '2 seconds'))
       as s(status, attempt, after)
     order by i, channel, s.after`;
-  await sql`insert into provider_receipts (provider, event_id, provider_id, status, payload, received_at, applied_at)
+  // Each names its notification, as SendGrid's custom args and Plivo's report URL do: stored
+  // under it, in its partition (drizzle/0031).
+  await sql`insert into provider_receipts (provider, event_id, provider_id, status, payload, notification_id,
+      received_at, applied_at)
     select provider, provider_id || '-' || r.status, provider_id, r.status,
-      jsonb_build_object('event', r.status, 'message_id', provider_id), at + r.after, at + r.after
+      jsonb_build_object('event', r.status, 'message_id', provider_id, 'notification_id', id), id, at + r.after, at + r.after
     from (${channels}) c
     cross join (values ('processed', interval '1 second'), ('delivered', interval '2 seconds')) as r(status, after)
     where c.channel = 'email' or r.status = 'delivered'`;

@@ -117,6 +117,19 @@ t.test("each inbox view of a heavy user is read through its own index", async (t
   await database.sql`update inbox_items set archived_at = now() - make_interval(secs => id)
     where (user_id = 'heavy' and id % 3000 = 3) or (user_id = 'zero' and id % 3000 <> 1)`;
   await database.sql`vacuum analyze inbox_items`;
+  // The items are partitioned (drizzle/0031): each partition's index is named after the
+  // partitioned table's index it belongs to; a partition with no page (the items here are of no
+  // notification of the log: all in the default partition) costs nothing to scan.
+  const indexes = await database.sql<{ index: string; parent: string; empty: boolean }[]>`
+    select c.relname as index, p.relname as parent, t.relpages = 0 as empty
+    from pg_inherits i join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+    join pg_index x on x.indexrelid = c.oid join pg_class t on t.oid = x.indrelid
+    where p.relname like 'inbox_items%' and p.relkind = 'I'`;
+  const parentOf = new Map(indexes.map((r) => [r.index, r.parent]));
+  const [empty] = await database.sql<{ names: string[] }[]>`
+    select array_agg(c.relname::text) as names from pg_inherits i join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = 'inbox_items'::regclass and c.relpages = 0`;
+  const emptied = new Set([...(empty?.names ?? []), ...indexes.filter((r) => r.empty).map((r) => r.index)]);
   for (const [userId, filter, index] of [
     ["zero", "inbox", "inbox_items_live_idx"],
     ["heavy", "archived", "inbox_items_archived_idx"],
@@ -125,7 +138,10 @@ t.test("each inbox view of a heavy user is read through its own index", async (t
     const page = await listInboxItems(captured, { userId, clientId: "c" }, filter, 20, null);
     t.equal(page.items.length, 20, `${filter}: a page of the ${userId} user's 30`);
     const plan = await planOfLast("inbox_items");
-    const scans = plan.filter((n) => n["Node Type"].includes("Scan")).map((n) => n["Index Name"] ?? n["Node Type"]);
+    const scans = plan
+      .filter((n) => n["Node Type"].includes("Scan"))
+      .filter((n) => !emptied.has(n["Relation Name"] ?? n["Index Name"] ?? ""))
+      .map((n) => (n["Index Name"] ? (parentOf.get(n["Index Name"]) ?? n["Index Name"]) : n["Node Type"]));
     t.ok(
       scans.includes(index) && scans.every((scan) => scan === index || scan === "Bitmap Heap Scan"),
       `${filter}: through ${index} alone (${scans.join(", ")})`,

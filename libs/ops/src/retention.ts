@@ -92,7 +92,10 @@ export async function archiveBatch(
 export async function writeDay(store: ArchiveStore, day: string, time: string, rows: ArchiveLine[]): Promise<void> {
   const ids = rows.map((r) => r.id).sort();
   const created = rows.map((r) => r.created_at).sort();
-  const body = await gzipAsync(rows.map((r) => `${r.line}\n`).join(""));
+  // PostgreSQL's json_agg puts a line break between the elements it aggregates: outside a
+  // string a line break is JSON whitespace (inside one it is always escaped), so taking them out
+  // leaves the same record, on one line.
+  const body = await gzipAsync(rows.map((r) => `${r.line.replaceAll("\n", "")}\n`).join(""));
   const base = `${day}/${time}-${ids[0]}`;
   const manifest: ArchiveManifest = {
     format: "notify-archive",

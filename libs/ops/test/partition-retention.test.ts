@@ -58,6 +58,80 @@ t.test("the log has its partitions a week ahead, and the job makes more as time 
   t.equal(await extendLog(database, { aheadMs: 14 * DAY_MS, widthHours: 24 }), 0, "made once");
 });
 
+t.test(
+  "the rows of the log's ranges from before the receipts, inbox and recipients were partitioned are archived, kept and dropped with them",
+  async (t) => {
+    // Their first partition holds every id up to the end of the log's range of migration 0031's
+    // moment: it spans the log's first partition and the range after it.
+    const dir = mkdtempSync(join(tmpdir(), "notify-partitions-"));
+    const store = folderStore(dir);
+    const [first] = await logPartitions(database);
+    t.equal(first?.suffix, "_p0", "the log's first partition");
+    const [bound] = await database.sql<{ to_id: string }[]>`
+    select (regexp_match(pg_get_expr(relpartbound, oid), 'TO \\(''([^'']*)''\\)'))[1] as to_id
+    from pg_class where relname = 'inbox_items_p0'`;
+    const spanned = (await logPartitions(database)).find((p) => p.toId === bound?.to_id);
+    t.ok(
+      spanned && first && spanned.toId > first.toId,
+      "the inbox's first partition ends with a later range of the log",
+    );
+    const gone = await seed(database, "old", 30);
+    const kept = await seed(database, "old", 30);
+    await database.sql`insert into deferred_notifications (notification_id, user_id, due_at)
+    values (${kept}, 'old', now() + interval '1 hour')`;
+    for (const id of [gone, kept]) {
+      await database.sql`
+      insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, notification_id, applied_at)
+      values ('sendgrid', ${`ev-old-${id}`}, ${`pm-${id}`}, 'delivered', null, ${database.sql.json({ notification_id: id })}, ${id}, now())`;
+      await database.sql`insert into inbox_items (user_id, client_id, notification_id, category, title, body)
+      values ('old', 'shop', ${id}, 'news', 'Hi', ${`Old ${id}`})`;
+    }
+    t.equal(await partitionOf("notifications", "id", gone), "notifications_p0");
+    t.equal(await partitionOf("inbox_items", "notification_id", gone), "inbox_items_p0");
+    const count = async (table: string, id: string) =>
+      (
+        await database.sql.unsafe<{ n: number }[]>(
+          `select count(*)::int as n from ${table} where notification_id = $1`,
+          [id],
+        )
+      )[0]?.n;
+
+    // The log's first partition retires alone: the inbox's first partition, which holds later ids
+    // too, stays attached, and its rows of the retired range are archived from it.
+    const retired = await retirePartitions(database, {
+      store,
+      days: 1,
+      asOf: new Date((first?.toAt.getTime() ?? 0) + DAY_MS),
+    });
+    t.equal(retired.partitions, 1, "the log's first partition");
+    t.equal(await partitionOf("inbox_items", "notification_id", gone), "inbox_items_p0", "still there, attached");
+    t.equal(await count("provider_receipts", kept), 1);
+    const record = archived(dir).find((r) => r.notification.id === gone);
+    t.same(
+      record?.receipts?.map((r) => r.event_id),
+      [`ev-old-${gone}`],
+      "its receipts are in the archive",
+    );
+    t.equal(record?.inbox_item?.body, `Old ${gone}`, "and its inbox item");
+
+    // With the range it ends with, the inbox's first partition retires: the kept notification's
+    // rows stay with it, in the default partitions.
+    await retirePartitions(database, { store, days: 1, asOf: new Date((spanned?.toAt.getTime() ?? 0) + DAY_MS) });
+    t.equal(await partitionOf("notifications", "id", kept), "notifications_default");
+    for (const table of ["provider_receipts", "inbox_items"]) {
+      t.equal(await count(table, gone), 0, `${table}: the retired notification's rows are gone`);
+      t.equal(
+        await partitionOf(table, "notification_id", kept),
+        `${table}_default`,
+        `${table}: the kept one's rows stay`,
+      );
+    }
+    const [attached] = await database.sql<{ n: number }[]>`
+    select count(*)::int as n from pg_class where relname in ('provider_receipts_p0', 'inbox_items_p0', 'broadcast_recipients_p0')`;
+    t.equal(attached?.n, 0, "their first partitions are dropped");
+  },
+);
+
 t.test("a partition past the window is archived and dropped whole; work still to do stays", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "notify-partitions-"));
   const store = folderStore(dir);
@@ -143,4 +217,57 @@ t.test("a partition detached by a run that stopped is archived and dropped by th
     archived(dir).some((r) => r.notification.id === id),
     "its rows are in the archive",
   );
+});
+
+t.test("receipts, inbox items and broadcast recipients retire with their notification's day", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "notify-partitions-"));
+  const store = folderStore(dir);
+  const gone = await seedAt("dee", 9);
+  const kept = await seedAt("dee", 9);
+  await database.sql`insert into deferred_notifications (notification_id, user_id, due_at)
+    values (${kept}, 'dee', now() + interval '1 hour')`;
+  for (const id of [gone, kept]) {
+    // An applied receipt, one still waiting for its send, the in-app copy (unread), the broadcast's row.
+    await database.sql`
+      insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, notification_id, applied_at)
+      values ('sendgrid', ${`ev-a-${id}`}, ${`pm-${id}`}, 'delivered', null, ${database.sql.json({ notification_id: id })}, ${id}, now()),
+             ('sendgrid', ${`ev-w-${id}`}, ${`pm-other-${id}`}, 'bounced', null, ${database.sql.json({ notification_id: id })}, ${id}, null)`;
+    await database.sql`insert into inbox_items (user_id, client_id, notification_id, category, title, body)
+      values ('dee', 'shop', ${id}, 'news', 'Hi', 'Hello Dee')`;
+    await database.sql`insert into broadcast_recipients (broadcast_id, user_id, notification_id) values ('b-dee', 'dee', ${id})`;
+  }
+  t.match(await partitionOf("provider_receipts", "notification_id", gone), /^provider_receipts_p\d{8}$/, "in its day");
+  t.match(await partitionOf("inbox_items", "notification_id", gone), /^inbox_items_p\d{8}$/);
+  t.match(await partitionOf("broadcast_recipients", "notification_id", gone), /^broadcast_recipients_p\d{8}$/);
+  const [item] = await database.sql<{ id: string }[]>`select id::text from inbox_items where notification_id = ${gone}`;
+
+  const retired = await retirePartitions(database, { store, days: 1, asOf: new Date(Date.now() + 11 * DAY_MS) });
+  t.ok(retired.kept >= 1, "the deferred one stays");
+  const count = (table: string, id: string) =>
+    database.sql.unsafe<{ n: number }[]>(`select count(*)::int as n from ${table} where notification_id = $1`, [id]);
+  for (const table of ["provider_receipts", "inbox_items", "broadcast_recipients"]) {
+    t.equal((await count(table, gone))[0]?.n, 0, `${table}: the retired day's rows are gone`);
+    t.equal(
+      await partitionOf(table, "notification_id", kept),
+      `${table}_default`,
+      `${table}: the kept one's rows stay`,
+    );
+  }
+  t.equal((await count("provider_receipts", kept))[0]?.n, 2, "its waiting receipt with it");
+  const tables = await database.sql<{ relname: string }[]>`
+    select relname from pg_class where relname ~ '^(provider_receipts|inbox_items|broadcast_recipients)_p2' and relkind = 'r'
+      and not relispartition`;
+  t.same(tables, [], "their detached tables are dropped");
+
+  const record = archived(dir).find((r) => r.notification.id === gone);
+  t.same(
+    record?.receipts?.map((r) => r.event_id),
+    [`ev-a-${gone}`, `ev-w-${gone}`],
+    "its receipts are archived with it",
+  );
+  t.equal(record?.inbox_item?.body, "Hello Dee", "and its inbox item");
+  t.same(await restoreNotification(database, store, gone), { found: true, restored: true });
+  t.equal((await count("provider_receipts", gone))[0]?.n, 2, "restored with its receipts");
+  const [back] = await database.sql<{ id: string }[]>`select id::text from inbox_items where notification_id = ${gone}`;
+  t.equal(back?.id, item?.id, "and its inbox item, under its id");
 });

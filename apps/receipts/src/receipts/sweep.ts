@@ -32,7 +32,7 @@ export function startReceiptSweep(sql: Sql, log: Logger, options: ReceiptSweepOp
   const timer = setInterval(() => {
     running = running.then(async () => {
       try {
-        const applied = await applyPendingReceipts(sql);
+        const applied = await applyPendingReceipts(sql, undefined, options.unmatchedRetentionHours);
         if (applied > 0) log.info({ applied }, "pending receipts applied");
       } catch (error) {
         log.warn({ err: error }, "pending receipts sweep failed; retrying next tick");

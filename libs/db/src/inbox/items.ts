@@ -121,8 +121,8 @@ export async function setInboxItemState(
   // The row is locked before it is read, so `was_*` are the states this update replaces.
   const [row] = await sql<ItemRow[]>`
     with target as materialized (
-      select id as target_id, seen_at is null as was_unseen, read_at is null as was_unread,
-             archived_at is null as was_live
+      select id as target_id, notification_id as target_notification_id, seen_at is null as was_unseen,
+             read_at is null as was_unread, archived_at is null as was_live
       from inbox_items
       where id = ${id} and user_id = ${owner.userId} and client_id = ${owner.clientId}
       for no key update
@@ -131,7 +131,10 @@ export async function setInboxItemState(
         seen_at = ${state(change.seen, "seen_at")},
         read_at = ${state(change.read, "read_at")},
         archived_at = ${state(change.archived, "archived_at")}
-      from target where inbox_items.id = target.target_id
+      -- By its notification too, as a value (a subquery run once): the partition key (drizzle/0031)
+      -- reaches the item's partition alone, where a join would read every partition.
+      from target where inbox_items.notification_id = (select target_notification_id from target)
+        and inbox_items.id = target.target_id
       returning inbox_items.*, target.was_unseen, target.was_unread, target.was_live
     )
     select ${sql.unsafe(COLUMNS)},
@@ -187,13 +190,17 @@ export async function markAllInboxItems(
   const column = sql.unsafe(MARKED_COLUMN[action]);
   const [row] = await sql<{ changed: number }[]>`
     with target as materialized (
-      select id from inbox_items
+      select id, notification_id from inbox_items
       where user_id = ${owner.userId} and client_id = ${owner.clientId} and archived_at is null
         and ${column} is null ${upToId === null ? sql`` : sql`and id <= ${upToId}`}
       order by id
       for no key update
     ), updated as (
-      update inbox_items set ${column} = now() from target where inbox_items.id = target.id
+      -- The owner's items of each partition (drizzle/0031) read through its index, whichever way
+      -- the planner joins them to the targets.
+      update inbox_items set ${column} = now() from target
+      where inbox_items.user_id = ${owner.userId} and inbox_items.client_id = ${owner.clientId}
+        and inbox_items.notification_id = target.notification_id and inbox_items.id = target.id
       returning inbox_items.id
     )
     select (select count(*) from updated)::int as changed,

@@ -111,6 +111,9 @@ export async function readNotificationTimeline(database: Database, id: string): 
         select channel, provider, provider_id from delivery_attempts
         where notification_id = ${id} and provider is not null and provider_id is not null
       ) s join provider_receipts r on r.provider = s.provider and r.provider_id = s.provider_id
+        -- Its partition of the receipts, the default one (receipts that name no notification)
+        -- and the first (receipts from before the receipts were partitioned, ''): see 0031.
+        and (r.notification_id = ${id} or r.notification_id = '' or r.notification_id is null)
       order by at desc, kind desc, seq desc limit ${TIMELINE_LIMIT}
     ) latest order by at, kind, seq`;
   return rows.map((row): TimelineEntry => {

@@ -81,6 +81,11 @@ interface BatchRow {
   status: string;
   reason: string | null;
   payload: unknown;
+  /**
+   * The notification it names (namedIn), or, for a receipt read back from the table, the one it
+   * was stored under: its partition of the log, and part of its key.
+   */
+  notification_id: string | null;
   /** Which statement applies it: the n-th status-moving event of its message in the batch. */
   round: number;
   /** The channel statuses its status may move from (empty for events that move none). */
@@ -96,6 +101,12 @@ interface BatchRow {
  */
 const namedIn = (alias: string): string =>
   `(case when jsonb_typeof(${alias}.payload -> 'notification_id') = 'string' then ${alias}.payload ->> 'notification_id' end)`;
+
+/** The notification a payload names, as namedIn says it. */
+const namedBy = (payload: unknown): string | null => {
+  const id = (payload as { notification_id?: unknown } | null)?.notification_id;
+  return typeof id === "string" ? id : null;
+};
 
 /** Whether every receipt of `rows` names its notification. */
 const allNamed = (rows: readonly { payload: unknown }[]): boolean =>
@@ -182,7 +193,7 @@ function roundCounter(): (provider: string, providerId: string, movesStatus: boo
 const keyOf = (provider: string, id: string): string => `${provider}\u0000${id}`;
 
 const batchColumns = `provider text, event_id text, provider_id text, status text, reason text, payload jsonb,
-  round int, movable text[]`;
+  notification_id text, round int, movable text[]`;
 
 /**
  * Stores each new receipt (once per event id) and applies it when its send is recorded: a
@@ -215,6 +226,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       status: r.status ?? NO_STATUS,
       reason: r.reason,
       payload: r.payload,
+      notification_id: namedBy(r.payload),
       round: roundOf(r.provider, r.providerId, r.status !== null),
       movable: r.status === null ? [] : statusesMovableTo(r.status),
     });
@@ -230,12 +242,12 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       select * from jsonb_to_recordset(${sql.json(rows as never)}) as r(${sql.unsafe(batchColumns)})
     ),
     stored as (
-      insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, applied_at)
-      select i.provider, i.event_id, i.provider_id, i.status, i.reason, i.payload,
+      insert into provider_receipts (provider, event_id, provider_id, status, reason, payload, notification_id, applied_at)
+      select i.provider, i.event_id, i.provider_id, i.status, i.reason, i.payload, i.notification_id,
         case when i.round = 1 and k.found then now() end
       from input i
       left join lateral (${sendOf(sql, namedIn("i"))}) k on true
-      order by i.event_id, i.provider
+      order by i.notification_id, i.event_id, i.provider
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
     ),
@@ -353,12 +365,12 @@ async function retryDeadlock<T>(run: () => Promise<T>): Promise<T> {
  * with an empty payload.
  */
 const markStored = (sql: Sql | TransactionSql) => sql`
-  insert into provider_receipts as r (provider, event_id, provider_id, status, reason, payload, applied_at)
-  select i.provider, i.event_id, i.provider_id, i.status, i.reason, '{}', now()
+  insert into provider_receipts as r (provider, event_id, provider_id, status, reason, payload, notification_id, applied_at)
+  select i.provider, i.event_id, i.provider_id, i.status, i.reason, '{}', i.notification_id, now()
   from input i cross join lateral (${sendOf(sql)}) k
   -- In key order, as the receipts step 1 stores them (lock-order.ts).
-  order by i.event_id, i.provider
-  on conflict (event_id, provider) do update set applied_at = now() where r.applied_at is null
+  order by i.notification_id, i.event_id, i.provider
+  on conflict (notification_id, event_id, provider) do update set applied_at = now() where r.applied_at is null
   returning r.provider, r.event_id, r.provider_id`;
 
 /**
@@ -461,9 +473,12 @@ const hasChannelRef = (payload: unknown): boolean => {
 /**
  * Applies receipts that arrived before their send was recorded (a provider can report faster
  * than a worker writes, and a worker that died after the send writes nothing until its item is
- * redelivered). Oldest first; SKIP LOCKED lets several receipts processes share the work.
+ * redelivered). Oldest first; SKIP LOCKED lets several receipts processes share the work. With
+ * `withinHours`, only receipts that came within that many hours: an older one never matched a
+ * send and is no longer tried. It stays, unapplied, until its partition of the log is retired
+ * with its notification's day (the ones that name no notification are purged: purge.ts).
  */
-export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<number> {
+export async function applyPendingReceipts(sql: Sql, limit = 500, withinHours?: number): Promise<number> {
   return sql.begin(async (tx) => {
     const due = await tx<
       {
@@ -474,15 +489,20 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
         reason: string | null;
         notification_id: string | null;
         channel: string | null;
+        stored_under: string | null;
       }[]
     >`
       select r.provider, r.event_id, r.provider_id, r.status, r.reason,
-        r.payload->>'notification_id' as notification_id, r.payload->>'channel' as channel
+        r.payload->>'notification_id' as notification_id, r.payload->>'channel' as channel,
+        r.notification_id as stored_under
       from provider_receipts r
       -- Each channel looked up by its key per receipt (\`offset 0\`: a subquery the planner keeps
       -- as it is), never the whole table hashed: a plan made while the table was nearly empty
       -- would otherwise keep hashing it as it grows.
-      where r.applied_at is null and (
+      where r.applied_at is null
+        -- A bound of the waiting index's range (no window: a century).
+        and r.received_at >= now() - make_interval(hours => ${withinHours ?? 1_000_000}::int)
+        and (
         exists (select 1 from notification_channels c where c.provider = r.provider and c.provider_id = r.provider_id offset 0)
         or exists (select 1 from notification_channels c where c.notification_id = r.payload->>'notification_id'
           and c.channel = r.payload->>'channel' and c.provider_id is null offset 0))
@@ -516,6 +536,7 @@ export async function applyPendingReceipts(sql: Sql, limit = 500): Promise<numbe
         d.notification_id !== null && d.channel !== null
           ? { notification_id: d.notification_id, channel: d.channel }
           : {},
+      notification_id: d.stored_under,
       round: 1,
       movable: d.status === NO_STATUS ? [] : statusesMovableTo(d.status as ChannelStatus),
     }));

@@ -13,6 +13,10 @@ export interface ArchiveRecord {
   attempts: Record<string, unknown>[];
   /** The channel fallback chain (absent from a record archived without one). */
   fallbacks?: Record<string, unknown>[];
+  /** The provider receipts that name the notification (absent from a record archived without them). */
+  receipts?: Record<string, unknown>[];
+  /** Its in-app copy as the user saw it and left it (seen, read, archived); null when it had none. */
+  inbox_item?: Record<string, unknown> | null;
 }
 
 /** A notification on its way out of the live log: its id, its created_at (ISO 8601, UTC, to the microsecond), its ArchiveRecord as text. */
@@ -24,7 +28,8 @@ export interface ArchiveLine {
 
 /**
  * Takes one batch of notifications older than `days` out of the live log: selects them (their
- * channels, history, attempts and fallback chain as one ArchiveRecord each), hands them to
+ * channels, history, attempts, fallback chain, receipts and inbox item as one ArchiveRecord
+ * each; their broadcast recipient row is deleted, not archived), hands them to
  * `keep`, and deletes them and what hangs off them in the same short transaction, so
  * whatever `keep` wrote exists before the rows are gone. SKIP LOCKED and a bounded batch keep it
  * from blocking ingest or another archiver; the oldest go first. A notification still waiting in
@@ -38,6 +43,18 @@ export async function takeArchiveBatch(
   keep: (rows: ArchiveLine[]) => Promise<void>,
 ): Promise<number> {
   return database.sql.begin(async (tx) => {
+    // Receipts that name no notification (the default partition's null key) are in no one's
+    // history and retire with no day: the applied ones past the window go here, a batch at a
+    // time (the unapplied ones sooner, purgeUnmatchedReceipts).
+    await tx`
+      delete from provider_receipts r
+      using (
+        select event_id, provider from provider_receipts
+        where notification_id is null and received_at < now() - make_interval(days => ${options.days})
+        limit ${options.batchSize}
+        for update skip locked
+      ) due
+      where r.notification_id is null and r.event_id = due.event_id and r.provider = due.provider`;
     const rows = await tx<ArchiveLine[]>`
       select n.id, to_char(n.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as created_at,
         json_build_object(
@@ -46,7 +63,10 @@ export async function takeArchiveBatch(
           'channels', (select coalesce(json_agg(c), '[]') from notification_channels c where c.notification_id = n.id),
           'status_events', (select coalesce(json_agg(e order by e.id), '[]') from channel_status_events e where e.notification_id = n.id),
           'attempts', (select coalesce(json_agg(a), '[]') from delivery_attempts a where a.notification_id = n.id),
-          'fallbacks', (select coalesce(json_agg(f), '[]') from notification_fallbacks f where f.notification_id = n.id)
+          'fallbacks', (select coalesce(json_agg(f), '[]') from notification_fallbacks f where f.notification_id = n.id),
+          'receipts', (select coalesce(json_agg(r order by r.received_at, r.event_id), '[]') from provider_receipts r
+                       where r.notification_id = n.id),
+          'inbox_item', (select to_json(i) from inbox_items i where i.notification_id = n.id)
         )::text as line
       from notifications n
       where n.created_at < now() - make_interval(days => ${options.days})
@@ -73,16 +93,19 @@ export async function takeArchiveBatch(
     await tx`delete from delivery_attempts where notification_id = any(${ids}::text[])`;
     await tx`delete from notification_fallbacks where notification_id = any(${ids}::text[])`;
     await tx`delete from digest_items where notification_id = any(${ids}::text[])`;
+    await tx`delete from provider_receipts where notification_id = any(${ids}::text[])`;
+    await tx`delete from inbox_items where notification_id = any(${ids}::text[])`;
+    await tx`delete from broadcast_recipients where notification_id = any(${ids}::text[])`;
     await tx`delete from notifications where id = any(${ids}::text[])`;
     return rows.length;
   });
 }
 
 /**
- * Puts one archived notification back into the live log with its channels, history, attempts
- * and fallback chain, in one transaction. A notification already live is left alone (false), so a restore
- * can be repeated. A row archived without its user (written before migration 0029) is restored
- * with the notification's.
+ * Puts one archived notification back into the live log with its channels, history, attempts,
+ * fallback chain, receipts and inbox item, in one transaction. A notification already live is
+ * left alone (false), so a restore can be repeated. A row archived without its user (written
+ * before migration 0029) is restored with the notification's.
  */
 export async function restoreArchived(database: Database, record: ArchiveRecord): Promise<boolean> {
   const json = database.sql.json;
@@ -103,6 +126,16 @@ export async function restoreArchived(database: Database, record: ArchiveRecord)
     if (record.fallbacks !== undefined && record.fallbacks.length > 0) {
       await tx`insert into notification_fallbacks
         select * from jsonb_populate_recordset(null::notification_fallbacks, ${json(owned(record.fallbacks) as never)})`;
+    }
+    if (record.receipts !== undefined && record.receipts.length > 0) {
+      await tx`insert into provider_receipts
+        select * from jsonb_populate_recordset(null::provider_receipts, ${json(record.receipts as never)})
+        on conflict do nothing`;
+    }
+    if (record.inbox_item !== undefined && record.inbox_item !== null) {
+      await tx`insert into inbox_items
+        select * from jsonb_populate_record(null::inbox_items, ${json(record.inbox_item as never)})
+        on conflict do nothing`;
     }
     return true;
   });

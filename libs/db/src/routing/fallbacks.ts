@@ -34,7 +34,10 @@ export async function listOpenFallbacks(database: Database, now: Date, limit: nu
     cross join lateral (
       select c.status in ('delivered', 'unsettled') and c.provider_id is not null and exists (
         select 1 from provider_receipts r
-        where r.provider = c.provider and r.provider_id = c.provider_id and r.status = 'delivered') as confirmed
+        where r.provider = c.provider and r.provider_id = c.provider_id and r.status = 'delivered'
+          -- The chain's partition of the receipts, the default one (receipts that name no
+          -- notification) and the first (from before the receipts were partitioned): see 0031.
+          and (r.notification_id = f.notification_id or r.notification_id = '' or r.notification_id is null)) as confirmed
     ) receipt
     where f.done_at is null
       and c.status not in ('pending', 'deferred', 'retrying', 'parked')

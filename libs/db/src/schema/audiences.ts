@@ -69,7 +69,11 @@ export const broadcasts = pgTable(
 );
 
 /**
- * Who a broadcast reached: one notification per (broadcast, user), enforced by the key.
+ * Who a broadcast reached: one notification per (broadcast, user), held by the expander's cursor
+ * (moved in the statement that writes the batch). Partitioned with the notification log by
+ * `notification_id` (drizzle/0031), whose key is the only unique one: a key must include the
+ * partition key. Retired with its notification's day and not archived (the notification's dedup
+ * key, `broadcast:<id>:<user>`, says which broadcast it was for).
  *
  * `broadcast_id` has no foreign key: only the expander writes these rows, a batch at a time,
  * in the transaction that holds its broadcast's row FOR UPDATE, so the broadcast exists by
@@ -85,7 +89,8 @@ export const broadcastRecipients = pgTable(
     notificationId: text("notification_id").notNull(),
   },
   (t) => [
-    primaryKey({ columns: [t.broadcastId, t.userId] }),
+    // A broadcast's recipients in its members' order: its progress and tallies.
+    index("broadcast_recipients_broadcast_idx").on(t.broadcastId, t.userId),
     uniqueIndex("broadcast_recipients_notification_idx").on(t.notificationId),
   ],
 );

@@ -1,15 +1,25 @@
 import { sql } from "drizzle-orm";
-import { bigint, index, integer, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, index, integer, pgSequence, pgTable, text, timestamp, uniqueIndex } from "drizzle-orm/pg-core";
+
+/** The inbox items' ids (see inboxItems.id). */
+export const inboxItemIds = pgSequence("inbox_items_id_seq");
 
 /**
  * The in-app inbox: one item per notification delivered in-app. `id` is a sequence, so it
  * orders a user's items, names the SSE event that carried each one (Last-Event-ID resumes
  * after it) and is the cursor's key. read/seen/archived are the user's, set through the API.
+ * Partitioned with the notification log by `notification_id` (drizzle/0031): an item is retired
+ * (and archived) with its notification's day.
  */
 export const inboxItems = pgTable(
   "inbox_items",
   {
-    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    /**
+     * From a sequence rather than an identity column: PostgreSQL 15 has no identity columns on a
+     * partitioned table. Not a key (a key must include the partition key): the sequence alone
+     * makes it unique.
+     */
+    id: bigint("id", { mode: "number" }).notNull().default(sql`nextval('inbox_items_id_seq')`),
     userId: text("user_id").notNull(),
     /**
      * The client whose notification it is: a user's inbox token, minted by one client, sees only
@@ -27,6 +37,8 @@ export const inboxItems = pgTable(
     archivedAt: timestamp("archived_at", { withTimezone: true, mode: "date" }),
   },
   (t) => [
+    // The pollers' highest id and the items after one (inbox/items.ts).
+    index("inbox_items_id_idx").on(t.id),
     index("inbox_items_user_client_idx").on(t.userId, t.clientId, t.id),
     // Each view of a user with many items (inbox, archived, unread): without them a page walked
     // every item of the user (or the whole table by id) to find the few it shows, e.g. the inbox

@@ -6,6 +6,7 @@ export { idempotencyKeys, idempotencyKeysLegacy } from "./idempotency.js";
 export {
   INBOX_NOTIFY_CHANNEL,
   INBOX_STATE_NOTIFY_CHANNEL,
+  inboxItemIds,
   inboxItems,
   inboxTokenRevocationCounts,
   inboxTokenRevocations,

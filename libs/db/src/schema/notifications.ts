@@ -11,6 +11,7 @@ import {
   smallint,
   text,
   timestamp,
+  unique,
 } from "drizzle-orm/pg-core";
 
 /**
@@ -205,10 +206,18 @@ export const providerReceipts = pgTable(
     payload: jsonb("payload").notNull(),
     receivedAt: timestamp("received_at", { withTimezone: true, mode: "date" }).notNull().defaultNow(),
     appliedAt: timestamp("applied_at", { withTimezone: true, mode: "date" }),
+    /**
+     * The notification the receipt names (its payload's notification_id: SendGrid's custom args,
+     * Plivo's report URL), the partition key (drizzle/0031): the receipt lives and is retired
+     * with its notification's partition of the log. Null when it names none (the default
+     * partition); '' for receipts from before 0031 (the first partition).
+     */
+    notificationId: text("notification_id"),
   },
   (t) => [
-    // The event id first (see notification_channels_provider_id_idx).
-    primaryKey({ columns: [t.eventId, t.provider] }),
+    // One receipt per event: a provider's retry names the same notification, and one that names
+    // none (null) is one of the nulls that count as equal here.
+    unique("provider_receipts_event_key").on(t.notificationId, t.eventId, t.provider).nullsNotDistinct(),
     // The receipts waiting for their send, oldest first: what the pending sweep and the purge read.
     index("provider_receipts_waiting_idx").on(t.receivedAt, t.eventId).where(sql`${t.appliedAt} is null`),
     // A channel's receipts, applied or not: whether a delivery was confirmed (channel fallback).

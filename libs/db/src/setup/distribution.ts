@@ -101,7 +101,7 @@ export const TABLE_DISTRIBUTION: Readonly<Record<string, Distribution>> = {
   provider_receipts: {
     kind: "by-key",
     column: "provider_id",
-    why: "a provider's event names its message, not a user, and may come before the send is recorded: a message's receipts together, found by the fallback's confirmation check and the pending sweep by provider id; its key (event_id, provider) gains provider_id, which a provider's retry of an event repeats",
+    why: "a provider's event names its message, not a user, and may come before the send is recorded: a message's receipts together, found by the fallback's confirmation check and the pending sweep by provider id; its key (notification_id, event_id, provider), the notification id its partition key (0031: a receipt lives and retires with its notification's day), gains provider_id, which a provider's retry of an event repeats",
   },
   publish_outbox: {
     kind: "by-key",
@@ -364,6 +364,24 @@ export const UNSCOPED_STATEMENTS: readonly UnscopedStatement[] = [
     table: "notification_fallbacks",
     kind: "whole-row",
     why: "puts archived rows back whole (jsonb_populate_recordset), each with its user_id (the notification's when archived without one)",
+  },
+  {
+    at: "retention/archive.ts#takeArchiveBatch",
+    table: "inbox_items",
+    kind: "multi-shard",
+    why: "retention: archives and deletes the inbox items of the notifications it takes (the default and first partitions), every user's",
+  },
+  {
+    at: "retention/archive.ts#takeArchiveBatch",
+    table: "broadcast_recipients",
+    kind: "multi-shard",
+    why: "retention: deletes the broadcast recipients of the notifications it takes (the default and first partitions), every user's",
+  },
+  {
+    at: "retention/archive.ts#restoreArchived",
+    table: "inbox_items",
+    kind: "whole-row",
+    why: "puts an archived inbox item back whole (jsonb_populate_record), its user_id among its columns",
   },
   {
     at: "retention/archive.ts#restoreArchived",

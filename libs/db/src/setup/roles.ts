@@ -46,8 +46,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // ingest: a broadcast's count, kept and read again.
   broadcast_progress: { ingest: [S, I, U] },
   // ingest: counting a broadcast's recipients; processor: an expanded batch's recipients, and the
-  // webhook dispatcher's tallies; workers and receipts: the channel trigger's look for a tally.
-  broadcast_recipients: { ingest: [S], processor: [S, I], workers: [S], receipts: [S] },
+  // webhook dispatcher's tallies, retention's row path (the default and first partitions);
+  // workers and receipts: the channel trigger's look for a tally.
+  broadcast_recipients: { ingest: [S], processor: [S, I, D], workers: [S], receipts: [S] },
   // ingest: accept, read, pause, resume, cancel; processor: expand (row lock, cursor, finish).
   broadcasts: { ingest: [S, I, U], processor: [S, U] },
   // ingest: timelines and dead letters' histories; processor: routing, releases, replays,
@@ -71,8 +72,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   // failed publish releases its key there too.
   idempotency_keys_legacy: { ingest: [S, D] },
   // ingest: the inbox API (list, count, mark one or all); processor: in-app channels settled
-  // from the inbox; workers: storing an item (a repeat finds the first).
-  inbox_items: { ingest: [S, U], processor: [S], workers: [S, I, U] },
+  // from the inbox, retention's row path (the default and first partitions); workers: storing an
+  // item (a repeat finds the first).
+  inbox_items: { ingest: [S, U], processor: [S, D], workers: [S, I, U] },
   // ingest: each client's count of revocation rows, taken by a revocation that adds one (an
   // upsert), given back by the purge.
   inbox_token_revocation_counts: { ingest: [S, I, U] },
@@ -97,8 +99,9 @@ export const TABLE_ACCESS: Readonly<Record<string, Readonly<Partial<Record<DbApp
   notify_log_partitions: { processor: [S] },
   // processor: the promotional daily cap (take a slot, purge old days).
   promotional_daily_counts: { processor: [S, I, U, D] },
-  // ingest: timelines; processor: fallbacks' delivery confirmations; receipts: all of it.
-  provider_receipts: { ingest: [S], processor: [S], receipts: [S, I, U, D] },
+  // ingest: timelines; processor: fallbacks' delivery confirmations, retention's row path (the
+  // default and first partitions); receipts: all of it.
+  provider_receipts: { ingest: [S], processor: [S, D], receipts: [S, I, U, D] },
   // ingest: the accept's outbox row, settling, the recovery sweep; processor: broadcast
   // batches' rows (listed, settled), the unrouted sweep's and archive's checks.
   publish_outbox: { ingest: [S, I, U, D], processor: [S, I, U, D] },
@@ -189,10 +192,13 @@ const quoted = (identifier: string) => `"${identifier.replaceAll('"', '""')}"`;
 /** The privileges' names in SQL. */
 /**
  * The plain sequences an app draws from with its inserts (nextval in a column default needs USAGE):
- * the status history's ids, a sequence because a partitioned table has no identity column.
+ * the status history's and the inbox items' ids, sequences because a partitioned table has no
+ * identity column.
  */
 export const SEQUENCE_ACCESS: Readonly<Record<string, readonly DbApp[]>> = {
   channel_status_events_id_seq: ["processor", "workers", "receipts"],
+  // workers: storing an inbox item.
+  inbox_items_id_seq: ["workers"],
 };
 
 /**

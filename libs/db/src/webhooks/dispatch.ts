@@ -81,7 +81,12 @@ export async function checkCompletions(database: Database, limit: number): Promi
             (count(*) filter (where i.status = 'partially_failed'))::int as partially_failed,
             (count(*) filter (where i.status = 'failed'))::int as failed,
             (count(*) filter (where i.status = 'suppressed'))::int as suppressed
-          from inserted i join broadcast_recipients r on r.notification_id = i.notification_id
+          -- Each notification's recipient row looked up by its id (\`offset 0\`: a subquery kept as it
+          -- is), which reaches its own partition (drizzle/0031); joined as a set, the recipients
+          -- of every partition are hashed.
+          from inserted i
+          cross join lateral (select r.broadcast_id from broadcast_recipients r
+            where r.notification_id = i.notification_id offset 0) r
           group by r.broadcast_id order by r.broadcast_id`;
     if (counted.length > 0) {
       // Locked in one order first: two dispatchers during a lease's hand-over never wait on each

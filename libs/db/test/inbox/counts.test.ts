@@ -99,14 +99,37 @@ t.test("the counts read their partial indexes alone, and mark-all locks in id or
   const [row] = await sql.unsafe(`explain (format json) ${statement?.query}`, statement?.parameters as never[]);
   interface PlanNode {
     "Node Type": string;
+    "Relation Name"?: string;
     "Index Name"?: string;
     Plans?: PlanNode[];
   }
   const nodes = (plan: PlanNode): PlanNode[] => [plan, ...(plan.Plans ?? []).flatMap(nodes)];
   const [explained] = (row?.["QUERY PLAN"] ?? []) as Array<{ Plan: PlanNode }>;
+  // The items are partitioned (drizzle/0031): each partition's index is named after the
+  // partitioned table's index it belongs to; a partition with no page (the items here are of no
+  // notification of the log: all in the default partition) costs nothing to scan.
+  const parents = new Map(
+    (
+      await sql<{ index: string; parent: string }[]>`
+        select c.relname as index, p.relname as parent from pg_inherits i
+        join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+        where p.relname like 'inbox_items%' and p.relkind = 'I'`
+    ).map((r) => [r.index, r.parent]),
+  );
+  const empty = new Set(
+    (
+      await sql<{ name: string }[]>`
+        select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+        where i.inhparent = 'inbox_items'::regclass and c.relpages = 0`
+    ).map((r) => r.name),
+  );
   const scans = nodes(explained?.Plan as PlanNode)
     .filter((node) => node["Node Type"].includes("Scan"))
-    .map((node) => `${node["Node Type"]} ${node["Index Name"] ?? ""}`.trim());
+    .filter((node) => !(node["Node Type"] === "Seq Scan" && empty.has(node["Relation Name"] ?? "")))
+    .map((node) => {
+      const index = node["Index Name"] ?? "";
+      return `${node["Node Type"]} ${parents.get(index) ?? index}`.trim();
+    });
   t.same(
     scans.sort(),
     [
@@ -114,7 +137,7 @@ t.test("the counts read their partial indexes alone, and mark-all locks in id or
       "Index Only Scan inbox_items_unread_idx",
       "Index Only Scan inbox_items_unseen_idx",
     ],
-    "each count from its index, no item read",
+    "each count from its index, no item read (partitions with no page aside)",
   );
   t.equal(await markAllInboxItems(database, owner("heavy", "c"), "read", null), counts.unread);
 });

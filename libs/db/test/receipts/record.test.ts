@@ -104,16 +104,16 @@ t.test("a batch recorded at once leaves what applying it receipt by receipt leav
         await sql`insert into notification_channels (notification_id, channel, status, provider, provider_id)
           values (${ids[i] as string}, 'email', ${c.status}, ${c.recorded ? "sendgrid" : null}, ${c.recorded ? `${run}-m${i}` : null})`;
       }
+      // An event id names one event, whose payload names one notification or none: a provider's
+      // retry repeats both (the receipt's key is the two together, drizzle/0031).
+      const named = (e: EventSetup) => e.withRef && e.message < channels.length;
       const receipt = (e: EventSetup, n: number): Receipt => ({
         provider: "sendgrid",
-        eventId: `${run}-e${e.eventId}`,
+        eventId: `${run}-e${e.eventId}${named(e) ? `-n${e.message}` : ""}`,
         providerId: `${run}-m${e.message}`,
         status: e.status,
         reason: `${e.status ?? "none"} #${n}`,
-        payload:
-          e.withRef && e.message < channels.length
-            ? { notification_id: ids[e.message], channel: "email", notification_index: e.message }
-            : {},
+        payload: named(e) ? { notification_id: ids[e.message], channel: "email", notification_index: e.message } : {},
       });
       const modelChannels: ModelChannel[] = channels.map((c, i) => ({
         providerId: c.recorded ? `${run}-m${i}` : null,

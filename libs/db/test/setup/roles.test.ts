@@ -200,7 +200,7 @@ t.test(
 t.test("a second run converges: a grant made by hand goes, a new password takes", async (t) => {
   const { name } = roles.workers;
   await database.sql.unsafe(`grant select, delete on api_keys to "${name}"`);
-  await database.sql.unsafe(`grant usage on sequence inbox_items_id_seq to "${name}"`);
+  await database.sql.unsafe(`grant usage on sequence inbox_token_revocations_id_seq to "${name}"`);
   const [before] = await server<
     { verifier: string }[]
   >`select rolpassword as verifier from pg_authid where rolname = ${name}`;
@@ -209,7 +209,7 @@ t.test("a second run converges: a grant made by hand goes, a new password takes"
   await applyAppRoles(url, changed);
   t.same(await privilegesOf(name), expected("workers"), "exactly TABLE_ACCESS again");
   const [sequence] = await database.sql<{ granted: boolean }[]>`
-    select has_sequence_privilege(${name}, 'inbox_items_id_seq', 'USAGE') as granted`;
+    select has_sequence_privilege(${name}, 'inbox_token_revocations_id_seq', 'USAGE') as granted`;
   t.equal(sequence?.granted, false, "the sequence grant went too");
   const [after] = await server<
     { verifier: string }[]
