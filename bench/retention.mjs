@@ -1,7 +1,8 @@
 // node bench/retention.mjs: what retiring a day of notifications costs, by partition and by the
 // row-by-row batched deletes, in the same run on the same database. BENCH_RETENTION_NOTIFICATIONS
 // (1,000,000) email notifications of one day, each with its channel row, three status events
-// (pending, sent, delivered) and its attempt, are written server-side twice: once into a day's
+// (pending, sent, delivered), its attempt and SendGrid's two receipts (processed, delivered), all
+// with the user id the service writes, are written server-side twice: once into a day's
 // range partition of the log (UUIDv7 ids of that day, as ingest makes them), once into the
 // default partition (ids of another shape: the rows retention can only take one by one). Then
 // each is retired as the processor's retention job does it, into an archive folder: the range by
@@ -20,7 +21,13 @@ import { benchDatabase } from "./lib.mjs";
 const N = Number(process.env.BENCH_RETENTION_NOTIFICATIONS ?? 1_000_000);
 const REPEAT = Number(process.env.BENCH_REPEAT ?? 1);
 const DAY_MS = 86_400_000;
-const LOG = ["notifications", "notification_channels", "channel_status_events", "delivery_attempts"];
+const LOG = [
+  "notifications",
+  "notification_channels",
+  "channel_status_events",
+  "delivery_attempts",
+  "provider_receipts",
+];
 const teardowns = [];
 const t = { teardown: (fn) => teardowns.push(fn) };
 
@@ -45,19 +52,30 @@ async function load(sql, { id, dayStart, createdAt }) {
       [day, N],
     );
     await tx.unsafe(
-      `insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts, updated_at)
-       select id, 'email', 'delivered', 'sendgrid', 'sg-' || id, 1, at from (${rows}) r`,
+      `insert into notification_channels (notification_id, channel, status, provider, provider_id, attempts, updated_at,
+         user_id)
+       select id, 'email', 'delivered', 'sendgrid', 'sg-' || id, 1, at, 'retention-' || (i % 100000) from (${rows}) r`,
       [day, N],
     );
     await tx.unsafe(
-      `insert into channel_status_events (notification_id, channel, status, attempt, provider_id, at)
-       select id, 'email', s.status, s.attempt, 'sg-' || id, at from (${rows}) r
+      `insert into channel_status_events (notification_id, channel, status, attempt, provider_id, at, user_id)
+       select id, 'email', s.status, s.attempt, 'sg-' || id, at, 'retention-' || (i % 100000) from (${rows}) r
        cross join (values ('pending', 0), ('sent', 1), ('delivered', 1)) s(status, attempt)`,
       [day, N],
     );
     await tx.unsafe(
-      `insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, at)
-       select id, 'email', 1, 'sent', 'sendgrid', 'sg-' || id, at from (${rows}) r`,
+      `insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, at, user_id)
+       select id, 'email', 1, 'sent', 'sendgrid', 'sg-' || id, at, 'retention-' || (i % 100000) from (${rows}) r`,
+      [day, N],
+    );
+    // SendGrid's events name the notification in their custom args, which keys each receipt.
+    await tx.unsafe(
+      `insert into provider_receipts (provider, event_id, provider_id, notification_id, status, payload, received_at,
+         applied_at)
+       select 'sendgrid', 'sg-' || id || '-' || e.event, 'sg-' || id, id, e.event,
+         jsonb_build_object('event', e.event, 'sg_message_id', 'sg-' || id, 'notification_id', id, 'channel', 'email'),
+         at, at
+       from (${rows}) r cross join (values ('processed'), ('delivered')) e(event)`,
       [day, N],
     );
   });
