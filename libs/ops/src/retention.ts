@@ -290,8 +290,7 @@ async function readRecords(
   let bytes = 0;
   let lines = 0;
   const found: ArchiveRecord[] = [];
-  const onLine = (line: string) => {
-    if (line === "") return;
+  const onRecord = (line: string) => {
     lines++;
     if (!matches(line)) return;
     let record: ArchiveRecord;
@@ -301,6 +300,20 @@ async function readRecords(
       throw new Error(`line ${lines} is not JSON`);
     }
     if (wanted(record)) found.push(record);
+  };
+  // A record is one line that starts with `{`. A line that does not start one continues the
+  // record before it: objects written before writeDay took json_agg's line breaks out hold
+  // records over several lines, and the breaks are JSON whitespace, so the joined lines are the
+  // record.
+  let pending: string | undefined;
+  const onLine = (line: string) => {
+    if (line === "") return;
+    if (pending !== undefined && !line.startsWith("{")) {
+      pending += line;
+      return;
+    }
+    if (pending !== undefined) onRecord(pending);
+    pending = line;
   };
   try {
     await pipeline(
@@ -326,6 +339,7 @@ async function readRecords(
           rest = rest.slice(start);
         }
         onLine(rest + decoder.end());
+        if (pending !== undefined) onRecord(pending);
       },
     );
   } catch (error) {

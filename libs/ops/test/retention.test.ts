@@ -141,6 +141,49 @@ t.test("archives of the month layout, without manifests, are still read; data no
   t.equal(await archiveAll(database, { store: scratch, days: 90 }), 1, "archived again, for the tests after this one");
 });
 
+t.test("a record whose arrays are broken over lines, as json_agg wrote them, is still read", async (t) => {
+  const scratch = folderStore(mkdtempSync(join(tmpdir(), "notify-archive-")));
+  const id = await seed("erin", 200);
+  await database.sql`insert into channel_status_events (notification_id, channel, status, attempt, user_id)
+    values (${id}, 'email', 'pending', 0, 'erin'), (${id}, 'email', 'sent', 1, 'erin')`;
+  const before = await snapshot([id]);
+  t.equal(await archiveAll(database, { store: scratch, days: 90 }), 1);
+  const keys: string[] = [];
+  for await (const key of scratch.list("")) keys.push(key);
+  const chunks: Buffer[] = [];
+  for await (const chunk of await scratch.get(keys.find((k) => k.endsWith(".ndjson.gz")) as string)) {
+    chunks.push(chunk as Buffer);
+  }
+  const [record] = lines(Buffer.concat(chunks));
+  t.ok((record?.status_events.length ?? 0) > 1, "a record with several status rows");
+  // json_agg's separator between elements: a comma, a line break and a space.
+  const broken = JSON.stringify(record).replaceAll("},{", "}, \n {");
+  t.ok(broken.split("\n").length > 2, "the record spans several lines");
+  const body = gzipSync(`${broken}\n`);
+  const dir = mkdtempSync(join(tmpdir(), "notify-archive-"));
+  mkdirSync(join(dir, "2024", "03", "04"), { recursive: true });
+  const base = join(dir, "2024", "03", "04", `20240304T000000000Z-${id}`);
+  writeFileSync(`${base}.ndjson.gz`, body);
+  const manifest: ArchiveManifest = {
+    format: "notify-archive",
+    version: 1,
+    data: `2024/03/04/20240304T000000000Z-${id}.ndjson.gz`,
+    records: 1,
+    bytes: body.length,
+    sha256: createHash("sha256").update(body).digest("hex"),
+    first_id: id,
+    last_id: id,
+    created_from: record?.notification.created_at as string,
+    created_to: record?.notification.created_at as string,
+    written_at: new Date().toISOString(),
+  };
+  writeFileSync(`${base}.manifest.json`, JSON.stringify(manifest));
+  const store = folderStore(dir);
+  t.same(await restoreNotification(database, store, id), { found: true, restored: true });
+  t.same(await snapshot([id]), before, "restored whole");
+  t.equal(await archiveAll(database, { store: scratch, days: 90 }), 1, "archived again, for the tests after this one");
+});
+
 t.test("archivers running at once archive each notification once", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "notify-archive-"));
   const ids = await Promise.all(Array.from({ length: 60 }, (_, i) => seed(`u${i}`, 95)));
