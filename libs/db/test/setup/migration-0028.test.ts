@@ -1,39 +1,16 @@
-import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { newId } from "@notify/core";
-import { TEST_PG_URL } from "@notify/testing";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
-import t, { type Test } from "tap";
+import t from "tap";
 import { MIGRATIONS_FOLDER, runMigrations } from "../../src/setup/migrate.js";
-import { foldersUpTo } from "./migrations-support.js";
+import { databaseAt } from "./migrations-support.js";
 
 // Migration 0028 turns the notification log (notifications, channels, status history, attempts,
 // fallback chains) into tables partitioned by id range, the existing tables becoming the `_p0`
 // partitions, on a deployment that keeps running: the service's statements wait for it, none
 // fails, and nothing it writes meanwhile is lost or lands outside its range.
-const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
-t.teardown(() => admin.end());
-
-/** A database of its own at migration `lastIdx`: its url and one connection to it. */
-async function databaseAt(t: Test, lastIdx: number): Promise<{ url: string; sql: postgres.Sql }> {
-  const name = `notify_m_${randomBytes(6).toString("hex")}`;
-  await admin.unsafe(`create database ${name}`);
-  const url = new URL(TEST_PG_URL);
-  url.pathname = `/${name}`;
-  const sql = postgres(url.toString(), { max: 1, onnotice: () => {} });
-  t.teardown(async () => {
-    await sql.end();
-    await admin.unsafe(`drop database if exists ${name} with (force)`);
-  });
-  // On a connection of its own: drizzle makes its client hand dates back as text.
-  const migrator = postgres(url.toString(), { max: 1, onnotice: () => {} });
-  await migrate(drizzle(migrator), { migrationsFolder: foldersUpTo(lastIdx) });
-  await migrator.end();
-  return { url: url.toString(), sql };
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 

@@ -1,39 +1,14 @@
-import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { TEST_PG_URL } from "@notify/testing";
-import { drizzle } from "drizzle-orm/postgres-js";
-import { migrate } from "drizzle-orm/postgres-js/migrator";
-import postgres from "postgres";
-import t, { type Test } from "tap";
+import t from "tap";
 import { acceptNotifications, findIdempotencyRecords, retireIdempotencyKeys } from "../../src/index.js";
-import { MIGRATIONS_FOLDER } from "../../src/setup/migrate.js";
 import { acceptedRow as row } from "../support.js";
-import { foldersUpTo } from "./migrations-support.js";
+import { databaseAt, migrateTo } from "./migrations-support.js";
 
 // Migration 0030 partitions the idempotency guard by day. The existing table is kept as
 // `idempotency_keys_legacy` (renamed: nothing copied, no index built), and a request retried after
 // the migration still meets the claim its first attempt made before it.
-const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
-t.teardown(() => admin.end());
-
-async function databaseAt(t: Test, lastIdx: number): Promise<{ url: string; sql: postgres.Sql }> {
-  const name = `notify_m_${randomBytes(6).toString("hex")}`;
-  await admin.unsafe(`create database ${name}`);
-  const url = new URL(TEST_PG_URL);
-  url.pathname = `/${name}`;
-  const sql = postgres(url.toString(), { max: 4, onnotice: () => {} });
-  t.teardown(async () => {
-    await sql.end();
-    await admin.unsafe(`drop database if exists ${name} with (force)`);
-  });
-  const migrator = postgres(url.toString(), { max: 1, onnotice: () => {} });
-  await migrate(drizzle(migrator), { migrationsFolder: foldersUpTo(lastIdx) });
-  await migrator.end();
-  return { url: url.toString(), sql };
-}
-
 t.test("a request retried across the migration meets its first claim", async (t) => {
-  const { url, sql } = await databaseAt(t, 29);
+  const { url, sql } = await databaseAt(t, 29, 4);
   const database = { sql, close: () => sql.end(), ping: async () => true };
   // Claims made before the migration, as the previous release's accept statement made them:
   // 200,000 records of the last day, one of them the request to be retried, one past the window.
@@ -44,11 +19,9 @@ t.test("a request retried across the migration meets its first claim", async (t)
     insert into idempotency_keys (client_id, key, request_hash, notification_id, created_at)
     values ('shop', 'retried', 'hash-retried', 'n-first', now() - interval '23 hours'),
            ('shop', 'expired', 'hash-expired', 'n-expired', now() - interval '25 hours')`;
-  const migrator = postgres(url, { max: 1, onnotice: () => {} });
   const started = performance.now();
-  await migrate(drizzle(migrator), { migrationsFolder: MIGRATIONS_FOLDER });
+  await migrateTo(url);
   const took = performance.now() - started;
-  await migrator.end();
   t.comment(`migrations 0030 and after, 200,002 records in the guard: ${(took / 1000).toFixed(2)} s`);
 
   const [legacy] = await sql<{ n: number }[]>`select count(*)::int as n from idempotency_keys_legacy`;

@@ -1,34 +1,15 @@
-import { randomBytes } from "node:crypto";
 import { newId } from "@notify/core";
-import { TEST_PG_URL } from "@notify/testing";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import t from "tap";
 import { recordReceipts } from "../../src/index.js";
 import { MIGRATIONS_FOLDER } from "../../src/setup/migrate.js";
-import { foldersUpTo } from "./migrations-support.js";
+import { databaseAt, migrateTo } from "./migrations-support.js";
 
 // Migration 0031 partitions provider receipts, inbox items and broadcast recipients with the
 // notification log, each existing table becoming its `_p0` partition with every row it held.
-const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
-t.teardown(() => admin.end());
-
-const name = `notify_m_${randomBytes(6).toString("hex")}`;
-await admin.unsafe(`create database ${name}`);
-const url = new URL(TEST_PG_URL);
-url.pathname = `/${name}`;
-const sql = postgres(url.toString(), { max: 1, onnotice: () => {} });
-t.teardown(async () => {
-  await sql.end();
-  await admin.unsafe(`drop database if exists ${name} with (force)`);
-});
-const migrateTo = async (folder: string) => {
-  const migrator = postgres(url.toString(), { max: 1, onnotice: () => {} });
-  await migrate(drizzle(migrator), { migrationsFolder: folder });
-  await migrator.end();
-};
-await migrateTo(foldersUpTo(30));
+const { url, sql } = await databaseAt(t, 30);
 
 const ROWS = 20_000;
 const recent = newId();
@@ -74,7 +55,7 @@ const before = async () => {
 };
 const rowsBefore = await before();
 
-await migrateTo(MIGRATIONS_FOLDER);
+await migrateTo(url);
 
 t.test("each table is partitioned with the log, its rows in its first partition", async (t) => {
   for (const table of ["provider_receipts", "inbox_items", "broadcast_recipients"]) {
@@ -168,17 +149,8 @@ t.test("inbox ids go on from the last one", async (t) => {
 });
 
 t.test("a transaction in flight when 0031 starts only waits: it is not cancelled, nor is the migration", async (t) => {
-  const name = `notify_m_${randomBytes(6).toString("hex")}`;
-  await admin.unsafe(`create database ${name}`);
-  const busyUrl = new URL(TEST_PG_URL);
-  busyUrl.pathname = `/${name}`;
-  const busy = postgres(busyUrl.toString(), { max: 1, onnotice: () => {} });
-  t.teardown(async () => {
-    await busy.end();
-    await admin.unsafe(`drop database if exists ${name} with (force)`);
-  });
-  const migrator = postgres(busyUrl.toString(), { max: 1, onnotice: () => {} });
-  await migrate(drizzle(migrator), { migrationsFolder: foldersUpTo(30) });
+  const { url: busyUrl, sql: busy } = await databaseAt(t, 30);
+  const migrator = postgres(busyUrl, { max: 1, onnotice: () => {} });
   const item = newId();
   await busy`insert into inbox_items (user_id, client_id, notification_id, category, title, body)
     values ('u-1', 'shop', ${item}, 'news', 'Hi', 'Hello')`;
