@@ -86,8 +86,10 @@ BEGIN
 END $$;--> statement-breakpoint
 -- Drops the guard's partitions no statement reads or claims in any more, and answers how many: a
 -- day's slot is claimed in and read only by statements whose time (now(), the start of their
--- transaction) is in that day, so its partition is done with once the day has ended; it goes a
--- day later still, for a transaction that started before midnight and is still running. The
+-- transaction) is in that day, so its partition is done with once the day has ended; it goes an
+-- hour later, for a transaction that started before midnight and is still running (an accept's
+-- lasts well under a second). Live, the guard holds today's and tomorrow's partitions: each
+-- keyed request's two rows for 24 to 48 hours. The
 -- legacy table is emptied once its newest record is older than the window and that same day.
 -- Callers set a lock_timeout: dropping a partition locks the table for a moment.
 CREATE FUNCTION "notify_idempotency_retire"("window" interval) RETURNS integer
@@ -99,7 +101,7 @@ BEGIN
 	FOR "r" IN SELECT c."relname" AS "name" FROM pg_inherits i JOIN pg_class c ON c."oid" = i."inhrelid"
 		WHERE i."inhparent" = 'public.idempotency_keys'::regclass AND c."relname" ~ '^idempotency_keys_p[0-9]{8}$'
 			AND (to_date(substr(c."relname", length('idempotency_keys_p') + 1), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC')
-				+ interval '2 days' <= now()
+				+ interval '1 day 1 hour' <= now()
 		ORDER BY c."relname" LOOP
 		EXECUTE format('DROP TABLE %I', "r"."name");
 		"dropped" := "dropped" + 1;

@@ -25,7 +25,7 @@ const IDEMPOTENCY_MARGIN_DAYS = 3;
 /**
  * The scheduled side of retention, on the leader: every `intervalMs` (and at start) it makes the
  * log's partitions a week ahead and the idempotency guard's daily ones through the dedup window
- * and three days more, drops the guard's partitions of days past (a day after the day's end),
+ * and three days more, drops the guard's partitions of days past (an hour after the day's end),
  * retires the partitions wholly past the window (archived into the
  * store, a folder or an S3 bucket, then dropped: libs/ops partition-retention.ts), archives the few
  * rows kept outside them row by row (libs/ops retention.ts, the same work `notify retention run`
