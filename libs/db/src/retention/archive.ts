@@ -45,14 +45,16 @@ export async function takeArchiveBatch(
   return database.sql.begin(async (tx) => {
     // Receipts that name no notification (the default partition's null key) are in no one's
     // history and retire with no day: the applied ones past the window go here, a batch at a
-    // time (the unapplied ones sooner, purgeUnmatchedReceipts).
+    // time (the unapplied ones sooner, purgeUnmatchedReceipts). In key order, without a row lock
+    // of their own (the processor may delete receipts, not update them): two archivers at once
+    // take the same rows in the same order, and the second deletes what the first left.
     await tx`
       delete from provider_receipts r
       using (
         select event_id, provider from provider_receipts
         where notification_id is null and received_at < now() - make_interval(days => ${options.days})
+        order by event_id, provider
         limit ${options.batchSize}
-        for update skip locked
       ) due
       where r.notification_id is null and r.event_id = due.event_id and r.provider = due.provider`;
     const rows = await tx<ArchiveLine[]>`
