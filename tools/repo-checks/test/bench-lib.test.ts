@@ -104,7 +104,8 @@ for (const [mode, expected, cleansUp] of [
     if (cleansUp) t.match(output, /cleaned up/, "its clean-ups ran");
     await eventually(
       async () => (Object.entries(pids).every(([name, pid]) => started(pid) !== starts[name]) ? true : undefined),
-      10_000,
+      // The guardian's grace period (5 s) before its SIGKILL, and room for a loaded machine.
+      20_000,
       "the children to be gone",
     );
     t.pass("the child, the grandchild and the forked child are gone");
