@@ -37,6 +37,17 @@ CREATE TABLE "idempotency_keys_default" PARTITION OF "idempotency_keys" DEFAULT;
 CREATE FUNCTION "notify_idempotency_slot"("at" timestamptz) RETURNS timestamptz IMMUTABLE STRICT LANGUAGE sql AS $$
 	SELECT date_trunc('day', "at" AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
 $$;--> statement-breakpoint
+-- The slots after the day of `at` that a window from `at` overlaps, one per later UTC day (one for a
+-- 24-hour window). PL/pgSQL with a fixed row estimate, never inlined: generate_series' estimate
+-- is exact only for constant arguments, so a prepared statement's custom plans would always look
+-- cheaper than its generic plan (PostgreSQL 16 and later), and the accept would be planned anew on
+-- every run.
+CREATE FUNCTION "notify_idempotency_later_slots"("at" timestamptz, "window" interval) RETURNS SETOF timestamptz
+	IMMUTABLE STRICT LANGUAGE plpgsql ROWS 1 AS $$
+BEGIN
+	RETURN QUERY SELECT generate_series(notify_idempotency_slot("at") + interval '1 day',
+		notify_idempotency_slot("at" + "window"), interval '1 day');
+END $$;--> statement-breakpoint
 -- A claim's rows after its own day's: `written` of them were written, and `window` asks for one per
 -- later day the window overlaps. Fewer means another claim of the key holds a later day's slot: a
 -- claim whose statement started later but got there first (two claims across midnight, in the

@@ -121,8 +121,7 @@ export async function acceptNotifications(
       select i.client_id, i.key, s.slot, i.request_hash, i.id, now()
       from input i
       join claimed c on c.notification_id = i.id
-      cross join generate_series(notify_idempotency_slot(now()) + interval '1 day',
-        notify_idempotency_slot(now() + make_interval(hours => ${dedupWindowHours})), interval '1 day') as s(slot)
+      cross join notify_idempotency_later_slots(now(), make_interval(hours => ${dedupWindowHours})) as s(slot)
       order by i.client_id, i.key, s.slot
       on conflict (client_id, key, slot) do update
         set request_hash = excluded.request_hash, notification_id = excluded.notification_id, created_at = now()

@@ -38,7 +38,10 @@ export async function joinDigest(database: Database, join: DigestJoin): Promise<
   if (earlier !== null) return { digestId: earlier, joined: false };
   try {
     return await database.sql.begin(async (tx) => {
-      for (let attempt = 0; attempt < 5; attempt++) {
+      // Each try that finds no open digest it can lock follows another joiner's commit (one that
+      // opened or filled the digest), so tries are bounded by the joiners of one key at once:
+      // a dozen concurrent items can take more than five.
+      for (let attempt = 0; attempt < 64; attempt++) {
         const [open] = await tx<{ id: string }[]>`
           select id from digests
           where client_id = ${join.clientId} and user_id = ${join.userId} and template_id = ${join.templateId}
