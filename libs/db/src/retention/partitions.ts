@@ -112,7 +112,7 @@ export async function extendIdempotencyKeys(
 }
 
 /**
- * Drops the idempotency guard's partitions of days no claim or read reaches any more (a day after
+ * Drops the idempotency guard's partitions of days no claim or read reaches (an hour after
  * the day's end), and empties the legacy table once its records are past the window; answers how
  * many partitions it dropped. Waits at most LOCK_TIMEOUT for the table's lock.
  */
