@@ -24,7 +24,7 @@ const postgres = async <T>(work: () => Promise<T>): Promise<T> => {
 };
 
 async function read(database: Database, owner: Owner, id: string): Promise<BroadcastProgress> {
-  const progress = await postgres(() => readBroadcastProgress(database, id, owner ?? undefined));
+  const progress = await postgres(() => readBroadcastProgress(database, id, { clientId: owner ?? undefined }));
   if (!progress) throw new AppError("not_found", `broadcast ${id} does not exist`);
   return progress;
 }

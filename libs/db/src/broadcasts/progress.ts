@@ -32,18 +32,19 @@ export interface BroadcastProgress {
  * operator CLI). Null when there is none. The count is the last one kept (broadcast_progress)
  * while it is younger than ten times what it took, else made again: a million recipients take
  * seconds to count, and a broadcast polled without pause then costs a tenth of that time. A read
- * waits at most RECOUNT_WAIT_MS for a new count when it has an old one (counted_at says which).
+ * waits at most `waitMs` (RECOUNT_WAIT_MS) for a new count when it has an old one (counted_at
+ * says which).
  */
 export async function readBroadcastProgress(
   database: Database,
   id: string,
-  clientId?: string,
+  { clientId, waitMs = RECOUNT_WAIT_MS }: { clientId?: string; waitMs?: number } = {},
 ): Promise<BroadcastProgress | null> {
   const { sql } = database;
   const [row] = await sql<BroadcastRead[]>`${headWithCount(database)}
     where b.id = ${id} ${clientId === undefined ? sql`` : sql`and b.client_id = ${clientId}`}`;
   if (!row) return null;
-  return progressOf(row, row.fresh ? (row as Counted) : await recount(database, row.id, row, RECOUNT_WAIT_MS));
+  return progressOf(row, row.fresh ? (row as Counted) : await recount(database, row.id, row, waitMs));
 }
 
 type BroadcastHead = {
