@@ -612,6 +612,49 @@ t.test("the sweeps read the range they cover", async (t) => {
   );
 });
 
+t.test("a batch of status moves across a day reaches its channels by key, not the day's range", async (t) => {
+  // A busy day: 10,000 notifications with a pending email each (their plans see the day's size).
+  // A batch of moves of its first and last spans every channel row of the day.
+  await admin.sql`
+    insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition, created_at)
+    select id, 'c', 'busy-' || i, 'account', 'welcome', 'transactional', '{}', id, 'h', 0, at
+    from (select i, at, substr(notify_log_bound(at), 1, 14) || '7' || substr(h, 1, 3) || '-8' || substr(h, 4, 3) || '-' || substr(h, 7, 12) as id
+          from (select i, date_trunc('day', now()) + interval '30 days' + i * interval '8 seconds' as at, md5('busy' || i) as h
+                from generate_series(1, 10000) i) s) s`;
+  await admin.sql`
+    insert into notification_channels (notification_id, channel, status, routed_status, user_id)
+    select id, 'email', 'pending', 'pending', user_id from notifications where user_id like 'busy-%'`;
+  await admin.sql`analyze notifications, notification_channels`;
+  const [day] = await admin.sql<{ first: string; last: string }[]>`
+    select min(id) as first, max(id) as last from notifications where user_id like 'busy-%'`;
+  if (!day) throw new Error("no busy day");
+  const refs = [day.first, day.last].map((id) => ({ notification_id: id, channel: "email" as Channel }));
+  const moved = await step(t, "batched status moves", refs.map((r) => r.notification_id), () =>
+    Promise.all(
+      refs.map((ref, i) =>
+        moveStatus(sql, ref, "delivered", {
+          provider: "sendgrid",
+          providerId: `sg-batch-${i}`,
+          attempts: 1,
+          attempt: { attempt: 1, outcome: "accepted", provider: "sendgrid", providerId: `sg-batch-${i}`, error: null },
+        }),
+      ),
+    ),
+  );
+  t.same(moved, [true, true], "both moved");
+  // Each scan of the channels reads at most a few rows per key.
+  for (const { query, plan } of lastLogged) {
+    for (const node of nodes(plan)) {
+      if (!(node["Relation Name"] ?? "").startsWith("notification_channels_") || (node["Actual Loops"] ?? 0) === 0)
+        continue;
+      const read = ((node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0)) * (node["Actual Loops"] ?? 0);
+      t.ok(read <= 2 * refs.length, `${node["Node Type"]} ${node["Relation Name"]} read ${read} rows for ${refs.length} keys`, {
+        ...(read > 2 * refs.length ? { query, plan: outline(plan) } : {}),
+      });
+    }
+  }
+});
+
 t.test("a user's inbox reads every partition through its indexes, at most a page from each", async (t) => {
   const owner = { userId: "inbox-user", clientId: "c" };
   const PAGE = 5;

@@ -1,8 +1,8 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import { type ChannelRef, refKey } from "../channel-ref.js";
-import { lockChannels } from "../lock-order.js";
-import { amongIdsOf, withinIdsOf } from "../log-keys.js";
+import { lockChannelKeys } from "../lock-order.js";
+import { amongIdsOf } from "../log-keys.js";
 import type { Sql } from "../pool.js";
 
 // A channel's status moves and provider attempts, as its worker writes them.
@@ -84,16 +84,9 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
       where i.tried_attempt is not null
       on conflict do nothing
     ), locked as materialized (
-      ${lockChannels(
-        sql,
-        sql`
-        select c.notification_id, c.channel, i.status, i.movable, i.reason, i.history, i.provider, i.provider_id,
-          i.attempts, i.next_attempt_at
-        from input i join notification_channels c using (notification_id, channel)
-        where c.status = any(string_to_array(i.movable, ','))
-          -- The batch's range of ids, which the log's partitions are pruned by (log-keys.ts).
-          and ${withinIdsOf(sql, "c.notification_id", "input", "notification_id")}`,
-      )}
+      -- Each channel by its key, never the batch's range of ids: a batch of two notifications
+      -- hours apart spans every channel row of those hours.
+      ${lockChannelKeys(sql, sql`select * from input`, sql`c.status = any(string_to_array(k.movable, ','))`)}
     ), moved as (
       update notification_channels c set
         status = i.status,
