@@ -629,17 +629,27 @@ t.test("a batch of status moves across a day reaches its channels by key, not th
     select min(id) as first, max(id) as last from notifications where user_id like 'busy-%'`;
   if (!day) throw new Error("no busy day");
   const refs = [day.first, day.last].map((id) => ({ notification_id: id, channel: "email" as Channel }));
-  const moved = await step(t, "batched status moves", refs.map((r) => r.notification_id), () =>
-    Promise.all(
-      refs.map((ref, i) =>
-        moveStatus(sql, ref, "delivered", {
-          provider: "sendgrid",
-          providerId: `sg-batch-${i}`,
-          attempts: 1,
-          attempt: { attempt: 1, outcome: "accepted", provider: "sendgrid", providerId: `sg-batch-${i}`, error: null },
-        }),
+  const moved = await step(
+    t,
+    "batched status moves",
+    refs.map((r) => r.notification_id),
+    () =>
+      Promise.all(
+        refs.map((ref, i) =>
+          moveStatus(sql, ref, "delivered", {
+            provider: "sendgrid",
+            providerId: `sg-batch-${i}`,
+            attempts: 1,
+            attempt: {
+              attempt: 1,
+              outcome: "accepted",
+              provider: "sendgrid",
+              providerId: `sg-batch-${i}`,
+              error: null,
+            },
+          }),
+        ),
       ),
-    ),
   );
   t.same(moved, [true, true], "both moved");
   // Each scan of the channels reads at most a few rows per key.
@@ -648,9 +658,13 @@ t.test("a batch of status moves across a day reaches its channels by key, not th
       if (!(node["Relation Name"] ?? "").startsWith("notification_channels_") || (node["Actual Loops"] ?? 0) === 0)
         continue;
       const read = ((node["Actual Rows"] ?? 0) + (node["Rows Removed by Filter"] ?? 0)) * (node["Actual Loops"] ?? 0);
-      t.ok(read <= 2 * refs.length, `${node["Node Type"]} ${node["Relation Name"]} read ${read} rows for ${refs.length} keys`, {
-        ...(read > 2 * refs.length ? { query, plan: outline(plan) } : {}),
-      });
+      t.ok(
+        read <= 2 * refs.length,
+        `${node["Node Type"]} ${node["Relation Name"]} read ${read} rows for ${refs.length} keys`,
+        {
+          ...(read > 2 * refs.length ? { query, plan: outline(plan) } : {}),
+        },
+      );
     }
   }
 });
