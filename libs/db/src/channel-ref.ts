@@ -4,6 +4,11 @@ import type { Channel } from "@notify/core";
 export interface ChannelRef {
   notification_id: string;
   channel: Channel;
+  /**
+   * The channel's user, when the caller has it (a work item carries it): the attempt lines a
+   * status move writes then take it from here instead of looking the channel row up.
+   */
+  user_id?: string;
 }
 
 /** A channel's key in a batch: one notification's channels, and each channel, apart. */

@@ -628,7 +628,10 @@ t.test("a batch of status moves across a day reaches its channels by key, not th
   const [day] = await admin.sql<{ first: string; last: string }[]>`
     select min(id) as first, max(id) as last from notifications where user_id like 'busy-%'`;
   if (!day) throw new Error("no busy day");
-  const refs = [day.first, day.last].map((id) => ({ notification_id: id, channel: "email" as Channel }));
+  const users = await admin.sql<{ id: string; user_id: string }[]>`
+    select id, user_id from notifications where id in ${admin.sql([day.first, day.last])} order by id`;
+  // As a worker names them: with the user its work item carries.
+  const refs = users.map((n) => ({ notification_id: n.id, channel: "email" as Channel, user_id: n.user_id }));
   const moved = await step(
     t,
     "batched status moves",
@@ -652,6 +655,24 @@ t.test("a batch of status moves across a day reaches its channels by key, not th
       ),
   );
   t.same(moved, [true, true], "both moved");
+  const lines = await admin.sql<{ user_id: string }[]>`
+    select user_id from delivery_attempts where provider_id like 'sg-batch-%' order by notification_id`;
+  t.same(
+    lines.map((l) => l.user_id),
+    refs.map((r) => r.user_id),
+    "each attempt line has its user",
+  );
+  // The attempt lines take the user they were given: they look no channel row up.
+  const attemptsNode = lastLogged
+    .flatMap(({ plan }) => nodes(plan))
+    .find((node) => node["Node Type"] === "ModifyTable" && node["Relation Name"] === "delivery_attempts");
+  t.ok(attemptsNode, "the attempt lines' insert ran");
+  t.notOk(
+    nodes(attemptsNode as PlanNode).some(
+      (node) => (node["Relation Name"] ?? "").startsWith("notification_channels_") && (node["Actual Loops"] ?? 0) > 0,
+    ),
+    "the attempt lines read no channel row",
+  );
   // Each scan of the channels reads at most a few rows per key.
   for (const { query, plan } of lastLogged) {
     for (const node of nodes(plan)) {

@@ -52,6 +52,7 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
   const input = unnestColumns(sql, "i", {
     notification_id: ["text", column((m) => m.ref.notification_id)],
     channel: ["text", column((m) => m.ref.channel)],
+    user_id: ["text", column((m) => m.ref.user_id ?? null)],
     status: ["text", column((m) => m.to)],
     movable: ["text", column((m) => statusesMovableTo(m.to).join(","))],
     reason: ["text", column((m) => m.fields.reason ?? null)],
@@ -73,14 +74,15 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
     with input as (
       select * from ${input}
     ), tried as (
-      -- Each attempt line carries its channel's user, read from the channel row by key.
+      -- Each attempt line carries its channel's user: the caller's, or else the channel row's,
+      -- looked up by key only then (a CASE evaluates the subquery of the branch it takes).
       insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error, user_id)
       select i.notification_id, i.channel, i.tried_attempt, i.tried_outcome, i.tried_provider, i.tried_provider_id,
-        i.tried_error, c.user_id
-      from input i left join lateral (
-        select c.user_id from notification_channels c
-        where c.notification_id = i.notification_id and c.channel = i.channel offset 0
-      ) c on true
+        i.tried_error,
+        case when i.user_id is not null then i.user_id else (
+          select c.user_id from notification_channels c
+          where c.notification_id = i.notification_id and c.channel = i.channel) end
+      from input i
       where i.tried_attempt is not null
       on conflict do nothing
     ), locked as materialized (
@@ -127,7 +129,8 @@ export async function recordAttempt(sql: Sql, ref: ChannelRef, a: Attempt): Prom
   await sql`
     insert into delivery_attempts (notification_id, channel, attempt, outcome, provider, provider_id, error, user_id)
     values (${ref.notification_id}, ${ref.channel}, ${a.attempt}, ${a.outcome}, ${a.provider ?? null}, ${a.providerId}, ${a.error},
-      -- The channel's user, from its row.
-      (select c.user_id from notification_channels c where c.notification_id = ${ref.notification_id} and c.channel = ${ref.channel}))
+      -- The channel's user: the caller's, or else its row's (looked up only then).
+      coalesce(${ref.user_id ?? null}::text,
+        (select c.user_id from notification_channels c where c.notification_id = ${ref.notification_id} and c.channel = ${ref.channel})))
     on conflict do nothing`;
 }
