@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { createDb, seedApiKey, seedTemplate } from "@notify/db";
 import { freshDatabase } from "@notify/testing";
-import t from "tap";
+import t, { type Test } from "tap";
 import { createKeyLookup } from "../src/auth/api-keys.js";
+import type { IngestDeps } from "../src/deps.js";
 import { countingDatabase, ingestApp } from "./support.js";
 
 // The accept path does not feel the inbox: 10,000 inbox requests with one token (a client in a
@@ -48,15 +49,24 @@ const post = async (app: App) => {
   return performance.now() - started;
 };
 
-t.test("10,000 inbox requests with one token: the 429s run no statement, POSTs meanwhile are accepted", async (t) => {
+/**
+ * Ingest with each pool's statements counted, keys answered from memory as in production
+ * (AUTH_CACHE_TTL_SECONDS), and the inbox's settings, if given.
+ */
+async function countedApp(t: Test, inboxSettings?: IngestDeps["inbox"]) {
   const main = countingDatabase(database);
   const inbox = countingDatabase(inboxDatabase);
   const { app } = await ingestApp(t, {
     database: main.database,
     inboxDatabase: inbox.database,
-    // As in production (AUTH_CACHE_TTL_SECONDS): keys are answered from memory.
     lookupKey: createKeyLookup(main.database, 60_000),
+    ...(inboxSettings ? { inbox: inboxSettings } : {}),
   });
+  return { main, inbox, app };
+}
+
+t.test("10,000 inbox requests with one token: the 429s run no statement, POSTs meanwhile are accepted", async (t) => {
+  const { main, inbox, app } = await countedApp(t);
   const token = await mint(app);
   // What one served read costs the inbox's pool, on a token of its own (the rate limit is per
   // token and per user, so the looper's buckets stay full).
@@ -115,16 +125,9 @@ t.test("10,000 inbox requests with one token: the 429s run no statement, POSTs m
 });
 
 t.test("with no rate limit in the way, the inbox's reads never touch the accept path's pool", async (t) => {
-  const main = countingDatabase(database);
-  const inbox = countingDatabase(inboxDatabase);
-  const { app } = await ingestApp(t, {
-    database: main.database,
-    inboxDatabase: inbox.database,
-    lookupKey: createKeyLookup(main.database, 60_000),
-    inbox: {
-      tokenRate: { perSecond: 1_000_000, burst: 1_000_000 },
-      userRate: { perSecond: 1_000_000, burst: 1_000_000 },
-    },
+  const { main, inbox, app } = await countedApp(t, {
+    tokenRate: { perSecond: 1_000_000, burst: 1_000_000 },
+    userRate: { perSecond: 1_000_000, burst: 1_000_000 },
   });
   const token = await mint(app);
   t.equal((await app.request("/api/v1/inbox", { headers: { "x-inbox-token": token } })).status, 200);
