@@ -243,8 +243,8 @@ t.test("failed sign-ins spend the address's pre-auth attempts; a valid key is ne
   t.ok(Number(spent.headers.get("retry-after")) >= 1, "with Retry-After");
   t.equal(spent.headers.get("set-cookie"), null);
   // The next attempt of this budget is 1,000 s away; at once is one call to the API, which runs
-  // as a process of its own here, so the bound is loose.
-  const AT_ONCE_MS = 1000;
+  // as a process of its own here, on a machine that may be busy, so the bound is loose.
+  const AT_ONCE_MS = 10_000;
   let started = performance.now();
   const signedIn = await attempt(admin);
   t.equal(signedIn.status, 303, "the operator's own key still signs in from that address");
