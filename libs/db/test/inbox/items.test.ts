@@ -100,3 +100,46 @@ t.test("one statement: the newest item, and which of the users asked about got i
   t.same(await inboxItemsSince(database, c, ["poll-a"]), { top: null, userIds: [] }, "nothing after the newest");
   t.ok(a > top);
 });
+
+t.test("a stream reading after the last id it sent passes over no item of its user", async (t) => {
+  // Two stores of one user's items at once: the first takes its id and commits late (its
+  // transaction still open), the second takes the next id. A stream reads the ids after the
+  // last it sent, so an item committed after a higher one was read would never reach it.
+  const user = "racing-user";
+  await seedNotification(database, { id: "n-race-1", clientId: "c1", userId: user });
+  await seedNotification(database, { id: "n-race-2", clientId: "c1", userId: user });
+  const reserved = await sql.reserve();
+  t.teardown(() => reserved.release());
+  await reserved`begin`;
+  const first = await storeInboxItem(reserved, {
+    userId: user,
+    notificationId: "n-race-1",
+    category: "c",
+    title: null,
+    body: "first",
+  });
+  const second = storeInboxItem(sql, {
+    userId: user,
+    notificationId: "n-race-2",
+    category: "c",
+    title: null,
+    body: "second",
+  });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+
+  // The stream, as it reads: the items after the last id it sent, that id moving to the last read.
+  const sent: number[] = [];
+  const read = async () => {
+    for (const item of await listInboxItemsAfter(database, owner(user), sent.at(-1) ?? 0, 10))
+      sent.push(Number(item.id));
+  };
+  await read();
+  await reserved`commit`;
+  const secondId = await second;
+  await read();
+  t.same(
+    sent,
+    [first, secondId].sort((a, b) => a - b),
+    "every item, each once, in id order",
+  );
+});
