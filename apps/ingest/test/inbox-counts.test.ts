@@ -1,7 +1,8 @@
 import { seedApiKey, storeInboxItem } from "@notify/db";
-import { countingDatabase, eventually, freshDatabase, seedNotification } from "@notify/testing";
+import { captureLogger, countingDatabase, eventually, freshDatabase, seedNotification } from "@notify/testing";
 import fc from "fast-check";
 import t from "tap";
+import { createInboxHub } from "../src/inbox/hub.js";
 import { ingestApp, type SseEvent, sseEvents } from "./support.js";
 
 // The inbox's counts (total: not archived; unread and unseen of those), mark-all, and the
@@ -328,4 +329,29 @@ t.test("one count serves all of a user's streams, and other users' streams pay n
     1,
     "neither a repeat nor another client's item cost a count",
   );
+});
+
+t.test("a stream that asks after the others' count is done takes it, while nothing changed since", async (t) => {
+  // One of a user's streams may still be reading items when the others count a change: it asks
+  // for the count after theirs is done, and takes it.
+  const statements: string[] = [];
+  const hub = createInboxHub(
+    await countingDatabase(t, url, (query) => statements.push(query)),
+    captureLogger("ingest").log,
+    { pollMs: 60_000 },
+  );
+  const owner = { clientId: "shop", userId: "ivy" };
+  const unsubscribe = hub.subscribe(owner.userId, () => {});
+  t.teardown(unsubscribe);
+  await deliver("ivy");
+  const since = hub.sequence();
+  const first = await hub.counts(owner, since);
+  t.same(await hub.counts(owner, since), first, "the same count");
+  t.equal(statements.filter((q) => q.includes("count(*)")).length, 1, "counted once");
+  t.same(
+    await hub.counts({ ...owner, clientId: "bank" }, since),
+    { unread: 0, unseen: 0, total: 0 },
+    "another client's own",
+  );
+  t.equal(statements.filter((q) => q.includes("count(*)")).length, 2, "counted apart");
 });

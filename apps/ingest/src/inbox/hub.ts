@@ -27,8 +27,10 @@ type Wake = (change: InboxChange, since: number) => void;
  * count at every poll. All of it runs only while a stream is open.
  *
  * `counts` shares one statement among the streams of one owner woken by the same change: a
- * count started after a wake-up reflects it, so a stream woken at `since` joins a count already
- * under way that started at or after it.
+ * count started after a wake-up reflects it, so a stream woken at `since` takes the owner's last
+ * count, under way or done, when it started at or after it. A stream still busy reading items
+ * when the others counted takes their count too. The last count of each owner is kept while the
+ * owner's user has a stream open.
  */
 export interface InboxHub {
   subscribe(userId: string, wake: Wake): () => void;
@@ -49,7 +51,8 @@ export function createInboxHub(database: Database, log: Logger, options: { pollM
   let polling = false;
   // Every wake-up takes the next number; a count records the number it started at.
   let sequence = 0;
-  const counting = new Map<string, { started: number; counts: Promise<InboxCounts> }>();
+  // The last count of each of a user's owners (by user, then client), while the user has streams.
+  const counted = new Map<string, Map<string, { started: number; counts: Promise<InboxCounts> }>>();
 
   const wakeUser = (userId: string, change: InboxChange) => {
     const set = listeners.get(userId);
@@ -158,22 +161,28 @@ export function createInboxHub(database: Database, log: Logger, options: { pollM
       if (timer === undefined && !polling) schedule();
       return () => {
         set.delete(wake);
-        if (set.size === 0 && listeners.get(userId) === set) listeners.delete(userId);
+        if (set.size === 0 && listeners.get(userId) === set) {
+          listeners.delete(userId);
+          counted.delete(userId);
+        }
         stopWhenIdle();
       };
     },
     sequence: () => sequence,
     counts(owner, since) {
-      const key = `${owner.clientId}\n${owner.userId}`;
-      const running = counting.get(key);
-      if (running !== undefined && running.started >= since) return running.counts;
+      const byClient = counted.get(owner.userId) ?? new Map();
+      const last = byClient.get(owner.clientId);
+      if (last !== undefined && last.started >= since) return last.counts;
       const entry = {
         started: sequence,
-        counts: countInboxItems(database, owner).finally(() => {
-          if (counting.get(key) === entry) counting.delete(key);
+        // A failed count is not kept: the next stream to ask counts again.
+        counts: countInboxItems(database, owner).catch((error: unknown) => {
+          if (byClient.get(owner.clientId) === entry) byClient.delete(owner.clientId);
+          throw error;
         }),
       };
-      counting.set(key, entry);
+      byClient.set(owner.clientId, entry);
+      if (listeners.has(owner.userId)) counted.set(owner.userId, byClient);
       return entry.counts;
     },
   };
