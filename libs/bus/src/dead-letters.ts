@@ -61,8 +61,12 @@ export async function* readSubject(
   }
 }
 
-/** When a stored message was stored. */
-export const storedAt = (msg: JsMsg) => new Date(Math.floor(msg.info.timestampNanos / 1e6));
+/**
+ * When a stored message was stored, to the millisecond (floored, as JetStream compares a start
+ * time with it). From the exact nanoseconds: as a double (`info.timestampNanos`) they are rounded
+ * to 256 ns, which moves a message stored in the last 192 ns of a millisecond into the next one.
+ */
+export const storedAt = (msg: Pick<JsMsg, "timestampNanos">) => new Date(Number(msg.timestampNanos / 1_000_000n));
 
 /** The dead letters from `since` on, for one channel's subject when asked, oldest first, one at a time. */
 export async function* streamDeadLetters(
