@@ -47,6 +47,14 @@ interface Delta {
   settled: number | null;
 }
 
+/**
+ * Whether counts read from the server since `readFrom` (a tick of the feed's clock) can stand for
+ * the marks outstanding now: only if every one of them was answered before the read began. A mark
+ * sent or answered during the read may or may not be in what it answered.
+ */
+const readCovers = (deltas: readonly Delta[], readFrom: number, own?: Delta): boolean =>
+  deltas.every((delta) => delta === own || (delta.settled !== null && delta.settled < readFrom));
+
 const ZERO: InboxCounts = { unread: 0, unseen: 0, total: 0 };
 
 /** What one item adds to the counts: the inbox (not archived) items, unread and unseen among them. */
@@ -122,6 +130,8 @@ export function createInboxFeed(
   const pending: Change[] = [];
   /** Count changes of marks that the latest counts read may not include. */
   let deltas: Delta[] = [];
+  /** Server counts were set aside as ambiguous: a read follows once every mark is answered. */
+  let stale = false;
   let clock = 0;
   const listeners = new Set<(state: InboxFeedState) => void>();
   /** Per item, the latest mark sent: the next waits for it, so the server applies them in order. */
@@ -173,10 +183,25 @@ export function createInboxFeed(
     error = cause instanceof Error ? cause : new Error(String(cause));
   };
 
-  /** Counts read at `asOf` on the clock: the marks answered by then are in them. */
-  const receiveCounts = (counts: InboxCounts, asOf: number) => {
+  /** Reads again once no mark is unanswered, if counts were set aside meanwhile. */
+  const settle = () => {
+    if (stale && deltas.every((delta) => delta.settled !== null)) void refreshCounts();
+  };
+
+  /**
+   * Counts the server computed after tick `readFrom` (and, for a mark-all's answer, after its own
+   * change): they replace the shown counts only when they hold every outstanding mark, else they
+   * are set aside for a read after the marks are answered. Applied on top of a mark they already
+   * include, they would count it twice.
+   */
+  const receiveCounts = (counts: InboxCounts, readFrom: number, own?: Delta) => {
+    if (!readCovers(deltas, readFrom, own)) {
+      stale = true;
+      settle();
+      return;
+    }
     base = counts;
-    deltas = deltas.filter((delta) => delta.settled === null || delta.settled > asOf);
+    deltas = [];
     emit();
   };
 
@@ -186,10 +211,11 @@ export function createInboxFeed(
       refreshAgain = true;
       return refreshing;
     }
-    const asOf = clock;
+    const readFrom = ++clock;
+    stale = false;
     refreshing = client
       .counts()
-      .then((counts) => receiveCounts(counts, asOf))
+      .then((counts) => receiveCounts(counts, readFrom))
       .catch(() => undefined)
       .finally(() => {
         refreshing = undefined;
@@ -247,6 +273,7 @@ export function createInboxFeed(
         deltas = deltas.filter((d) => d !== delta);
         failed(cause);
         emit();
+        settle();
       }
     });
     chains.set(id, sent);
@@ -266,6 +293,7 @@ export function createInboxFeed(
       at: new Date().toISOString(),
     };
     const shownCounts = state.counts ?? ZERO;
+    const sentAt = ++clock;
     pending.push(change);
     const delta: Delta = { by: add(afterMarkAll(shownCounts, action), shownCounts, -1), settled: null };
     deltas.push(delta);
@@ -277,12 +305,15 @@ export function createInboxFeed(
         if (change.covers(item)) confirmed.set(id, applyChange(item, change.set, change.at));
       }
       delta.settled = ++clock;
-      receiveCounts(counts, clock);
+      emit();
+      // Counted after this change: it holds the marks answered before it was sent.
+      receiveCounts(counts, sentAt, delta);
     } catch (cause) {
       pending.splice(pending.indexOf(change), 1);
       deltas = deltas.filter((d) => d !== delta);
       failed(cause);
       emit();
+      settle();
     }
   };
 
@@ -290,7 +321,9 @@ export function createInboxFeed(
     close = client.connect(
       {
         onItem,
-        onCounts: (counts) => receiveCounts(counts, clock),
+        // Pushed counts were computed at a time the feed cannot know: they stand only when no mark
+        // is outstanding, and are read again otherwise.
+        onCounts: (counts) => receiveCounts(counts, Number.NEGATIVE_INFINITY),
         onState: (next, cause) => {
           connection = next;
           if (next === "closed" && cause !== undefined) failed(cause);

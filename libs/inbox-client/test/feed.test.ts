@@ -89,6 +89,12 @@ function fakeClient(inbox: Inbox, delay: <T>(answer: () => T) => Promise<T> = as
   return { client, live };
 }
 
+const MARK_ALL: Record<"read" | "seen" | "archived", InboxItemChange> = {
+  read: { read: true },
+  seen: { seen: true },
+  archived: { archived: true },
+};
+
 const filters = fc.constantFrom<InboxFilter>("inbox", "unread", "archived", "all");
 const states = fc.record({ seen: fc.boolean(), read: fc.boolean(), archived: fc.boolean() });
 
@@ -165,12 +171,21 @@ t.test("racing marks, answered in any order, some failing, end as the server is"
       async (s, initial, plan) => {
         const inbox = new Inbox();
         for (const state of initial) inbox.add(state);
-        const { client } = fakeClient(inbox, (answer) => s.schedule(Promise.resolve()).then(answer));
+        const { client, live } = fakeClient(inbox, (answer) => s.schedule(Promise.resolve()).then(answer));
         // Whether each item's marks fail, in the order they are made: the order the feed sends them in.
         const failing = new Map<string, boolean[]>();
         const update = client.update;
-        client.update = (id, change) =>
-          failing.get(id)?.shift() ? s.schedule(Promise.reject(new InboxApiError(503, {}))) : update(id, change);
+        // Each change the server applies is pushed as counts on the stream, in order, at a time the
+        // scheduler picks: before or after the change's answer.
+        let pushes = Promise.resolve();
+        client.update = (id, change) => {
+          if (failing.get(id)?.shift()) return s.schedule(Promise.reject(new InboxApiError(503, {})));
+          return update(id, change).then((answer) => {
+            const counts = inbox.counts();
+            pushes = pushes.then(() => s.schedule(Promise.resolve())).then(() => live.handlers?.onCounts?.(counts));
+            return answer;
+          });
+        };
         const feed = createInboxFeed(client, { filter: "all", pageSize: 10 });
         const started = feed.start();
         await s.waitFor(started);
@@ -262,5 +277,79 @@ t.test("an item stored right after an empty page is replayed by the stream, not 
     compareIds(resumedAfter as string, (stored as InboxItem).id) < 0,
     `the stream resumes after ${resumedAfter}, before the item stored meanwhile (${stored?.id})`,
   );
+  feed.stop();
+});
+
+/** A promise with its resolution in hand: the answer the test lets through when it chooses. */
+function held<T>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+t.test("counts pushed after the server applied a mark, before its answer, do not count it twice", async (t) => {
+  const inbox = new Inbox();
+  const first = inbox.add();
+  inbox.add();
+  const { client, live } = fakeClient(inbox);
+  const answer = held<void>();
+  client.update = async (id, change) => {
+    const updated = inbox.update(id, change);
+    // The server's stream tells every open stream of the change before the HTTP answer arrives.
+    live.handlers?.onCounts?.(inbox.counts());
+    await answer.promise;
+    return updated;
+  };
+  const feed = createInboxFeed(client, { filter: "inbox" });
+  await feed.start();
+  const shown: Array<number | undefined> = [];
+  feed.subscribe((state) => shown.push(state.counts?.unread));
+  const read = feed.markRead(first.id);
+  t.equal(feed.state.counts?.unread, 1, "the pushed count holds the mark; the mark is not applied on top");
+  answer.resolve();
+  await read;
+  t.same(feed.state.counts, inbox.counts(), "right after the answer, as the server counts");
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  t.same(feed.state.counts, inbox.counts());
+  t.ok(
+    shown.every((unread) => unread === 2 || unread === 1),
+    `never below the server's: ${shown.join(",")}`,
+  );
+  feed.stop();
+});
+
+t.test("a mark-all's answer that may hold a mark still unanswered is read again after it", async (t) => {
+  const inbox = new Inbox();
+  const first = inbox.add();
+  inbox.add();
+  inbox.add();
+  const { client } = fakeClient(inbox);
+  const answer = held<void>();
+  client.update = async (id, change) => {
+    const updated = inbox.update(id, change);
+    await answer.promise;
+    return updated;
+  };
+  client.markAll = async (action) => {
+    for (const i of inbox.items.values()) if (i.archived_at === null) inbox.update(i.id, MARK_ALL[action]);
+    return inbox.counts();
+  };
+  const feed = createInboxFeed(client, { filter: "inbox" });
+  await feed.start();
+  // The read is applied on the server and its answer held; mark-all-seen is answered first, with
+  // counts that already hold the read.
+  const read = feed.markRead(first.id);
+  t.equal(feed.state.counts?.unread, 2);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  t.not(inbox.items.get(first.id)?.read_at, null, "the server applied the read");
+  await feed.markAllSeen();
+  t.same(feed.state.counts, { unread: 2, unseen: 0, total: 3 }, "the read is counted once");
+  answer.resolve();
+  await read;
+  t.same(feed.state.counts, inbox.counts());
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  t.same(feed.state.counts, inbox.counts(), "and the read after the answers agrees");
   feed.stop();
 });
