@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { AppError } from "@notify/core";
-import type { Logger } from "@notify/log";
+import { type Logger, REDACT_CENSOR, REDACT_PATHS } from "@notify/log";
 import { tracingOn } from "@notify/telemetry";
 import { type Context, Hono } from "hono";
 import type { TrustedProxies } from "./client-address.js";
@@ -25,6 +25,7 @@ export interface AppEnv {
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 const NUL_IN_URL = /%00/i;
 const OPERATOR_PATHS = new Set(["/healthz", "/readyz", "/metrics"]);
+const TOP_LEVEL_REDACT_PATHS = REDACT_PATHS.filter((path) => !/[.[]/.test(path));
 
 export interface AppOptions {
   /** Adds the request-duration histogram (by method, route pattern and status) to this registry. */
@@ -54,6 +55,12 @@ const clientOf = (c: Context<AppEnv>): string | undefined =>
 export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const durations = options.metrics === undefined ? undefined : requestMetrics(options.metrics);
+  // The access line holds only fields this code sets (the request's bindings: its id and the
+  // principal's ids; the method, route pattern, status and duration; what a route noted), never a
+  // header, body, path or query string: it keeps the redaction of top-level keys (a lookup per
+  // field) but not the nested paths' walk of every field that each other line pays, and it needs
+  // no child logger per request. Every line a route or a dependency logs keeps all of it.
+  const accessLog = log.child({}, { redact: { paths: TOP_LEVEL_REDACT_PATHS, censor: REDACT_CENSOR } });
   // First, so that the access log line and the error answers below are inside the request's span.
   if (tracingOn()) app.use(serverSpans(OPERATOR_PATHS));
   // One middleware for what every request gets: its id, its logger, the promised headers, the
@@ -95,8 +102,9 @@ export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
     const level = status >= 500 && !operator ? "error" : operator ? "debug" : "info";
     if (!log.isLevelEnabled(level)) return;
     const clientId = clientOf(c);
-    c.get("log")[level](
+    accessLog[level](
       {
+        ...c.get("log").bindings(),
         method: c.req.method,
         route,
         status,

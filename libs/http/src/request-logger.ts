@@ -5,7 +5,11 @@ type Level = "fatal" | "error" | "warn" | "info" | "debug" | "trace";
 type LogFn = (obj: unknown, msg?: string) => void;
 
 /** What request handlers log with: the levels and child, bound to the request's fields. */
-export type RequestLogger = Record<Level, LogFn> & { child(bindings: Bindings): RequestLogger };
+export type RequestLogger = Record<Level, LogFn> & {
+  child(bindings: Bindings): RequestLogger;
+  /** The fields every line of this logger carries (the request id, then what children added). */
+  bindings(): Bindings;
+};
 
 /**
  * A per-request logger that builds its pino child only when something is logged at an
@@ -19,11 +23,11 @@ class LazyLogger implements RequestLogger {
   // for every authenticated request would cost an object that is rarely used.
   constructor(
     private readonly root: Logger,
-    private readonly bindings: Bindings,
+    private readonly own: Bindings,
     private readonly more?: Bindings,
   ) {}
   #merged(): Bindings {
-    return this.more === undefined ? this.bindings : { ...this.bindings, ...this.more };
+    return this.more === undefined ? this.own : { ...this.own, ...this.more };
   }
   #log(level: Level, obj: unknown, msg?: string): void {
     if (!this.root.isLevelEnabled(level)) return;
@@ -50,6 +54,9 @@ class LazyLogger implements RequestLogger {
   }
   child(more: Bindings): RequestLogger {
     return new LazyLogger(this.root, this.#merged(), more);
+  }
+  bindings(): Bindings {
+    return this.#merged();
   }
 }
 

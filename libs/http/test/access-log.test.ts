@@ -1,6 +1,6 @@
 import { captureLogger } from "@notify/testing";
 import t from "tap";
-import { createMetrics, mountHealth, mountMetrics, newApp } from "../src/index.js";
+import { createMetrics, mountHealth, mountMetrics, newApp, noteAccess } from "../src/index.js";
 
 const SECRET = "nk_live_0123456789abcdefghijklmnopqrstuv";
 
@@ -71,4 +71,22 @@ t.test("several apps may report to one registry", async (t) => {
   const text = await metrics.render();
   t.match(text, /route="\/a"/);
   t.match(text, /route="\/b"/);
+});
+
+t.test("the access line redacts a secret a route notes, and carries the request's bindings once", async (t) => {
+  const { log, lines } = captureLogger("access");
+  const app = newApp(log);
+  app.use("/api/*", async (c, next) => {
+    c.set("log", c.get("log").child({ client_id: "shop", key_id: "k1" }));
+    await next();
+  });
+  app.get("/api/noted", (c) => {
+    noteAccess(c, { token: SECRET, events: 3 });
+    return c.text("ok");
+  });
+  await app.request("/api/noted", { headers: { "x-request-id": "req-1" } });
+  const line = lines().find((l) => l.includes('"msg":"request"')) as string;
+  t.notOk(line.includes(SECRET), "a top-level secret key is redacted on the access line too");
+  t.match(JSON.parse(line), { request_id: "req-1", client_id: "shop", key_id: "k1", events: 3, token: "[redacted]" });
+  t.equal(line.split('"client_id"').length - 1, 1, "client_id once");
 });

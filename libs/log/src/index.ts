@@ -34,6 +34,9 @@ export const REDACT_PATHS = [
   "config.SMTP_URL",
 ];
 
+/** What a redacted value is logged as. */
+export const REDACT_CENSOR = "[redacted]";
+
 export interface LogConfig {
   name: string;
   level: string;
@@ -46,7 +49,7 @@ export function createLogger(config: LogConfig): Logger {
   const options: LoggerOptions = {
     name: config.name,
     level: config.level,
-    redact: { paths: REDACT_PATHS, censor: "[redacted]" },
+    redact: { paths: REDACT_PATHS, censor: REDACT_CENSOR },
     base: { app: config.name },
     timestamp: pino.stdTimeFunctions.isoTime,
     // Every line logged while a span is active carries its trace_id and span_id (nothing when
