@@ -37,6 +37,26 @@ t.test("an accepted send is recorded delivered with the provider id; a redeliver
     ["delivered"],
   );
   t.ok(history[0]?.at instanceof Date, "with its time");
+  const lines = h.log
+    .lines()
+    .filter((line) => line.includes(item.notification_id))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+  t.match(
+    lines.filter((l) => l.msg === "delivered"),
+    [
+      {
+        level: 30,
+        notification_id: item.notification_id,
+        channel: "email",
+        lane: "transactional",
+        status: "delivered",
+        attempt: 1,
+        provider: "sendgrid",
+        provider_id: mail?.message_id,
+      },
+    ],
+    "one wide event per delivery, with the item's ids",
+  );
 });
 
 t.test(

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { AppError } from "@notify/core";
-import { type Logger, REDACT_CENSOR, REDACT_PATHS } from "@notify/log";
+import { type Logger, leanLogger } from "@notify/log";
 import { tracingOn } from "@notify/telemetry";
 import { type Context, Hono } from "hono";
 import type { TrustedProxies } from "./client-address.js";
@@ -25,7 +25,6 @@ export interface AppEnv {
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 const NUL_IN_URL = /%00/i;
 const OPERATOR_PATHS = new Set(["/healthz", "/readyz", "/metrics"]);
-const TOP_LEVEL_REDACT_PATHS = REDACT_PATHS.filter((path) => !/[.[]/.test(path));
 
 export interface AppOptions {
   /** Adds the request-duration histogram (by method, route pattern and status) to this registry. */
@@ -57,10 +56,8 @@ export function newApp(log: Logger, options: AppOptions = {}): Hono<AppEnv> {
   const durations = options.metrics === undefined ? undefined : requestMetrics(options.metrics);
   // The access line holds only fields this code sets (the request's bindings: its id and the
   // principal's ids; the method, route pattern, status and duration; what a route noted), never a
-  // header, body, path or query string: it keeps the redaction of top-level keys (a lookup per
-  // field) but not the nested paths' walk of every field that each other line pays, and it needs
-  // no child logger per request. Every line a route or a dependency logs keeps all of it.
-  const accessLog = log.child({}, { redact: { paths: TOP_LEVEL_REDACT_PATHS, censor: REDACT_CENSOR } });
+  // header, body, path or query string: a lean logger's line, with no child logger per request.
+  const accessLog = leanLogger(log);
   // First, so that the access log line and the error answers below are inside the request's span.
   if (tracingOn()) app.use(serverSpans(OPERATOR_PATHS));
   // One middleware for what every request gets: its id, its logger, the promised headers, the
