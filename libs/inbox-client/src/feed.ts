@@ -132,6 +132,8 @@ export function createInboxFeed(
   let deltas: Delta[] = [];
   /** Server counts were set aside as ambiguous: a read follows once every mark is answered. */
   let stale = false;
+  /** The tick from which `base` is known to hold everything: a read begun before it may be older. */
+  let baseFrom = 0;
   let clock = 0;
   const listeners = new Set<(state: InboxFeedState) => void>();
   /** Per item, the latest mark sent: the next waits for it, so the server applies them in order. */
@@ -190,17 +192,20 @@ export function createInboxFeed(
 
   /**
    * Counts the server computed after tick `readFrom` (and, for a mark-all's answer, after its own
-   * change): they replace the shown counts only when they hold every outstanding mark, else they
-   * are set aside for a read after the marks are answered. Applied on top of a mark they already
-   * include, they would count it twice.
+   * change), or pushed (`readFrom` null: computed at a time the feed cannot know). They replace the
+   * shown counts only when they hold every outstanding mark and a read is not older than the
+   * counts shown; else they are set aside for a read after the marks are answered. Applied on top
+   * of a mark they already include, they would count it twice.
    */
-  const receiveCounts = (counts: InboxCounts, readFrom: number, own?: Delta) => {
-    if (!readCovers(deltas, readFrom, own)) {
+  const receiveCounts = (counts: InboxCounts, readFrom: number | null, own?: Delta) => {
+    const older = readFrom !== null && readFrom < baseFrom;
+    if (older || !readCovers(deltas, readFrom ?? Number.NEGATIVE_INFINITY, own)) {
       stale = true;
       settle();
       return;
     }
     base = counts;
+    baseFrom = readFrom ?? clock;
     deltas = [];
     emit();
   };
@@ -323,7 +328,7 @@ export function createInboxFeed(
         onItem,
         // Pushed counts were computed at a time the feed cannot know: they stand only when no mark
         // is outstanding, and are read again otherwise.
-        onCounts: (counts) => receiveCounts(counts, Number.NEGATIVE_INFINITY),
+        onCounts: (counts) => receiveCounts(counts, null),
         onState: (next, cause) => {
           connection = next;
           if (next === "closed" && cause !== undefined) failed(cause);

@@ -353,3 +353,40 @@ t.test("a mark-all's answer that may hold a mark still unanswered is read again 
   t.same(feed.state.counts, inbox.counts(), "and the read after the answers agrees");
   feed.stop();
 });
+
+t.test("counts read before a mark-all, answered after it, do not undo it", async (t) => {
+  const inbox = new Inbox();
+  const first = inbox.add();
+  inbox.add();
+  const { client } = fakeClient(inbox);
+  const reads: Array<ReturnType<typeof held<void>>> = [];
+  client.counts = async () => {
+    // Counted now, answered when the test lets it.
+    const counts = inbox.counts();
+    if (reads.length > 0 || feedStarted) {
+      const answer = held<void>();
+      reads.push(answer);
+      await answer.promise;
+    }
+    return counts;
+  };
+  client.markAll = async (action) => {
+    for (const i of inbox.items.values()) if (i.archived_at === null) inbox.update(i.id, MARK_ALL[action]);
+    return inbox.counts();
+  };
+  let feedStarted = false;
+  const feed = createInboxFeed(client, { filter: "inbox" });
+  await feed.start();
+  feedStarted = true;
+  // A read: its answer is followed by a counts read, held with the counts of before the mark-all.
+  await feed.markRead(first.id);
+  t.equal(reads.length, 1, "the read after the mark's answer is in flight");
+  await feed.markAllSeen();
+  t.same(feed.state.counts, inbox.counts(), "the mark-all's answer is shown");
+  reads[0]?.resolve();
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  for (const read of reads.slice(1)) read.resolve();
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  t.same(feed.state.counts, inbox.counts(), "the older read does not take it back");
+  feed.stop();
+});
