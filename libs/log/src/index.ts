@@ -35,7 +35,7 @@ export const REDACT_PATHS = [
 ];
 
 /** What a redacted value is logged as. */
-export const REDACT_CENSOR = "[redacted]";
+const REDACT_CENSOR = "[redacted]";
 
 export interface LogConfig {
   name: string;
