@@ -337,7 +337,7 @@ export const common = {
   NATS_WORK_MAX_MSGS: optionalInt(1),
   /** Bytes NOTIFY_WORK holds at most, when created (nats/topology.json: -1). */
   NATS_WORK_MAX_BYTES: optionalInt(-1),
-  /** pino level: fatal, error, warn, info (one line per request), debug, trace or silent. */
+  /** pino level: fatal, error, warn, info (one line per request and per delivery), debug, trace or silent. Lines are JSON on standard output, written as they are logged: a process killed loses none, and a reader that stops reading holds the app at its next line. */
   LOG_LEVEL: logLevel(),
   /** Longest a single SQL statement may run (Postgres statement_timeout) before it is cancelled; a request it served answers 503. 0: no limit. */
   DB_STATEMENT_TIMEOUT_MS: int(15_000, 0, 3_600_000),
