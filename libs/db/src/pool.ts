@@ -53,6 +53,10 @@ export function createDb(config: DbConfig): Database {
     connection: {
       application_name: config.applicationName ?? "notify",
       statement_timeout: config.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+      // No JIT compilation: the service's statements read and write a few rows by key, but on the
+      // partitioned log a month of daily partitions multiplies their estimated cost past
+      // jit_above_cost, and PostgreSQL then spends 1-2 s compiling a poll that finds nothing.
+      jit: "off",
     },
     ...(delay === undefined ? {} : { backoff: () => delay }),
   };
