@@ -1,6 +1,6 @@
 // npm run bench:table: runs every bench that has a floor on this machine, BENCH_REPEAT times (5)
 // in each database state (BENCH_DB_STATE: fresh, then history; one of them if set), and prints
-// the table of docs/benchmarks.md ("Against the floors"): for each figure and state, the median
+// the table of docs/benchmarks.md ("Latest results"): for each figure and state, the median
 // of its runs with their min-max, notify's and its floor's (measured in the same runs), and the
 // ratio floor / notify in CPU per unit of work as the median of the runs' own ratios. A run's
 // figures are never picked: a target is met when the median meets it. Every bench at its
