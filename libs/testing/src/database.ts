@@ -11,15 +11,22 @@ const withDatabase = (url: string, name: string) => {
   return u.toString();
 };
 
-/** Name of the migrated template database: changes whenever a migration changes. */
-function templateName(): string {
+/**
+ * Name of the migrated template database: changes whenever a migration changes, and with the
+ * UTC day. The migrations make the log's and the idempotency guard's daily partitions from the
+ * day they run, so a database copied from a template migrated on an earlier day holds partitions
+ * of days a database migrated now would not (and retention would retire them): each day's tests
+ * copy a template migrated that day, as an operator's new database is.
+ */
+function templateName(): { name: string; family: string } {
   const hash = createHash("sha256");
   for (const file of readdirSync(MIGRATIONS_FOLDER)
     .filter((f) => f.endsWith(".sql"))
     .sort()) {
     hash.update(file).update(readFileSync(`${MIGRATIONS_FOLDER}/${file}`));
   }
-  return `notify_tpl_${hash.digest("hex").slice(0, 16)}`;
+  const family = `notify_tpl_${hash.digest("hex").slice(0, 16)}`;
+  return { name: `${family}_${new Date().toISOString().slice(0, 10).replaceAll("-", "")}`, family };
 }
 
 /**
@@ -32,13 +39,19 @@ export async function freshDatabase(
   options: { template?: string } = {},
 ): Promise<{ url: string; database: Database }> {
   const admin = postgres(TEST_PG_URL, { max: 1, onnotice: () => {} });
-  const template = options.template ?? templateName();
+  const migrated = templateName();
+  const template = options.template ?? migrated.name;
   const name = `notify_t_${randomBytes(6).toString("hex")}`;
   try {
     await admin`select pg_advisory_lock(7266002)`;
     const [exists] = await admin`select 1 from pg_database where datname = ${template}`;
     if (!exists && options.template !== undefined) throw new Error(`no template database ${template}`);
     if (!exists) {
+      // The same migrations' templates of earlier days are copied no more (every copy is made
+      // under this lock).
+      for (const { datname } of await admin<{ datname: string }[]>`
+        select datname from pg_database where starts_with(datname, ${`${migrated.family}_`})`)
+        await admin.unsafe(`drop database if exists ${datname}`);
       await admin.unsafe(`create database ${template}`);
       await runMigrations(withDatabase(TEST_PG_URL, template));
     }
