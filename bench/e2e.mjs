@@ -40,9 +40,9 @@ import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createDb } from "@notify/db";
 import { startStack } from "@notify/devstack";
 import { freePort, freshNamespace, postNotification, TEST_NATS_URL } from "@notify/testing";
-import postgres from "postgres";
 import {
   benchDatabase,
   benchNodeOptions,
@@ -336,9 +336,11 @@ async function startService(oneProcess) {
       ...profileEnv(),
     },
   });
-  const sql = postgres(databaseUrl, { max: 2, onnotice: () => {}, connection: { jit: "off" } });
+  // The bench's own reads, on a pool set up as the service's are.
+  const benchDb = createDb({ url: databaseUrl, max: 2, applicationName: "bench" });
+  const { sql } = benchDb;
   let stopped;
-  const stop = () => (stopped ??= Promise.all([stack.stop(), sql.end()]));
+  const stop = () => (stopped ??= Promise.all([stack.stop(), benchDb.close()]));
   teardowns.push(stop);
   if (servers === null) {
     servers = await serverProcesses(sql, TEST_NATS_URL);
@@ -657,7 +659,8 @@ async function startFloor(split, checks) {
       }),
     ),
   );
-  const floorSql = postgres(db.url, { max: 2, onnotice: () => {}, connection: { jit: "off" } });
+  const floorDb = createDb({ url: db.url, max: 2, applicationName: "bench" });
+  const floorSql = floorDb.sql;
   // The users' contacts, as the service has them (the floor with the checks reads them).
   await floorSql`insert into user_contacts ${floorSql(users.map((u) => ({ user_id: u, email: `${u}@example.com`, phone: "+14155550199" })))}
     on conflict (user_id) do nothing`;
@@ -667,7 +670,7 @@ async function startFloor(split, checks) {
   // during the next run would take its CPU time out of that run's sums.
   const stop = () =>
     (stopped ??= (async () => {
-      await floorSql.end();
+      await floorDb.close();
       await Promise.all(processes.map((child) => stopChild(child)));
       await sleep(1000);
     })());

@@ -1,7 +1,7 @@
-import { freshDatabase } from "@notify/testing";
+import { countingDatabase, freshDatabase } from "@notify/testing";
 import postgres from "postgres";
 import t from "tap";
-import { createDb } from "../src/index.js";
+import { createDb, listDueDeferrals } from "../src/index.js";
 
 // The service's statements read and write a few rows by key, but over the partitioned log each
 // lookup by key is planned against every partition, which puts the estimated cost of a plain
@@ -11,20 +11,24 @@ import { createDb } from "../src/index.js";
 // connections turn JIT off.
 const { url } = await freshDatabase(t);
 
-// The release loop's poll of due deferrals (libs/db routing/deferrals.ts), on an empty table.
-const duePoll = (sql: postgres.Sql) => sql<Array<{ "QUERY PLAN": unknown }>>`
-  explain (format json)
-  with due as materialized (
-    select notification_id, due_at from deferred_notifications
-    where due_at <= now() order by due_at, notification_id limit 500
-  )
-  select d.notification_id, n.client_id,
-    array(select c.channel from (
-      select c.channel, c.status from notification_channels c where c.notification_id = d.notification_id offset 0
-    ) c where c.status = 'deferred' order by c.channel) as channels
-  from due d cross join lateral (select * from notifications n where n.id = d.notification_id offset 0) n
-  order by d.due_at, d.notification_id`;
-const plansJit = async (sql: postgres.Sql) => JSON.stringify((await duePoll(sql))[0]?.["QUERY PLAN"]).includes('"JIT"');
+// The release loop's poll of due deferrals, on an empty table, as listDueDeferrals sends it.
+const poll = await (async () => {
+  let captured: { query: string; parameters: readonly unknown[] } | undefined;
+  const counting = await countingDatabase(t, url, (query, parameters) => {
+    captured = { query, parameters };
+  });
+  await listDueDeferrals(counting, new Date(), 500);
+  await counting.close();
+  if (!captured) throw new Error("listDueDeferrals sent no statement");
+  return captured;
+})();
+const plansJit = async (sql: postgres.Sql) => {
+  const [row] = await sql.unsafe<Array<{ "QUERY PLAN": unknown }>>(
+    `explain (format json) ${poll.query}`,
+    poll.parameters as postgres.ParameterOrJSON<never>[],
+  );
+  return JSON.stringify(row?.["QUERY PLAN"]).includes('"JIT"');
+};
 
 t.test("a poll over the partitioned log is run without JIT compilation", async (t) => {
   const raw = postgres(url, { max: 1, onnotice: () => {} });
