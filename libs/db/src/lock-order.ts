@@ -21,7 +21,8 @@ import type { Sql } from "./pool.js";
  *    another insert of the same row waits for it.
  * 3. What is written after the channel rows and never held by a writer that then waits for one:
  *    attempt lines and history rows (no foreign keys: they lock nothing else), the daily cap's
- *    counters.
+ *    counters (a deferral release, which takes several users' slots, first takes their cap
+ *    locks in one order: lockCapCounters).
  *
  * Retention takes a whole range of the log out at once (detaching its partitions, which waits
  * for every statement on the log's tables and holds the next ones for that moment); its

@@ -4,7 +4,7 @@ import type { Database } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notifications } from "../schema/index.js";
 import { routedReason } from "./channels.js";
-import { type CapSlot, takeCapSlot } from "./daily-cap.js";
+import { type CapSlot, lockCapCounters, takeCapSlot } from "./daily-cap.js";
 import {
   lockThrottles,
   returnThrottleSlot,
@@ -117,7 +117,8 @@ export interface DeferralRelease {
 /**
  * Runs one release of `due` deferrals in a transaction. It takes the due rows FOR UPDATE SKIP
  * LOCKED, so processors share the work and each row is settled by one of them, their deferred
- * channels FOR UPDATE, and the locks of their throttles' keys; `release` then settles them and
+ * channels FOR UPDATE, and the locks of their throttles' keys and of their users' daily caps;
+ * `release` then settles them and
  * publishes before the commit, so a crash in between leaves the rows due and they are released
  * again. Null when another release holds every row.
  */
@@ -128,14 +129,11 @@ export async function releaseDeferrals<T>(
   release: (ops: DeferralRelease) => Promise<T>,
 ): Promise<T | null> {
   const result = await database.sql.begin(async (tx) => {
-    const locked = new Set(
-      (
-        await tx<{ notification_id: string }[]>`
-          select notification_id from deferred_notifications
-          where notification_id = any(${due as string[]}) and due_at <= ${now}
-          for update skip locked`
-      ).map((r) => r.notification_id),
-    );
+    const held = await tx<{ notification_id: string; user_id: string }[]>`
+      select notification_id, user_id from deferred_notifications
+      where notification_id = any(${due as string[]}) and due_at <= ${now}
+      for update skip locked`;
+    const locked = new Set(held.map((r) => r.notification_id));
     if (locked.size === 0) return null;
     const stillDeferred = new Set(
       (
@@ -154,6 +152,11 @@ export async function releaseDeferrals<T>(
     );
     // Every throttle lock the release may take, at once and in one order (lockThrottles).
     await lockThrottles(tx, [...locked]);
+    // And the daily cap's counters of their users, in one order too (lockCapCounters).
+    await lockCapCounters(
+      tx,
+      held.map((r) => r.user_id),
+    );
     return release({
       locked,
       isDeferred: (id, channel) => stillDeferred.has(`${id} ${channel}`),
