@@ -44,6 +44,7 @@ import {
   takeFallbackStep,
   touchWaitingChannel,
 } from "../src/index.js";
+import { probeIdOrder } from "../src/log-keys.js";
 
 // Every statement of a notification's path reaches the partitions of the notification log it
 // needs and no other: one per table for one notification (the partition its id falls in), and a
@@ -758,9 +759,9 @@ t.test("the hot statements set up a scan only of the partitions their notificati
     }
     return byTable;
   };
-  const check = async (name: string, about: About, run: () => Promise<unknown>) => {
+  const check = async <T>(name: string, about: About, run: () => Promise<T>): Promise<T> => {
     logged.length = 0;
-    await run();
+    const result = await run();
     const needed = await partitionsOf(about);
     const plans = logged.splice(0).filter(({ query }) => !/webhook/i.test(query));
     t.ok(plans.length > 0, `${name}: its statements were logged`);
@@ -774,12 +775,17 @@ t.test("the hot statements set up a scan only of the partitions their notificati
         );
       }
     }
+    return result;
   };
+  // The bounds are found in JavaScript for a database that orders ids as JavaScript does, as
+  // createDb asks of each pool it makes (this test's pool is its own).
+  t.ok(await probeIdOrder(sql), "this database orders ids as JavaScript does");
   const rows = [accepted({ user_id: "setup-user" }), accepted({ user_id: "setup-user-2" })];
-  await acceptNotifications(database, rows, 24);
+  const doubt = accepted({ user_id: "setup-user" });
+  await acceptNotifications(database, [...rows, doubt], 24);
   const ids = rows.map((r) => r.id);
   // Routing looks for each user's previous notification up to two hours before its own.
-  await check("routing", { ids, before: "2 hours", after: "1 hour" }, () =>
+  const routed = await check("routing", { ids, before: "2 hours", after: "1 hour" }, () =>
     Promise.all(
       rows.map((r) =>
         recordRoutedChannels(database, {
@@ -794,20 +800,28 @@ t.test("the hot statements set up a scan only of the partitions their notificati
       ),
     ),
   );
-  const doubt = accepted().id;
-  await check("routing in doubt of order", { ids: [doubt], before: "2 hours", after: "1 hour" }, () =>
-    recordRoutedChannels(database, {
-      notificationId: doubt,
-      clientId: "c",
-      userId: "setup-user",
-      priority: "transactional",
-      channels: [email()],
-      deferredUntil: null,
-      cap: null,
-      order: "hold",
-    }),
+  t.same(
+    routed.map((r) => r.first),
+    [true, true],
+    "both were routed",
   );
-  await check("the worker's read", ids, () =>
+  const inDoubt = await check(
+    "routing in doubt of order",
+    { ids: [doubt.id], before: "2 hours", after: "1 hour" },
+    () =>
+      recordRoutedChannels(database, {
+        notificationId: doubt.id,
+        clientId: "c",
+        userId: "setup-user",
+        priority: "transactional",
+        channels: [email()],
+        deferredUntil: null,
+        cap: null,
+        order: "hold",
+      }),
+  );
+  t.match(inDoubt, { first: true, held: false, earlier: null }, "routed: the user's previous one is routed");
+  const read = await check("the worker's read", ids, () =>
     Promise.all(
       rows.map((r) =>
         loadChannel(database.sql, {
@@ -819,7 +833,12 @@ t.test("the hot statements set up a scan only of the partitions their notificati
       ),
     ),
   );
-  await check("the worker's status move", ids, () =>
+  t.same(
+    read.map((r) => r?.status),
+    ["pending", "pending"],
+    "both channels were found",
+  );
+  const moved = await check("the worker's status move", ids, () =>
     Promise.all(
       rows.map((r, i) =>
         moveStatus(
@@ -836,7 +855,8 @@ t.test("the hot statements set up a scan only of the partitions their notificati
       ),
     ),
   );
-  await check("the receipts", ids, () =>
+  t.same(moved, [true, true], "both channels moved");
+  const received = await check("the receipts", ids, () =>
     recordReceipts(
       database.sql,
       rows.map((r) => ({
@@ -849,6 +869,7 @@ t.test("the hot statements set up a scan only of the partitions their notificati
       })),
     ),
   );
+  t.match(received, { stored: 2, duplicates: 0, pending: 0 }, "both receipts were stored and applied");
 });
 
 t.test("the statements and the partitions they touched", async (t) => {

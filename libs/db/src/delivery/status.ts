@@ -50,12 +50,8 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
   const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
   const column = <T>(pick: (move: Move) => T) => moves.map(pick);
   // The batch's range of ids, in every lookup of the log (log-keys.ts).
-  const within = (column: string) =>
-    withinIds(
-      sql,
-      column,
-      moves.map((m) => m.ref.notification_id),
-    );
+  const ids = moves.map((m) => m.ref.notification_id);
+  const within = (key: string) => withinIds(sql, key, ids);
   const input = unnestColumns(sql, "i", {
     notification_id: ["text", column((m) => m.ref.notification_id)],
     channel: ["text", column((m) => m.ref.channel)],
@@ -93,8 +89,8 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
       where i.tried_attempt is not null
       on conflict do nothing
     ), locked as materialized (
-      -- Each channel by its key, never the batch's range of ids: a batch of two notifications
-      -- hours apart spans every channel row of those hours.
+      -- Each channel by its key, never by the batch's range of ids alone (a batch of two
+      -- notifications hours apart spans every channel row of those hours): the range only prunes.
       ${lockChannelKeys(
         sql,
         sql`select * from input`,

@@ -2,7 +2,7 @@ import type { Channel, ChannelStatus } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import type { ChannelRef } from "../channel-ref.js";
-import { idBounds, timeOrdered, withinIds } from "../log-keys.js";
+import { idBounds, ordersIdsAsJavaScript, timeOrdered, withinIds } from "../log-keys.js";
 import type { Database, Sql } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels } from "../schema/index.js";
@@ -91,20 +91,28 @@ export interface Routing {
  * `ids` are those of `notifications`. When every one is a UUIDv7 (timeOrdered, log-keys.ts) the
  * previous one is looked for among the ids made in that window (ORDER_LOOKBACK and
  * ID_CLOCK_SLACK before this one's, up to ID_CLOCK_SLACK after), so in the log's partitions of
- * those hours only, and, as withinIds bounds a lookup, within the whole batch's window, which the
- * executor prunes by as it starts; ids of another shape (tests' own) say nothing of their time,
- * and every partition is read for them.
+ * those hours only, and, where withinIds would bound a lookup by the batch's ids, within the
+ * whole batch's window too, which the executor prunes by as it starts; ids of another shape
+ * (tests' own) say nothing of their time, and every partition is read for them.
  */
 const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery<Row[]>, ids: readonly string[]) => {
-  const bounds = timeOrdered(ids) ? idBounds(ids) : null;
-  const window = (id: string) =>
-    bounds === null
-      ? sql``
-      : sql`
+  const windowed = timeOrdered(ids);
+  const bounds = windowed && ordersIdsAsJavaScript(sql) ? idBounds(ids) : null;
+  const window = (id: string) => sql`
+    ${
+      windowed
+        ? sql`
         and ${sql.unsafe(id)} >= notify_log_bound(notify_log_time(n.id) - ${ORDER_LOOKBACK}::interval - ${ID_CLOCK_SLACK}::interval)
-        and ${sql.unsafe(id)} < notify_log_bound(notify_log_time(n.id) + ${ID_CLOCK_SLACK}::interval)
+        and ${sql.unsafe(id)} < notify_log_bound(notify_log_time(n.id) + ${ID_CLOCK_SLACK}::interval)`
+        : sql``
+    }
+    ${
+      bounds === null
+        ? sql``
+        : sql`
         and ${sql.unsafe(id)} >= notify_log_bound(notify_log_time(concat(${bounds.least}::text)) - ${ORDER_LOOKBACK}::interval - ${ID_CLOCK_SLACK}::interval)
-        and ${sql.unsafe(id)} < notify_log_bound(notify_log_time(concat(${bounds.greatest}::text)) + ${ID_CLOCK_SLACK}::interval)`;
+        and ${sql.unsafe(id)} < notify_log_bound(notify_log_time(concat(${bounds.greatest}::text)) + ${ID_CLOCK_SLACK}::interval)`
+    }`;
   return sql`
   select n.id, w.id as earlier
   from (${notifications}) n
