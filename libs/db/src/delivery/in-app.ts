@@ -4,7 +4,7 @@ import { INBOX_NOTIFY_CHANNEL } from "../schema/index.js";
 /**
  * The advisory lock class of a user's inbox stores (the second key is the hash of the user id;
  * a collision only makes two users' stores wait for each other). Other classes: 7266001
- * migrations, 7266002 broadcast counts, 7266003 role setup, 7266004 throttles.
+ * migrations, 7266002 broadcast counts, 7266003 role setup, 7266004 throttles, 7266006 daily caps.
  */
 const INBOX_STORE_LOCK = 7266005;
 

@@ -25,7 +25,9 @@ export async function takeCapSlot(sql: Sql | TransactionSql, slot: CapSlot): Pro
 
 /**
  * The advisory lock class of the daily cap's counters (the second key is the hash of the user
- * id).
+ * id; a collision only makes two users' releases wait for each other). Other classes: 7266001
+ * migrations, 7266002 broadcast counts, 7266003 role setup, 7266004 throttles, 7266005 inbox
+ * stores.
  */
 const CAP_LOCK = 7266006;
 

@@ -118,9 +118,8 @@ export interface DeferralRelease {
  * Runs one release of `due` deferrals in a transaction. It takes the due rows FOR UPDATE SKIP
  * LOCKED, so processors share the work and each row is settled by one of them, their deferred
  * channels FOR UPDATE, and the locks of their throttles' keys and of their users' daily caps;
- * `release` then settles them and
- * publishes before the commit, so a crash in between leaves the rows due and they are released
- * again. Null when another release holds every row.
+ * `release` then settles them and publishes before the commit, so a crash in between leaves the
+ * rows due and they are released again. Null when another release holds every row.
  */
 export async function releaseDeferrals<T>(
   database: Database,

@@ -29,7 +29,7 @@ export interface ThrottleTaken {
 /**
  * The advisory lock class of the throttles (the second key is the hash of client, user and
  * key; a collision only makes two keys wait for each other). Other classes: 7266001
- * migrations, 7266002 broadcast counts, 7266003 role setup, 7266005 inbox stores.
+ * migrations, 7266002 broadcast counts, 7266003 role setup, 7266005 inbox stores, 7266006 daily caps.
  */
 const THROTTLE_LOCK = 7266004;
 
