@@ -1,4 +1,5 @@
 import postgres from "postgres";
+import { probeIdOrder } from "./log-keys.js";
 
 export type Sql = postgres.Sql;
 
@@ -61,6 +62,10 @@ export function createDb(config: DbConfig): Database {
     ...(delay === undefined ? {} : { backoff: () => delay }),
   };
   const sql = postgres(config.url, { ...options, max: config.max ?? 10 });
+  // Whether the database orders ids as JavaScript does, which spares the log's lookups by key
+  // the set-up of every partition (withinIds). Until it answers, or if it cannot, they go the way
+  // that holds in any collation.
+  probeIdOrder(sql).catch(() => {});
   return {
     sql,
     close: async () => {

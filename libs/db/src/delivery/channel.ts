@@ -1,6 +1,7 @@
 import type { ChannelStatus, SuppressionHold } from "@notify/core";
 import { GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import { type ChannelRef, refKey } from "../channel-ref.js";
+import { withinIds } from "../log-keys.js";
 import type { Sql } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels } from "../schema/index.js";
@@ -32,6 +33,7 @@ const deliveryKey = (ref: DeliveryRef) => `${refKey(ref)}\u0000${ref.address ?? 
  */
 export const loadChannel: (sql: Sql, ref: DeliveryRef) => Promise<DeliveryChannelRow | undefined> = perIterationOf(
   async (sql: Sql, refs: readonly DeliveryRef[]) => {
+    const ids = refs.map((r) => r.notification_id);
     const keys = unnestColumns(sql, "k", {
       notification_id: ["text", refs.map((r) => r.notification_id)],
       channel: ["text", refs.map((r) => r.channel)],
@@ -48,7 +50,7 @@ export const loadChannel: (sql: Sql, ref: DeliveryRef) => Promise<DeliveryChanne
         s.client_id as held_for, s.reason as held_reason, s.created_at as held_since
       from ${keys} cross join lateral (
         select c.status, c.attempts, c.attempts_before_replay from notification_channels c
-        where c.notification_id = k.notification_id and c.channel = k.channel
+        where c.notification_id = k.notification_id and c.channel = k.channel and ${withinIds(sql, "c.notification_id", ids)}
         -- A lookup by key per channel, kept as it is (offset 0): joined, a plan made while the
         -- table was nearly empty would hash the whole table on every read as it grows.
         offset 0
@@ -57,7 +59,8 @@ export const loadChannel: (sql: Sql, ref: DeliveryRef) => Promise<DeliveryChanne
         select s.client_id, s.reason, s.created_at from suppressions s
         where k.address is not null and s.channel = k.channel and s.address = k.address
           and s.client_id in ('', (
-            select n.client_id from notifications n where n.id = k.notification_id and n.user_id = k.user_id))
+            select n.client_id from notifications n
+            where n.id = k.notification_id and n.user_id = k.user_id and ${withinIds(sql, "n.id", ids)}))
         order by s.created_at limit 1
       ) s on true`;
     const found = new Map(

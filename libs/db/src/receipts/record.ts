@@ -9,13 +9,15 @@ import type { Sql } from "../pool.js";
  * The `moved` and `history` steps of a receipts statement: each channel row in its `locked` step
  * (notification_id, channel, status, reason, movable) moves forward if its status is still
  * movable, and each move is logged in the channel's status history with the channel row's user.
+ * With `ids`, every locked row is of one of those notifications: bounded by their range too.
  */
-const moveLockedChannels = (sql: Sql | TransactionSql) => sql`
+const moveLockedChannels = (sql: Sql | TransactionSql, ids?: readonly string[]) => sql`
   moved as (
     update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
     from locked l
     where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
       and ${amongIdsOf(sql, "c.notification_id", "locked", "notification_id")}
+      ${ids === undefined ? sql`` : sql`and ${withinIds(sql, "c.notification_id", ids)}`}
     returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.user_id
   ),
   history as (
@@ -113,22 +115,52 @@ const allNamed = (rows: readonly { payload: unknown }[]): boolean =>
   rows.every((r) => typeof (r.payload as { notification_id?: unknown } | null)?.notification_id === "string");
 
 /**
+ * The notification each receipt of a statement names (`expr`, namedIn over its row), with what is
+ * known of them before the statement runs: the ids named (`ids`), and whether every receipt names
+ * one (`all`). A lookup by the named id is bounded by their range (withinIds, log-keys.ts), and
+ * with `all` the lookup of a receipt that names none, which reads every partition, is left out.
+ */
+interface Named {
+  expr: string;
+  ids: readonly string[];
+  all: boolean;
+}
+
+/** `rows`' notifications as named by `alias`'s payload (namedIn), for sendOf and sendLookup. */
+const namedScope = (alias: string, rows: readonly { payload: unknown }[]): Named => {
+  const ids = rows.flatMap((r) => {
+    const id = namedBy(r.payload);
+    return id === null ? [] : [id];
+  });
+  return { expr: namedIn(alias), ids, all: ids.length === rows.length };
+};
+
+/** `and column` within the named ids' range, when some are named. */
+const withinNamed = (sql: Sql | TransactionSql, column: string, named: Named) =>
+  named.ids.length === 0 ? sql`` : sql`and ${withinIds(sql, column, named.ids)}`;
+
+/**
  * The channel a receipt `i` belongs to, found by its provider id: joined laterally, so that it is
  * an index lookup per receipt. As an EXISTS the planner, which takes a batch for a hundred rows
  * whatever its size, would rather hash the whole table once per statement: a sequential scan of
  * every channel for each post of one receipt, growing with the table. With `named` (namedIn),
  * among the channels of the notification the receipt names, when it names one.
  */
-const sendOf = (sql: Sql | TransactionSql, named?: string) =>
+const sendOf = (sql: Sql | TransactionSql, named?: Named) =>
   named === undefined
     ? sql`select true as found from notification_channels c where c.provider = i.provider and c.provider_id = i.provider_id limit 1`
     : sql`
       select true as found from notification_channels c
-      where ${sql.unsafe(named)} is not null and c.notification_id = ${sql.unsafe(named)}
-        and c.provider = i.provider and c.provider_id = i.provider_id
+      where ${sql.unsafe(named.expr)} is not null and c.notification_id = ${sql.unsafe(named.expr)}
+        and c.provider = i.provider and c.provider_id = i.provider_id ${withinNamed(sql, "c.notification_id", named)}
+      ${
+        named.all
+          ? sql``
+          : sql`
       union all
       select true from notification_channels c
-      where ${sql.unsafe(named)} is null and c.provider = i.provider and c.provider_id = i.provider_id
+      where ${sql.unsafe(named.expr)} is null and c.provider = i.provider and c.provider_id = i.provider_id`
+      }
       limit 1`;
 
 /**
@@ -139,7 +171,7 @@ const sendOf = (sql: Sql | TransactionSql, named?: string) =>
  * receipt. A lateral subquery the planner may not merge into the join (`offset 0`) has only the
  * two columns of one index to look up by. With `named` as sendOf's.
  */
-const sendLookup = (sql: Sql | TransactionSql, outer: string, named?: string) => sql`
+const sendLookup = (sql: Sql | TransactionSql, outer: string, named?: Named) => sql`
   cross join lateral (
     ${
       named === undefined
@@ -147,13 +179,19 @@ const sendLookup = (sql: Sql | TransactionSql, outer: string, named?: string) =>
         : sql`
     -- The notification the receipt names, looked up in its partition alone (see namedIn).
     select f.notification_id, f.channel from notification_channels f
-    where ${sql.unsafe(named)} is not null and f.notification_id = ${sql.unsafe(named)}
+    where ${sql.unsafe(named.expr)} is not null and f.notification_id = ${sql.unsafe(named.expr)}
       and f.provider = ${sql.unsafe(outer)}.provider and f.provider_id = ${sql.unsafe(outer)}.provider_id
-    union all`
+      ${withinNamed(sql, "f.notification_id", named)}
+    ${named.all ? sql`` : sql`union all`}`
     }
+    ${
+      named?.all
+        ? sql``
+        : sql`
     select f.notification_id, f.channel from notification_channels f
     where f.provider = ${sql.unsafe(outer)}.provider and f.provider_id = ${sql.unsafe(outer)}.provider_id
-      ${named === undefined ? sql`` : sql`and ${sql.unsafe(named)} is null`}
+      ${named === undefined ? sql`` : sql`and ${sql.unsafe(named.expr)} is null`}`
+    }
     -- Kept a subquery of its own (not merged into the join), so both columns are its index condition.
     offset 0
   ) f`;
@@ -162,7 +200,7 @@ const sendLookup = (sql: Sql | TransactionSql, outer: string, named?: string) =>
  * The channel row `c` of each row of `outer`, found by sendLookup and then joined by its key:
  * for a read. A statement that locks the rows it finds goes by lockChannelKeys (lock-order.ts).
  */
-const channelOf = (sql: Sql | TransactionSql, outer: string, named?: string) => sql`
+const channelOf = (sql: Sql | TransactionSql, outer: string, named?: Named) => sql`
   ${sendLookup(sql, outer, named)}
   join notification_channels c on c.notification_id = f.notification_id and c.channel = f.channel`;
 
@@ -232,6 +270,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
     });
   }
   if (rows.length === 0) return outcome;
+  const named = namedScope("i", rows);
   // The lock order of every writer (lock-order.ts): the events' key entries in key order, so two
   // posts holding the same events (a provider's retry of a post still being stored) wait for
   // each other, then the channel rows, all in key order before any is moved. A deadlock still
@@ -246,7 +285,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       select i.provider, i.event_id, i.provider_id, i.status, i.reason, i.payload, i.notification_id,
         case when i.round = 1 and k.found then now() end
       from input i
-      left join lateral (${sendOf(sql, namedIn("i"))}) k on true
+      left join lateral (${sendOf(sql, named)}) k on true
       order by i.notification_id, i.event_id, i.provider
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
@@ -257,12 +296,12 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
         sql`
         select f.notification_id, f.channel, i.status, i.reason, i.movable, s.provider, s.provider_id
         from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
-        ${sendLookup(sql, "s", namedIn("i"))}
+        ${sendLookup(sql, "s", named)}
         where s.applied and i.status <> ${NO_STATUS}`,
-        stillMovable(sql),
+        sql`${stillMovable(sql)} ${named.all ? withinNamed(sql, "c.notification_id", named) : sql``}`,
       )}
     ),
-    ${moveLockedChannels(sql)}
+    ${moveLockedChannels(sql, named.all ? named.ids : undefined)}
     select s.provider, s.event_id, s.applied, i.round from stored s
     join input i on i.provider = s.provider and i.event_id = s.event_id`,
   );
@@ -316,7 +355,11 @@ async function appliedWithTraces(sql: Sql, rows: BatchRow[]): Promise<AppliedRec
   >`
     select c.provider, c.provider_id, c.notification_id, c.channel, n.trace_parent
     from ${keys}
-    ${channelOf(sql, "k", "k.notification_id")}
+    ${channelOf(sql, "k", {
+      expr: "k.notification_id",
+      ids: named.filter((id): id is string => id !== null),
+      all: allNamed(rows),
+    })}
     -- The channel row's user (a row written before migration 0029 carries none until it is
     -- filled in: docs/capacity.md, "Sharded by user").
     join notifications n on n.id = c.notification_id and n.user_id = coalesce(c.user_id, n.user_id)

@@ -2,7 +2,7 @@ import type { Channel, ChannelStatus } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import type { ChannelRef } from "../channel-ref.js";
-import { timeOrdered } from "../log-keys.js";
+import { idBounds, ordersIdsAsJavaScript, timeOrdered, withinIds } from "../log-keys.js";
 import type { Database, Sql } from "../pool.js";
 import type { RowPick } from "../rows.js";
 import type { notificationChannels } from "../schema/index.js";
@@ -88,19 +88,31 @@ export interface Routing {
  * joined its digest is routed: it never has channel rows of its own (its digest's notification
  * has them, created after it).
  *
- * With `windowed` (every id of `notifications` is a UUIDv7: timeOrdered, log-keys.ts) the
+ * `ids` are those of `notifications`. When every one is a UUIDv7 (timeOrdered, log-keys.ts) the
  * previous one is looked for among the ids made in that window (ORDER_LOOKBACK and
  * ID_CLOCK_SLACK before this one's, up to ID_CLOCK_SLACK after), so in the log's partitions of
- * those hours only; ids of another shape (tests' own) say nothing of their time, and every
- * partition is read for them.
+ * those hours only, and, where withinIds would bound a lookup by the batch's ids, within the
+ * whole batch's window too, which the executor prunes by as it starts; ids of another shape
+ * (tests' own) say nothing of their time, and every partition is read for them.
  */
-const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery<Row[]>, windowed = false) => {
-  const window = (id: string) =>
-    windowed
-      ? sql`
+const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery<Row[]>, ids: readonly string[]) => {
+  const windowed = timeOrdered(ids);
+  const bounds = windowed && ordersIdsAsJavaScript(sql) ? idBounds(ids) : null;
+  const window = (id: string) => sql`
+    ${
+      windowed
+        ? sql`
         and ${sql.unsafe(id)} >= notify_log_bound(notify_log_time(n.id) - ${ORDER_LOOKBACK}::interval - ${ID_CLOCK_SLACK}::interval)
         and ${sql.unsafe(id)} < notify_log_bound(notify_log_time(n.id) + ${ID_CLOCK_SLACK}::interval)`
-      : sql``;
+        : sql``
+    }
+    ${
+      bounds === null
+        ? sql``
+        : sql`
+        and ${sql.unsafe(id)} >= notify_log_bound(notify_log_time(concat(${bounds.least}::text)) - ${ORDER_LOOKBACK}::interval - ${ID_CLOCK_SLACK}::interval)
+        and ${sql.unsafe(id)} < notify_log_bound(notify_log_time(concat(${bounds.greatest}::text)) + ${ID_CLOCK_SLACK}::interval)`
+    }`;
   return sql`
   select n.id, w.id as earlier
   from (${notifications}) n
@@ -110,9 +122,10 @@ const previousUnrouted = (sql: Sql | TransactionSql, notifications: PendingQuery
       and p.created_at = (
         select max(created_at) from notifications
         where user_id = n.user_id and client_id = n.client_id and priority = n.priority ${window("id")}
-          and created_at < (select created_at from notifications where id = n.id)
-          and created_at >= (select created_at from notifications where id = n.id) - ${ORDER_LOOKBACK}::interval)
-      and not exists (select 1 from notification_channels c where c.notification_id = p.id)
+          and created_at < (select created_at from notifications where id = n.id and ${withinIds(sql, "id", ids)})
+          and created_at >= (select created_at from notifications where id = n.id and ${withinIds(sql, "id", ids)})
+            - ${ORDER_LOOKBACK}::interval)
+      and not exists (select 1 from notification_channels c where c.notification_id = p.id ${window("c.notification_id")})
       and not exists (select 1 from digest_items i where i.notification_id = p.id)
     limit 1
   ) w`;
@@ -128,6 +141,8 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
   const { sql } = database;
   // In one order whoever sends them, so two batches over the same notifications lock them alike.
   const routings = [...asked].sort(byKey((r) => r.notificationId));
+  // The batch's range of ids, in every lookup of the log (log-keys.ts).
+  const ids = routings.map((r) => r.notificationId);
   const of = <T>(pick: (r: Routing) => T) => routings.map(pick);
   const planned = routings.flatMap((r) => r.channels.map((p) => ({ id: r.notificationId, ...p })));
   const plan = <T>(pick: (p: (typeof planned)[number]) => T) => planned.map(pick);
@@ -152,20 +167,22 @@ async function routeMany(database: Database, asked: readonly Routing[]): Promise
       select * from ${input}
     ), present as (
       select p.id from input n
-      cross join lateral (select p.id from notifications p where p.id = n.id and p.user_id = n.user_id for key share) p
+      cross join lateral (
+        select p.id from notifications p
+        where p.id = n.id and p.user_id = n.user_id and ${withinIds(sql, "p.id", ids)}
+        for key share
+      ) p
     ), planned as (
       select * from ${channels}
     ), routed as (
       -- Looked up by key per notification (\`offset 0\`: a subquery the planner keeps as it is):
       -- as a semi-join, a plan without statistics hashes the batch and reads every channel row.
       select n.id from input n
-      where exists (select 1 from notification_channels c where c.notification_id = n.id offset 0)
+      where exists (
+        select 1 from notification_channels c where c.notification_id = n.id and ${withinIds(sql, "c.notification_id", ids)}
+        offset 0)
     ), waiting as (
-      ${previousUnrouted(
-        sql,
-        sql`select id, user_id, client_id, priority from input where order_mode is not null`,
-        timeOrdered(routings.map((r) => r.notificationId)),
-      )}
+      ${previousUnrouted(sql, sql`select id, user_id, client_id, priority from input where order_mode is not null`, ids)}
     ), inserted as (
       insert into notification_channels (notification_id, channel, status, reason, next_attempt_at, routed_status, routed_reason,
         user_id)
@@ -255,7 +272,7 @@ export async function recordRoutedChannels(database: Database, routing: Routing)
                  tx,
                  tx`select ${id}::text as id, ${routing.userId}::text as user_id, ${routing.clientId}::text as client_id,
                       ${routing.priority}::text as priority`,
-                 timeOrdered([id]),
+                 [id],
                )}) w) as earlier`;
       waiting = before?.earlier ?? null;
       if (hold && !before?.routed && waiting !== null)
