@@ -11,8 +11,9 @@ import type { Sql } from "./pool.js";
  *    inserted in (event_id, provider) order, pending ones claimed SKIP LOCKED, then marked
  *    applied), deferral timers (claimed SKIP LOCKED, or set by a fallback step), a fallback
  *    chain's row (one per transaction, by compare-and-set).
- * 2. Channel rows (notification_channels), in (notification_id, channel) order, all those a
- *    statement writes locked before it writes any (`lockChannels`). The order a plan meets rows
+ * 2. Channel rows (notification_channels), in (notification_id, channel) order, each one a
+ *    statement writes locked in that order before it is written (`lockChannels`): a statement
+ *    never waits for a row while holding a later one. The order a plan meets rows
  *    in is the planner's: a hash join meets them in the table's physical order, which every
  *    update that moves a row to another page changes, so a statement that updated them
  *    straight from its input, however sorted, would lock them in an order of its own. A
@@ -35,9 +36,10 @@ import type { Sql } from "./pool.js";
 /**
  * `rows`, a select from `notification_channels c` (joined with whatever names the rows), in
  * (notification_id, channel) order with each channel row locked as an UPDATE locks it: a
- * statement's channel rows, all locked in one order before any is written. Materialize it (a
- * `materialized` CTE) and update only the rows it answers. A row whose select condition no
- * longer holds once its lock is granted (another writer moved it meanwhile) is left out.
+ * statement's channel rows, all locked in one order, each before it is written. The FROM item
+ * of the UPDATE that writes them, or a statement of its own, never a CTE (lockChannelKeys says
+ * why). A row whose select condition no longer holds once its lock is granted (another writer
+ * moved it meanwhile) is left out.
  */
 export const lockChannels = (sql: Sql | TransactionSql, rows: PendingQuery<Row[]>): PendingQuery<Row[]> =>
   sql`${rows} order by c.notification_id, c.channel for no key update of c`;
@@ -52,6 +54,16 @@ export const lockChannels = (sql: Sql | TransactionSql, rows: PendingQuery<Row[]
  * log's partitions were nearly empty, hashes every partition once per row. `where`, a condition
  * on the channel row `c` and the key row `k`, is checked again against the row's newest version
  * once its lock is granted: a row that no longer meets it is left out.
+ *
+ * The FROM item of the UPDATE that writes the rows (`update notification_channels c ... from
+ * (lockChannelKeys(...)) i`), or a statement of its own; never a CTE. PostgreSQL 18 (18.4 at
+ * least, the embedded server's version) mishandles a row lock taken inside a CTE on a
+ * partitioned table once the row must be checked again (another transaction updated it while
+ * this one waited): the server process crashes, taking every connection down with it, or the
+ * statement answers none of its rows. In the UPDATE's own FROM the rows are still locked in key
+ * order, each before the UPDATE writes it. For the same reason `where` bounds no key by a value
+ * the executor prunes partitions by as it starts (withinIds, log-keys.ts): such a lookup, once
+ * rechecked, finds nothing. The UPDATE itself may be bounded so.
  */
 export const lockChannelKeys = (
   sql: Sql | TransactionSql,
@@ -64,4 +76,7 @@ export const lockChannelKeys = (
     where c.notification_id = k.notification_id and c.channel = k.channel and ${where}
     offset 0
     for no key update of c
-  ) c`;
+  ) c
+  -- Kept whole (not merged into the UPDATE it feeds, whose plan would then meet the rows, and
+  -- lock them, in an order of its own).
+  offset 0`;

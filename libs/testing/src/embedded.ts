@@ -213,15 +213,51 @@ export async function receivedByProviders(dataDir: string): Promise<Map<string, 
   for (const message of push.data) {
     count((JSON.parse(message.payload) as { notification_id?: string }).notification_id, "push");
   }
-  const sql = postgres(env.DATABASE_URL as string, { max: 1, onnotice: () => {} });
-  try {
-    for (const row of await sql<{ notification_id: string }[]>`select notification_id from inbox_items`) {
-      count(row.notification_id, "in_app");
-    }
-  } finally {
-    await sql.end();
-  }
+  for (const id of await inboxNotificationIds(env.DATABASE_URL as string)) count(id, "in_app");
   return received;
+}
+
+/**
+ * PostgreSQL's answers while it cannot take a connection yet: starting up or recovering after a
+ * crash (57P03), or not listening at all.
+ */
+const NOT_READY = new Set(["57P03", "ECONNREFUSED", "ECONNRESET"]);
+
+/**
+ * The notification of every inbox item, read from the stack's PostgreSQL. A server the stack's
+ * supervisor is (re)starting, or one recovering from a crash, is waited for, up to a minute.
+ */
+async function inboxNotificationIds(url: string): Promise<string[]> {
+  const until = Date.now() + 60_000;
+  for (;;) {
+    const sql = postgres(url, { max: 1, onnotice: () => {} });
+    try {
+      return (await sql<{ notification_id: string }[]>`select notification_id from inbox_items`).map(
+        (row) => row.notification_id,
+      );
+    } catch (error) {
+      if (!NOT_READY.has((error as { code?: string }).code ?? "") || Date.now() > until) throw error;
+    } finally {
+      await sql.end();
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/**
+ * The lines of the embedded PostgreSQL's log (postgres.log in the data folder) that tell of
+ * trouble: errors, crashes, recoveries and restarts, for a failing test to print.
+ */
+export function serverLogTrouble(dataDir: string): string[] {
+  let log: string;
+  try {
+    log = readFileSync(join(dataDir, "postgres.log"), "utf8");
+  } catch {
+    return ["(no postgres.log)"];
+  }
+  return log
+    .split("\n")
+    .filter((line) => /\b(ERROR|FATAL|PANIC|WARNING)\b|terminated by|recovery|ready to accept|shut down/.test(line));
 }
 
 /**

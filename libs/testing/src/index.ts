@@ -1,7 +1,7 @@
 /** A free TCP port on loopback. */
 export { freePort } from "@notify/devstack/local";
 export { deleteNamespace, freshBus, freshNamespace, streamCount } from "./bus.js";
-export { countingDatabase, freshDatabase } from "./database.js";
+export { countingDatabase, embeddedDatabase, freshDatabase } from "./database.js";
 export { deadLetterOf } from "./dead-letters.js";
 export {
   devKey,
@@ -12,6 +12,7 @@ export {
   npmStart,
   postNotification,
   receivedByProviders,
+  serverLogTrouble,
   serversAlive,
   settledView,
   stackEnv,

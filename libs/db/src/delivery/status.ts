@@ -2,7 +2,7 @@ import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import { type ChannelRef, refKey } from "../channel-ref.js";
 import { lockChannelKeys } from "../lock-order.js";
-import { withinIds } from "../log-keys.js";
+import { withinIdsAtRun } from "../log-keys.js";
 import type { Sql } from "../pool.js";
 
 // A channel's status moves and provider attempts, as its worker writes them.
@@ -49,9 +49,10 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
   // insert them alike (the channel rows are locked in key order by the statement itself).
   const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
   const column = <T>(pick: (move: Move) => T) => moves.map(pick);
-  // The batch's range of ids, in every lookup of the log (log-keys.ts).
+  // The batch's range of ids, in every lookup of the log (log-keys.ts), evaluated as the
+  // statement runs: it locks its rows in a subquery (lockChannelKeys, lock-order.ts).
   const ids = moves.map((m) => m.ref.notification_id);
-  const within = (key: string) => withinIds(sql, key, ids);
+  const within = (key: string) => withinIdsAtRun(sql, key, ids);
   const input = unnestColumns(sql, "i", {
     notification_id: ["text", column((m) => m.ref.notification_id)],
     channel: ["text", column((m) => m.ref.channel)],
@@ -88,14 +89,6 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
       from input i
       where i.tried_attempt is not null
       on conflict do nothing
-    ), locked as materialized (
-      -- Each channel by its key, never by the batch's range of ids alone (a batch of two
-      -- notifications hours apart spans every channel row of those hours): the range only prunes.
-      ${lockChannelKeys(
-        sql,
-        sql`select * from input`,
-        sql`c.status = any(string_to_array(k.movable, ',')) and ${within("c.notification_id")}`,
-      )}
     ), moved as (
       update notification_channels c set
         status = i.status,
@@ -105,10 +98,13 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
         attempts = coalesce(i.attempts, c.attempts),
         next_attempt_at = i.next_attempt_at,
         updated_at = now()
-      from locked i
+      -- Each channel by its key, never by the batch's range of ids alone (a batch of two
+      -- notifications hours apart spans every channel row of those hours): the range only prunes,
+      -- and only here, not where the rows are locked (lockChannelKeys says why).
+      from (${lockChannelKeys(sql, sql`select * from input`, sql`c.status = any(string_to_array(k.movable, ','))`)}) i
       where c.notification_id = i.notification_id and c.channel = i.channel
         and c.status = any(string_to_array(i.movable, ','))
-        and c.notification_id = any(array(select notification_id from locked)) and ${within("c.notification_id")}
+        and c.notification_id = any(${ids as string[]}::text[]) and ${within("c.notification_id")}
       returning c.notification_id, c.channel, c.status, coalesce(i.history, c.reason) as reason, c.attempts,
         c.provider_id, c.updated_at, c.user_id
     ), history as (

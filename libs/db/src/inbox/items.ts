@@ -118,23 +118,28 @@ export async function setInboxItemState(
   const { sql } = database;
   const state = (value: boolean | undefined, column: string) =>
     value === undefined ? sql.unsafe(column) : value ? sql`coalesce(${sql.unsafe(column)}, now())` : sql`null`;
-  // The row is locked before it is read, so `was_*` are the states this update replaces.
+  // The row is locked before it is read, so `was_*` are the states this update replaces. Locked
+  // in the UPDATE's own FROM, never in a CTE (lockChannelKeys, lock-order.ts, says why).
   const [row] = await sql<ItemRow[]>`
-    with target as materialized (
-      select id as target_id, notification_id as target_notification_id, seen_at is null as was_unseen,
-             read_at is null as was_unread, archived_at is null as was_live
-      from inbox_items
-      where id = ${id} and user_id = ${owner.userId} and client_id = ${owner.clientId}
-      for no key update
+    with item as (
+      -- Its notification, the partition key (drizzle/0031): the lookups below, by it as a value
+      -- (a subquery run once), reach the item's partition alone, where a join would read every
+      -- partition.
+      select notification_id from inbox_items where id = ${id} and user_id = ${owner.userId} and client_id = ${owner.clientId}
     ), updated as (
       update inbox_items set
         seen_at = ${state(change.seen, "seen_at")},
         read_at = ${state(change.read, "read_at")},
         archived_at = ${state(change.archived, "archived_at")}
-      -- By its notification too, as a value (a subquery run once): the partition key (drizzle/0031)
-      -- reaches the item's partition alone, where a join would read every partition.
-      from target where inbox_items.notification_id = (select target_notification_id from target)
-        and inbox_items.id = target.target_id
+      from (
+        select id as target_id, seen_at is null as was_unseen, read_at is null as was_unread,
+               archived_at is null as was_live
+        from inbox_items
+        where notification_id = (select notification_id from item) and id = ${id}
+          and user_id = ${owner.userId} and client_id = ${owner.clientId}
+        for no key update
+      ) target
+      where inbox_items.notification_id = (select notification_id from item) and inbox_items.id = target.target_id
       returning inbox_items.*, target.was_unseen, target.was_unread, target.was_live
     )
     select ${sql.unsafe(COLUMNS)},
@@ -189,16 +194,18 @@ export async function markAllInboxItems(
   const { sql } = database;
   const column = sql.unsafe(MARKED_COLUMN[action]);
   const [row] = await sql<{ changed: number }[]>`
-    with target as materialized (
-      select id, notification_id from inbox_items
-      where user_id = ${owner.userId} and client_id = ${owner.clientId} and archived_at is null
-        and ${column} is null ${upToId === null ? sql`` : sql`and id <= ${upToId}`}
-      order by id
-      for no key update
-    ), updated as (
+    with updated as (
       -- The owner's items of each partition (drizzle/0031) read through its index, whichever way
-      -- the planner joins them to the targets.
-      update inbox_items set ${column} = now() from target
+      -- the planner joins them to the targets, locked in the UPDATE's own FROM (never in a CTE:
+      -- lockChannelKeys, lock-order.ts, says why).
+      update inbox_items set ${column} = now()
+      from (
+        select id, notification_id from inbox_items
+        where user_id = ${owner.userId} and client_id = ${owner.clientId} and archived_at is null
+          and ${column} is null ${upToId === null ? sql`` : sql`and id <= ${upToId}`}
+        order by id
+        for no key update
+      ) target
       where inbox_items.user_id = ${owner.userId} and inbox_items.client_id = ${owner.clientId}
         and inbox_items.notification_id = target.notification_id and inbox_items.id = target.id
       returning inbox_items.id

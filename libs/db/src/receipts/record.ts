@@ -1,23 +1,26 @@
 import { type ChannelStatus, statusesMovableTo } from "@notify/core";
-import type { TransactionSql } from "postgres";
+import type { PendingQuery, Row, TransactionSql } from "postgres";
 import { unnestColumns } from "../batch.js";
 import { lockChannelKeys } from "../lock-order.js";
 import { amongIdsOf, withinIds } from "../log-keys.js";
 import type { Sql } from "../pool.js";
 
 /**
- * The `moved` and `history` steps of a receipts statement: each channel row in its `locked` step
- * (notification_id, channel, status, reason, movable) moves forward if its status is still
- * movable, and each move is logged in the channel's status history with the channel row's user.
- * With `ids`, every locked row is of one of those notifications: bounded by their range too.
+ * The `moved` and `history` steps of a receipts statement: each channel its `found` step names
+ * (notification_id, channel, status, reason, movable, and what `where` reads of it as `k`) is
+ * locked in key order (lockChannelKeys) and moves forward if, as it is once locked, it meets
+ * `where` and its status is still movable; each move is logged in the channel's status history
+ * with the channel row's user. The UPDATE is bounded by the found ids' range as it runs
+ * (amongIdsOf), never as it starts: the statement locks its rows in a subquery (lockChannelKeys).
  */
-const moveLockedChannels = (sql: Sql | TransactionSql, ids?: readonly string[]) => sql`
+type Fragment = PendingQuery<Row[]>;
+
+const moveFoundChannels = (sql: Sql | TransactionSql, where: Fragment) => sql`
   moved as (
     update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
-    from locked l
+    from (${lockChannelKeys(sql, sql`select * from found`, where)}) l
     where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
-      and ${amongIdsOf(sql, "c.notification_id", "locked", "notification_id")}
-      ${ids === undefined ? sql`` : sql`and ${withinIds(sql, "c.notification_id", ids)}`}
+      and ${amongIdsOf(sql, "c.notification_id", "found", "notification_id")}
     returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.user_id
   ),
   history as (
@@ -273,7 +276,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
   const named = namedScope("i", rows);
   // The lock order of every writer (lock-order.ts): the events' key entries in key order, so two
   // posts holding the same events (a provider's retry of a post still being stored) wait for
-  // each other, then the channel rows, all in key order before any is moved. A deadlock still
+  // each other, then the channel rows, in key order, each before it is moved. A deadlock still
   // met (with a delete of the notification by retention) costs a retry.
   const stored = await retryDeadlock(
     () => sql<{ event_id: string; provider: string; applied: boolean; round: number }[]>`
@@ -290,18 +293,13 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       on conflict do nothing
       returning provider, event_id, provider_id, applied_at is not null as applied
     ),
-    locked as materialized (
-      ${lockChannelKeys(
-        sql,
-        sql`
-        select f.notification_id, f.channel, i.status, i.reason, i.movable, s.provider, s.provider_id
-        from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
-        ${sendLookup(sql, "s", named)}
-        where s.applied and i.status <> ${NO_STATUS}`,
-        sql`${stillMovable(sql)} ${named.all ? withinNamed(sql, "c.notification_id", named) : sql``}`,
-      )}
+    found as (
+      select f.notification_id, f.channel, i.status, i.reason, i.movable, s.provider, s.provider_id
+      from stored s join input i on i.provider = s.provider and i.event_id = s.event_id
+      ${sendLookup(sql, "s", named)}
+      where s.applied and i.status <> ${NO_STATUS}
     ),
-    ${moveLockedChannels(sql, named.all ? named.ids : undefined)}
+    ${moveFoundChannels(sql, stillMovable(sql))}
     select s.provider, s.event_id, s.applied, i.round from stored s
     join input i on i.provider = s.provider and i.event_id = s.event_id`,
   );
@@ -437,18 +435,14 @@ async function applyInRounds(sql: Sql | TransactionSql, rows: BatchRow[], retry:
       marked as (
         ${markStored(sql)}
       ),
-      -- Sorted, so every receipt is marked before any channel row is locked (lock-order.ts).
-      locked as materialized (
-        ${lockChannelKeys(
-          sql,
-          sql`
-          select f.notification_id, f.channel, i.status, i.reason, i.movable, m.provider, m.provider_id
-          from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
-          ${sendLookup(sql, "m")}`,
-          stillMovable(sql),
-        )}
+      found as (
+        select f.notification_id, f.channel, i.status, i.reason, i.movable, m.provider, m.provider_id
+        from marked m join input i on i.provider = m.provider and i.event_id = m.event_id
+        ${sendLookup(sql, "m")}
       ),
-      ${moveLockedChannels(sql)}
+      -- Every receipt is marked before any channel row is locked (lock-order.ts): the channels
+      -- are found from the marked receipts, and all of them sorted before the first is locked.
+      ${moveFoundChannels(sql, stillMovable(sql))}
       select provider, event_id from marked`;
     for (const m of retry ? await retryDeadlock(run) : await run()) applied.add(keyOf(m.provider, m.event_id));
   }
@@ -483,13 +477,12 @@ async function bindAndApply(sql: Sql | TransactionSql, rows: BatchRow[], retry: 
     with input as (
       select * from jsonb_to_recordset(${sql.json(binds as never)})
         as i(provider text, provider_id text, notification_id text, channel text)
-    ),
-    locked as materialized (
-      ${lockChannelKeys(sql, sql`select notification_id, channel, provider, provider_id from input`, sql`c.provider_id is null`)}
     )
     update notification_channels c set provider = i.provider, provider_id = i.provider_id
-    from locked i left join lateral (${sendOf(sql)}) k on true
+    from (${lockChannelKeys(sql, sql`select notification_id, channel, provider, provider_id from input`, sql`c.provider_id is null`)}) i
+    left join lateral (${sendOf(sql)}) k on true
     where c.notification_id = i.notification_id and c.channel = i.channel and c.provider_id is null and k.found is null
+      and ${amongIdsOf(sql, "c.notification_id", "input", "notification_id")}
     returning i.provider, i.provider_id`;
   const bound = new Set(
     (binds.length === 0 ? [] : retry ? await retryDeadlock(bind) : await bind()).map((b) =>

@@ -141,19 +141,17 @@ export async function settleInAppFromInbox(database: Database, before: Date, lim
       from notification_channels c join inbox_items i on i.notification_id = c.notification_id
       where c.channel = 'in_app' and c.status = 'unsettled' and c.updated_at < ${before}
       order by c.updated_at limit ${limit}
-    ), locked as materialized (
-      ${lockChannels(
+    ), moved as (
+      update notification_channels c set
+        status = 'delivered', reason = 'settled from the inbox', provider = 'inapp',
+        provider_id = 'inbox:' || locked.item_id, updated_at = now()
+      from (${lockChannels(
         database.sql,
         database.sql`
         select c.notification_id, found.item_id
         from found join notification_channels c on c.notification_id = found.notification_id and c.channel = 'in_app'
         where c.status = 'unsettled'`,
-      )}
-    ), moved as (
-      update notification_channels c set
-        status = 'delivered', reason = 'settled from the inbox', provider = 'inapp',
-        provider_id = 'inbox:' || locked.item_id, updated_at = now()
-      from locked
+      )}) locked
       where c.notification_id = locked.notification_id and c.channel = 'in_app' and c.status = 'unsettled'
       returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.updated_at, c.user_id
     )
