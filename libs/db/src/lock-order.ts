@@ -61,9 +61,9 @@ export const lockChannels = (sql: Sql | TransactionSql, rows: PendingQuery<Row[]
  * partitioned table once the row must be checked again (another transaction updated it while
  * this one waited): the server process crashes, taking every connection down with it, or the
  * statement answers none of its rows. In the UPDATE's own FROM the rows are still locked in key
- * order, each before the UPDATE writes it. For the same reason `where` bounds no key by a value
- * the executor prunes partitions by as it starts (withinIds, log-keys.ts): such a lookup, once
- * rechecked, finds nothing. The UPDATE itself may be bounded so.
+ * order, each before the UPDATE writes it. Such a statement bounds its lookups of the log with
+ * withinIdsLocking (log-keys.ts), `where` included: on PostgreSQL 18, a lookup its executor
+ * pruned as it started finds nothing once the row is rechecked.
  */
 export const lockChannelKeys = (
   sql: Sql | TransactionSql,

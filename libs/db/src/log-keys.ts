@@ -47,6 +47,8 @@ const JS_ORDER = [...ORDER_SAMPLES].sort();
 
 /** Pools whose database orders ids as JavaScript does (probeIdOrder). */
 const ordersAsJavaScript = new WeakSet<object>();
+/** Of those, pools whose server rechecks a locked row correctly after pruning as it starts. */
+const prunesLockedLookups = new WeakSet<object>();
 
 /**
  * Whether the database of pool `sql` orders ids (in its default collation, which the log's keys
@@ -55,11 +57,16 @@ const ordersAsJavaScript = new WeakSet<object>();
  * two letters as one (Danish) or digits as numbers does not. createDb asks when it makes a pool.
  */
 export async function probeIdOrder(sql: Sql): Promise<boolean> {
-  const [row] = await sql<{ sorted: string[] }[]>`
-    select array_agg(x order by x) as sorted from unnest(${ORDER_SAMPLES as string[]}::text[]) x`;
+  const [row] = await sql<{ sorted: string[]; version: number }[]>`
+    select array_agg(x order by x) as sorted, current_setting('server_version_num')::int as version
+    from unnest(${ORDER_SAMPLES as string[]}::text[]) x`;
   const same = row?.sorted.length === JS_ORDER.length && row.sorted.every((id, i) => id === JS_ORDER[i]);
   if (same) ordersAsJavaScript.add(sql);
   else ordersAsJavaScript.delete(sql);
+  // PostgreSQL 18 loses a statement's rows when it rechecks a row locked in a subquery that its
+  // executor pruned as it started (withinIdsLocking).
+  if (same && (row?.version ?? 0) < 180000) prunesLockedLookups.add(sql);
+  else prunesLockedLookups.delete(sql);
   return same;
 }
 
@@ -91,14 +98,29 @@ export const withinIds = (sql: AnySql, column: string, ids: readonly string[]): 
 
 /**
  * As withinIds, with bounds the executor evaluates once the statement runs (subqueries), never
- * as it starts, so it sets up a scan of every partition and reads only those in range. For a
- * statement that locks rows of the log in a subquery (lockChannelKeys, lock-order.ts): there a
- * bound the executor prunes by as it starts makes PostgreSQL 18 lose the statement's rows when
- * it checks a locked row again.
+ * as it starts, so it sets up a scan of every partition and reads only those in range.
  */
-export const withinIdsAtRun = (sql: AnySql, column: string, ids: readonly string[]): Fragment =>
+const withinIdsAtRun = (sql: AnySql, column: string, ids: readonly string[]): Fragment =>
   sql`${sql.unsafe(column)} between (select min(x) from unnest(${ids as string[]}::text[]) x)
     and (select max(x) from unnest(${ids as string[]}::text[]) x)`;
+
+/**
+ * As withinIds, for a statement that locks rows of the log in a subquery (lockChannelKeys,
+ * lock-order.ts), its lookup that locks them included. PostgreSQL 18 (18.4 at least) loses such
+ * a statement's rows when it rechecks a locked row (another transaction updated it meanwhile)
+ * and its executor pruned partitions as it started: on a pool whose server is 18 or later (as
+ * probeIdOrder finds) the bounds are evaluated as the statement runs, which sets up a scan of
+ * every partition, and the lookup that locks is left unbounded (`true`), pruned per row.
+ */
+export const withinIdsLocking = (
+  sql: AnySql,
+  column: string,
+  ids: readonly string[],
+  where: "locked" | "other" = "other",
+): Fragment => {
+  if (prunesLockedLookups.has(sql)) return withinIds(sql, column, ids);
+  return where === "locked" ? sql`true` : withinIdsAtRun(sql, column, ids);
+};
 
 /**
  * The least and the greatest of `ids` as JavaScript orders them, when every one is a lowercase

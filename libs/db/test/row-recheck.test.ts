@@ -11,6 +11,7 @@ import {
   settleInAppFromInbox,
   storeInboxItem,
 } from "../src/index.js";
+import { probeIdOrder } from "../src/log-keys.js";
 import { createDb, type Database } from "../src/pool.js";
 
 // Every writer that locks rows of the log, when another transaction updated one of them while it
@@ -254,6 +255,9 @@ for (const server of SERVERS) {
     for (const plan of PLANS) {
       const writer = createDb({ url: `${url}${url.includes("?") ? "&" : "?"}plan_cache_mode=${plan.setting}`, max: 4 });
       t.teardown(() => writer.close());
+      // As createDb asks in the background: whether the pool may bound its lookups as the
+      // executor starts (withinIdsLocking). Both ways are held to the same effect.
+      await probeIdOrder(writer.sql);
       for (const scenario of SCENARIOS) {
         await t.test(`${scenario.name}, on ${plan.name}`, async (t) => {
           // A server a scenario before crashed is back once it accepts connections again.

@@ -2,7 +2,7 @@ import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import { byKey, GATHER, perIterationOf, unnestColumns } from "../batch.js";
 import { type ChannelRef, refKey } from "../channel-ref.js";
 import { lockChannelKeys } from "../lock-order.js";
-import { withinIdsAtRun } from "../log-keys.js";
+import { withinIdsLocking } from "../log-keys.js";
 import type { Sql } from "../pool.js";
 
 // A channel's status moves and provider attempts, as its worker writes them.
@@ -49,10 +49,10 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
   // insert them alike (the channel rows are locked in key order by the statement itself).
   const moves = [...asked].sort(byKey((m) => refKey(m.ref)));
   const column = <T>(pick: (move: Move) => T) => moves.map(pick);
-  // The batch's range of ids, in every lookup of the log (log-keys.ts), evaluated as the
-  // statement runs: it locks its rows in a subquery (lockChannelKeys, lock-order.ts).
+  // The batch's range of ids, in every lookup of the log (log-keys.ts), as a statement that locks
+  // its rows in a subquery may have it (withinIdsLocking).
   const ids = moves.map((m) => m.ref.notification_id);
-  const within = (key: string) => withinIdsAtRun(sql, key, ids);
+  const within = (key: string) => withinIdsLocking(sql, key, ids);
   const input = unnestColumns(sql, "i", {
     notification_id: ["text", column((m) => m.ref.notification_id)],
     channel: ["text", column((m) => m.ref.channel)],
@@ -99,12 +99,18 @@ async function moveMany(sql: Sql, asked: readonly Move[]): Promise<boolean[]> {
         next_attempt_at = i.next_attempt_at,
         updated_at = now()
       -- Each channel by its key, never by the batch's range of ids alone (a batch of two
-      -- notifications hours apart spans every channel row of those hours): the range only prunes,
-      -- and only here, not where the rows are locked (lockChannelKeys says why).
-      from (${lockChannelKeys(sql, sql`select * from input`, sql`c.status = any(string_to_array(k.movable, ','))`)}) i
+      -- notifications hours apart spans every channel row of those hours): the range only prunes.
+      from (${lockChannelKeys(
+        sql,
+        sql`select * from input`,
+        sql`c.status = any(string_to_array(k.movable, ',')) and ${withinIdsLocking(sql, "c.notification_id", ids, "locked")}`,
+      )}) i
       where c.notification_id = i.notification_id and c.channel = i.channel
         and c.status = any(string_to_array(i.movable, ','))
-        and c.notification_id = any(${ids as string[]}::text[]) and ${within("c.notification_id")}
+        -- The batch's ids as a subquery, not a parameter: a custom plan would read a parameter's
+        -- array and cost the statement so much lower than the generic plan that PostgreSQL would
+        -- plan it anew, over every partition, on every run.
+        and c.notification_id = any(array(select notification_id from input)) and ${within("c.notification_id")}
       returning c.notification_id, c.channel, c.status, coalesce(i.history, c.reason) as reason, c.attempts,
         c.provider_id, c.updated_at, c.user_id
     ), history as (

@@ -2,25 +2,31 @@ import { type ChannelStatus, statusesMovableTo } from "@notify/core";
 import type { PendingQuery, Row, TransactionSql } from "postgres";
 import { unnestColumns } from "../batch.js";
 import { lockChannelKeys } from "../lock-order.js";
-import { amongIdsOf, withinIds } from "../log-keys.js";
+import { amongIdsOf, withinIds, withinIdsLocking } from "../log-keys.js";
 import type { Sql } from "../pool.js";
+
+type Fragment = PendingQuery<Row[]>;
 
 /**
  * The `moved` and `history` steps of a receipts statement: each channel its `found` step names
  * (notification_id, channel, status, reason, movable, and what `where` reads of it as `k`) is
  * locked in key order (lockChannelKeys) and moves forward if, as it is once locked, it meets
  * `where` and its status is still movable; each move is logged in the channel's status history
- * with the channel row's user. The UPDATE is bounded by the found ids' range as it runs
- * (amongIdsOf), never as it starts: the statement locks its rows in a subquery (lockChannelKeys).
+ * with the channel row's user. With `ids`, every channel found is of one of those notifications:
+ * its lock and the UPDATE are bounded by their range too, as a statement that locks rows in a
+ * subquery may be (withinIdsLocking).
  */
-type Fragment = PendingQuery<Row[]>;
-
-const moveFoundChannels = (sql: Sql | TransactionSql, where: Fragment) => sql`
+const moveFoundChannels = (sql: Sql | TransactionSql, where: Fragment, ids?: readonly string[]) => sql`
   moved as (
     update notification_channels c set status = l.status, reason = l.reason, updated_at = now()
-    from (${lockChannelKeys(sql, sql`select * from found`, where)}) l
+    from (${lockChannelKeys(
+      sql,
+      sql`select * from found`,
+      ids === undefined ? where : sql`${where} and ${withinIdsLocking(sql, "c.notification_id", ids, "locked")}`,
+    )}) l
     where c.notification_id = l.notification_id and c.channel = l.channel and c.status = any(l.movable)
       and ${amongIdsOf(sql, "c.notification_id", "found", "notification_id")}
+      ${ids === undefined ? sql`` : sql`and ${withinIdsLocking(sql, "c.notification_id", ids)}`}
     returning c.notification_id, c.channel, c.status, c.reason, c.attempts, c.provider_id, c.user_id
   ),
   history as (
@@ -299,7 +305,7 @@ export async function recordReceipts(sql: Sql, receipts: Receipt[], options?: Re
       ${sendLookup(sql, "s", named)}
       where s.applied and i.status <> ${NO_STATUS}
     ),
-    ${moveFoundChannels(sql, stillMovable(sql))}
+    ${moveFoundChannels(sql, stillMovable(sql), named.all ? named.ids : undefined)}
     select s.provider, s.event_id, s.applied, i.round from stored s
     join input i on i.provider = s.provider and i.event_id = s.event_id`,
   );
