@@ -13,6 +13,7 @@ import {
 } from "../src/index.js";
 import { probeIdOrder } from "../src/log-keys.js";
 import { createDb, type Database } from "../src/pool.js";
+import { someoneWaitsForALock } from "./support.js";
 
 // Every writer that locks rows of the log, when another transaction updated one of them while it
 // waited for the lock: PostgreSQL then checks the row's newest version again (EvalPlanQual)
@@ -288,14 +289,7 @@ for (const server of SERVERS) {
           await isTouched;
           const writing = scenario.write(writer, rows);
           writing.catch(() => {});
-          let waited = false;
-          for (let i = 0; i < 500 && !waited; i++) {
-            const [w] = await sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity
-              where datname = current_database() and wait_event_type = 'Lock'`;
-            waited = (w?.n ?? 0) > 0;
-            if (!waited) await new Promise((resolve) => setTimeout(resolve, 10));
-          }
-          t.ok(waited, "the writer waited for the rows");
+          t.ok(await someoneWaitsForALock(sql), "the writer waited for the rows");
           release();
           await toucher;
           const result = await writing;

@@ -36,3 +36,17 @@ export const channelRowOf = async (sql: Database["sql"], id: string, channel = "
     await sql<{ status: string; reason: string | null }[]>`
     select status, reason from notification_channels where notification_id = ${id} and channel = ${channel}`
   )[0];
+
+/**
+ * Whether some statement on the database of `sql` waits for a lock, looked for up to 5 s: that
+ * a statement a test started is blocked by the rows another transaction holds.
+ */
+export async function someoneWaitsForALock(sql: Database["sql"]): Promise<boolean> {
+  for (let i = 0; i < 500; i++) {
+    const [w] = await sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and wait_event_type = 'Lock'`;
+    if ((w?.n ?? 0) > 0) return true;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return false;
+}

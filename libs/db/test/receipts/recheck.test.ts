@@ -3,6 +3,7 @@ import { freshDatabase } from "@notify/testing";
 import postgres from "postgres";
 import t from "tap";
 import { recordReceipts } from "../../src/index.js";
+import { someoneWaitsForALock } from "../support.js";
 
 // A receipt names its send by provider id. When the channel it names is locked by another writer
 // that gives the channel another send's id (a replay, a retry through another provider), the
@@ -47,14 +48,7 @@ t.test("a receipt waiting for a channel whose send id changes meanwhile leaves i
     },
   ]);
   // The receipt's statement waits for the row's lock.
-  let waited = false;
-  for (let i = 0; i < 500 && !waited; i++) {
-    const [w] = await sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity
-      where datname = current_database() and wait_event_type = 'Lock'`;
-    waited = (w?.n ?? 0) > 0;
-    if (!waited) await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  t.ok(waited, "the receipt waited for the row");
+  t.ok(await someoneWaitsForALock(sql), "the receipt waited for the row");
   release();
   await writer;
   await receipt;
