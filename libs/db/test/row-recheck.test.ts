@@ -5,6 +5,7 @@ import t from "tap";
 import { moveStatus } from "../src/delivery/status.js";
 import {
   applyPendingReceipts,
+  cancelNotification,
   markAllInboxItems,
   recordReceipts,
   setInboxItemState,
@@ -171,6 +172,26 @@ const SCENARIOS: Scenario[] = [
     write: ({ sql }) => applyPendingReceipts(sql),
     check: async (sql, { id }) => statuses(sql, id as string),
     expected: { email: "delivered" },
+  },
+  {
+    name: "a cancel by the client",
+    seed: async (sql) => {
+      const id = await addNotification(sql);
+      await addChannel(sql, id, "email", "pending", null);
+      await addChannel(sql, id, "sms", "pending", null);
+      return { id };
+    },
+    touch: (tx, { id }) => touchChannels(tx, id as string),
+    write: (database, { id }) =>
+      cancelNotification(database, { id: id as string, clientId: "c" }, (ops) =>
+        ops.cancel(
+          ops.channels.map((c) => c.channel),
+          "canceled",
+          "canceled by the client",
+        ),
+      ),
+    check: async (sql, { id }, result) => ({ result, statuses: await statuses(sql, id as string) }),
+    expected: { result: { routed: true, result: ["email", "sms"] }, statuses: { email: "canceled", sms: "canceled" } },
   },
   {
     name: "a change of an inbox item's state",
