@@ -56,14 +56,20 @@ export const lockChannels = (sql: Sql | TransactionSql, rows: PendingQuery<Row[]
  * once its lock is granted: a row that no longer meets it is left out.
  *
  * The FROM item of the UPDATE that writes the rows (`update notification_channels c ... from
- * (lockChannelKeys(...)) i`), or a statement of its own; never a CTE. PostgreSQL 18 (18.4 at
- * least, the embedded server's version) mishandles a row lock taken inside a CTE on a
- * partitioned table once the row must be checked again (another transaction updated it while
- * this one waited): the server process crashes, taking every connection down with it, or the
- * statement answers none of its rows. In the UPDATE's own FROM the rows are still locked in key
- * order, each before the UPDATE writes it. Such a statement bounds its lookups of the log with
- * withinIdsLocking (log-keys.ts), `where` included: on PostgreSQL 18, a lookup its executor
- * pruned as it started finds nothing once the row is rechecked.
+ * (lockChannelKeys(...)) i`, the UPDATE itself a CTE or not), or a statement of its own; never a
+ * CTE of its own. PostgreSQL 18 (18.4 at least, the embedded server's version; 15 to 17 do not)
+ * mishandles a row lock taken in a CTE of a partitioned table once the row must be checked again
+ * (another transaction updated it while this one waited): the server process crashes, taking
+ * every connection down with it, or the statement answers none of its rows. In the UPDATE's own
+ * FROM the rows are still locked in key order, each before the UPDATE writes it. The lookup that
+ * locks, and the UPDATE it feeds, are bounded with withinIdsLocking (log-keys.ts), `where`
+ * included: on PostgreSQL 18 either, pruned as the executor starts, finds nothing once a row is
+ * rechecked. The statement's other lookups may be pruned so (withinIds: the receipts' lookups by
+ * the notification a receipt names), as libs/db/test/row-recheck.test.ts holds them to.
+ *
+ * A FOR KEY SHARE lock (routing's check that its notification is still there) is rechecked only
+ * when the row's key changes, which a notification's never does (it is deleted, and a deleted
+ * row is skipped without a recheck): it may stay in a CTE.
  */
 export const lockChannelKeys = (
   sql: Sql | TransactionSql,

@@ -181,7 +181,7 @@ const MARKED_COLUMN: Record<InboxMarkAction, string> = { read: "read_at", seen: 
 /**
  * Marks every item of the owner's inbox (not archived) read, seen or archived in one statement,
  * up to and including `upToId` when given (items stored after it are left as they are). Items
- * already in that state keep their first time. The rows are locked in id order before any is
+ * already in that state keep their first time. Each row is locked, in id order, before it is
  * written, so two of these (or one and an item's update) never wait for each other in a cycle.
  * Wakes the user's streams (INBOX_STATE_NOTIFY_CHANNEL) when it changed any; answers how many.
  */
