@@ -137,6 +137,20 @@ export function idBounds(ids: readonly string[]): { least: string; greatest: str
   return { least, greatest };
 }
 
+/**
+ * Told that a connection of pool `sql` reports server version `version` (postgres.js's
+ * onparameter, on every change): a pool that reaches PostgreSQL 18 or later (a switch-over, an
+ * upgrade in place) stops bounding its locking statements as the executor starts at once, and
+ * asks its server again (probeIdOrder).
+ */
+export function serverVersionChanged(sql: Sql, version: string): void {
+  if (Number.parseInt(version, 10) >= 18) prunesLockedLookups.delete(sql);
+  probeIdOrder(sql).catch(() => {});
+}
+
+/** Whether pool `sql` bounds its locking statements as the executor starts (withinIdsLocking). */
+export const boundsLockingAsItStarts = (sql: AnySql): boolean => prunesLockedLookups.has(sql);
+
 /** Whether pool `sql`'s database orders ids as JavaScript does (probeIdOrder has said so). */
 export const ordersIdsAsJavaScript = (sql: AnySql): boolean => ordersAsJavaScript.has(sql);
 

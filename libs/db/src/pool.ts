@@ -1,5 +1,5 @@
 import postgres from "postgres";
-import { probeIdOrder } from "./log-keys.js";
+import { probeIdOrder, serverVersionChanged } from "./log-keys.js";
 
 export type Sql = postgres.Sql;
 
@@ -61,7 +61,17 @@ export function createDb(config: DbConfig): Database {
     },
     ...(delay === undefined ? {} : { backoff: () => delay }),
   };
-  const sql = postgres(config.url, { ...options, max: config.max ?? 10 });
+  let pool: Sql | undefined;
+  const sql = postgres(config.url, {
+    ...options,
+    max: config.max ?? 10,
+    // A server of another version behind the same address (a switch-over, an upgrade in place)
+    // may need the log's locking statements bounded otherwise (withinIdsLocking).
+    onparameter: (key: string, value: string) => {
+      if (key === "server_version" && pool !== undefined) serverVersionChanged(pool, value);
+    },
+  });
+  pool = sql;
   // Whether the database orders ids as JavaScript does, which spares the log's lookups by key
   // the set-up of every partition (withinIds). Until it answers, or if it cannot, they go the way
   // that holds in any collation.

@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { TEST_PG_URL } from "@notify/testing";
 import postgres from "postgres";
 import t, { type Test } from "tap";
-import { probeIdOrder, withinIds } from "../src/log-keys.js";
+import { boundsLockingAsItStarts, probeIdOrder, serverVersionChanged, withinIds } from "../src/log-keys.js";
+import { createDb } from "../src/pool.js";
 
 // withinIds bounds a lookup of the log by the least and the greatest of a batch's ids, found in
 // JavaScript when the database orders ids as JavaScript does. A database whose collation orders
@@ -69,3 +70,15 @@ t.test(
     t.same(await found(sql), ids, "withinIds finds every row");
   },
 );
+
+t.test("a pool that comes to reach PostgreSQL 18 stops bounding its locking statements as they start", async (t) => {
+  const database = createDb({ url: TEST_PG_URL, max: 1 });
+  t.teardown(() => database.close());
+  const [row] = await database.sql<{ version: number }[]>`select current_setting('server_version_num')::int as version`;
+  await probeIdOrder(database.sql);
+  const before18 = (row?.version ?? 0) < 180000;
+  t.equal(boundsLockingAsItStarts(database.sql), before18, "as its server's version allows, once probed");
+  // What postgres.js reports when a connection finds another server behind the address.
+  serverVersionChanged(database.sql, "18.4");
+  t.notOk(boundsLockingAsItStarts(database.sql), "told of an 18, at once");
+});
