@@ -54,7 +54,8 @@ const prunesLockedLookups = new WeakSet<object>();
  * Whether the database of pool `sql` orders ids (in its default collation, which the log's keys
  * and their partitions' bounds have) as JavaScript does: then withinIds finds a batch's least and
  * greatest ids itself, for that pool. C, POSIX and the common locales do; a collation that reads
- * two letters as one (Danish) or digits as numbers does not. createDb asks when it makes a pool.
+ * two letters as one (Danish) or digits as numbers does not. createDb asks when it makes a pool,
+ * and again when the pool's server changes version (serverVersionChanged).
  */
 export async function probeIdOrder(sql: Sql): Promise<boolean> {
   const [row] = await sql<{ sorted: string[]; version: number }[]>`
@@ -139,9 +140,9 @@ export function idBounds(ids: readonly string[]): { least: string; greatest: str
 
 /**
  * Told that a connection of pool `sql` reports server version `version` (postgres.js's
- * onparameter, on every change): a pool that reaches PostgreSQL 18 or later (a switch-over, an
- * upgrade in place) stops bounding its locking statements as the executor starts at once, and
- * asks its server again (probeIdOrder).
+ * onparameter): a pool on PostgreSQL 18 or later (a switch-over, an upgrade in place) stops
+ * bounding its locking statements as the executor starts at once, and the pool asks its server
+ * again (probeIdOrder).
  */
 export function serverVersionChanged(sql: Sql, version: string): void {
   if (Number.parseInt(version, 10) >= 18) prunesLockedLookups.delete(sql);

@@ -62,20 +62,28 @@ export function createDb(config: DbConfig): Database {
     ...(delay === undefined ? {} : { backoff: () => delay }),
   };
   let pool: Sql | undefined;
+  let version: string | undefined;
+  let probeFailed = false;
   const sql = postgres(config.url, {
     ...options,
     max: config.max ?? 10,
     // A server of another version behind the same address (a switch-over, an upgrade in place)
-    // may need the log's locking statements bounded otherwise (withinIdsLocking).
+    // may need the log's locking statements bounded otherwise (withinIdsLocking): postgres.js
+    // reports the version a connection finds first and on every change. The first is of the
+    // server the probe below asks, unless that probe failed (no server answered yet).
     onparameter: (key: string, value: string) => {
-      if (key === "server_version" && pool !== undefined) serverVersionChanged(pool, value);
+      if (key !== "server_version" || pool === undefined) return;
+      if (version !== undefined || probeFailed) serverVersionChanged(pool, value);
+      version = value;
     },
   });
   pool = sql;
   // Whether the database orders ids as JavaScript does, which spares the log's lookups by key
   // the set-up of every partition (withinIds). Until it answers, or if it cannot, they go the way
   // that holds in any collation.
-  probeIdOrder(sql).catch(() => {});
+  probeIdOrder(sql).catch(() => {
+    probeFailed = true;
+  });
   return {
     sql,
     close: async () => {

@@ -39,6 +39,8 @@ interface Scenario {
   expected: unknown;
 }
 
+// Its id a UUIDv7 of now (support.ts's insertNotification makes v4 ids, which land in the default
+// partition): the writers' bounds by id then have today's partition to prune to.
 const addNotification = async (sql: Sql): Promise<string> => {
   const id = newId();
   await sql`insert into notifications (id, client_id, user_id, category, template_id, priority, data, dedup_key, request_hash, partition)
@@ -49,6 +51,20 @@ const addNotification = async (sql: Sql): Promise<string> => {
 const addChannel = (sql: Sql, id: string, channel: string, status: string, providerId: string | null) =>
   sql`insert into notification_channels (notification_id, channel, status, provider, provider_id, user_id)
     values (${id}, ${channel}, ${status}, ${providerId === null ? null : "sendgrid"}, ${providerId}, 'u')`;
+
+/**
+ * A notification with these channels, each [channel, status, sent]: a sent one's send is
+ * recorded under provider id `send-<notification id>`. Answers `{ id }`.
+ */
+async function notificationWith(
+  sql: Sql,
+  ...channels: Array<[channel: string, status: string, sent: boolean]>
+): Promise<Record<string, string>> {
+  const id = await addNotification(sql);
+  for (const [channel, status, sent] of channels)
+    await addChannel(sql, id, channel, status, sent ? `send-${id}` : null);
+  return { id };
+}
 
 const touchChannels = (tx: postgres.TransactionSql, id: string) =>
   tx`update notification_channels set updated_at = now() where notification_id = ${id}`;
@@ -73,12 +89,7 @@ const receipt = (providerId: string, eventId: string, status: string, payload: R
 const SCENARIOS: Scenario[] = [
   {
     name: "a worker's status moves",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "pending", null);
-      await addChannel(sql, id, "sms", "pending", null);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "pending", false], ["sms", "pending", false]),
     touch: (tx, { id }) => touchChannels(tx, id as string),
     write: ({ sql }, { id }) =>
       Promise.all(
@@ -102,11 +113,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "a worker's status move after another writer moved the channel on",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "pending", null);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "pending", false]),
     // A cancel, say, committed while the worker waited: the row no longer moves to delivered.
     touch: (tx, { id }) =>
       tx`update notification_channels set status = 'canceled' where notification_id = ${id as string}`,
@@ -121,11 +128,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "a replay of a dead-lettered channel",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "failed", null);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "failed", false]),
     touch: (tx, { id }) => touchChannels(tx, id as string),
     write: (database, { id }) =>
       resetChannelForReplay(database, {
@@ -139,11 +142,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "a post of receipts",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "delivered", `send-${id}`);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "delivered", true]),
     touch: (tx, { id }) => touchChannels(tx, id as string),
     write: ({ sql }, { id }) => recordReceipts(sql, [receipt(`send-${id}`, `bounce-${id}`, "bounced")]),
     check: async (sql, { id }) => statuses(sql, id as string),
@@ -151,11 +150,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "a post of receipts that name their notification",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "delivered", `send-${id}`);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "delivered", true]),
     touch: (tx, { id }) => touchChannels(tx, id as string),
     write: ({ sql }, { id }) =>
       recordReceipts(sql, [
@@ -166,11 +161,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "a post of receipts in two rounds",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "pending", `send-${id}`);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "pending", true]),
     touch: (tx, { id }) => touchChannels(tx, id as string),
     write: ({ sql }, { id }) =>
       recordReceipts(sql, [
@@ -182,11 +173,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "a receipt that binds its send to the channel it names",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "pending", null);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "pending", false]),
     touch: (tx, { id }) => touchChannels(tx, id as string),
     write: ({ sql }, { id }) =>
       recordReceipts(sql, [
@@ -213,12 +200,7 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "a cancel by the client",
-    seed: async (sql) => {
-      const id = await addNotification(sql);
-      await addChannel(sql, id, "email", "pending", null);
-      await addChannel(sql, id, "sms", "pending", null);
-      return { id };
-    },
+    seed: (sql) => notificationWith(sql, ["email", "pending", false], ["sms", "pending", false]),
     touch: (tx, { id }) => touchChannels(tx, id as string),
     write: (database, { id }) =>
       cancelNotification(database, { id: id as string, clientId: "c" }, (ops) =>
